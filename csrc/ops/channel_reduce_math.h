@@ -1,0 +1,27 @@
+// Reduction of a [C,H,W] attribution map to one score per pixel (DESIGN.md section 2).
+// Used by rank (scores with channels) and by the ensemble finalize step.
+#pragma once
+
+#include <cmath>
+
+#include "ops/common.h"
+
+namespace roarfast {
+
+// kNone: the input already has one score per unit; kValue: every C*H*W value is a unit of its own.
+enum class ChannelReduce : int { kNone = 0, kSumSquares = 1, kAbsSum = 2, kMax = 3, kValue = 4 };
+
+ROARFAST_HD float reduce_init(ChannelReduce r) { return r == ChannelReduce::kMax ? -INFINITY : 0.0f; }
+
+// Folds one channel's value into the running per-pixel score. A NaN anywhere makes the pixel NaN
+// (so it ranks last) instead of being silently dropped by fmax.
+ROARFAST_HD float reduce_step(ChannelReduce r, float acc, float v) {
+  switch (r) {
+    case ChannelReduce::kSumSquares: return acc + v * v;
+    case ChannelReduce::kAbsSum: return acc + fabsf(v);
+    case ChannelReduce::kMax: return (v != v || acc != acc) ? NAN : (v > acc ? v : acc);
+    default: return v;
+  }
+}
+
+}  // namespace roarfast

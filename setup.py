@@ -1,0 +1,130 @@
+"""Builds roarfast._C: the custom ops in csrc/, CPU always, CUDA whenever a toolkit is present.
+
+CUDA kernels are compiled whenever nvcc and a CUDA build of torch are present, even with no
+GPU visible (CI machines have nvcc and no GPU, and a CUDA compile error must fail CI).
+ROARFAST_CUDA=0|1 forces either way. Everything a fresh machine needs is found here, so no
+exported variables are required (see ENVIRONMENT.md of the project).
+"""
+
+import glob
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+ROOT = Path(__file__).resolve().parent
+DEFAULT_ARCHS = "8.0;9.0+PTX"  # A100, H100 (+PTX for newer cards)
+GB_PER_NVCC_JOB = 4  # nvcc on torch headers peaks around 3 GB; bound jobs so 2-core/24 GB CI never swaps
+
+
+def find_cuda_home():
+    """The toolkit root, or None. torch guesses /usr/local from /usr/local/bin/nvcc, which breaks linking."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var) and Path(os.environ[var], "bin", "nvcc").exists():
+            return os.environ[var]
+    if Path("/usr/local/cuda/bin/nvcc").exists():
+        return "/usr/local/cuda"
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        root = Path(os.path.realpath(nvcc)).parent.parent
+        if (root / "include" / "cuda_runtime.h").exists():
+            return str(root)
+    return None
+
+
+def want_cuda(cuda_home):
+    """(build CUDA?, reason) following ROARFAST_CUDA, else the presence of nvcc and a CUDA torch."""
+    import torch
+
+    forced = os.environ.get("ROARFAST_CUDA")
+    if forced not in (None, "", "0", "1"):
+        sys.exit(f"ROARFAST_CUDA must be 0 or 1, got {forced!r}")
+    if forced == "0":
+        return False, "ROARFAST_CUDA=0"
+    if cuda_home is None:
+        if forced == "1":
+            sys.exit("ROARFAST_CUDA=1 but no CUDA toolkit (nvcc) was found; set CUDA_HOME")
+        return False, "no nvcc found: CPU-only build"
+    if torch.version.cuda is None:
+        if forced == "1":
+            sys.exit("ROARFAST_CUDA=1 but this torch is a CPU-only build")
+        return False, "torch is a CPU-only build: CPU-only build"
+    return True, "ROARFAST_CUDA=1" if forced == "1" else f"nvcc found in {cuda_home}"
+
+
+def cuda_library_includes(cuda_home):
+    """Include dirs for cublas/cusparse headers when the toolkit lacks them (torch's nvidia wheels carry them)."""
+    if Path(cuda_home, "include", "cublas_v2.h").exists():
+        return []
+    import torch
+
+    site = Path(torch.__file__).resolve().parent.parent
+    found = [d for d in sorted(glob.glob(str(site / "nvidia" / "*" / "include"))) if Path(d, "cublas_v2.h").exists()]
+    found += [d for d in sorted(glob.glob(str(site / "nvidia" / "*" / "include"))) if d not in found]
+    return found
+
+
+def max_jobs():
+    if os.environ.get("MAX_JOBS"):
+        return os.environ["MAX_JOBS"]
+    try:
+        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gb = 8
+    return str(max(1, min(os.cpu_count() or 1, int(mem_gb // GB_PER_NVCC_JOB))))
+
+
+def extension():
+    cuda_home = find_cuda_home()
+    if cuda_home:
+        os.environ["CUDA_HOME"] = cuda_home  # before cpp_extension reads it at import
+    build_cuda, reason = want_cuda(cuda_home)
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCHS)
+    os.environ["MAX_JOBS"] = max_jobs()
+
+    import torch
+    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+    csrc = ROOT / "csrc"
+    sources = sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cpp"))
+    cu_sources = sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cu"))
+    cxx = ["-O3"]
+    include_dirs = [str(csrc)]
+    config = {
+        "torch": torch.__version__,
+        "cuda": build_cuda,
+        "cuda_reason": reason,
+        "cuda_home": cuda_home,
+        "torch_cuda": torch.version.cuda,
+        "arch_list": os.environ["TORCH_CUDA_ARCH_LIST"] if build_cuda else None,
+        "max_jobs": int(os.environ["MAX_JOBS"]),
+    }
+    if build_cuda:
+        include_dirs += cuda_library_includes(cuda_home)
+        ext = CUDAExtension(
+            "roarfast._C",
+            sources + cu_sources,
+            include_dirs=include_dirs,
+            extra_compile_args={
+                "cxx": cxx + ["-DROARFAST_WITH_CUDA"],
+                "nvcc": ["-O3", "-lineinfo", "--expt-relaxed-constexpr", "-DROARFAST_WITH_CUDA"],
+            }
+        )
+    else:
+        ext = CppExtension("roarfast._C", sources, include_dirs=include_dirs, extra_compile_args={"cxx": cxx})
+    config["sources"] = len(ext.sources)
+    config["cu_sources"] = len(cu_sources) if build_cuda else 0
+
+    print("roarfast build configuration:", file=sys.stderr)
+    for key, value in config.items():
+        print(f"  {key:12s} {value}", file=sys.stderr)
+    # Read back by `roarfast doctor` and by the import-time check for a torch mismatch.
+    (ROOT / "roarfast" / "_build_config.json").write_text(json.dumps(config, indent=1) + "\n")
+    return ext, BuildExtension.with_options(use_ninja=True)
+
+
+ext, build_ext = extension()
+setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})

@@ -1,0 +1,22 @@
+"""Shared pytest setup: the `cuda` marker skips without a GPU; `devices()` parametrizes CPU (+CUDA)."""
+
+import pytest
+import torch
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+def devices():
+    """['cpu', 'cuda'] with 'cuda' marked, for @pytest.mark.parametrize('device', devices())."""
+    return ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
