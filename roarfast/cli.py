@@ -1,0 +1,235 @@
+"""The `roarfast` command line. Commands are thin: they parse options and call library functions.
+
+Heavy imports (torch, the extension, DALI) happen inside command bodies so that `roarfast --help`
+answers at once. A `--config FILE` (YAML) supplies defaults that flags override: top-level keys
+apply to every command, a section named after a command applies to that command only.
+"""
+
+import functools
+from pathlib import Path
+
+import click
+
+DEFAULT_RUN_DIR = "runs/default"
+METHOD_HELP = ("estimators, comma-separated: grad ig gb, sg sg-sq var (of grad; -ig/-gb suffixes), random "
+               "sobel gradcam oracle, captum:<ClassName>, or 'all'")
+
+
+def _stack(*decorators):
+    """Applies several click decorators as one, so shared options are defined once."""
+
+    def apply(func):
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+run_options = _stack(
+    click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
+                 show_default=True, help="where checkpoints, the rank store and results live"),
+    click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N"),
+    click.option("--seed", type=int, default=0, show_default=True, help="seed of the run"),
+    click.option("--progress/--no-progress", default=True, show_default=True, help="progress bars"),
+)
+
+data_options = _stack(
+    click.option("--dataset", default="embedded", show_default=True,
+                 help="embedded | cifar10 | cifar100 | imagefolder"),
+    click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+                 help="dataset root (CIFAR on-disk format, or a JPEG tree with train/ and val/ or test/)"),
+)
+
+
+def _fractions(ctx, param, value):
+    """'0.3,0.7' or repeated flags -> sorted unique floats in (0, 1]."""
+    if value is None:
+        return None
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for item in items:
+        for part in str(item).split(","):
+            if not part.strip():
+                continue
+            try:
+                f = float(part)
+            except ValueError:
+                raise click.BadParameter(f"{part!r} is not a number") from None
+            if not 0.0 < f <= 1.0:
+                raise click.BadParameter(f"fractions must lie in (0, 1], got {f}")
+            out.append(f)
+    if not out:
+        raise click.BadParameter("give at least one fraction")
+    return sorted(set(out))
+
+
+def _load_config(ctx, param, path):
+    """Reads a YAML config into ctx.default_map (safe loader; flags still override)."""
+    if path is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as err:
+        raise click.BadParameter(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{path} should hold a mapping of option names to values")
+    commands = set(ctx.command.commands) if isinstance(ctx.command, click.Group) else set()
+    shared = {k.replace("-", "_"): v for k, v in data.items() if k not in commands}
+    default_map = {}
+    for name in commands:
+        section = data.get(name) or {}
+        if not isinstance(section, dict):
+            raise click.BadParameter(f"section {name!r} of {path} should be a mapping")
+        default_map[name] = {**shared, **{k.replace("-", "_"): v for k, v in section.items()}}
+    ctx.default_map = default_map
+    return path
+
+
+def _friendly_errors(func):
+    """Turns the library's errors about user input into one-line messages instead of tracebacks."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from roarfast.errors import UserError
+
+        try:
+            return func(*args, **kwargs)
+        except UserError as err:
+            raise click.ClickException(str(err)) from None
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), callback=_load_config, is_eager=True,
+              expose_value=False, help="YAML file of defaults: top-level keys for every command, or a section per command")
+@click.version_option(package_name="roarfast")
+def main():
+    """roarfast: the ROAR interpretability benchmark (RemOve And Retrain), end to end, fast.
+
+    A session on the embedded dataset: `roarfast train`, then `roarfast extract --method sg-sq`,
+    then `roarfast retrain --fraction 0.7`; or everything at once with `roarfast run`.
+    """
+
+
+@main.command()
+@run_options
+@data_options
+@click.option("--model", default=None, help="fastnet | fastnet-gpu | resnet8 | resnet18 | resnet50 (default: by dataset and device)")
+@click.option("--epochs", type=int, default=None, help="training epochs (default: the model's recipe)")
+@click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
+@_friendly_errors
+def train(run_dir, device, seed, progress, dataset, data_dir, model, epochs, batch_size):
+    """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
+    from roarfast.train import run_train
+
+    summary = run_train(run_dir, dataset=dataset, data_dir=data_dir, model=model, epochs=epochs,
+                        batch_size=batch_size, seed=seed, device=device, progress=progress)
+    click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
+               f"-> {summary['checkpoint']}")
+
+
+@main.command()
+@run_options
+@data_options
+@click.option("--method", "methods", default="sg-sq", help=METHOD_HELP)
+@click.option("--split", "splits", default="train,test", help="splits to attribute, comma-separated")
+@click.option("--batch-size", type=int, default=None, help="images per batch (default: by device)")
+@click.option("--samples", type=int, default=15, help="noisy samples of the SmoothGrad family")
+@click.option("--noise-level", type=float, default=0.15, help="sigma = noise level x (max - min) of each image")
+@click.option("--ig-steps", type=int, default=25, help="integrated-gradients steps (Riemann midpoint)")
+@click.option("--target", type=click.Choice(["predicted", "label"]), default="predicted", help="the explained class")
+@click.option("--granularity", type=click.Choice(["pixel", "value"]), default="pixel",
+              help="rank pixels (channels reduced) or every C*H*W value")
+@click.option("--reduction", type=click.Choice(["sum_sq", "abs_sum", "max"]), default="sum_sq",
+              help="how channels fold into one pixel score")
+@click.option("--gradcam-layer", default=None, help="dotted module name for Grad-CAM (default: the last conv stage)")
+@click.option("--amp", type=click.Choice(["auto", "off", "bf16", "fp16"]), default="auto",
+              help="autocast for the model's passes (auto: bf16 on GPU, off on CPU)")
+@click.option("--keep-maps/--no-keep-maps", default=False, help="also store fp16 maps (for pictures)")
+@click.option("--force", is_flag=True, help="recompute a complete store")
+@_friendly_errors
+def extract(run_dir, device, seed, progress, dataset, data_dir, methods, splits, batch_size, samples, noise_level,
+            ig_steps, target, granularity, reduction, gradcam_layer, amp, keep_maps, force):
+    """Attribution maps for every train and test image -> per-pixel ranks in the rank store."""
+    from roarfast.extract import ExtractOptions, run_extract
+
+    options = ExtractOptions(methods=methods, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
+                             batch_size=batch_size, samples=samples, noise_level=noise_level, ig_steps=ig_steps,
+                             target=target, granularity=granularity, reduction=reduction,
+                             gradcam_layer=gradcam_layer, amp=amp, keep_maps=keep_maps, force=force)
+    run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, device=device, seed=seed, progress=progress)
+
+
+@main.command()
+@run_options
+@data_options
+@click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=["0.7"],
+              help="fraction(s) of pixels removed (ROAR) or kept (KAR); repeat or comma-separate")
+@click.option("--method", "methods", default=None, help="methods to retrain on (default: every stored method, plus random)")
+@click.option("--mode", "modes", default="roar", help="roar, kar or roar,kar")
+@click.option("--seeds", type=click.IntRange(min=1), default=1, help="retrainings per cell (seeds 0..N-1)")
+@click.option("--model", default=None, help="model to retrain (default: the base model's)")
+@click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
+@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero"]), default="dataset-mean",
+              help="value that replaces removed pixels")
+@_friendly_errors
+def retrain(run_dir, device, seed, progress, dataset, data_dir, fractions, methods, modes, seeds, model, epochs, fill):
+    """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
+    from roarfast.retrain import RetrainOptions, run_retrain
+
+    mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
+    bad = [m for m in mode_list if m not in ("roar", "kar")]
+    if bad or not mode_list:
+        raise click.BadParameter(f"modes are roar and kar, got {modes!r}", param_hint="--mode")
+    options = RetrainOptions(fractions=tuple(fractions), methods=methods, modes=mode_list, seeds=seeds,
+                             model=model, epochs=epochs, fill=fill)
+    rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, device=device, seed=seed,
+                       progress=progress)
+    from roarfast.retrain import format_table
+
+    click.echo(format_table(rows))
+
+
+@main.command()
+@run_options
+@click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
+              help="fractions for the retrain stage (default: the embedded benchmark's grid)")
+@click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: a quick set)")
+@_friendly_errors
+def run(run_dir, device, seed, progress, fractions, methods):
+    """The main job on the embedded default dataset: train, extract, retrain (ROAR and KAR), report."""
+    from roarfast.pipeline import run_all
+
+    run_all(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods)
+
+
+def _not_built(name, issue_hint):
+    @main.command(name=name, help=f"[not built yet] {issue_hint}.",
+                  context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    def command():
+        raise click.ClickException(f"`roarfast {name}` is not built yet ({issue_hint}). "
+                                   f"Use train / extract / retrain / run for now.")
+
+    return command
+
+
+sweep = _not_built("sweep", "the whole grid, resumable, local or on Ray: a later issue")
+report = _not_built("report", "tables and plots from results.sqlite: a later issue")
+evaluate = _not_built("evaluate", "no-retrain evaluations MoRF/LeRF/ROAD: a later issue")
+
+
+@main.command()
+def doctor():
+    """Versions, whether CUDA kernels were compiled and for which archs, GPUs, DALI, Ray."""
+    from roarfast.doctor import report_lines
+
+    for line in report_lines():
+        click.echo(line)
+
+
+if __name__ == "__main__":
+    main()

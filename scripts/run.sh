@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job: set-up (venv, torch, extension build), then `roarfast run` on the embedded dataset.
+# Extra arguments go to `roarfast run` (e.g. `bash scripts/run.sh --device cuda`).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/bootstrap.sh
+exec "${ROARFAST_VENV:-$PWD/.venv}/bin/roarfast" run "$@"
