@@ -3,6 +3,8 @@ fake implementation so that torch.compile can trace it. Plain-PyTorch versions o
 for tests and benchmarks only, live in roarfast._reference.
 """
 
+import math
+
 import torch
 
 from roarfast import _extension
@@ -51,3 +53,115 @@ def _rank_fake(scores, reduction="none"):
     for size in shape[1:]:
         units *= size
     return scores.new_empty(shape, dtype=rank_dtype(units))
+
+
+def units_for_fraction(fraction: float, units: int) -> int:
+    """k = floor(fraction * units), the number of units a fraction in [0, 1] removes (DESIGN.md section 2)."""
+    if isinstance(fraction, bool) or not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction should be a number in [0, 1], got {fraction!r}")
+    # Rounded to 6 decimals first so that 0.29 * 100 = 28.999999999999996 still removes 29 units.
+    return min(units, math.floor(round(fraction * units, 6)))
+
+
+def per_image_k(k, images: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
+    """k as the int64 Tensor[B] the kernels take, from an int (same for every image), a float
+    fraction in [0, 1] (k = floor(fraction * units)) or a Tensor[B]; units = ranked units per image."""
+    units = math.prod(ranks.shape[1:])
+    if isinstance(k, torch.Tensor):
+        return k
+    if isinstance(k, float):
+        k = units_for_fraction(k, units)
+    elif isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k should be an int, a float fraction or an int64 Tensor[B], got {type(k).__name__}")
+    if not 0 <= k <= units:
+        raise ValueError(f"k should be in [0, {units}] (units per image), got {k}")
+    return torch.full((images.shape[0],), k, dtype=torch.int64, device=images.device)
+
+
+def per_channel(values, images: torch.Tensor, name: str) -> torch.Tensor:
+    """A sequence or Tensor[C] as float32 Tensor[C] on the images' device (pass a device tensor to
+    spare a host-to-device copy per call)."""
+    if isinstance(values, torch.Tensor):
+        return values.to(device=images.device, dtype=torch.float32)
+    try:
+        return torch.tensor(list(values), dtype=torch.float32, device=images.device)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} should be a sequence of numbers or a Tensor[C], got {values!r}") from err
+
+
+def mask(images: torch.Tensor, ranks: torch.Tensor, k, fill, keep: bool = False) -> torch.Tensor:
+    """Replaces the ranked units of each image by a per-channel fill (ROAR), or all but them (KAR).
+
+    Args:
+        images (Tensor[B, C, H, W]): uint8, float32, float16 or bfloat16; contiguous or channels_last.
+        ranks (Tensor[B, H, W] or Tensor[B, C, H, W]): uint16, int32 or int64 from `rank`; [B,H,W]
+            masks all channels of a pixel together, [B,C,H,W] each value on its own.
+        k: units to replace (ROAR) or keep (KAR) per image: an int, a float fraction in [0, 1]
+            (k = floor(fraction * units)), or an int64 Tensor[B] on the images' device.
+        fill (sequence or Tensor[C]): the replacement in the images' own value space
+            (uint8 images: rounded to nearest, saturated to [0, 255]).
+        keep: False (ROAR) replaces units with rank < k; True (KAR) replaces those with rank >= k.
+
+    Returns:
+        masked (Tensor[B, C, H, W]): a new tensor, dtype and memory format of images.
+    """
+    return torch.ops.roarfast.mask.default(images, ranks, per_image_k(k, images, ranks),
+                                           per_channel(fill, images, "fill"), keep)
+
+
+def mask_normalize(images: torch.Tensor, ranks: torch.Tensor | None, k=None, fill=None, keep: bool = False, *,
+                   mean, std, out_dtype: torch.dtype = torch.float32, channels_last: bool = False) -> torch.Tensor:
+    """mask fused with the uint8 -> float normalization a model's input needs, in one pass.
+
+    Kept values become (x / 255 - mean[c]) / std[c]; replaced ones fill[c].
+
+    Args:
+        images (Tensor[B, C, H, W]): uint8, contiguous or channels_last.
+        ranks (Tensor[B, H, W] or Tensor[B, C, H, W], or None): as for `mask`; None normalizes only.
+        k, keep: as for `mask` (k unused when ranks is None).
+        fill (sequence or Tensor[C]): replacement in the NORMALIZED space (0 = the dataset mean).
+        mean, std (sequence or Tensor[C]): per channel, in [0, 1] pixel space (torchvision convention).
+        out_dtype: float32, float16 or bfloat16.
+        channels_last: memory format of the output.
+
+    Returns:
+        normalized (Tensor[B, C, H, W]): out_dtype, channels_last or contiguous.
+    """
+    if ranks is not None:
+        if k is None or fill is None:
+            raise ValueError("k and fill should be given when ranks are")
+        k = per_image_k(k, images, ranks)
+        fill = per_channel(fill, images, "fill")
+    else:
+        k = fill = None
+    return torch.ops.roarfast.mask_normalize.default(
+        images, ranks, k, fill, keep, per_channel(mean, images, "mean"), per_channel(std, images, "std"),
+        out_dtype, channels_last)
+
+
+def mask_scores(images: torch.Tensor, scores: torch.Tensor, k, fill, keep: bool = False,
+                reduction: str | None = None) -> torch.Tensor:
+    """rank(scores, reduction) then mask(images, ranks, k, fill, keep); see both for the arguments.
+
+    scores (Tensor[B, H, W] or Tensor[B, C, H, W]) are ranked in pixel units, or value units for
+    reduction="value". Returns Tensor[B, C, H, W] like images.
+    """
+    return mask(images, rank(scores, reduction), k, fill, keep)
+
+
+def _memory_format(images):
+    """The layout the mask kernels read (and mask writes): channels_last only when not also contiguous."""
+    if images.is_contiguous(memory_format=torch.channels_last) and not images.is_contiguous():
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+@torch.library.register_fake("roarfast::mask")
+def _mask_fake(images, ranks, k, fill, keep=False):
+    return torch.empty_like(images, memory_format=_memory_format(images))
+
+
+@torch.library.register_fake("roarfast::mask_normalize")
+def _mask_normalize_fake(images, ranks, k, fill, keep, mean, std, out_dtype, channels_last):
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    return torch.empty_like(images, dtype=out_dtype, memory_format=memory_format)

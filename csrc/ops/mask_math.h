@@ -1,0 +1,84 @@
+// Masking of ranked units (DESIGN.md section 2), shared by the CPU and CUDA mask kernels:
+// which units are replaced, where an element and its rank live, and the value written.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/common.h"
+
+namespace roarfast {
+
+// ROAR (keep=false) replaces the k most important units (rank < k); KAR (keep=true) keeps them
+// and replaces the rest.
+ROARFAST_HD bool is_replaced(int64_t rank, int64_t k, bool keep) { return keep ? rank >= k : rank < k; }
+
+// uint8 pixel to the normalized input of a model: torchvision's (x/255 - mean) / std.
+ROARFAST_HD float normalize_u8(uint8_t x, float mean, float std) {
+  return (static_cast<float>(x) / 255.0f - mean) / std;
+}
+
+// The geometry of one mask call: images [B,C,H,W] stored NCHW or NHWC, output likewise,
+// ranks [B,H,W] (pixel units) or [B,C,H,W] (value units), both contiguous NCHW.
+struct MaskShape {
+  int64_t channels;
+  int64_t plane;  // H*W
+  bool value_units;
+  bool in_nhwc;
+  bool out_nhwc;
+  bool keep;
+};
+
+ROARFAST_HD int64_t image_offset(bool nhwc, int64_t channels, int64_t plane, int64_t b, int64_t c, int64_t p) {
+  return nhwc ? (b * plane + p) * channels + c : (b * channels + c) * plane + p;
+}
+
+ROARFAST_HD int64_t rank_offset(const MaskShape& s, int64_t b, int64_t c, int64_t p) {
+  return s.value_units ? (b * s.channels + c) * s.plane + p : b * s.plane + p;
+}
+
+// Image b, channel c, pixel p of the i-th element of the output in its own memory order.
+// index_t is int32 where the whole tensor fits: GPU integer division is much cheaper in 32 bits.
+template <typename index_t>
+ROARFAST_HD void output_coords(const MaskShape& s, index_t i, index_t& b, index_t& c, index_t& p) {
+  const index_t channels = static_cast<index_t>(s.channels), plane = static_cast<index_t>(s.plane);
+  if (s.out_nhwc) {
+    const index_t pixel = i / channels;
+    c = i - pixel * channels;
+    b = pixel / plane;
+    p = pixel - b * plane;
+  } else {
+    const index_t row = i / plane;
+    p = i - row * plane;
+    b = row / channels;
+    c = row - b * channels;
+  }
+}
+
+// Plain mask: the image's own value, or the per-channel fill (already in the image dtype).
+template <typename T>
+struct CopyOrFill {
+  const T* fill;
+  ROARFAST_HD T operator()(T x, int64_t c, bool replaced) const { return replaced ? fill[c] : x; }
+};
+
+// Fused mask + normalize of uint8 images; fill is given in the normalized space.
+template <typename T>
+struct NormalizeOrFill {
+  const float* fill;  // nullptr when nothing is masked
+  const float* mean;
+  const float* std;
+  ROARFAST_HD T operator()(uint8_t x, int64_t c, bool replaced) const {
+    return static_cast<T>(replaced ? fill[c] : normalize_u8(x, mean[c], std[c]));
+  }
+};
+
+// One output element. ranks == nullptr means no unit is replaced.
+template <typename in_t, typename rank_t, typename Value>
+ROARFAST_HD auto mask_element(const in_t* in, const rank_t* ranks, const int64_t* k, const MaskShape& s, int64_t b,
+                              int64_t c, int64_t p, const Value& value) {
+  const in_t x = in[image_offset(s.in_nhwc, s.channels, s.plane, b, c, p)];
+  const bool replaced = ranks != nullptr && is_replaced(static_cast<int64_t>(ranks[rank_offset(s, b, c, p)]), k[b], s.keep);
+  return value(x, c, replaced);
+}
+
+}  // namespace roarfast
