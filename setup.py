@@ -126,5 +126,6 @@ def extension():
     return ext, BuildExtension.with_options(use_ninja=True)
 
 
-ext, build_ext = extension()
-setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})
+if __name__ == "__main__":  # setuptools runs this file as __main__; tests import the helpers above
+    ext, build_ext = extension()
+    setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})

@@ -76,16 +76,44 @@ def _load_config(ctx, param, path):
         raise click.BadParameter(f"{path} is not valid YAML: {err}") from None
     if not isinstance(data, dict):
         raise click.BadParameter(f"{path} should hold a mapping of option names to values")
-    commands = set(ctx.command.commands) if isinstance(ctx.command, click.Group) else set()
-    shared = {k.replace("-", "_"): v for k, v in data.items() if k not in commands}
+    commands = ctx.command.commands if isinstance(ctx.command, click.Group) else {}
+    shared = {k: v for k, v in data.items() if k not in commands}
     default_map = {}
-    for name in commands:
+    for name, command in commands.items():
         section = data.get(name) or {}
         if not isinstance(section, dict):
             raise click.BadParameter(f"section {name!r} of {path} should be a mapping")
-        default_map[name] = {**shared, **{k.replace("-", "_"): v for k, v in section.items()}}
+        default_map[name] = _defaults_for(command, {**shared, **section})
+        unknown = [k for k in section if str(k).replace("-", "_") not in _option_names(command)]
+        if unknown:
+            raise click.BadParameter(f"{path}: section {name!r} has unknown option(s) {', '.join(map(str, unknown))}")
+    known = set().union(*(_option_names(c) for c in commands.values())) if commands else set()
+    unknown = [k for k in shared if str(k).replace("-", "_") not in known]
+    if unknown:
+        raise click.BadParameter(f"{path}: unknown option(s) {', '.join(map(str, unknown))}")
     ctx.default_map = default_map
     return path
+
+
+def _option_names(command) -> set:
+    return {opt.lstrip("-").replace("-", "_") for p in command.params for opt in getattr(p, "opts", [])}
+
+
+def _defaults_for(command, values: dict) -> dict:
+    """Config keys are option names ("fraction", "run-dir"); click's default_map wants parameter names."""
+    by_option = {}
+    for param in command.params:
+        for opt in getattr(param, "opts", []):
+            by_option[opt.lstrip("-").replace("-", "_")] = param
+    defaults = {}
+    for key, value in values.items():
+        param = by_option.get(str(key).replace("-", "_"))
+        if param is None:
+            continue  # a key meant for another command
+        if getattr(param, "multiple", False) and not isinstance(value, (list, tuple)):
+            value = [value]
+        defaults[param.name] = value
+    return defaults
 
 
 def _friendly_errors(func):

@@ -1,0 +1,88 @@
+"""The build and load path: CUDA detection without a GPU, and the errors a broken build gives."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_setup():
+    spec = importlib.util.spec_from_file_location("roarfast_setup", ROOT / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not __main__: defines the helpers, builds nothing
+    return module
+
+
+def test_no_nvcc_gives_cpu_only_build(monkeypatch):
+    setup = load_setup()
+    monkeypatch.delenv("ROARFAST_CUDA", raising=False)
+    build, reason = setup.want_cuda(None)
+    assert build is False
+    assert "CPU-only" in reason
+
+
+def test_roarfast_cuda_0_forces_cpu_even_with_nvcc(monkeypatch):
+    setup = load_setup()
+    monkeypatch.setenv("ROARFAST_CUDA", "0")
+    assert setup.want_cuda("/usr/local/cuda") == (False, "ROARFAST_CUDA=0")
+
+
+def test_roarfast_cuda_1_without_toolkit_is_an_error(monkeypatch):
+    setup = load_setup()
+    monkeypatch.setenv("ROARFAST_CUDA", "1")
+    with pytest.raises(SystemExit, match="no CUDA toolkit"):
+        setup.want_cuda(None)
+
+
+@pytest.mark.skipif(torch.version.cuda is None or load_setup().find_cuda_home() is None,
+                    reason="needs nvcc and a CUDA build of torch")
+def test_cuda_build_chosen_without_gpu(monkeypatch):
+    setup = load_setup()
+    monkeypatch.delenv("ROARFAST_CUDA", raising=False)
+    build, _ = setup.want_cuda(setup.find_cuda_home())
+    assert build is True
+
+
+@pytest.mark.skipif(torch.version.cuda is None or load_setup().find_cuda_home() is None,
+                    reason="needs nvcc and a CUDA build of torch")
+def test_installed_build_has_cpu_and_cuda_kernels():
+    from roarfast import _extension, ops  # noqa: F401  (loads _C)
+
+    config = _extension.build_config()
+    if not config.get("cuda"):
+        pytest.skip(f"this build was made without CUDA: {config.get('cuda_reason')}")
+    for op in ("rank",):
+        assert _extension.has_kernel(op, "CPU")
+        assert _extension.has_kernel(op, "CUDA")
+
+
+def test_mismatched_torch_build_names_the_fix(monkeypatch):
+    from roarfast import _extension
+
+    monkeypatch.setattr(_extension, "build_config", lambda: {"torch": "0.0.1-other"})
+    with pytest.raises(_extension.ExtensionError) as err:
+        _extension.load()
+    assert "0.0.1-other" in str(err.value) and "pip install --no-build-isolation -e ." in str(err.value)
+
+
+def test_missing_extension_names_the_fix(monkeypatch):
+    import importlib
+
+    from roarfast import _extension
+
+    def missing(name):
+        raise ModuleNotFoundError(f"No module named '{name}'")
+
+    monkeypatch.setattr(_extension, "build_config", lambda: {})
+    monkeypatch.setattr(importlib, "import_module", missing)
+    with pytest.raises(_extension.ExtensionError, match="is not built; build it: bash scripts/bootstrap.sh"):
+        _extension.load()
+
+
+def test_build_config_records_torch_version():
+    config = json.loads((ROOT / "roarfast" / "_build_config.json").read_text())
+    assert config["torch"] == torch.__version__

@@ -1,0 +1,89 @@
+"""The CLI's surface: fast --help (no torch import), every subcommand's help, --config, usage errors."""
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from roarfast.cli import main
+
+SUBCOMMANDS = ["train", "extract", "retrain", "sweep", "report", "run", "evaluate", "doctor"]
+
+
+def test_help_does_not_import_torch():
+    # --help must answer at once; importing torch alone takes seconds, so it must not happen.
+    code = ("import sys; from click.testing import CliRunner; from roarfast.cli import main; "
+            "r = CliRunner().invoke(main, ['--help']); assert r.exit_code == 0, r.output; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_has_help(command):
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert f"Usage: main {command}" in result.output or f"Usage: roarfast {command}" in result.output
+
+
+@pytest.mark.parametrize("command", ["sweep", "report", "evaluate"])
+def test_unbuilt_commands_say_so_and_fail(command):
+    result = CliRunner().invoke(main, [command])
+    assert result.exit_code != 0
+    assert "not built yet" in result.output
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "-0.1", "abc"])
+def test_fraction_outside_unit_interval_is_a_usage_error(bad):
+    result = CliRunner().invoke(main, ["retrain", "--fraction", bad])
+    assert result.exit_code == 2
+    assert "--fraction" in result.output
+
+
+def test_bad_mode_is_a_usage_error():
+    result = CliRunner().invoke(main, ["retrain", "--mode", "roar,keep"])
+    assert result.exit_code == 2
+    assert "roar and kar" in result.output
+
+
+def test_config_file_sets_defaults_and_flags_override(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run_all(run_dir, **kwargs):
+        seen.update(run_dir=str(run_dir), **kwargs)
+
+    import roarfast.pipeline
+
+    monkeypatch.setattr(roarfast.pipeline, "run_all", fake_run_all)
+    config = tmp_path / "c.yaml"
+    config.write_text("run-dir: from-top-level\nseed: 3\nrun:\n  seed: 5\n  fraction: '0.2,0.4'\n")
+    result = CliRunner().invoke(main, ["--config", str(config), "run"])
+    assert result.exit_code == 0, result.output
+    assert seen["run_dir"] == "from-top-level" and seen["seed"] == 5 and seen["fractions"] == [0.2, 0.4]
+    result = CliRunner().invoke(main, ["--config", str(config), "run", "--seed", "7"])
+    assert result.exit_code == 0, result.output
+    assert seen["seed"] == 7
+
+
+def test_config_that_is_not_a_mapping_is_rejected(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("- just\n- a list\n")
+    result = CliRunner().invoke(main, ["--config", str(config), "doctor"])
+    assert result.exit_code == 2
+    assert "mapping" in result.output
+
+
+def test_doctor_lists_kernels_per_op():
+    result = CliRunner().invoke(main, ["doctor"])
+    assert result.exit_code == 0, result.output
+    assert "op rank" in result.output and "CPU" in result.output
+    assert "torch" in result.output
+
+
+def test_config_with_unknown_option_is_rejected(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("retrain:\n  fractoin: 0.5\n")
+    result = CliRunner().invoke(main, ["--config", str(config), "doctor"])
+    assert result.exit_code == 2
+    assert "fractoin" in result.output
