@@ -1,0 +1,51 @@
+"""The SmoothGrad family: SG (mean), SG-SQ (mean of squares) and VAR (variance) of a base estimator's
+maps over n noisy copies of each image, sigma_b = noise_level * (max(x_b) - min(x_b)).
+
+One set of noisy samples yields all three statistics of a base: noise comes from ops.noise
+(counter-based, so chunks of samples draw exactly what one call would), the maps of a chunk of
+samples x images go through one forward/backward, and ops.ensemble_* folds them into running
+fp32 moments (Chan's merge) without keeping all n maps.
+"""
+
+from functools import partial
+
+from roarfast import ops
+from roarfast.methods.gradients import BASES, input_attribution, rows_per_input
+from roarfast.methods.params import derive_seed
+from roarfast.methods.registry import register_shared
+
+#: statistic of the ensemble -> position in ops.ensemble_finalize's (sg, sg_sq, var).
+STATISTICS = {"sg": 0, "sg-sq": 1, "var": 2}
+#: separates the noise stream from other per-batch randomness keyed by the same seed.
+NOISE_STREAM = 1
+
+
+def noise_seed(batch) -> int:
+    """The ops.noise seed of a batch: mixed from the run seed and the batch's first global index, so that
+    batches draw independent noise and a batch's noise does not depend on what was computed before it."""
+    return derive_seed(batch.seed, NOISE_STREAM, int(batch.index[0]) if batch.index.numel() else 0)
+
+
+def smoothgrad_family(model, batch, target, params, names, base):
+    """Maps of the requested `names` among sg-<base>, sg-sq-<base>, var-<base>, each float32 Tensor[B, C, H, W].
+
+    Samples are processed in chunks of s samples x B images (s*B rows, times ig_steps for IG) under
+    params.max_chunk_elements; at least one sample of the whole batch per chunk.
+    """
+    x = batch.x
+    n = params.n_samples
+    per_sample = x.numel() * rows_per_input(base, params)
+    chunk = max(1, min(n, params.max_chunk_elements // per_sample))
+    seed = noise_seed(batch)
+    state = ops.ensemble_init(x)
+    for offset in range(0, n, chunk):
+        samples = min(chunk, n - offset)
+        noisy = ops.noise(x, samples, params.noise_level, seed, offset=offset)
+        maps = input_attribution(model, noisy, target.repeat(samples), params, base)
+        state = ops.ensemble_update(state, maps.view(samples, *x.shape))
+    stats = ops.ensemble_finalize(state, reduction="none")
+    return {name: stats[STATISTICS[name[: -len(base) - 1]]] for name in names}
+
+
+for _base in BASES:
+    register_shared(*(f"{stat}-{_base}" for stat in STATISTICS))(partial(smoothgrad_family, base=_base))

@@ -1,0 +1,45 @@
+"""Grad-CAM: ReLU(sum_k alpha_k A_k) at a conv layer, alpha_k = spatial mean of d logit / d A_k,
+upsampled bilinearly to the input size."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from roarfast.errors import UserError
+from roarfast.methods.model_context import logits_of, selected_logits
+from roarfast.methods.registry import register
+
+
+def cam_layer(model: nn.Module, name: str | None) -> nn.Module:
+    """The module at dotted `name`, or at model.cam_layer when name is None."""
+    if name is None:
+        name = getattr(model, "cam_layer", None)
+        if not isinstance(name, str):
+            raise UserError(f"{type(model).__name__} has no cam_layer attribute; set gradcam_layer to the dotted "
+                            "name of a conv module")
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        names = ", ".join(n for n, _ in model.named_modules() if n)
+        raise UserError(f"gradcam_layer {name!r} is not a module of {type(model).__name__}; modules: {names}") from None
+
+
+@register("gradcam", target="own")
+def gradcam(model, batch, target, params):
+    """Grad-CAM at params.gradcam_layer (default model.cam_layer) -> float32 Tensor[B, 1, H, W]."""
+    layer = cam_layer(model, params.gradcam_layer)
+    captured = []
+    handle = layer.register_forward_hook(lambda module, inputs, output: captured.append(output))
+    try:
+        # The input needs a grad so that activations join the graph while the parameters are frozen.
+        logits = logits_of(model, batch.x.detach().requires_grad_(True), params.autocast_dtype)
+    finally:
+        handle.remove()
+    if len(captured) != 1 or not isinstance(captured[0], torch.Tensor) or captured[0].dim() != 4:
+        raise UserError(f"Grad-CAM needs a layer called once per forward with a Tensor[B, K, h, w] output; "
+                        f"{type(layer).__name__} gave {[getattr(c, 'shape', type(c)) for c in captured]}")
+    activations = captured[0]
+    (grads,) = torch.autograd.grad(selected_logits(logits, target), activations)
+    alpha = grads.float().mean((2, 3), keepdim=True)
+    cam = torch.relu((alpha * activations.detach().float()).sum(1, keepdim=True))
+    return F.interpolate(cam, size=batch.x.shape[2:], mode="bilinear", align_corners=False)

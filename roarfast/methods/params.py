@@ -1,0 +1,120 @@
+"""What an estimator receives: one batch to explain (`ExplainBatch`) and the options (`MethodParams`)."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from roarfast.errors import UserError
+
+TARGETS = ("predicted", "label")
+AUTOCAST_DTYPES = (None, torch.bfloat16, torch.float16)
+
+
+@dataclass
+class ExplainBatch:
+    """One batch of images to explain.
+
+    Attributes:
+        x (Tensor[B, C, H, W]): normalized float input, on the model's device.
+        target (Tensor[B]): int64 labels; the explained class when `MethodParams.target == "label"`.
+        index (Tensor[B]): int64 global indices of the images within their split (seeds per-image randomness).
+        gt_mask (Tensor[B, H, W] or None): bool ground-truth importance, for the oracle.
+        seed: the run's seed; noise and random scores are keyed by it and by `index`.
+    """
+
+    x: torch.Tensor
+    target: torch.Tensor
+    index: torch.Tensor
+    gt_mask: torch.Tensor | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.x, torch.Tensor) or self.x.dim() != 4 or not self.x.is_floating_point():
+            raise UserError(f"ExplainBatch.x should be a float Tensor[B, C, H, W], got {_describe(self.x)}")
+        batch = self.x.shape[0]
+        for field in ("target", "index"):
+            value = getattr(self, field)
+            if not isinstance(value, torch.Tensor) or value.shape != (batch,) or value.dtype != torch.int64:
+                raise UserError(f"ExplainBatch.{field} should be an int64 Tensor[{batch}], got {_describe(value)}")
+        if self.gt_mask is not None:
+            expected = (batch, self.x.shape[2], self.x.shape[3])
+            if self.gt_mask.shape != expected or self.gt_mask.dtype != torch.bool:
+                raise UserError(f"ExplainBatch.gt_mask should be a bool Tensor{list(expected)} or None, "
+                                f"got {_describe(self.gt_mask)}")
+
+
+@dataclass
+class MethodParams:
+    """Options of the estimators (DESIGN.md section 2 gives the defaults).
+
+    Attributes:
+        noise_level: SmoothGrad sigma as a fraction of each image's value range (max - min).
+        n_samples: noisy samples per image for the SmoothGrad family.
+        ig_steps: Riemann-midpoint steps of integrated gradients.
+        ig_baseline: per-channel IG baseline in the normalized space; black is `black_baseline(mean, std)`.
+            Required by every IG-based method (there is no neutral default).
+        target: "predicted" (the model's argmax) or "label" (`ExplainBatch.target`).
+        gradcam_layer: dotted module name for Grad-CAM (and captum layer methods); None = `model.cam_layer`.
+        max_chunk_elements: most input elements (rows x C x H x W) in one forward/backward; SmoothGrad
+            samples and IG steps are split into chunks under it (one noise sample of the whole batch
+            is the smallest chunk, so the caller's batch size bounds memory from below).
+        autocast_dtype: None (fp32), torch.bfloat16 or torch.float16 for the model's forward/backward
+            on CUDA; on CPU computation stays fp32 (CPU autocast is slower than fp32 there).
+    """
+
+    noise_level: float = 0.15
+    n_samples: int = 15
+    ig_steps: int = 25
+    ig_baseline: Sequence[float] | None = None
+    target: str = "predicted"
+    gradcam_layer: str | None = None
+    max_chunk_elements: int = 2**24
+    autocast_dtype: torch.dtype | None = None
+
+    def __post_init__(self):
+        if not self.noise_level >= 0:
+            raise UserError(f"noise_level should be >= 0, got {self.noise_level}")
+        for field in ("n_samples", "ig_steps", "max_chunk_elements"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value < 1:
+                raise UserError(f"{field} should be a positive int, got {value!r}")
+        if self.target not in TARGETS:
+            raise UserError(f"target should be one of {', '.join(TARGETS)}, got {self.target!r}")
+        if self.autocast_dtype not in AUTOCAST_DTYPES:
+            raise UserError(f"autocast_dtype should be None, torch.bfloat16 or torch.float16, got {self.autocast_dtype}")
+
+    def baseline(self, x: torch.Tensor) -> torch.Tensor:
+        """The IG baseline as Tensor[1, C, 1, 1] on x's device and dtype (x: Tensor[B, C, H, W])."""
+        if self.ig_baseline is None:
+            raise UserError("ig_baseline is not set: IG-based methods need the normalized value of a black "
+                            "pixel per channel, black_baseline(dataset.mean, dataset.std)")
+        baseline = torch.as_tensor(self.ig_baseline, dtype=x.dtype, device=x.device).flatten()
+        if baseline.numel() != x.shape[1]:
+            raise UserError(f"ig_baseline should hold {x.shape[1]} values (one per channel), got {baseline.numel()}")
+        return baseline.view(1, -1, 1, 1)
+
+
+def black_baseline(mean: Sequence[float], std: Sequence[float]) -> tuple[float, ...]:
+    """The normalized value of a black (0) pixel per channel: (0 - mean[c]) / std[c]."""
+    if len(mean) != len(std):
+        raise UserError(f"mean and std should have one value per channel each, got {len(mean)} and {len(std)}")
+    return tuple(-m / s for m, s in zip(mean, std))
+
+
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed mixed from integers (SplitMix64 finalizer per part), so that neighbouring inputs
+    (seed 0 image 1, seed 1 image 0) give unrelated streams."""
+    mask = (1 << 64) - 1
+    state = 0x9E3779B97F4A7C15
+    for part in parts:
+        z = (state ^ (int(part) & mask)) * 0xBF58476D1CE4E5B9 & mask
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EB & mask
+        state = (z ^ (z >> 31)) + 0x9E3779B97F4A7C15 & mask
+    return state >> 1
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{value.dtype} Tensor{list(value.shape)}"
+    return type(value).__name__
