@@ -68,3 +68,12 @@ def test_bad_batch_names_the_field():
         ExplainBatch(x=torch.randn(2, 3, 4, 4), target=torch.zeros(2, dtype=torch.int64), index=torch.arange(3))
     with pytest.raises(UserError, match=r"ExplainBatch.x should be a float Tensor\[B, C, H, W\]"):
         ExplainBatch(x=torch.randn(3, 4, 4), target=torch.zeros(3, dtype=torch.int64), index=torch.arange(3))
+
+
+def test_model_free_methods_need_no_model_and_the_others_say_they_do():
+    x = torch.randn(2, 3, 4, 4)
+    batch = ExplainBatch(x=x, target=torch.zeros(2, dtype=torch.int64), index=torch.arange(2))
+    maps = compute_maps(None, batch, "random,sobel")
+    assert maps["random"].shape == (2, 3, 4, 4) and maps["sobel"].shape == (2, 1, 4, 4)
+    with pytest.raises(UserError, match="methods grad, captum:Saliency explain a model"):
+        compute_maps(None, batch, "sobel,grad,captum:Saliency")

@@ -16,12 +16,13 @@ SOBEL_X = torch.tensor([[-1.0, 0.0, 1.0], [-2.0, 0.0, 2.0], [-1.0, 0.0, 1.0]])
 @register("random", target="none")
 def random(model, batch, target, params):
     """Fixed uniform random scores per image -> float32 Tensor[B, C, H, W]: image i's scores come from a
-    generator seeded by (batch.seed, i's global index), so they do not depend on the batching."""
+    generator seeded by (the seed, i's global index), so they do not depend on the batching."""
     shape = batch.x.shape[1:]
     scores = torch.empty((batch.x.shape[0], *shape), dtype=torch.float32)
     generator = torch.Generator()
+    seed = params.seed_for(batch)
     for row, index in enumerate(batch.index.tolist()):
-        generator.manual_seed(derive_seed(batch.seed, RANDOM_STREAM, index))
+        generator.manual_seed(derive_seed(seed, RANDOM_STREAM, index))
         torch.rand(shape, generator=generator, out=scores[row])
     return scores.to(batch.x.device)
 

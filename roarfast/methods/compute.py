@@ -5,28 +5,32 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from roarfast.errors import UserError
 from roarfast.methods import registry
 from roarfast.methods.captum_adapter import captum_maps
 from roarfast.methods.model_context import attribution_mode, predicted_class
 from roarfast.methods.params import ExplainBatch, MethodParams
 
 
-def compute_maps(model: nn.Module, batch: ExplainBatch, methods: str | Sequence[str],
+def compute_maps(model: nn.Module | None, batch: ExplainBatch, methods: str | Sequence[str],
                  params: MethodParams | None = None) -> dict[str, torch.Tensor]:
     """Attribution maps of `batch` for each method (names as parse_methods accepts them).
 
     Returns {canonical name: float32 Tensor[B, C, H, W] or Tensor[B, 1, H, W]} (unreduced; ops.rank
-    reduces them), on batch.x's device. The model runs in eval mode with frozen parameters; both are
-    restored after. The explained class is found once and shared; sg/sg-sq/var of one base come from
-    one set of noisy samples.
+    reduces them), on batch.x's device. `model` may be None when every method is model-free (random,
+    sobel, oracle). The model runs in eval mode with frozen parameters, both restored after. The
+    explained class is found once (or inside the one forward of grad/gb/gradcam); sg/sg-sq/var of one
+    base come from one set of noisy samples.
     """
     params = params or MethodParams()
     names = registry.parse_methods(methods)
-    builtin = [registry.get(name) for name in names if not name.startswith(registry.CAPTUM_PREFIX)]
+    modes = {name: _target_mode(name) for name in names}
+    if model is None and any(mode != "none" for mode in modes.values()):
+        need = [name for name, mode in modes.items() if mode != "none"]
+        raise UserError(f"methods {', '.join(need)} explain a model, and model is None")
     maps = {}
     with attribution_mode(model):
-        modes = {estimator.target for estimator in builtin} | ({"given"} if len(builtin) < len(names) else set())
-        target = _explained_class(model, batch, params, modes)
+        target = _explained_class(model, batch, params, needed="given" in modes.values())
         for name in names:
             if name in maps:
                 continue
@@ -42,8 +46,14 @@ def compute_maps(model: nn.Module, batch: ExplainBatch, methods: str | Sequence[
     return {name: maps[name].float() for name in names}
 
 
-def _explained_class(model, batch, params, modes: set[str]) -> torch.Tensor | None:
-    """Labels, or the predicted classes; None when no method needs them up front (registry.TARGET_MODES)."""
+def _target_mode(name: str) -> str:
+    """registry.TARGET_MODES entry of a method; Captum methods take the classes up front."""
+    return "given" if name.startswith(registry.CAPTUM_PREFIX) else registry.get(name).target
+
+
+def _explained_class(model, batch, params, needed: bool) -> torch.Tensor | None:
+    """Labels, or the predicted classes when some method needs them up front; else None (each method that
+    explains the prediction finds it in its own forward)."""
     if params.target == "label":
         return batch.target.to(batch.x.device)
-    return predicted_class(model, batch.x, params.autocast_dtype) if "given" in modes else None
+    return predicted_class(model, batch.x, params.autocast_dtype) if needed else None

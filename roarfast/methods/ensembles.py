@@ -20,10 +20,10 @@ STATISTICS = {"sg": 0, "sg-sq": 1, "var": 2}
 NOISE_STREAM = 1
 
 
-def noise_seed(batch) -> int:
-    """The ops.noise seed of a batch: mixed from the run seed and the batch's first global index, so that
+def noise_seed(batch, params) -> int:
+    """The ops.noise seed of a batch: mixed from the seed and the batch's first global index, so that
     batches draw independent noise and a batch's noise does not depend on what was computed before it."""
-    return derive_seed(batch.seed, NOISE_STREAM, int(batch.index[0]) if batch.index.numel() else 0)
+    return derive_seed(params.seed_for(batch), NOISE_STREAM, int(batch.index[0]) if batch.index.numel() else 0)
 
 
 def smoothgrad_family(model, batch, target, params, names, base):
@@ -36,7 +36,7 @@ def smoothgrad_family(model, batch, target, params, names, base):
     n = params.n_samples
     per_sample = x.numel() * rows_per_input(base, params)
     chunk = max(1, min(n, params.max_chunk_elements // per_sample))
-    seed = noise_seed(batch)
+    seed = noise_seed(batch, params)
     state = ops.ensemble_init(x)
     for offset in range(0, n, chunk):
         samples = min(chunk, n - offset)

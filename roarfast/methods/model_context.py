@@ -10,8 +10,12 @@ from roarfast.errors import UserError
 
 
 @contextmanager
-def attribution_mode(model: nn.Module):
-    """Puts every module in eval mode and every parameter at requires_grad=False; restores both after."""
+def attribution_mode(model: nn.Module | None):
+    """Puts every module in eval mode and every parameter at requires_grad=False; restores both after.
+    None (model-free methods only) passes through."""
+    if model is None:
+        yield None
+        return
     modes = [(module, module.training) for module in model.modules()]
     flags = [(param, param.requires_grad) for param in model.parameters()]
     model.eval()

@@ -20,14 +20,14 @@ class ExplainBatch:
         target (Tensor[B]): int64 labels; the explained class when `MethodParams.target == "label"`.
         index (Tensor[B]): int64 global indices of the images within their split (seeds per-image randomness).
         gt_mask (Tensor[B, H, W] or None): bool ground-truth importance, for the oracle.
-        seed: the run's seed; noise and random scores are keyed by it and by `index`.
+        seed: this batch's seed, or None for MethodParams.seed (see `seed_for`).
     """
 
     x: torch.Tensor
     target: torch.Tensor
     index: torch.Tensor
     gt_mask: torch.Tensor | None = None
-    seed: int = 0
+    seed: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.x, torch.Tensor) or self.x.dim() != 4 or not self.x.is_floating_point():
@@ -61,6 +61,8 @@ class MethodParams:
             is the smallest chunk, so the caller's batch size bounds memory from below).
         autocast_dtype: None (fp32), torch.bfloat16 or torch.float16 for the model's forward/backward
             on CUDA; on CPU computation stays fp32 (CPU autocast is slower than fp32 there).
+        seed: the run's seed; SmoothGrad noise and random scores are keyed by it and the images' global
+            indices (a batch's own seed, when set, takes its place).
     """
 
     noise_level: float = 0.15
@@ -71,6 +73,7 @@ class MethodParams:
     gradcam_layer: str | None = None
     max_chunk_elements: int = 2**24
     autocast_dtype: torch.dtype | None = None
+    seed: int = 0
 
     def __post_init__(self):
         if not self.noise_level >= 0:
@@ -83,6 +86,10 @@ class MethodParams:
             raise UserError(f"target should be one of {', '.join(TARGETS)}, got {self.target!r}")
         if self.autocast_dtype not in AUTOCAST_DTYPES:
             raise UserError(f"autocast_dtype should be None, torch.bfloat16 or torch.float16, got {self.autocast_dtype}")
+
+    def seed_for(self, batch: ExplainBatch) -> int:
+        """The seed of a batch's randomness: its own when set, else the run's."""
+        return self.seed if batch.seed is None else batch.seed
 
     def baseline(self, x: torch.Tensor) -> torch.Tensor:
         """The IG baseline as Tensor[1, C, 1, 1] on x's device and dtype (x: Tensor[B, C, H, W])."""
