@@ -11,7 +11,9 @@ from roarfast.methods.ensembles import noise_seed
 from tests.test_methods_gradients import MEAN, STD, assert_relative, predicted, tiny_batch, tiny_cnn
 
 captum_attr = pytest.importorskip("captum.attr")
-pytestmark = pytest.mark.skipif(not hasattr(ops, "noise"), reason="ops.noise / ops.ensemble_* not built yet")
+pytestmark = pytest.mark.skipif(not all(hasattr(ops, op) for op in ("noise", "ensemble_init", "ensemble_update",
+                                                                     "ensemble_finalize")),
+                                reason="ops.noise / ops.ensemble_* not built yet")
 
 BASES = ("grad", "ig", "gb")
 BASELINE = black_baseline(MEAN, STD)
