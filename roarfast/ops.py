@@ -165,3 +165,32 @@ def _mask_fake(images, ranks, k, fill, keep=False):
 def _mask_normalize_fake(images, ranks, k, fill, keep, mean, std, out_dtype, channels_last):
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     return torch.empty_like(images, dtype=out_dtype, memory_format=memory_format)
+
+
+def noise(x: torch.Tensor, n: int, noise_level: float, seed: int, offset: int = 0) -> torch.Tensor:
+    """n noisy copies of every image for SmoothGrad: out[s*B + b] = x[b] + sigma_b * z.
+
+    sigma_b = noise_level * (max(x[b]) - min(x[b])); z ~ N(0, 1) from Philox4x32-10 keyed by seed with
+    counter (element, image b, sample s + offset), so the same seed gives the same noise on CPU and
+    CUDA (up to float rounding of log/sin/cos), and drawing samples in chunks (offset = samples
+    already drawn) gives the same samples as one call.
+
+    Args:
+        x (Tensor[B, C, H, W]): float32, float16 or bfloat16.
+        n: samples per image (>= 0).
+        noise_level: >= 0, relative to each image's value range.
+        seed: any integer in [-2**63, 2**64).
+        offset: index of the first sample (>= 0).
+
+    Returns:
+        noisy (Tensor[n*B, C, H, W]): sample-major, dtype of x, computed in float32.
+    """
+    if not -2**63 <= seed < 2**64:
+        raise ValueError(f"seed should be in [-2**63, 2**64), got {seed}")
+    seed = seed - 2**64 if seed >= 2**63 else seed  # the schema's int is signed; the key is its 64 bits
+    return torch.ops.roarfast.noise.default(x, n, float(noise_level), seed, offset)
+
+
+@torch.library.register_fake("roarfast::noise")
+def _noise_fake(x, n, noise_level, seed, offset=0):
+    return x.new_empty((n * x.shape[0], *x.shape[1:]))

@@ -1,0 +1,81 @@
+// The counter-based generator of noise (noise_math.h): Philox4x32-10 known answers, the uniform
+// and normal transforms, and the noise op's CPU kernel against an ATen formula.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "ops/noise.h"
+#include "ops/noise_math.h"
+
+namespace {
+
+using roarfast::Philox4;
+
+struct PhiloxKat {
+  Philox4 counter;
+  uint32_t k0, k1;
+  Philox4 expected;
+};
+
+// Random123's published known-answer vectors (kat_vectors, philox4x32 10).
+TEST(Philox, Random123KnownAnswers) {
+  const PhiloxKat kats[] = {
+      {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
+      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
+       {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
+      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
+       {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
+  };
+  for (const auto& kat : kats) {
+    const Philox4 out = roarfast::philox4x32_10(kat.counter, kat.k0, kat.k1);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out.v[i], kat.expected.v[i]) << "word " << i;
+  }
+}
+
+TEST(Uniform, EndpointsStayInRange) {
+  EXPECT_GT(roarfast::uniform_open0(0u), 0.0f);
+  EXPECT_EQ(roarfast::uniform_open0(0xffffffffu), 1.0f);
+  EXPECT_EQ(roarfast::uniform_open1(0u), 0.0f);
+  EXPECT_LT(roarfast::uniform_open1(0xffffffffu), 1.0f);
+}
+
+TEST(BoxMuller, RadiusAndAngle) {
+  float z0, z1;
+  // u1 = 1 -> radius 0; the top word of u1 = 2^-24 gives the largest radius sqrt(2 * 24 ln 2).
+  roarfast::box_muller(0xffffffffu, 0x40000000u, z0, z1);
+  EXPECT_EQ(z0, 0.0f);
+  EXPECT_EQ(z1, 0.0f);
+  roarfast::box_muller(0u, 0u, z0, z1);  // angle 0: all on the cosine
+  EXPECT_NEAR(z0, std::sqrt(48.0 * std::log(2.0)), 1e-4);
+  EXPECT_EQ(z1, 0.0f);
+}
+
+TEST(NoiseNormals, DistinctCountersGiveDistinctNormals) {
+  float a[4], b[4], c[4], d[4];
+  roarfast::noise_normals4(1, 0, 0, 0, a);
+  roarfast::noise_normals4(1, 0, 0, 1, b);  // next sample
+  roarfast::noise_normals4(1, 0, 1, 0, c);  // next image
+  roarfast::noise_normals4(2, 0, 0, 0, d);  // next seed
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NE(a[i], b[i]);
+    EXPECT_NE(a[i], c[i]);
+    EXPECT_NE(a[i], d[i]);
+  }
+}
+
+TEST(NoiseKernel, SigmaIsNoiseLevelTimesImageRange) {
+  // z of one image is the same whatever the other images hold, so sigma alone scales it.
+  auto x = torch::zeros({2, 1, 3, 3});
+  x[0][0][0][0] = 2.0f;  // range 2
+  x[1][0][1][1] = -0.5f;  // range 0.5
+  const auto out = roarfast::noise_cpu(x, 1, 0.1, 42, 0);
+  auto unit = torch::zeros({2, 1, 3, 3});
+  unit[0][0][0][0] = 1.0f;
+  unit[1][0][0][0] = 1.0f;
+  const auto z = roarfast::noise_cpu(unit, 1, 1.0, 42, 0) - unit;
+  EXPECT_TRUE(torch::allclose(out[0] - x[0], 0.2 * z[0], 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(out[1] - x[1], 0.05 * z[1], 1e-5, 1e-6));
+}
+
+}  // namespace
