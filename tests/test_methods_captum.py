@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from roarfast.errors import UserError
 from roarfast.methods import MethodParams, black_baseline, compute_maps, parse_methods
-from tests.test_methods_gradients import MEAN, STD, assert_relative, predicted, tiny_batch, tiny_cnn
+from tests.test_methods_gradients import MEAN, STD, assert_relative, leaf, predicted, tiny_batch, tiny_cnn
 
 captum_attr = pytest.importorskip("captum.attr")
 
@@ -26,7 +26,7 @@ def test_integrated_gradients_gets_the_black_baseline_and_steps():
     ours = compute_maps(model, batch, ["captum:IntegratedGradients"], params)["captum:IntegratedGradients"]
     baseline = torch.tensor(black_baseline(MEAN, STD)).view(1, 3, 1, 1).expand_as(batch.x)
     ref = captum_attr.IntegratedGradients(model.eval()).attribute(
-        batch.x.clone().requires_grad_(True), baselines=baseline, target=predicted(model, batch.x), n_steps=9)
+        leaf(batch.x), baselines=baseline, target=predicted(model, batch.x), n_steps=9)
     assert_relative(ours, ref)
 
 
@@ -34,7 +34,7 @@ def test_layer_method_gets_the_cam_layer_and_is_upsampled():
     model, batch = tiny_cnn(), tiny_batch()
     ours = compute_maps(model, batch, ["captum:LayerGradCam"])["captum:LayerGradCam"]
     cam = captum_attr.LayerGradCam(model.eval(), model[3]).attribute(
-        batch.x.clone().requires_grad_(True), target=predicted(model, batch.x))
+        leaf(batch.x), target=predicted(model, batch.x))
     assert ours.shape == (3, 1, 8, 8)
     assert_relative(ours, F.interpolate(cam, size=(8, 8), mode="bilinear", align_corners=False))
 

@@ -8,12 +8,9 @@ from torch import nn
 from roarfast import ops
 from roarfast.methods import MethodParams, black_baseline, compute_maps
 from roarfast.methods.ensembles import noise_seed
-from tests.test_methods_gradients import MEAN, STD, assert_relative, predicted, tiny_batch, tiny_cnn
+from tests.test_methods_gradients import MEAN, STD, assert_relative, leaf, predicted, tiny_batch, tiny_cnn
 
 captum_attr = pytest.importorskip("captum.attr")
-pytestmark = pytest.mark.skipif(not all(hasattr(ops, op) for op in ("noise", "ensemble_init", "ensemble_update",
-                                                                     "ensemble_finalize")),
-                                reason="ops.noise / ops.ensemble_* not built yet")
 
 BASES = ("grad", "ig", "gb")
 BASELINE = black_baseline(MEAN, STD)
@@ -21,7 +18,7 @@ BASELINE = black_baseline(MEAN, STD)
 
 def base_reference(model, x, target, base, steps):
     """The base estimator by Captum (independent of roarfast's gradient code), float64 result."""
-    x = x.clone().requires_grad_(True)
+    x = leaf(x)
     if base == "grad":
         maps = captum_attr.Saliency(model).attribute(x, target=target, abs=False)
     elif base == "gb":
@@ -83,12 +80,14 @@ def test_ensemble_ranks_pixels_like_captum_noise_tunnel(base):
     target = predicted(model.eval(), batch.x)
     tunnels = {"grad": captum_attr.Saliency(model), "gb": captum_attr.GuidedBackprop(model),
                "ig": captum_attr.IntegratedGradients(model)}
-    extra = {"ig": {"baselines": torch.tensor(BASELINE).view(1, -1, 1, 1), "n_steps": 5, "method": "riemann_middle"},
+    extra = {"ig": {"baselines": torch.tensor(BASELINE).view(1, -1, 1, 1), "n_steps": 5,
+                    "method": "riemann_middle"},
              "grad": {"abs": False}}.get(base, {})
     torch.manual_seed(0)
     for b in range(batch.x.shape[0]):
-        x = batch.x[b:b + 1].clone().requires_grad_(True)
-        sigma = params.noise_level * float(x.detach().max() - x.detach().min())  # Captum's stdevs are absolute, per call
+        x = leaf(batch.x[b:b + 1])
+        # Captum's stdevs are absolute and per call, so each image goes alone with its own sigma.
+        sigma = params.noise_level * float(x.detach().max() - x.detach().min())
         for stat, nt_type in (("sg", "smoothgrad"), ("sg-sq", "smoothgrad_sq"), ("var", "vargrad")):
             ref = captum_attr.NoiseTunnel(tunnels[base]).attribute(
                 x, nt_type=nt_type, nt_samples=samples, nt_samples_batch_size=samples, stdevs=sigma,

@@ -1,19 +1,18 @@
 """Grad-CAM against Captum's LayerGradCam (ReLU) upsampled bilinearly; layer choice and errors."""
 
 import pytest
-import torch
 import torch.nn.functional as F
 
 from roarfast.errors import UserError
 from roarfast.methods import MethodParams, compute_maps
-from tests.test_methods_gradients import assert_relative, predicted, tiny_batch, tiny_cnn
+from tests.test_methods_gradients import assert_relative, leaf, predicted, tiny_batch, tiny_cnn
 
 captum_attr = pytest.importorskip("captum.attr")
 
 
 def captum_gradcam(model, batch, layer, target):
     cam = captum_attr.LayerGradCam(model.eval(), layer).attribute(
-        batch.x.clone().requires_grad_(True), target=target, relu_attributions=True)
+        leaf(batch.x), target=target, relu_attributions=True)
     return F.interpolate(cam, size=batch.x.shape[2:], mode="bilinear", align_corners=False)
 
 

@@ -41,6 +41,11 @@ def assert_relative(actual: torch.Tensor, expected: torch.Tensor, rel: float = 1
     torch.testing.assert_close(actual, expected, rtol=rel, atol=rel * float(expected.abs().max()))
 
 
+def leaf(x: torch.Tensor) -> torch.Tensor:
+    """A copy of x that requires grad, as Captum expects its inputs."""
+    return x.clone().requires_grad_(True)
+
+
 def predicted(model, x):
     with torch.no_grad():
         return model.eval()(x).argmax(1)
@@ -52,8 +57,7 @@ PARAMS = MethodParams(ig_baseline=black_baseline(MEAN, STD))
 def test_grad_equals_captum_saliency():
     model, batch = tiny_cnn(), tiny_batch()
     ours = compute_maps(model, batch, ["grad"], PARAMS)["grad"]
-    x = batch.x.clone().requires_grad_(True)
-    ref = captum_attr.Saliency(model.eval()).attribute(x, target=predicted(model, batch.x), abs=False)
+    ref = captum_attr.Saliency(model.eval()).attribute(leaf(batch.x), target=predicted(model, batch.x), abs=False)
     assert_relative(ours, ref)
 
 
@@ -65,7 +69,7 @@ def test_ig_equals_captum_riemann_middle_from_black(steps):
     ours = compute_maps(model, batch, ["ig"], params)["ig"]
     baseline = torch.tensor(black_baseline(MEAN, STD)).view(1, 3, 1, 1).expand_as(batch.x).contiguous()
     ref = captum_attr.IntegratedGradients(model.eval()).attribute(
-        batch.x.clone().requires_grad_(True), baselines=baseline, target=predicted(model, batch.x), n_steps=steps, method="riemann_middle")
+        leaf(batch.x), baselines=baseline, target=predicted(model, batch.x), n_steps=steps, method="riemann_middle")
     assert_relative(ours, ref)
 
 
@@ -77,7 +81,7 @@ def test_ig_without_baseline_is_refused():
 def test_gb_equals_captum_guided_backprop():
     model, batch = tiny_cnn(), tiny_batch()
     ours = compute_maps(model, batch, ["gb"], PARAMS)["gb"]
-    ref = captum_attr.GuidedBackprop(model.eval()).attribute(batch.x.clone().requires_grad_(True), target=predicted(model, batch.x))
+    ref = captum_attr.GuidedBackprop(model.eval()).attribute(leaf(batch.x), target=predicted(model, batch.x))
     assert_relative(ours, ref)
     plain = compute_maps(model, batch, ["grad"], PARAMS)["grad"]
     assert not torch.allclose(ours, plain), "guided backprop should differ from the plain gradient"
@@ -104,7 +108,7 @@ def test_label_target_explains_the_label_not_the_prediction():
     labels = (predicted(model, batch.x) + 1) % 4
     batch.target = labels
     ours = compute_maps(model, batch, ["grad"], MethodParams(target="label"))["grad"]
-    ref = captum_attr.Saliency(model.eval()).attribute(batch.x.clone().requires_grad_(True), target=labels, abs=False)
+    ref = captum_attr.Saliency(model.eval()).attribute(leaf(batch.x), target=labels, abs=False)
     assert_relative(ours, ref)
 
 
@@ -119,5 +123,6 @@ def test_model_mode_and_parameter_flags_are_restored():
     assert all(p.grad is None for p in model.parameters()), "gradients should go to the input only"
     assert all(not m.requires_grad for m in maps.values())
     # Eval mode inside: the result equals the eval-mode reference despite Dropout and BatchNorm.
-    ref = captum_attr.Saliency(tiny_cnn().eval()).attribute(batch.x.clone().requires_grad_(True), target=predicted(model, batch.x), abs=False)
+    target = predicted(tiny_cnn(), batch.x)
+    ref = captum_attr.Saliency(tiny_cnn().eval()).attribute(leaf(batch.x), target=target, abs=False)
     assert_relative(maps["grad"], ref)

@@ -75,7 +75,8 @@ def integrated_gradients(model: nn.Module, x: torch.Tensor, target: torch.Tensor
     return total * (delta.float() / steps)
 
 
-def input_attribution(model: nn.Module, x: torch.Tensor, target: torch.Tensor | None, params, base: str) -> torch.Tensor:
+def input_attribution(model: nn.Module, x: torch.Tensor, target: torch.Tensor | None, params,
+                      base: str) -> torch.Tensor:
     """The `base` ("grad", "ig", "gb") attribution of x (Tensor[N, C, H, W]) as float32 Tensor[N, C, H, W].
     target: int64 Tensor[N]; None (predicted, from the same forward) is allowed for grad and gb."""
     if base == "grad":

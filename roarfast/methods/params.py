@@ -85,7 +85,8 @@ class MethodParams:
         if self.target not in TARGETS:
             raise UserError(f"target should be one of {', '.join(TARGETS)}, got {self.target!r}")
         if self.autocast_dtype not in AUTOCAST_DTYPES:
-            raise UserError(f"autocast_dtype should be None, torch.bfloat16 or torch.float16, got {self.autocast_dtype}")
+            raise UserError("autocast_dtype should be None, torch.bfloat16 or torch.float16, "
+                            f"got {self.autocast_dtype}")
 
     def seed_for(self, batch: ExplainBatch) -> int:
         """The seed of a batch's randomness: its own when set, else the run's."""

@@ -4,8 +4,10 @@ An estimator is `fn(model, batch, target, params) -> Tensor[B, C, H, W] or Tenso
 (float32, unreduced), registered with `@register("name")`. `target` is an int64 Tensor[B] of
 explained classes, found once by compute_maps. Two registrations save that forward pass:
 `target="own"` (the estimator accepts target=None, meaning the predicted class, and takes the argmax
-from its own forward) and `target="none"` (the estimator ignores the classes). Estimators that share work (the SmoothGrad family: one set of
-noisy gradients gives SG, SG-SQ and VAR) register together with `@register_shared(*names)` as
+from its own forward) and `target="none"` (the estimator ignores the classes).
+
+Estimators that share work (the SmoothGrad family: one set of noisy gradients gives SG, SG-SQ and
+VAR) register together with `@register_shared(*names)` as
 `fn(model, batch, target, params, names) -> dict[name, Tensor]`.
 """
 
@@ -17,8 +19,6 @@ from roarfast.errors import UserError
 CAPTUM_PREFIX = "captum:"
 #: short forms accepted on the command line, and the canonical names they mean.
 ALIASES = {"sg": "sg-grad", "sg-sq": "sg-sq-grad", "var": "var-grad"}
-
-
 #: how an estimator gets the explained class: "given" (a Tensor[B] up front), "own" (None = predicted,
 #: found in its own forward) or "none" (not used).
 TARGET_MODES = ("given", "own", "none")
