@@ -5,9 +5,9 @@ benchmarks. Never a substitute for a kernel at run time.
 import torch
 
 
-def reduce_channels(scores: torch.Tensor, reduction: str) -> torch.Tensor:
-    """[B,C,H,W] -> [B,H,W] by "sum_sq" | "abs_sum" | "max" (NaN propagates), in float32."""
-    s = scores.float()
+def reduce_channels(scores: torch.Tensor, reduction: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[B,C,H,W] -> [B,H,W] by "sum_sq" | "abs_sum" | "max" (NaN propagates), in dtype."""
+    s = scores.to(dtype)
     if reduction == "sum_sq":
         return (s * s).sum(1)
     if reduction == "abs_sum":
@@ -70,3 +70,79 @@ def mask_normalize(images: torch.Tensor, ranks, k=None, fill=None, keep: bool = 
 def mask_scores(images: torch.Tensor, scores: torch.Tensor, k, fill, keep: bool = False, reduction=None):
     """Same contract as roarfast.ops.mask_scores: argsort ranks, then mask."""
     return mask(images, rank(scores, reduction), k, fill, keep)
+
+
+_MASK32 = 0xFFFFFFFF
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+
+
+def _mulhilo32(a: int, b: torch.Tensor):
+    """(hi, lo) 32-bit halves of a * b for a 32-bit constant and int64 b < 2**32, without int64 overflow."""
+    p_hi, p_lo = (a >> 16) * b, (a & 0xFFFF) * b
+    return (p_hi + (p_lo >> 16)) >> 16, (((p_hi & 0xFFFF) << 16) + p_lo) & _MASK32
+
+
+def philox4x32_10(counter, key):
+    """Philox4x32-10 on int64 tensors holding uint32 words: counter (4 tensors), key (2 ints) -> 4 tensors."""
+    c0, c1, c2, c3 = counter
+    k0, k1 = key
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + _PHILOX_W[0]) & _MASK32, (k1 + _PHILOX_W[1]) & _MASK32
+        hi0, lo0 = _mulhilo32(_PHILOX_M[0], c0)
+        hi1, lo1 = _mulhilo32(_PHILOX_M[1], c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return c0, c1, c2, c3
+
+
+def _box_muller(a: torch.Tensor, b: torch.Tensor):
+    radius = torch.sqrt(-2.0 * torch.log(((a >> 8) + 1).float() * 2.0**-24))
+    angle = 6.28318530717958647692 * ((b >> 8).float() * 2.0**-24)
+    return radius * torch.cos(angle), radius * torch.sin(angle)
+
+
+def noise_normals(batch: int, image_elems: int, n: int, seed: int, offset: int = 0) -> torch.Tensor:
+    """The z of roarfast.ops.noise as float32 [n, batch, image_elems]."""
+    groups = (image_elems + 3) // 4
+    s = torch.arange(offset, offset + n, dtype=torch.int64).view(-1, 1, 1)
+    b = torch.arange(batch, dtype=torch.int64).view(1, -1, 1)
+    g = torch.arange(groups, dtype=torch.int64).view(1, 1, -1)
+    shape = (n, batch, groups)
+    counter = (g.expand(shape), b.expand(shape), (s & _MASK32).expand(shape), (s >> 32).expand(shape))
+    seed &= 2**64 - 1
+    w = philox4x32_10(counter, (seed & _MASK32, seed >> 32))
+    z = torch.stack([*_box_muller(w[0], w[1]), *_box_muller(w[2], w[3])], dim=-1)
+    return z.view(n, batch, groups * 4)[..., :image_elems]
+
+
+def noise_sigma(x: torch.Tensor, noise_level: float) -> torch.Tensor:
+    """float32 [B]: noise_level * (max - min) of each image."""
+    flat = x.flatten(1)
+    return (flat.amax(1).float() - flat.amin(1).float()) * noise_level
+
+
+def noise(x: torch.Tensor, n: int, noise_level: float, seed: int, offset: int = 0) -> torch.Tensor:
+    """Same contract as roarfast.ops.noise: Philox in int64 tensor arithmetic, then x + sigma * z."""
+    b = x.shape[0]
+    z = noise_normals(b, x[0].numel(), n, seed, offset).to(x.device)
+    out = x.float().flatten(1)[None] + noise_sigma(x, noise_level).view(1, -1, 1) * z
+    return out.to(x.dtype).view(n * b, *x.shape[1:])
+
+
+def noise_naive(x: torch.Tensor, n: int, noise_level: float, generator=None) -> torch.Tensor:
+    """The usual SmoothGrad noise (randn + mul + add over repeated copies): the benchmark baseline."""
+    sigma = noise_sigma(x, noise_level).to(x.dtype).view(1, -1, 1, 1, 1)
+    reps = x.unsqueeze(0).repeat(n, 1, 1, 1, 1)
+    z = torch.randn(reps.shape, generator=generator, device=x.device, dtype=x.dtype)
+    return (reps + sigma * z).view(n * x.shape[0], *x.shape[1:])
+
+
+def ensemble(grads: torch.Tensor, reduction: str = "none", dtype: torch.dtype = torch.float64):
+    """Same maps as roarfast.ops.ensemble_finalize after updating with all of grads (Tensor[n,B,C,H,W]),
+    by stack-style mean and var in `dtype`: (sg, sg_sq, var), reduced per pixel unless "none"."""
+    g = grads.to(dtype)
+    sg, sg_sq, var = g.mean(0), (g * g).mean(0), g.var(0, unbiased=False)
+    if reduction == "none":
+        return sg, sg_sq, var
+    return tuple(reduce_channels(m, reduction, dtype) for m in (sg, sg_sq, var))
