@@ -1,0 +1,64 @@
+"""Model checkpoints: weights in `model.safetensors` (nothing is unpickled on load) and everything else
+in `meta.json` (model name and shape arguments to rebuild it, dataset fingerprint, accuracies, recipe,
+versions). Both files are written to temporary names and renamed into place."""
+
+import json
+import os
+from pathlib import Path
+
+from roarfast.fingerprint import sha256_file
+
+WEIGHTS = "model.safetensors"
+META = "meta.json"
+#: meta keys load_checkpoint needs to rebuild the model
+REQUIRED_META = ("model", "num_classes", "image_size", "in_channels")
+
+
+def _replace_atomically(path: Path, write):
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(directory, model, meta: dict) -> Path:
+    """Writes model's state dict and `meta` (which must hold REQUIRED_META) into `directory`; returns it."""
+    from safetensors.torch import save_file
+
+    missing = [key for key in REQUIRED_META if key not in meta]
+    if missing:
+        raise ValueError(f"meta should have the keys {', '.join(REQUIRED_META)}; missing {', '.join(missing)}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    # contiguous copies: safetensors stores dense row-major tensors (channels_last weights are not)
+    state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
+    _replace_atomically(directory / WEIGHTS, lambda tmp: save_file(state, str(tmp), metadata={"model": meta["model"]}))
+    text = json.dumps(meta, indent=2, sort_keys=True, default=str)
+    _replace_atomically(directory / META, lambda tmp: tmp.write_text(text))
+    return directory
+
+
+def load_checkpoint(directory, device="cpu"):
+    """(model in eval mode on `device`, meta dict) from a directory written by save_checkpoint."""
+    from safetensors.torch import load_file
+
+    from roarfast.errors import UserError
+    from roarfast.models import build_model
+
+    directory = Path(directory)
+    for name in (WEIGHTS, META):
+        if not (directory / name).is_file():
+            raise UserError(f"no checkpoint in {directory}: {name} is missing (expected {WEIGHTS} and {META})")
+    meta = json.loads((directory / META).read_text())
+    missing = [key for key in REQUIRED_META if key not in meta]
+    if missing:
+        raise UserError(f"{directory / META} lacks {', '.join(missing)}")
+    model = build_model(meta["model"], meta["num_classes"], meta["image_size"], meta["in_channels"])
+    model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=True)
+    return model.to(device).eval(), meta
+
+
+def checkpoint_sha256(directory) -> str:
+    """sha256 hex of the weights file: identifies the model whose attributions a rank store holds."""
+    return sha256_file(Path(directory) / WEIGHTS)

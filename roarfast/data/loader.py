@@ -1,0 +1,97 @@
+"""Batches from a split held on the device as uint8: no DataLoader and no per-sample Python.
+
+A batch is an index gather of uint8 images, then (optionally) ROAR/KAR masking fused with normalization
+(ops.mask_normalize), then augmentation as one more gather (random translate with zero padding, which is
+the dataset mean after normalization, and random horizontal flip). Masking comes before augmentation:
+ranks are aligned with the unaugmented canvas the attributions were computed on.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from roarfast import ops
+
+
+@dataclass(frozen=True)
+class Augment:
+    """flip: random horizontal flips (p = 1/2); translate: random shift of up to this many pixels per axis."""
+
+    flip: bool = True
+    translate: int = 2
+
+
+def augment(x: torch.Tensor, spec: Augment, generator: torch.Generator) -> torch.Tensor:
+    """Randomly shifted (zero padded) and flipped copy of x (Tensor[B, C, H, W]): one gather for both."""
+    b, c, h, w = x.shape
+    pad = spec.translate
+    if pad:
+        x = torch.nn.functional.pad(x, (pad, pad, pad, pad))
+    rows = torch.arange(h, device=x.device).expand(b, h)
+    cols = torch.arange(w, device=x.device).expand(b, w)
+    if pad:
+        rows = rows + torch.randint(0, 2 * pad + 1, (b, 1), generator=generator, device=x.device)
+        cols = cols + torch.randint(0, 2 * pad + 1, (b, 1), generator=generator, device=x.device)
+    if spec.flip:
+        flipped = torch.rand(b, 1, generator=generator, device=x.device) < 0.5
+        cols = torch.where(flipped, cols.flip(1), cols)
+    source = (rows.unsqueeze(2) * (w + 2 * pad) + cols.unsqueeze(1)).view(b, 1, h * w).expand(b, c, h * w)
+    return x.contiguous().flatten(2).gather(2, source).view(b, c, h, w)
+
+
+class DeviceLoader:
+    """One split on `device`: uint8 images, labels and (for masked retraining) ranks.
+
+    Args:
+        images (Tensor[N, C, H, W]): uint8. labels (Tensor[N]): int64.
+        mean, std: per channel in [0, 1] pixel space.
+        ranks (Tensor[N, H, W] or Tensor[N, C, H, W], or None): per-image ranks from the rank store;
+            None = no masking.
+        fraction: share of units removed (keep=False, ROAR) or kept (keep=True, KAR).
+        fill (sequence[C]): replacement in the normalized space (default 0 = the dataset mean).
+        out_dtype, channels_last: what the model takes (bf16 / channels_last on a GPU).
+    """
+
+    def __init__(self, images, labels, mean, std, device, *, ranks=None, fraction: float = 0.0, keep: bool = False,
+                 fill=None, out_dtype=torch.float32, channels_last: bool = False):
+        if ranks is not None and (ranks.shape[0] != images.shape[0] or ranks.shape[-2:] != images.shape[-2:]):
+            raise ValueError(f"ranks should be Tensor[{images.shape[0]}, {images.shape[2]}, {images.shape[3]}] "
+                             f"(or with channels) aligned with the images, got {tuple(ranks.shape)}")
+        self.device = torch.device(device)
+        self.images = images.to(self.device)
+        self.labels = labels.to(self.device)
+        self.ranks = ranks.to(self.device) if ranks is not None else None
+        self.fraction = fraction
+        self.keep = keep
+        channels = images.shape[1]
+        self.fill = torch.tensor(fill if fill is not None else [0.0] * channels, dtype=torch.float32,
+                                 device=self.device)
+        self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device)
+        self.std = torch.tensor(std, dtype=torch.float32, device=self.device)
+        self.out_dtype = out_dtype
+        self.channels_last = channels_last
+
+    def __len__(self) -> int:
+        return self.images.shape[0]
+
+    def gather(self, index: torch.Tensor) -> torch.Tensor:
+        """Masked, normalized images at `index` (int64 Tensor[B]) -> Tensor[B, C, H, W] of out_dtype."""
+        ranks = self.ranks[index] if self.ranks is not None else None
+        return ops.mask_normalize(self.images[index], ranks, self.fraction, self.fill, self.keep, mean=self.mean,
+                                  std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
+
+    def batches(self, index: torch.Tensor, batch_size: int, *, shuffle: bool = False, augment_spec=None,
+                generator: torch.Generator | None = None, drop_last: bool = False):
+        """Yields (x (Tensor[B, C, H, W]), y (int64 Tensor[B])) over the samples `index` (int64 Tensor[M]),
+        shuffled and augmented with `generator` (on this loader's device) when asked."""
+        index = index.to(self.device)
+        if shuffle:
+            index = index[torch.randperm(index.shape[0], generator=generator, device=self.device)]
+        stop = index.shape[0] - (index.shape[0] % batch_size if drop_last else 0)
+        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+        for start in range(0, stop, batch_size):
+            rows = index[start:start + batch_size]
+            x = self.gather(rows)
+            if augment_spec is not None:
+                x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
+            yield x, self.labels[rows]

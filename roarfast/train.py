@@ -1,0 +1,281 @@
+"""Training a classifier from scratch, on the unmodified dataset (the base model) or on ROAR/KAR-masked
+images (every retraining cell): data on the device, SGD with Nesterov momentum, warmup then cosine
+learning rate, label smoothing, an EMA of the weights, model selection on the validation split only.
+"""
+
+import copy
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+import roarfast
+from roarfast.errors import UserError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides a training run besides data, model and seed."""
+
+    epochs: int = 8
+    batch_size: int = 128
+    lr: float = 0.1  # peak learning rate, reached at the end of warmup
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    label_smoothing: float = 0.1
+    warmup: float = 0.15  # share of the steps with a linear ramp from lr/10 to lr, then cosine to 0
+    ema_decay: float | None = 0.98  # per-step EMA of the weights (evaluated and selected); None = off
+    flip: bool = True
+    translate: int = 2  # pixels of random shift per axis
+    amp: str | None = None  # "bf16": autocast on CUDA
+    channels_last: bool = True  # faster convolutions on CPU (oneDNN) and GPU (tensor cores) alike
+    eval_batch_size: int = 512
+
+    def replace(self, **changes) -> "Recipe":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+#: recipes per model on CPU; the GPU recipes derive from them in default_recipe
+_CPU_RECIPES = {
+    "fastnet": Recipe(epochs=8, batch_size=128, lr=0.05),
+    "fastnet-gpu": Recipe(epochs=10, batch_size=256, lr=0.2, label_smoothing=0.2),
+    "resnet8": Recipe(epochs=15, batch_size=128, lr=0.1),
+    "resnet18": Recipe(epochs=15, batch_size=128, lr=0.1),
+    "resnet50": Recipe(epochs=15, batch_size=64, lr=0.05),
+}
+#: on a GPU: larger batches (lr scaled linearly), bf16 autocast, channels_last
+_GPU_BATCH_SCALE = 4
+
+
+def default_recipe(model_name: str, device) -> Recipe:
+    """The tuned recipe of `model_name` on `device` ("cpu", "cuda", torch.device): fp32 on CPU; on CUDA
+    bf16 autocast and a 4x batch with a 4x learning rate."""
+    if model_name not in _CPU_RECIPES:
+        raise UserError(f"model should be one of {', '.join(_CPU_RECIPES)}, got {model_name!r}")
+    recipe = _CPU_RECIPES[model_name]
+    if torch.device(device).type == "cuda":
+        recipe = recipe.replace(batch_size=recipe.batch_size * _GPU_BATCH_SCALE, lr=recipe.lr * _GPU_BATCH_SCALE,
+                                amp="bf16", eval_batch_size=2048)
+    return recipe
+
+
+def default_model(dataset, device) -> str:
+    """fastnet on CPU and fastnet-gpu on CUDA for images up to 64 px; resnet18 for larger canvases."""
+    if dataset.image_size > 64:
+        return "resnet18"
+    return "fastnet-gpu" if torch.device(device).type == "cuda" else "fastnet"
+
+
+@dataclass
+class Masking:
+    """ROAR/KAR masking of every image before augmentation. Ranks cover the FULL splits (val is part of train).
+
+    train_ranks (Tensor[N_train, H, W] or [N_train, C, H, W]), test_ranks (same for the test split),
+    fraction in [0, 1] removed (keep=False) or kept (keep=True), fill per channel in the normalized
+    space (None = 0, the training-split mean).
+    """
+
+    train_ranks: torch.Tensor
+    test_ranks: torch.Tensor
+    fraction: float
+    keep: bool = False
+    fill: tuple | None = None
+
+
+@dataclass
+class TrainResult:
+    """The model selected on val (eval mode, on the training device) and its accuracies."""
+
+    model: torch.nn.Module
+    val_acc: float
+    test_acc: float
+    epochs: int  # epochs run
+    seconds: float
+    best_epoch: int = 0
+    history: list = field(default_factory=list)  # per epoch: epoch, lr, train_loss, train_acc, val_acc, seconds
+
+
+def _loaders(dataset, masking, device, recipe):
+    from roarfast.data.loader import DeviceLoader
+
+    out_dtype = torch.bfloat16 if recipe.amp == "bf16" and torch.device(device).type == "cuda" else torch.float32
+    common = dict(mean=dataset.mean, std=dataset.std, device=device, out_dtype=out_dtype,
+                  channels_last=recipe.channels_last)
+    loaders = {}
+    for split in ("train", "test"):
+        images = dataset.split(split)
+        ranks = {}
+        if masking is not None:
+            ranks = dict(ranks=getattr(masking, f"{split}_ranks"), fraction=masking.fraction, keep=masking.keep,
+                         fill=masking.fill)
+        loaders[split] = DeviceLoader(images.images, images.labels, **common, **ranks)
+    return loaders
+
+
+def _autocast(device, recipe):
+    device = torch.device(device)
+    enabled = recipe.amp == "bf16" and device.type == "cuda"
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+@torch.no_grad()
+def evaluate(model, loader, index, recipe: Recipe) -> float:
+    """Top-1 accuracy of model on loader's samples `index` (int64 Tensor[M]), no augmentation."""
+    was_training = model.training
+    model.eval()
+    correct = torch.zeros((), dtype=torch.int64, device=loader.device)
+    for x, y in loader.batches(index, recipe.eval_batch_size):
+        with _autocast(loader.device, recipe):
+            correct += (model(x).argmax(1) == y).sum()
+    model.train(was_training)
+    return float(correct) / max(1, index.shape[0])
+
+
+def lr_at(step: int, total: int, recipe: Recipe) -> float:
+    """Learning-rate factor at `step` of `total`: linear warmup from 0.1 to 1, then cosine to 0."""
+    warm = max(1, int(round(recipe.warmup * total)))
+    if step < warm:
+        return 0.1 + 0.9 * step / warm
+    return 0.5 * (1.0 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+
+
+def _init_model(model_name, dataset, seed, device, recipe):
+    from roarfast.models import build_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(model_name, dataset.num_classes, dataset.image_size, dataset.channels)
+    model = model.to(device)
+    if recipe.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def _optimizer(model, recipe):
+    """SGD with Nesterov momentum; no weight decay on biases and norm parameters (1-D tensors)."""
+    decay = [p for p in model.parameters() if p.dim() > 1]
+    no_decay = [p for p in model.parameters() if p.dim() <= 1]
+    return torch.optim.SGD([{"params": decay, "weight_decay": recipe.weight_decay},
+                            {"params": no_decay, "weight_decay": 0.0}],
+                           lr=recipe.lr, momentum=recipe.momentum, nesterov=True)
+
+
+@torch.no_grad()
+def _ema_update(ema, model, decay: float):
+    """ema <- decay * ema + (1 - decay) * model for float parameters; buffers (BN statistics) copied."""
+    for e, p in zip(ema.parameters(), model.parameters()):
+        e.lerp_(p, 1.0 - decay)
+    for e, b in zip(ema.buffers(), model.buffers()):
+        e.copy_(b)
+
+
+def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int = 0, masking: Masking | None = None,
+                     progress: bool = True) -> TrainResult:
+    """Trains `model_name` from scratch on dataset's train split minus val, selects the epoch with the best
+    val accuracy, and reports that model's test accuracy. With `masking`, every train, val and test image
+    is masked (ops.mask_normalize) before augmentation.
+
+    Deterministic on CPU for a given seed (model init, shuffling and augmentation are seeded).
+    """
+    from roarfast.data.loader import Augment
+    from roarfast.progress import progress_bar
+
+    device = torch.device(device)
+    started = time.perf_counter()
+    loaders = _loaders(dataset, masking, device, recipe)
+    train_index, val_index = dataset.train_index, dataset.val_index
+    test_index = torch.arange(len(dataset.test))
+    batch_size = min(recipe.batch_size, train_index.shape[0])
+    steps_per_epoch = train_index.shape[0] // batch_size
+    total_steps = recipe.epochs * steps_per_epoch
+
+    model = _init_model(model_name, dataset, seed, device, recipe)
+    ema = copy.deepcopy(model).eval() if recipe.ema_decay is not None else None
+    optimizer = _optimizer(model, recipe)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(step, total_steps, recipe))
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    spec = Augment(flip=recipe.flip, translate=recipe.translate) if (recipe.flip or recipe.translate) else None
+
+    best = (-1.0, 0, None)  # (val accuracy, epoch, state dict on CPU)
+    history = []
+    desc = f"train {model_name}" + (f" ({'kar' if masking.keep else 'roar'} {masking.fraction:g})" if masking else "")
+    with progress_bar(total=total_steps * batch_size, desc=desc, unit="img", enabled=progress) as bar:
+        for epoch in range(1, recipe.epochs + 1):
+            epoch_start = time.perf_counter()
+            model.train()
+            loss_sum = torch.zeros((), device=device)
+            correct = torch.zeros((), dtype=torch.int64, device=device)
+            for x, y in loaders["train"].batches(train_index, batch_size, shuffle=True, augment_spec=spec,
+                                                 generator=generator, drop_last=True):
+                with _autocast(device, recipe):
+                    logits = model(x)
+                    loss = loss_fn(logits.float(), y)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                if ema is not None:
+                    _ema_update(ema, model, recipe.ema_decay)
+                loss_sum += loss.detach() * y.shape[0]
+                correct += (logits.argmax(1) == y).sum()
+                bar.update(y.shape[0])
+            selected = ema if ema is not None else model
+            val_acc = evaluate(selected, loaders["train"], val_index, recipe)
+            seen = steps_per_epoch * batch_size
+            history.append({"epoch": epoch, "lr": optimizer.param_groups[0]["lr"],
+                            "train_loss": float(loss_sum) / seen, "train_acc": float(correct) / seen,
+                            "val_acc": val_acc, "seconds": time.perf_counter() - epoch_start})
+            bar.set_postfix(loss=f"{history[-1]['train_loss']:.3f}", val=f"{val_acc:.1%}")
+            if val_acc > best[0]:
+                best = (val_acc, epoch, {k: v.detach().to("cpu", copy=True) for k, v in selected.state_dict().items()})
+    model.load_state_dict(best[2])
+    model.eval()
+    test_acc = evaluate(model, loaders["test"], test_index, recipe)
+    return TrainResult(model=model, val_acc=best[0], test_acc=test_acc, epochs=recipe.epochs,
+                       seconds=time.perf_counter() - started, best_epoch=best[1], history=history)
+
+
+def run_train(run_dir, dataset="embedded", data_dir=None, model=None, epochs=None, batch_size=None, seed=0,
+              device=None, progress=True, dataset_obj=None, **dataset_options) -> dict:
+    """The `roarfast train` command: loads the dataset (or takes `dataset_obj`), trains the base model on
+    the unmodified images and saves it to run_dir/checkpoints/base/. Returns a summary dict (model,
+    val_acc, test_acc, best_epoch, epochs, seconds, checkpoint)."""
+    from pathlib import Path
+
+    from roarfast.checkpoint import save_checkpoint
+    from roarfast.data import load_dataset
+    from roarfast.device import resolve_device
+
+    device = resolve_device(device)
+    ds = dataset_obj if dataset_obj is not None else load_dataset(dataset, data_dir, **dataset_options)
+    model_name = model or default_model(ds, device)
+    recipe = default_recipe(model_name, device)
+    if epochs is not None:
+        recipe = recipe.replace(epochs=_positive("epochs", epochs))
+    if batch_size is not None:
+        recipe = recipe.replace(batch_size=_positive("batch_size", batch_size))
+    result = train_classifier(ds, model_name, recipe, device, seed=seed, progress=progress)
+    directory = Path(run_dir) / "checkpoints" / "base"
+    meta = {"model": model_name, "num_classes": ds.num_classes, "image_size": ds.image_size,
+            "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
+            "dataset_fingerprint": ds.fingerprint, "mean": list(ds.mean), "std": list(ds.std),
+            "classes": ds.train.classes, "seed": seed, "recipe": recipe.to_dict(), "device": str(device),
+            "val_acc": result.val_acc, "test_acc": result.test_acc, "best_epoch": result.best_epoch,
+            "epochs": result.epochs, "seconds": result.seconds, "history": result.history,
+            "versions": {"torch": torch.__version__, "roarfast": roarfast.__version__}}
+    save_checkpoint(directory, result.model, meta)
+    return {"model": model_name, "val_acc": result.val_acc, "test_acc": result.test_acc,
+            "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": result.seconds,
+            "checkpoint": str(directory)}
+
+
+def _positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"--{name.replace('_', '-')} should be a positive int, got {value!r}")
+    return value

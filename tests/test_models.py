@@ -1,0 +1,103 @@
+"""build_model: output shapes, ReLU modules that guided backprop can hook, cam_layer, size of the CPU default."""
+
+import pytest
+import torch
+from torch import nn
+
+from roarfast.models import MODELS, build_model
+
+#: input side for the per-model tests: small keeps ResNet-50 cheap; every model pools globally
+SIDE = 24
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_logits_shape_and_cam_layer(name):
+    torch.manual_seed(0)
+    model = build_model(name, num_classes=7, image_size=32).eval()
+    x = torch.randn(2, 3, SIDE, SIDE)
+    captured = {}
+    layer = model.get_submodule(model.cam_layer)
+    handle = layer.register_forward_hook(lambda m, i, o: captured.setdefault("out", o))
+    with torch.no_grad():
+        logits = model(x)
+    handle.remove()
+    assert logits.shape == (2, 7)
+    # the Grad-CAM layer is a spatial conv stage whose output the logits depend on
+    assert captured["out"].dim() == 4 and captured["out"].shape[-1] > 1
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_relus_are_modules_not_inplace_and_all_run(name):
+    """Every ReLU is an nn.ReLU module, none inplace, and each is called in forward (so hooks see them all)."""
+    model = build_model(name, num_classes=3).eval()
+    relus = [m for m in model.modules() if isinstance(m, nn.ReLU)]
+    assert relus and not any(m.inplace for m in relus)
+    calls = []
+    handles = [m.register_forward_hook(lambda m, i, o: calls.append(m)) for m in relus]
+    with torch.no_grad():
+        model(torch.randn(1, 3, SIDE, SIDE))
+    for h in handles:
+        h.remove()
+    assert {id(m) for m in calls} == {id(m) for m in relus}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_guided_relu_hook_changes_input_gradient(name):
+    """A backward hook on the ReLU modules (guided backprop's mechanism) reaches the input gradient."""
+    torch.manual_seed(0)
+    model = build_model(name, num_classes=4).eval()
+    x = torch.randn(1, 3, SIDE, SIDE, requires_grad=True)
+    model(x)[0, 0].backward()
+    plain = x.grad.clone()
+    x.grad = None
+    handles = [m.register_full_backward_hook(lambda m, gi, go: (gi[0].clamp(min=0),))
+               for m in model.modules() if isinstance(m, nn.ReLU)]
+    model(x)[0, 0].backward()
+    for h in handles:
+        h.remove()
+    assert not torch.allclose(plain, x.grad)
+
+
+def test_in_channels_and_large_canvas():
+    assert build_model("resnet8", 5, in_channels=1)(torch.randn(2, 1, 32, 32)).shape == (2, 5)
+    assert build_model("fastnet", 5, in_channels=1)(torch.randn(2, 1, 32, 32)).shape == (2, 5)
+    resnet = build_model("resnet18", 5, image_size=224, in_channels=1).eval()
+    assert resnet.conv1.stride == (2, 2)  # ImageNet stem kept for large images
+    with torch.no_grad():
+        assert resnet(torch.randn(1, 1, 96, 96)).shape == (1, 5)
+    assert build_model("resnet18", 5, image_size=32).conv1.stride == (1, 1)
+
+
+def _conv_linear_macs(model, x):
+    macs = []
+
+    def count(module, inputs, output):
+        if isinstance(module, nn.Conv2d):
+            kernel = module.in_channels // module.groups * module.kernel_size[0] * module.kernel_size[1]
+            macs.append(output.numel() // output.shape[0] * kernel)
+        elif isinstance(module, nn.Linear):
+            macs.append(module.in_features * module.out_features)
+
+    handles = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    with torch.no_grad():
+        model(x)
+    for h in handles:
+        h.remove()
+    return sum(macs)
+
+
+def test_cpu_default_is_a_few_mflop():
+    """DESIGN.md section 3: the CPU default needs a model of a few MFLOP per 32x32 image."""
+    macs = _conv_linear_macs(build_model("fastnet", 10).eval(), torch.randn(1, 3, 32, 32))
+    assert 1e6 <= 2 * macs <= 8e6
+    gpu_macs = _conv_linear_macs(build_model("fastnet-gpu", 10).eval(), torch.randn(1, 3, 32, 32))
+    assert gpu_macs > 20 * macs  # the GPU default is the large one
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="model should be one of"):
+        build_model("vgg", 10)
+    with pytest.raises(ValueError, match="num_classes"):
+        build_model("fastnet", 1)
+    with pytest.raises(ValueError, match="in_channels"):
+        build_model("fastnet", 10, in_channels=0)

@@ -1,0 +1,102 @@
+"""Training: seeded determinism on CPU, model selection on val, masking of every split, the schedule,
+run_train's checkpoint, and (slow) the CPU default learning the embedded dataset."""
+
+import json
+
+import pytest
+import torch
+
+from roarfast import ops
+from roarfast.checkpoint import load_checkpoint
+from roarfast.data import load_dataset
+from roarfast.data.loader import DeviceLoader
+from roarfast.errors import UserError
+from roarfast.train import Masking, Recipe, default_recipe, evaluate, lr_at, run_train, train_classifier
+
+TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_dataset("embedded", num_train=200, num_test=60, seed=0)
+
+
+def test_same_seed_same_weights_other_seed_other_weights(tiny):
+    a = train_classifier(tiny, "fastnet", TINY, "cpu", seed=0, progress=False)
+    b = train_classifier(tiny, "fastnet", TINY, "cpu", seed=0, progress=False)
+    c = train_classifier(tiny, "fastnet", TINY, "cpu", seed=1, progress=False)
+    for key, value in a.model.state_dict().items():
+        assert torch.equal(value, b.model.state_dict()[key]), key
+    assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+    assert not torch.equal(a.model.head.weight, c.model.head.weight)
+
+
+def test_returned_model_is_the_one_selected_on_val(tiny):
+    recipe = TINY.replace(epochs=3)
+    result = train_classifier(tiny, "fastnet", recipe, "cpu", seed=2, progress=False)
+    val = [h["val_acc"] for h in result.history]
+    assert result.val_acc == max(val) and result.best_epoch == val.index(max(val)) + 1
+    assert len(result.history) == result.epochs == 3
+    loader = DeviceLoader(tiny.train.images, tiny.train.labels, tiny.mean, tiny.std, "cpu")
+    assert evaluate(result.model, loader, tiny.val_index, recipe) == result.val_acc
+    test_loader = DeviceLoader(tiny.test.images, tiny.test.labels, tiny.mean, tiny.std, "cpu")
+    assert evaluate(result.model, test_loader, torch.arange(60), recipe) == result.test_acc
+
+
+def test_masking_reaches_train_val_and_test(tiny):
+    """ROAR at fraction 1 replaces every pixel of every split: the model sees constants, so its one
+    prediction is right exactly for the images of one class."""
+    n_train, n_test = len(tiny.train), len(tiny.test)
+    masking = Masking(train_ranks=torch.zeros(n_train, 32, 32, dtype=torch.int32),
+                      test_ranks=torch.zeros(n_test, 32, 32, dtype=torch.int32), fraction=1.0, keep=False)
+    result = train_classifier(tiny, "fastnet", TINY, "cpu", seed=0, masking=masking, progress=False)
+    test_counts = torch.bincount(tiny.test.labels, minlength=10).tolist()
+    val_counts = torch.bincount(tiny.train.labels[tiny.val_index], minlength=10).tolist()
+    assert result.test_acc in [count / n_test for count in test_counts]
+    assert result.val_acc in [count / len(tiny.val_index) for count in val_counts]
+
+
+def test_learning_rate_schedule():
+    recipe = Recipe(warmup=0.2)
+    assert lr_at(0, 100, recipe) == pytest.approx(0.1)
+    assert lr_at(20, 100, recipe) == pytest.approx(1.0)
+    assert lr_at(60, 100, recipe) == pytest.approx(0.5)
+    assert lr_at(100, 100, recipe) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_default_recipes():
+    cpu, gpu = default_recipe("fastnet", "cpu"), default_recipe("fastnet", "cuda")
+    assert cpu.amp is None and gpu.amp == "bf16"
+    assert gpu.batch_size > cpu.batch_size and gpu.lr / gpu.batch_size == pytest.approx(cpu.lr / cpu.batch_size)
+    assert cpu.replace(epochs=3).epochs == 3 and cpu.to_dict()["epochs"] == cpu.epochs
+    with pytest.raises(UserError, match="model should be one of"):
+        default_recipe("vgg", "cpu")
+
+
+def test_run_train_writes_a_checkpoint_that_reproduces_its_accuracy(tmp_path, tiny):
+    summary = run_train(tmp_path, dataset_obj=tiny, model="resnet8", epochs=1, batch_size=32, seed=0, device="cpu",
+                        progress=False)
+    directory = tmp_path / "checkpoints" / "base"
+    assert summary["checkpoint"] == str(directory)
+    model, meta = load_checkpoint(directory)
+    assert meta["dataset_fingerprint"] == tiny.fingerprint and meta["model"] == "resnet8"
+    assert meta["versions"]["torch"] == torch.__version__ and meta["recipe"]["epochs"] == 1
+    assert json.loads((directory / "meta.json").read_text())["test_acc"] == summary["test_acc"]
+    loader = DeviceLoader(tiny.test.images, tiny.test.labels, tiny.mean, tiny.std, "cpu")
+    assert evaluate(model, loader, torch.arange(len(tiny.test)), Recipe()) == summary["test_acc"]
+    with pytest.raises(UserError, match="--epochs"):
+        run_train(tmp_path, dataset_obj=tiny, epochs=0, device="cpu", progress=False)
+
+
+@pytest.mark.slow
+def test_cpu_default_learns_the_embedded_dataset_from_the_object_only():
+    """DESIGN.md section 3: the CPU default learns the embedded set (>= 90%), and with the object removed
+    (oracle ROAR at the covering fraction 64/1024) nothing is left to learn (near chance)."""
+    ds = load_dataset("embedded")
+    recipe = default_recipe("fastnet", "cpu")
+    base = train_classifier(ds, "fastnet", recipe, "cpu", seed=0, progress=False)
+    assert base.test_acc >= 0.90
+    oracle = Masking(train_ranks=ops.rank(ds.train.masks.float()), test_ranks=ops.rank(ds.test.masks.float()),
+                     fraction=0.0625, keep=False)
+    removed = train_classifier(ds, "fastnet", recipe, "cpu", seed=0, masking=oracle, progress=False)
+    assert removed.test_acc <= 0.10 + 0.05
