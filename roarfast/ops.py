@@ -4,6 +4,7 @@ for tests and benchmarks only, live in roarfast._reference.
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -97,7 +98,8 @@ def mask(images: torch.Tensor, ranks: torch.Tensor, k, fill, keep: bool = False)
         ranks (Tensor[B, H, W] or Tensor[B, C, H, W]): uint16, int32 or int64 from `rank`; [B,H,W]
             masks all channels of a pixel together, [B,C,H,W] each value on its own.
         k: units to replace (ROAR) or keep (KAR) per image: an int, a float fraction in [0, 1]
-            (k = floor(fraction * units)), or an int64 Tensor[B] on the images' device.
+            (k = floor(fraction * units)), or an int64 Tensor[B] on the images' device (range-checked
+            on CPU only: checking a GPU tensor would stall the stream).
         fill (sequence or Tensor[C]): the replacement in the images' own value space
             (uint8 images: rounded to nearest, saturated to [0, 255]).
         keep: False (ROAR) replaces units with rank < k; True (KAR) replaces those with rank >= k.
@@ -194,3 +196,64 @@ def noise(x: torch.Tensor, n: int, noise_level: float, seed: int, offset: int = 
 @torch.library.register_fake("roarfast::noise")
 def _noise_fake(x, n, noise_level, seed, offset=0):
     return x.new_empty((n * x.shape[0], *x.shape[1:]))
+
+
+class EnsembleState(NamedTuple):
+    """Running moments of the noisy gradients of a batch, per value, in float32.
+
+    mean (Tensor[B, C, H, W]): mean of the samples so far; m2 (Tensor[B, C, H, W]): sum of squared
+    deviations from it; count: samples merged so far.
+    """
+
+    mean: torch.Tensor
+    m2: torch.Tensor
+    count: int
+
+
+def ensemble_init(like: torch.Tensor) -> EnsembleState:
+    """An empty state (zeros, count 0) for gradients shaped like `like` (Tensor[B, C, H, W])."""
+    zeros = dict(dtype=torch.float32, device=like.device)
+    return EnsembleState(torch.zeros(like.shape, **zeros), torch.zeros(like.shape, **zeros), 0)
+
+
+def ensemble_update(state: EnsembleState, grads: torch.Tensor) -> EnsembleState:
+    """Merges a chunk of n gradients per image into the state, in one pass (Welford within the
+    chunk, Chan merge with the state, float32 whatever the grads dtype).
+
+    Args:
+        state: from ensemble_init or a previous update; its mean and m2 are UPDATED IN PLACE.
+        grads (Tensor[n, B, C, H, W]): float32, float16 or bfloat16.
+
+    Returns:
+        the state with count + n (same mean and m2 tensors).
+    """
+    torch.ops.roarfast.ensemble_update.default(state.mean, state.m2, state.count, grads)
+    return EnsembleState(state.mean, state.m2, state.count + grads.shape[0])
+
+
+def ensemble_finalize(state: EnsembleState, reduction: str = "none"):
+    """SmoothGrad's three maps from the moments of the samples g_i (DESIGN.md section 2).
+
+    Per value: sg = mean g, sg_sq = mean g^2, var = mean g^2 - (mean g)^2 (population, >= 0).
+
+    Args:
+        state: with count > 0.
+        reduction: "none", or the channel reduction "sum_sq" | "abs_sum" | "max" of each map.
+
+    Returns:
+        (sg, sg_sq, var): float32, each Tensor[B, C, H, W] for "none", else Tensor[B, H, W].
+    """
+    if state.count <= 0:
+        raise ValueError(f"state should hold at least one sample to finalize, got count {state.count}")
+    return tuple(torch.ops.roarfast.ensemble_finalize.default(state.mean, state.m2, state.count, reduction))
+
+
+@torch.library.register_fake("roarfast::ensemble_update")
+def _ensemble_update_fake(mean, m2, count, grads):
+    return None
+
+
+@torch.library.register_fake("roarfast::ensemble_finalize")
+def _ensemble_finalize_fake(mean, m2, count, reduction="none"):
+    shape = mean.shape if reduction == "none" else (mean.shape[0], mean.shape[2], mean.shape[3])
+    return tuple(mean.new_empty(shape) for _ in range(3))

@@ -55,8 +55,10 @@ ROARFAST_HD float uniform_open1(uint32_t w) { return static_cast<float>(w >> 8) 
 ROARFAST_HD void box_muller(uint32_t a, uint32_t b, float& z0, float& z1) {
   const float radius = sqrtf(-2.0f * logf(uniform_open0(a)));
   const float angle = 6.28318530717958647692f * uniform_open1(b);
-  z0 = radius * cosf(angle);
-  z1 = radius * sinf(angle);
+  float sine, cosine;
+  sincosf(angle, &sine, &cosine);
+  z0 = radius * cosine;
+  z1 = radius * sine;
 }
 
 // The 4 normals of elements 4*group .. 4*group+3 of image `image` in noisy sample `sample`

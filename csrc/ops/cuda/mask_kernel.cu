@@ -17,7 +17,9 @@ template <typename index_t, typename in_t, typename out_t, typename rank_t, type
 __global__ void mask_kernel(const in_t* __restrict__ in, const rank_t* __restrict__ ranks,
                             const int64_t* __restrict__ k, out_t* __restrict__ out, MaskShape s, index_t total,
                             Value value) {
-  for (index_t i = blockIdx.x * index_t{blockDim.x} + threadIdx.x; i < total; i += index_t{gridDim.x} * blockDim.x) {
+  const index_t step = static_cast<index_t>(gridDim.x) * static_cast<index_t>(blockDim.x);
+  for (index_t i = static_cast<index_t>(blockIdx.x) * static_cast<index_t>(blockDim.x) + static_cast<index_t>(threadIdx.x);
+       i < total; i += step) {
     index_t b, c, p;
     output_coords(s, i, b, c, p);
     out[i] = mask_element(in, ranks, k, s, int64_t{b}, int64_t{c}, int64_t{p}, value);
@@ -35,11 +37,13 @@ void launch_mask(const MaskPlan& plan, const rank_t* ranks, out_t* out, int64_t 
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const in_t* in = plan.images.const_data_ptr<in_t>();
   const int64_t* k = plan.k.defined() ? plan.k.const_data_ptr<int64_t>() : nullptr;
-  if (total <= INT32_MAX) {
-    mask_kernel<int32_t><<<grid_for(total), kThreads, 0, stream>>>(in, ranks, k, out, plan.shape,
-                                                                    static_cast<int32_t>(total), value);
+  const int grid = grid_for(total);
+  // 32-bit indices only where the last grid-stride step cannot overflow them.
+  if (total + int64_t{grid} * kThreads <= INT32_MAX) {
+    mask_kernel<int32_t><<<grid, kThreads, 0, stream>>>(in, ranks, k, out, plan.shape, static_cast<int32_t>(total),
+                                                        value);
   } else {
-    mask_kernel<int64_t><<<grid_for(total), kThreads, 0, stream>>>(in, ranks, k, out, plan.shape, total, value);
+    mask_kernel<int64_t><<<grid, kThreads, 0, stream>>>(in, ranks, k, out, plan.shape, total, value);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
