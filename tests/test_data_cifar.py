@@ -20,7 +20,8 @@ def fabricate(root, name="cifar10", per_batch=4, seed=0):
     """A tiny CIFAR tree as torchvision writes it; returns the images and labels it holds per split."""
     rng = np.random.default_rng(seed)
     if name == "cifar10":
-        folder, train_files, test_files = root / "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"]
+        folder, test_files = root / "cifar-10-batches-py", ["test_batch"]
+        train_files = [f"data_batch_{i}" for i in range(1, 6)]
         label_key, meta_file, meta = "labels", "batches.meta", {"label_names": [f"c{i}" for i in range(10)]}
         num_classes = 10
     else:

@@ -33,7 +33,8 @@ class ImageSet:
                              f"{tuple(self.images.shape)}")
         n = self.images.shape[0]
         if self.labels.dtype != torch.int64 or tuple(self.labels.shape) != (n,):
-            raise ValueError(f"labels should be an int64 Tensor[{n}], got {self.labels.dtype} {tuple(self.labels.shape)}")
+            raise ValueError(f"labels should be an int64 Tensor[{n}], got {self.labels.dtype} "
+                             f"{tuple(self.labels.shape)}")
         if self.masks is not None and (self.masks.dtype != torch.bool
                                        or tuple(self.masks.shape) != (n, *self.images.shape[2:])):
             raise ValueError(f"masks should be a bool Tensor[{n}, H, W] matching the images, got "

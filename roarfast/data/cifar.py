@@ -23,7 +23,8 @@ class _ArrayUnpickler(pickle.Unpickler):
 
     def find_class(self, module, name):
         if (module, name) not in _ALLOWED_GLOBALS:
-            raise pickle.UnpicklingError(f"a CIFAR batch should hold only numpy arrays and lists, found {module}.{name}")
+            raise pickle.UnpicklingError(
+                f"a CIFAR batch should hold only numpy arrays and lists, found {module}.{name}")
         return super().find_class(module, name)
 
 

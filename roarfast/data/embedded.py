@@ -53,7 +53,8 @@ def _uniform(gen, *shape, low=0.0, high=1.0):
 
 
 def background(n: int, gen: torch.Generator) -> torch.Tensor:
-    """Label-free clutter: smooth colour noise, grain and solid squares/discs -> float Tensor[n, 3, 32, 32] in [0, 1]."""
+    """Label-free clutter: smooth colour noise, grain, solid squares and discs -> float Tensor[n, 3, 32, 32]
+    in [0, 1]."""
     coarse = _uniform(gen, n, 3, NOISE_GRID, NOISE_GRID, low=NOISE_RANGE[0], high=NOISE_RANGE[1])
     img = torch.nn.functional.interpolate(coarse, size=(IMAGE_SIZE, IMAGE_SIZE), mode="bilinear", align_corners=False)
     img = img + GRAIN_STD * torch.randn(n, 3, IMAGE_SIZE, IMAGE_SIZE, generator=gen)

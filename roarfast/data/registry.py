@@ -12,6 +12,8 @@ DATASETS = {
     "cifar100": "CIFAR-100 in torchvision's on-disk format under --data-dir",
     "imagefolder": "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
 }
+#: options that change how data is read, not what it is (the data bytes are hashed anyway)
+_NOT_IN_FINGERPRINT = ("data_dir", "device", "batch_size")
 
 
 def _loader(name: str):
@@ -59,6 +61,6 @@ def load_dataset(name: str = "embedded", data_dir=None, **options) -> Dataset:
     resolved = {key: p.default for key, p in params.items() if p.default is not inspect.Parameter.empty}
     resolved.update(options)
     train, test = load(**resolved)
-    fingerprint_options = {key: value for key, value in resolved.items() if key not in ("data_dir", "device")}
+    fingerprint_options = {key: value for key, value in resolved.items() if key not in _NOT_IN_FINGERPRINT}
     fingerprint_options["val_seed"] = val_seed
     return make_dataset(name, train, test, fingerprint_options, seed=val_seed)

@@ -1,0 +1,107 @@
+"""JPEG trees through the real DALI path (CPU pipeline here): sample order, the resize-shorter-side +
+center-crop canvas, corrupt files named or skipped, layout errors, and the shared photo set when present."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from roarfast.data import load_dataset
+from roarfast.data.imagefolder import load_imagefolder
+from roarfast.errors import UserError
+
+HYMENOPTERA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hymenoptera"
+#: JPEG error allowed on flat colours and on the canvas geometry checks (uint8 levels)
+JPEG_TOLERANCE = 12
+
+
+def _save(path: Path, array: np.ndarray):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(array).save(path, quality=95)
+
+
+def _solid(colour, height=20, width=28):
+    return np.broadcast_to(np.array(colour, dtype=np.uint8), (height, width, 3)).copy()
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """train/{cat,dog} and val/{cat,dog}, each image one flat colour, sizes varied; returns the colours
+    per split in ImageFolder order (class, then file name)."""
+    rng = np.random.default_rng(0)
+    colours = {"train": [], "val": []}
+    for split, per_class in (("train", 3), ("val", 2)):
+        for cls in ("cat", "dog"):
+            for i in range(per_class):
+                colour = rng.integers(30, 226, 3)
+                _save(tmp_path / split / cls / f"img{i}.jpg", _solid(colour, 18 + 4 * i, 30 - 3 * i))
+                colours[split].append(colour)
+    return tmp_path, colours
+
+
+def test_samples_in_imagefolder_order(tree):
+    root, colours = tree
+    train, test = load_imagefolder(root, resize=16, crop=12, device="cpu", batch_size=4)  # 6 = 4 + a partial batch
+    assert train.images.shape == (6, 3, 12, 12) and train.images.dtype == torch.uint8
+    assert train.classes == ["cat", "dog"]
+    assert train.labels.tolist() == [0, 0, 0, 1, 1, 1] and test.labels.tolist() == [0, 0, 1, 1]
+    for split, images in (("train", train), ("val", test)):
+        got = images.images.float().mean(dim=(2, 3))
+        expected = torch.tensor(np.array(colours[split]), dtype=torch.float32)
+        assert (got - expected).abs().max() <= JPEG_TOLERANCE, split
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_canvas_is_shorter_side_resize_then_center_crop(tmp_path, wide):
+    """A 20x40 (or 40x20) image split into two colours along its long side: resize shorter side to 16
+    (-> 16x32), center crop 12: the crop's first half is the first colour, its second half the second."""
+    first, second = (200, 30, 30), (30, 30, 200)
+    image = np.concatenate([_solid(first, 20, 20), _solid(second, 20, 20)], axis=1 if wide else 0)
+    _save(tmp_path / "train" / "x" / "a.jpg", image)
+    _save(tmp_path / "test" / "x" / "a.jpg", image)
+    train, _ = load_imagefolder(tmp_path, resize=16, crop=12, device="cpu")
+    canvas = train.images[0].permute(1, 2, 0).int()  # [H, W, 3]
+    if not wide:
+        canvas = canvas.transpose(0, 1)
+    # away from the seam (4 px each side: antialiased resize blurs it)
+    assert (canvas[:, :4] - torch.tensor(first)).abs().max() <= JPEG_TOLERANCE
+    assert (canvas[:, 8:] - torch.tensor(second)).abs().max() <= JPEG_TOLERANCE
+
+
+def test_corrupt_file_is_named_or_skipped(tree, caplog):
+    root, _ = tree
+    (root / "val" / "dog" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    with pytest.raises(UserError, match="dog/broken.jpg"):
+        load_imagefolder(root, resize=16, crop=12, device="cpu")
+    with caplog.at_level("WARNING"):
+        _, test = load_imagefolder(root, resize=16, crop=12, device="cpu", skip_bad=True)
+    assert len(test) == 4 and "broken.jpg" in caplog.text
+
+
+def test_layout_errors(tmp_path, tree):
+    with pytest.raises(UserError, match="train/<class>"):
+        load_imagefolder(tmp_path / "nowhere")
+    root, _ = tree
+    _save(root / "val" / "bird" / "a.jpg", _solid((1, 2, 3)))
+    with pytest.raises(UserError, match="bird"):
+        load_imagefolder(root, resize=16, crop=12, device="cpu")
+    with pytest.raises(UserError, match="crop"):
+        load_imagefolder(root, resize=16, crop=20, device="cpu")
+
+
+def test_through_load_dataset(tree):
+    root, _ = tree
+    ds = load_dataset("imagefolder", root, resize=16, crop=12, device="cpu")
+    assert ds.image_size == 12 and ds.num_classes == 2 and ds.options["crop"] == 12
+    other = load_dataset("imagefolder", root, resize=20, crop=12, device="cpu")
+    assert other.fingerprint != ds.fingerprint
+
+
+@pytest.mark.skipif(not HYMENOPTERA.is_dir(), reason="shared photo set absent")
+def test_real_photos_of_varied_sizes():
+    train, test = load_imagefolder(HYMENOPTERA, resize=64, crop=56, device="cpu")
+    assert train.classes == ["ants", "bees"]
+    assert train.images.shape[1:] == (3, 56, 56) and len(train) >= 240 and len(test) >= 150
+    assert train.images.float().std() > 20  # real content, not a padded or blank canvas
