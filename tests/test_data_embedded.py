@@ -104,22 +104,22 @@ def test_bad_options_are_named():
 
 
 def test_dataset_wrapper_stats_split_fingerprint():
-    ds = load_dataset("embedded", num_train=200, num_test=50, seed=4)
+    ds = load_dataset("embedded", num_train=100, num_test=20, seed=4)
     pixels = ds.train.images.double() / 255
     assert ds.mean == pytest.approx(pixels.mean(dim=(0, 2, 3)).tolist(), abs=1e-9)
     assert ds.std == pytest.approx(pixels.std(dim=(0, 2, 3), unbiased=False).tolist(), abs=1e-9)
     assert (ds.num_classes, ds.channels, ds.image_size) == (10, 3, 32)
     # val: 10% of train, seeded, disjoint from the training indices, together all of train
-    assert ds.val_index.shape == (20,)
-    assert torch.equal(torch.sort(torch.cat([ds.val_index, ds.train_index])).values, torch.arange(200))
-    assert torch.equal(ds.val_index, load_dataset("embedded", num_train=200, num_test=50, seed=4).val_index)
+    assert ds.val_index.shape == (10,)
+    assert torch.equal(torch.sort(torch.cat([ds.val_index, ds.train_index])).values, torch.arange(100))
+    assert torch.equal(ds.val_index, load_dataset("embedded", num_train=100, num_test=20, seed=4).val_index)
     assert ds.split("test") is ds.test
     with pytest.raises(ValueError, match="split"):
         ds.split("val")
     # the fingerprint follows data and options
-    same = load_dataset("embedded", num_train=200, num_test=50, seed=4)
-    other_seed = load_dataset("embedded", num_train=200, num_test=50, seed=5)
-    other_copies = load_dataset("embedded", num_train=200, num_test=50, seed=4, copies=2)
+    same = load_dataset("embedded", num_train=100, num_test=20, seed=4)
+    other_seed = load_dataset("embedded", num_train=100, num_test=20, seed=5)
+    other_copies = load_dataset("embedded", num_train=100, num_test=20, seed=4, copies=2)
     assert ds.fingerprint == same.fingerprint
     assert len({ds.fingerprint, other_seed.fingerprint, other_copies.fingerprint}) == 3
 
