@@ -1,0 +1,229 @@
+"""The extract stage: attribution maps for every image of the train and test splits, ranked on the
+device and written chunk by chunk into the rank store (resumable; a no-op on a complete store).
+"""
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from roarfast.errors import UserError
+
+#: images per store chunk: the unit of resumption after a kill
+CHUNK_IMAGES = 512
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    methods: str = "sg-sq"
+    splits: tuple = ("train", "test")
+    batch_size: int | None = None
+    samples: int = 15
+    noise_level: float = 0.15
+    ig_steps: int = 25
+    target: str = "predicted"
+    granularity: str = "pixel"
+    reduction: str = "sum_sq"
+    gradcam_layer: str | None = None
+    amp: str = "auto"
+    keep_maps: bool = False
+    force: bool = False
+
+
+def model_free(method: str) -> bool:
+    """Whether a method's ranks ignore the trained model (random, sobel, oracle): stored without a
+    checkpoint hash, computed without loading one."""
+    from roarfast.methods import registry
+
+    return not method.startswith(registry.CAPTUM_PREFIX) and registry.get(method).target == "none"
+
+
+def default_batch_size(device, image_size: int) -> int:
+    """Images per forward/backward: the ensemble multiplies it by its samples, chunked inside."""
+    if device.type == "cuda":
+        return 512 if image_size <= 64 else 64
+    return 256 if image_size <= 64 else 16
+
+
+def autocast_dtype(amp: str, device):
+    import torch
+
+    if amp == "off" or (amp == "auto" and device.type != "cuda"):
+        return None
+    return {"auto": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+
+
+def rank_reduction(options: ExtractOptions) -> str:
+    return "value" if options.granularity == "value" else options.reduction
+
+
+def method_params(options: ExtractOptions, seed: int, device, ds):
+    from roarfast.methods import MethodParams
+    from roarfast.methods.params import black_baseline
+
+    return MethodParams(noise_level=options.noise_level, n_samples=options.samples, ig_steps=options.ig_steps,
+                        ig_baseline=black_baseline(ds.mean, ds.std), target=options.target,
+                        gradcam_layer=options.gradcam_layer, autocast_dtype=autocast_dtype(options.amp, device),
+                        seed=seed)
+
+
+def store_params(method: str, options: ExtractOptions, seed: int) -> dict:
+    """What makes one method's ranks what they are: a resumed or reused store must match it."""
+    params = {"granularity": options.granularity, "reduction": rank_reduction(options), "seed": seed}
+    if model_free(method):
+        return params
+    params["target"] = options.target
+    if "sg" in method or "var" in method:
+        params.update(samples=options.samples, noise_level=options.noise_level)
+    if method.endswith("ig") or method == "ig":
+        params["ig_steps"] = options.ig_steps
+    if method == "gradcam":
+        params["gradcam_layer"] = options.gradcam_layer
+    return params
+
+
+def rank_maps(maps, reduction: str):
+    """float maps [B,C,H,W] (or [B,1,H,W]) -> ranks; single-channel maps rank their pixels directly."""
+    from roarfast import ops
+
+    if reduction == "value" or maps.shape[1] != 1:
+        return ops.rank(maps.float().contiguous(), reduction)
+    return ops.rank(maps[:, 0].float().contiguous(), "none")
+
+
+def run_extract(run_dir, options: ExtractOptions, *, dataset="embedded", data_dir=None, device="auto", seed=0,
+                progress=True, model=None, dataset_obj=None):
+    """Extracts `options.methods` for `options.splits` into run_dir's rank store.
+
+    Returns {(method, split): {"images": N, "seconds": s, "nonfinite": count, "skipped": bool}}.
+    `model` / `dataset_obj` let a caller that already holds them (roarfast run) skip reloading.
+    """
+    import torch
+
+    from roarfast.checkpoint import checkpoint_sha256, load_checkpoint
+    from roarfast.data import load_dataset
+    from roarfast.device import resolve_device
+    from roarfast.methods import parse_methods
+    from roarfast.store import RankStore
+
+    run_dir = Path(run_dir)
+    device = resolve_device(device)
+    try:
+        methods = parse_methods(options.methods)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    ds = dataset_obj if dataset_obj is not None else load_dataset(dataset, data_dir)
+    ckpt_dir = run_dir / "checkpoints" / "base"
+    needs_model = not all(model_free(m) for m in methods)
+    ckpt_sha = None
+    if needs_model:
+        if model is None:
+            if not (ckpt_dir / "meta.json").exists():
+                raise UserError(f"no base model in {ckpt_dir}: run `roarfast train --run-dir {run_dir}` first")
+            model, meta = load_checkpoint(ckpt_dir, device=device)
+            if meta.get("dataset_fingerprint") != ds.fingerprint:
+                raise UserError(f"the base model in {ckpt_dir} was trained on dataset {meta.get('dataset_fingerprint')} "
+                                f"but this dataset is {ds.fingerprint}; retrain it or pick the matching --dataset")
+        ckpt_sha = checkpoint_sha256(ckpt_dir)
+        model = model.to(device).eval()
+    if "oracle" in methods and ds.train.masks is None:
+        raise UserError(f"dataset {ds.name} has no ground-truth masks, so it has no 'oracle' method")
+
+    params = method_params(options, seed, device, ds)
+    batch_size = options.batch_size or default_batch_size(device, ds.image_size)
+    store = RankStore(run_dir)
+    summary = {}
+    for split in options.splits:
+        if split not in ("train", "test"):
+            raise UserError(f"--split takes train and test, got {split!r}")
+        summary.update(_extract_split(store, model, ds, split, methods, options, params, batch_size, seed, ckpt_sha,
+                                      device, progress))
+    return summary
+
+
+def _extract_split(store, model, ds, split, methods, options, params, batch_size, seed, ckpt_sha, device, progress):
+    import torch
+
+    from roarfast import ops
+    from roarfast.methods import ExplainBatch, compute_maps
+    from roarfast.progress import progress_bar
+
+    images = ds.split(split)
+    n = images.images.shape[0]
+    reduction = rank_reduction(options)
+    c, h, w = images.images.shape[1:]
+    rank_shape = (n, c, h, w) if options.granularity == "value" else (n, h, w)
+    writers = {}
+    summary = {}
+    for method in methods:
+        writer = store.open_writer(
+            method, split, shape=rank_shape, dtype=ops.rank_dtype(math.prod(rank_shape[1:])),
+            chunk_size=CHUNK_IMAGES, params=store_params(method, options, seed),
+            checkpoint_sha256=None if model_free(method) else ckpt_sha, dataset_fingerprint=ds.fingerprint,
+            keep_maps=options.keep_maps, force=options.force)
+        if writer.complete:
+            writer.close()
+            summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": True}
+        else:
+            writers[method] = writer
+            summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": False}
+    if not writers:
+        return summary
+
+    mean = torch.tensor(ds.mean, dtype=torch.float32)
+    std = torch.tensor(ds.std, dtype=torch.float32)
+    pending = {m: set(w.pending_chunks()) for m, w in writers.items()}
+    # A resumed store keeps the chunk size it was made with: work per chunk size, rows from the writer.
+    by_size = {}
+    for m, writer in writers.items():
+        by_size.setdefault(writer.chunk_size, []).append(m)
+    todo = sum(writers[ms[0]].chunk_rows(i)[1] - writers[ms[0]].chunk_rows(i)[0]
+               for ms in by_size.values() for i in set().union(*(pending[m] for m in ms)))
+    started = time.perf_counter()
+    with progress_bar(total=todo, desc=f"extract {split} ({', '.join(writers)})", unit="img",
+                      enabled=progress) as bar:
+        for members in by_size.values():
+            for chunk in sorted(set().union(*(pending[m] for m in members))):
+                wanted = [m for m in members if chunk in pending[m]]
+                lo, hi = writers[wanted[0]].chunk_rows(chunk)
+                ranks_out = {m: [] for m in wanted}
+                maps_out = {m: [] for m in wanted}
+                for b0 in range(lo, hi, batch_size):
+                    b1 = min(hi, b0 + batch_size)
+                    raw = images.images[b0:b1].to(device, non_blocking=True)
+                    x = ops.mask_normalize(raw, None, mean=mean, std=std)
+                    gt = images.masks[b0:b1].to(device) if images.masks is not None else None
+                    # compute_maps finds the predicted class itself; labels serve --target label
+                    batch = ExplainBatch(x=x, target=images.labels[b0:b1].to(device), index=torch.arange(b0, b1),
+                                         gt_mask=gt)
+                    maps = compute_maps(model, batch, wanted, params)
+                    for m in wanted:
+                        summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
+                        ranks_out[m].append(rank_maps(maps[m], reduction).cpu())
+                        if options.keep_maps:
+                            maps_out[m].append(_picture_map(maps[m], reduction).cpu())
+                    bar.update(b1 - b0)
+                for m in wanted:
+                    writers[m].write_chunk(chunk, torch.cat(ranks_out[m]),
+                                           maps=torch.cat(maps_out[m]) if options.keep_maps else None)
+    seconds = time.perf_counter() - started
+    for m, writer in writers.items():
+        writer.close()
+        summary[(m, split)]["seconds"] = seconds
+        if summary[(m, split)]["nonfinite"]:
+            print(f"warning: {m} on {split}: {summary[(m, split)]['nonfinite']} NaN/Inf map values, ranked last")
+    return summary
+
+
+def _picture_map(maps, reduction):
+    """fp16 maps for pictures, reduced over channels the way ranking reduces them."""
+    if maps.shape[1] == 1:
+        return maps[:, 0].half()
+    m = maps.float()
+    if reduction == "value":
+        return m.half()
+    if reduction == "sum_sq":
+        return (m * m).sum(1).half()
+    if reduction == "abs_sum":
+        return m.abs().sum(1).half()
+    return m.amax(1).half()

@@ -1,0 +1,137 @@
+"""The extract stage: what lands in the store equals ranking the maps directly, resumption after a
+kill redoes only unfinished chunks, a complete store is a no-op unless forced, and bad input is refused."""
+
+import pytest
+import torch
+
+from roarfast import extract, ops
+from roarfast.checkpoint import save_checkpoint
+from roarfast.data import load_dataset
+from roarfast.errors import UserError
+from roarfast.extract import ExtractOptions, run_extract
+from roarfast.methods import ExplainBatch, MethodParams, compute_maps, register
+from roarfast.methods.params import black_baseline
+from roarfast.models import build_model
+from roarfast.store import RankStore
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return load_dataset("embedded", num_train=200, num_test=60)
+
+
+@pytest.fixture()
+def run_dir(tmp_path, dataset, monkeypatch):
+    """A run directory holding an (untrained) base model of the dataset; small store chunks."""
+    monkeypatch.setattr(extract, "CHUNK_IMAGES", 64)
+    torch.manual_seed(0)
+    model = build_model("fastnet", dataset.num_classes)
+    save_checkpoint(tmp_path / "checkpoints" / "base", model,
+                    {"model": "fastnet", "num_classes": dataset.num_classes, "image_size": 32, "in_channels": 3,
+                     "dataset_fingerprint": dataset.fingerprint})
+    return tmp_path
+
+
+def extract_quiet(run_dir, dataset, **options):
+    options.setdefault("samples", 3)
+    options.setdefault("batch_size", 32)
+    return run_extract(run_dir, ExtractOptions(**options), dataset_obj=dataset, device="cpu", progress=False)
+
+
+def test_store_equals_ranking_the_maps_directly(run_dir, dataset):
+    extract_quiet(run_dir, dataset, methods="grad,sg-sq,sobel")
+    from roarfast.checkpoint import load_checkpoint
+
+    model, _ = load_checkpoint(run_dir / "checkpoints" / "base")
+    store = RankStore(run_dir)
+    split = dataset.split("test")
+    rows = torch.arange(50, 60)  # rows of the second store chunk (chunks of 64) and of the second batch (32)
+    x = ops.mask_normalize(split.images[rows], None, mean=dataset.mean, std=dataset.std)
+    maps = compute_maps(model, ExplainBatch(x=x, target=split.labels[rows], index=rows), ["grad", "sobel"],
+                        MethodParams(ig_baseline=black_baseline(dataset.mean, dataset.std)))
+    for method in ("grad", "sobel"):
+        stored = store.read(method, "test", dataset_fingerprint=dataset.fingerprint).rows(rows)
+        assert torch.equal(stored.long(), extract.rank_maps(maps[method], "sum_sq").long()), method
+    assert set(store.methods()) == {"grad", "sg-sq-grad", "sobel"}
+
+
+def test_resume_after_a_kill_redoes_only_unfinished_chunks(run_dir, dataset, monkeypatch):
+    from roarfast.store import RankWriter
+
+    real_write = RankWriter.write_chunk
+    written = []
+
+    def dying_write(self, chunk, ranks, maps=None):
+        if len(written) == 2:
+            raise KeyboardInterrupt("killed")
+        written.append(chunk)
+        return real_write(self, chunk, ranks, maps)
+
+    monkeypatch.setattr(RankWriter, "write_chunk", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        extract_quiet(run_dir, dataset, methods="grad", splits=("train",))
+    monkeypatch.setattr(RankWriter, "write_chunk", real_write)
+
+    computed = []
+    import roarfast.methods
+
+    original = roarfast.methods.compute_maps
+
+    def counting(model, batch, methods, params=None):
+        computed.append(int(batch.index[0]))
+        return original(model, batch, methods, params)
+
+    monkeypatch.setattr(roarfast.methods, "compute_maps", counting)
+    extract_quiet(run_dir, dataset, methods="grad", splits=("train",))
+    assert min(computed) >= 128  # chunks 0 and 1 (rows 0..127) were finished before the kill
+    resumed = RankStore(run_dir).read("grad", "train").tensor()
+
+    extract_quiet(run_dir, dataset, methods="grad", splits=("train",), force=True)
+    assert torch.equal(resumed, RankStore(run_dir).read("grad", "train").tensor())
+
+
+def test_complete_store_is_a_noop_unless_forced(run_dir, dataset, monkeypatch):
+    extract_quiet(run_dir, dataset, methods="grad", splits=("test",))
+    import roarfast.methods
+
+    calls = []
+    original = roarfast.methods.compute_maps
+    monkeypatch.setattr(roarfast.methods, "compute_maps", lambda *a, **k: calls.append(1) or original(*a, **k))
+    summary = extract_quiet(run_dir, dataset, methods="grad", splits=("test",))
+    assert calls == [] and summary[("grad", "test")]["skipped"]
+    summary = extract_quiet(run_dir, dataset, methods="grad", splits=("test",), force=True)
+    assert calls and not summary[("grad", "test")]["skipped"]
+
+
+def test_unknown_method_lists_the_known_ones(run_dir, dataset):
+    with pytest.raises(UserError, match="sg-sq"):
+        extract_quiet(run_dir, dataset, methods="smoothgrad-squared")
+
+
+def test_checkpoint_of_another_dataset_is_refused(run_dir, dataset):
+    other = load_dataset("embedded", num_train=200, num_test=60, seed=1)
+    with pytest.raises(UserError, match=f"{dataset.fingerprint}.*{other.fingerprint}"):
+        extract_quiet(run_dir, other, methods="grad")
+
+
+def test_store_made_from_another_dataset_is_refused_on_read(run_dir, dataset):
+    extract_quiet(run_dir, dataset, methods="random", splits=("test",))
+    with pytest.raises(UserError, match="another dataset"):
+        RankStore(run_dir).read("random", "test", dataset_fingerprint="0" * 64)
+
+
+@register("test-nan-corner", target="none")
+def _nan_corner(model, batch, target, params):
+    """Scores = row index, with NaN in the top-left pixel of every image (for the NaN test)."""
+    b, _, h, w = batch.x.shape
+    maps = torch.arange(h, dtype=torch.float32).view(1, 1, h, 1).expand(b, 1, h, w).clone()
+    maps[:, :, 0, 0] = float("nan")
+    return maps
+
+
+def test_nan_maps_are_counted_and_ranked_last(run_dir, dataset):
+    summary = extract_quiet(run_dir, dataset, methods="test-nan-corner", splits=("test",))
+    assert summary[("test-nan-corner", "test")]["nonfinite"] == 60
+    ranks = RankStore(run_dir).read("test-nan-corner", "test").tensor().long()
+    assert (ranks[:, 0, 0] == 32 * 32 - 1).all()
+    assert (ranks[:, 31, 0] == 0).all()  # highest score (last row), lowest index of that row first

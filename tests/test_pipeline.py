@@ -1,0 +1,75 @@
+"""End to end on the embedded dataset (CPU): the three commands a user types first, with no other
+arguments, then the benchmark's own correctness checks (DESIGN.md section 3):
+oracle ROAR at the fraction covering the object ~ chance, random ROAR at 0.5 far above it, oracle
+KAR at that fraction ~ the unmodified accuracy."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from roarfast.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    """`roarfast train`, `extract --method oracle`, `retrain --fraction 0.7` in a fresh directory."""
+    workdir = tmp_path_factory.mktemp("session")
+    runner = CliRunner()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(workdir)
+        outputs = {}
+        for args in (["train", "--no-progress"], ["extract", "--method", "oracle", "--no-progress"],
+                     ["retrain", "--fraction", "0.7", "--no-progress"]):
+            result = runner.invoke(main, args, catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+            outputs[args[0]] = result.output
+    return workdir / "runs" / "default", outputs
+
+
+def test_session_writes_checkpoint_store_and_results(session):
+    run_dir, outputs = session
+    meta = json.loads((run_dir / "checkpoints" / "base" / "meta.json").read_text())
+    assert meta["test_acc"] >= 0.90, meta
+    for split in ("train", "test"):
+        manifest = json.loads((run_dir / "attributions" / "oracle" / split / "manifest.json").read_text())
+        assert manifest["complete"]
+    # retrain with no --method runs every stored method plus random
+    from roarfast.results import ResultsDB
+
+    rows = ResultsDB(run_dir / "results.sqlite").rows()
+    assert sorted((r["method"], r["mode"], r["fraction"]) for r in rows) == [
+        ("oracle", "roar", 0.7), ("random", "roar", 0.7)]
+    assert "oracle" in outputs["retrain"] and "random" in outputs["retrain"]
+
+
+def test_rerun_skips_finished_cells(session):
+    run_dir, _ = session
+    from roarfast.results import ResultsDB
+    from roarfast.retrain import RetrainOptions, run_retrain
+
+    before = {r["method"]: r["finished"] for r in ResultsDB(run_dir / "results.sqlite").rows()}
+    rows = run_retrain(run_dir, RetrainOptions(fractions=(0.7,)), progress=False)
+    assert {r["method"]: r["finished"] for r in rows} == before
+
+
+def test_embedded_benchmark_checks(session):
+    run_dir, _ = session
+    from roarfast.data import load_dataset
+    from roarfast.pipeline import object_fraction
+    from roarfast.retrain import RetrainOptions, run_retrain, summarize
+
+    ds = load_dataset("embedded")
+    chance = 1 / ds.num_classes
+    covering = round(object_fraction(ds), 4)
+    unmodified = json.loads((run_dir / "checkpoints" / "base" / "meta.json").read_text())["test_acc"]
+    rows = run_retrain(run_dir, RetrainOptions(fractions=(covering,), methods="oracle"), progress=False, dataset_obj=ds)
+    rows += run_retrain(run_dir, RetrainOptions(fractions=(covering,), methods="oracle", modes=("kar",)),
+                        progress=False, dataset_obj=ds)
+    rows += run_retrain(run_dir, RetrainOptions(fractions=(0.5,), methods="random"), progress=False, dataset_obj=ds)
+    acc = {k: v[0] for k, v in summarize(rows).items()}
+    assert abs(acc[("oracle", "roar", covering)] - chance) <= 0.10, acc
+    assert acc[("random", "roar", 0.5)] - chance >= 0.40, acc
+    assert abs(acc[("oracle", "kar", covering)] - unmodified) <= 0.10, acc
