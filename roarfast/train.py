@@ -1,6 +1,10 @@
 """Training a classifier from scratch, on the unmodified dataset (the base model) or on ROAR/KAR-masked
 images (every retraining cell): data on the device, SGD with Nesterov momentum, warmup then cosine
 learning rate, label smoothing, an EMA of the weights, model selection on the validation split only.
+
+Data-parallel under torchrun (or any initialized default process group): every rank holds the data,
+shuffles it identically and trains on its share of each batch with DistributedDataParallel; evaluation
+is split across ranks and summed, so all ranks select the same epoch and end with the same weights.
 """
 
 import copy
@@ -123,17 +127,35 @@ def _autocast(device, recipe):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
+def distributed() -> tuple[int, int]:
+    """(rank, world size) of the default process group; (0, 1) when there is none."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _all_reduce_sum(tensor):
+    import torch.distributed as dist
+
+    if distributed()[1] > 1:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
 @torch.no_grad()
 def evaluate(model, loader, index, recipe: Recipe) -> float:
-    """Top-1 accuracy of model on loader's samples `index` (int64 Tensor[M]), no augmentation."""
+    """Top-1 accuracy of model on loader's samples `index` (int64 Tensor[M]), no augmentation; under a
+    process group each rank scores a share and the counts are summed."""
     was_training = model.training
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=loader.device)
-    for x, y in loader.batches(index, recipe.eval_batch_size):
+    for x, y in loader.batches(index, recipe.eval_batch_size, shard=distributed()):
         with _autocast(loader.device, recipe):
             correct += (model(x).argmax(1) == y).sum()
     model.train(was_training)
-    return float(correct) / max(1, index.shape[0])
+    return float(_all_reduce_sum(correct)) / max(1, index.shape[0])
 
 
 def lr_at(step: int, total: int, recipe: Recipe) -> float:
@@ -166,6 +188,15 @@ def _optimizer(model, recipe):
 
 
 @torch.no_grad()
+def _average_buffers(model, world: int):
+    """Averages floating buffers (BN statistics, which each rank gathers from its own share) over ranks."""
+    if world > 1:
+        for buffer in model.buffers():
+            if buffer.is_floating_point():
+                _all_reduce_sum(buffer).div_(world)
+
+
+@torch.no_grad()
 def _ema_update(ema, model, decay: float):
     """ema <- decay * ema + (1 - decay) * model for float parameters; buffers (BN statistics) copied."""
     for e, p in zip(ema.parameters(), model.parameters()):
@@ -187,15 +218,23 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
     device = torch.device(device)
     started = time.perf_counter()
+    rank, world = distributed()
     loaders = _loaders(dataset, masking, device, recipe)
     train_index, val_index = dataset.train_index, dataset.val_index
     test_index = torch.arange(len(dataset.test))
     batch_size = min(recipe.batch_size, train_index.shape[0])
+    if batch_size % world:
+        raise UserError(f"batch size should be a multiple of the {world} data-parallel ranks, got {batch_size}")
     steps_per_epoch = train_index.shape[0] // batch_size
     total_steps = recipe.epochs * steps_per_epoch
 
-    model = _init_model(model_name, dataset, seed, device, recipe)
-    ema = copy.deepcopy(model).eval() if recipe.ema_decay is not None else None
+    net = _init_model(model_name, dataset, seed, device, recipe)
+    ema = copy.deepcopy(net).eval() if recipe.ema_decay is not None else None
+    model = net
+    if world > 1:  # same seed on every rank: identical initial weights; DDP averages the gradients
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = _optimizer(model, recipe)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(step, total_steps, recipe))
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
@@ -205,14 +244,14 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
     best = (-1.0, 0, None)  # (val accuracy, epoch, state dict on CPU)
     history = []
     desc = f"train {model_name}" + (f" ({'kar' if masking.keep else 'roar'} {masking.fraction:g})" if masking else "")
-    with progress_bar(total=total_steps * batch_size, desc=desc, unit="img", enabled=progress) as bar:
+    with progress_bar(total=total_steps * batch_size, desc=desc, unit="img", enabled=progress and rank == 0) as bar:
         for epoch in range(1, recipe.epochs + 1):
             epoch_start = time.perf_counter()
             model.train()
             loss_sum = torch.zeros((), device=device)
             correct = torch.zeros((), dtype=torch.int64, device=device)
             for x, y in loaders["train"].batches(train_index, batch_size, shuffle=True, augment_spec=spec,
-                                                 generator=generator, drop_last=True):
+                                                 generator=generator, drop_last=True, shard=(rank, world)):
                 with _autocast(device, recipe):
                     logits = model(x)
                     loss = loss_fn(logits.float(), y)
@@ -221,23 +260,25 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
                 optimizer.step()
                 scheduler.step()
                 if ema is not None:
-                    _ema_update(ema, model, recipe.ema_decay)
+                    _ema_update(ema, net, recipe.ema_decay)
                 loss_sum += loss.detach() * y.shape[0]
                 correct += (logits.argmax(1) == y).sum()
-                bar.update(y.shape[0])
-            selected = ema if ema is not None else model
+                bar.update(batch_size)
+            selected = ema if ema is not None else net
+            _average_buffers(selected, world)
             val_acc = evaluate(selected, loaders["train"], val_index, recipe)
             seen = steps_per_epoch * batch_size
             history.append({"epoch": epoch, "lr": optimizer.param_groups[0]["lr"],
-                            "train_loss": float(loss_sum) / seen, "train_acc": float(correct) / seen,
+                            "train_loss": float(_all_reduce_sum(loss_sum)) / seen,
+                            "train_acc": float(_all_reduce_sum(correct)) / seen,
                             "val_acc": val_acc, "seconds": time.perf_counter() - epoch_start})
             bar.set_postfix(loss=f"{history[-1]['train_loss']:.3f}", val=f"{val_acc:.1%}")
             if val_acc > best[0]:
                 best = (val_acc, epoch, {k: v.detach().to("cpu", copy=True) for k, v in selected.state_dict().items()})
-    model.load_state_dict(best[2])
-    model.eval()
-    test_acc = evaluate(model, loaders["test"], test_index, recipe)
-    return TrainResult(model=model, val_acc=best[0], test_acc=test_acc, epochs=recipe.epochs,
+    net.load_state_dict(best[2])
+    net.eval()
+    test_acc = evaluate(net, loaders["test"], test_index, recipe)
+    return TrainResult(model=net, val_acc=best[0], test_acc=test_acc, epochs=recipe.epochs,
                        seconds=time.perf_counter() - started, best_epoch=best[1], history=history)
 
 
@@ -252,7 +293,7 @@ def run_train(run_dir, dataset="embedded", data_dir=None, model=None, epochs=Non
     from roarfast.data import load_dataset
     from roarfast.device import resolve_device
 
-    device = resolve_device(device)
+    device = _join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else load_dataset(dataset, data_dir, **dataset_options)
     model_name = model or default_model(ds, device)
     recipe = default_recipe(model_name, device)
@@ -269,10 +310,29 @@ def run_train(run_dir, dataset="embedded", data_dir=None, model=None, epochs=Non
             "val_acc": result.val_acc, "test_acc": result.test_acc, "best_epoch": result.best_epoch,
             "epochs": result.epochs, "seconds": result.seconds, "history": result.history,
             "versions": {"torch": torch.__version__, "roarfast": roarfast.__version__}}
-    save_checkpoint(directory, result.model, meta)
+    if distributed()[0] == 0:
+        save_checkpoint(directory, result.model, meta)
+    if distributed()[1] > 1:
+        torch.distributed.barrier()  # no rank returns before the checkpoint exists
     return {"model": model_name, "val_acc": result.val_acc, "test_acc": result.test_acc,
             "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": result.seconds,
             "checkpoint": str(directory)}
+
+
+def _join_torchrun(device: torch.device) -> torch.device:
+    """Under torchrun (WORLD_SIZE > 1) joins the process group (NCCL on GPUs, gloo on CPU) and returns this
+    rank's device (cuda:LOCAL_RANK); otherwise returns device unchanged."""
+    import os
+
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return device
 
 
 def _positive(name: str, value) -> int:

@@ -11,7 +11,8 @@ from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.train import Masking, Recipe, default_recipe, evaluate, lr_at, run_train, train_classifier
+from roarfast.train import (Masking, Recipe, _init_model, default_recipe, evaluate, lr_at, run_train,
+                            train_classifier)
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 
@@ -100,3 +101,35 @@ def test_cpu_default_learns_the_embedded_dataset_from_the_object_only():
                      fraction=0.0625, keep=False)
     removed = train_classifier(ds, "fastnet", recipe, "cpu", seed=0, masking=oracle, progress=False)
     assert removed.test_acc <= 0.10 + 0.05
+
+
+def _ddp_worker(rank, world, init_file, out_dir):
+    import torch.distributed as dist
+    from safetensors.torch import save_file
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        ds = load_dataset("embedded", num_train=120, num_test=40, seed=0)
+        result = train_classifier(ds, "fastnet", TINY.replace(epochs=1), "cpu", seed=0, progress=False)
+        state = {k: v.contiguous() for k, v in result.model.state_dict().items()}
+        save_file(state, str(out_dir / f"rank{rank}.safetensors"),
+                  metadata={"val_acc": repr(result.val_acc), "test_acc": repr(result.test_acc)})
+    finally:
+        dist.destroy_process_group()
+
+
+def test_data_parallel_ranks_end_identical(tmp_path):
+    """Two gloo ranks (DDP on CPU): same weights, BN statistics and accuracies at the end."""
+    from safetensors import safe_open
+
+    torch.multiprocessing.spawn(_ddp_worker, args=(2, tmp_path / "init", tmp_path), nprocs=2, join=True)
+    opened = [safe_open(str(tmp_path / f"rank{r}.safetensors"), framework="pt") for r in range(2)]
+    assert opened[0].metadata() == opened[1].metadata()
+    keys = sorted(opened[0].keys())
+    assert keys == sorted(opened[1].keys()) and "head.weight" in keys
+    for key in keys:
+        assert torch.equal(opened[0].get_tensor(key), opened[1].get_tensor(key)), key
+    # the ranks trained: weights moved from the common initialization
+    fresh = _init_model("fastnet", load_dataset("embedded", num_train=120, num_test=40), 0, "cpu", TINY)
+    assert not torch.equal(fresh.head.weight, opened[0].get_tensor("head.weight"))

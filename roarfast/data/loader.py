@@ -81,16 +81,21 @@ class DeviceLoader:
                                   std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
 
     def batches(self, index: torch.Tensor, batch_size: int, *, shuffle: bool = False, augment_spec=None,
-                generator: torch.Generator | None = None, drop_last: bool = False):
+                generator: torch.Generator | None = None, drop_last: bool = False, shard: tuple[int, int] = (0, 1)):
         """Yields (x (Tensor[B, C, H, W]), y (int64 Tensor[B])) over the samples `index` (int64 Tensor[M]),
-        shuffled and augmented with `generator` (on this loader's device) when asked."""
+        shuffled and augmented with `generator` (on this loader's device) when asked.
+
+        shard (rank, world size): data-parallel ranks with equally seeded generators shuffle alike and each
+        take every world-th row of a batch of `batch_size`.
+        """
+        rank, world = shard
         index = index.to(self.device)
         if shuffle:
             index = index[torch.randperm(index.shape[0], generator=generator, device=self.device)]
         stop = index.shape[0] - (index.shape[0] % batch_size if drop_last else 0)
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
         for start in range(0, stop, batch_size):
-            rows = index[start:start + batch_size]
+            rows = index[start:start + batch_size][rank::world]
             x = self.gather(rows)
             if augment_spec is not None:
                 x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
