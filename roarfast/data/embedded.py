@@ -135,10 +135,10 @@ def paste(canvas: torch.Tensor, obj: torch.Tensor, positions: torch.Tensor):
     return canvas, masks
 
 
-def make_split(n: int, seed: int, split: int, copies: int, num_classes: int = len(CLASSES)) -> ImageSet:
+def make_split(n: int, seed: int, split: int, copies: int) -> ImageSet:
     """n images of one split (0 = train, 1 = test): balanced labels in random order."""
     labels_gen = _generator(seed, split, _STREAM_LABELS)
-    labels = (torch.arange(n) % num_classes)[torch.randperm(n, generator=labels_gen)]
+    labels = (torch.arange(n) % len(CLASSES))[torch.randperm(n, generator=labels_gen)]
     canvas = background(n, _generator(seed, split, _STREAM_BACKGROUND))
     object_gen = _generator(seed, split, _STREAM_OBJECTS)
     positions = object_positions(n, copies, object_gen)
