@@ -43,8 +43,8 @@ data_options = _stack(
 
 
 def _fractions(ctx, param, value):
-    """'0.3,0.7' or repeated flags -> sorted unique floats in (0, 1]."""
-    if value is None:
+    """'0.3,0.7' or repeated flags -> sorted unique floats in (0, 1]; nothing given -> None."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
         return None
     items = value if isinstance(value, (list, tuple)) else [value]
     out = []

@@ -87,3 +87,13 @@ def test_config_with_unknown_option_is_rejected(tmp_path):
     result = CliRunner().invoke(main, ["--config", str(config), "doctor"])
     assert result.exit_code == 2
     assert "fractoin" in result.output
+
+
+def test_run_without_fraction_uses_the_pipeline_default(monkeypatch):
+    seen = {}
+    import roarfast.pipeline
+
+    monkeypatch.setattr(roarfast.pipeline, "run_all", lambda run_dir, **kw: seen.update(kw))
+    result = CliRunner().invoke(main, ["run"])
+    assert result.exit_code == 0, result.output
+    assert seen["fractions"] is None
