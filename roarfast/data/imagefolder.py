@@ -24,10 +24,15 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 TEST_SPLITS = ("val", "test")
 
 
+def class_names(split_dir: Path) -> list[str]:
+    """Sorted names of the class folders of one ImageFolder split (label i = the i-th name)."""
+    return sorted(d.name for d in split_dir.iterdir() if d.is_dir())
+
+
 def list_tree(split_dir: Path, classes: list[str] | None = None):
     """(sorted class names, files relative to split_dir, labels) of one ImageFolder split; `classes`
     fixes the class list (a test split must use the train split's)."""
-    found = sorted(d.name for d in split_dir.iterdir() if d.is_dir())
+    found = class_names(split_dir)
     if classes is None:
         classes = found
     extra = sorted(set(found) - set(classes))
@@ -61,19 +66,26 @@ def undecodable(split_dir: Path, files: list[str]) -> list[str]:
     return bad
 
 
+def decode_canvas(encoded, resize: int, crop: int, device_id):
+    """DALI graph (call inside a pipeline definition): encoded image files (uint8 buffers) -> the uint8
+    [3, crop, crop] canvas, decoded on the CPU (device_id None) or by the mixed GPU decoder."""
+    from nvidia.dali import fn, types
+
+    images = fn.decoders.image(encoded, device="cpu" if device_id is None else "mixed", output_type=types.RGB)
+    images = fn.resize(images, resize_shorter=resize, interp_type=types.INTERP_LINEAR, antialias=True)
+    # crop_mirror_normalize with the default mean 0 / std 1: a center crop to CHW, kept uint8
+    return fn.crop_mirror_normalize(images, crop=(crop, crop), crop_pos_x=0.5, crop_pos_y=0.5, dtype=types.UINT8,
+                                    output_layout="CHW")
+
+
 def _pipeline(split_dir, files, resize, crop, batch_size, num_threads, device_id):
-    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali import fn, pipeline_def
 
     @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=2)
     def canvas():
         jpegs, index = fn.readers.file(file_root=str(split_dir), files=files, labels=list(range(len(files))),
                                        random_shuffle=False, pad_last_batch=True, name="Reader")
-        images = fn.decoders.image(jpegs, device="cpu" if device_id is None else "mixed", output_type=types.RGB)
-        images = fn.resize(images, resize_shorter=resize, interp_type=types.INTERP_LINEAR, antialias=True)
-        # crop_mirror_normalize with the default mean 0 / std 1: a center crop to CHW, kept uint8
-        images = fn.crop_mirror_normalize(images, crop=(crop, crop), crop_pos_x=0.5, crop_pos_y=0.5,
-                                          dtype=types.UINT8, output_layout="CHW")
-        return images, index
+        return decode_canvas(jpegs, resize, crop, device_id), index
 
     return canvas()
 
@@ -128,6 +140,22 @@ def _load_split(split_dir, classes, resize, crop, skip_bad, device_id, batch_siz
     return ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None, classes=classes)
 
 
+def check_canvas(resize: int, crop: int) -> None:
+    """Refuses a center crop larger than the resized shorter side."""
+    if not 0 < crop <= resize:
+        raise UserError(f"imagefolder: crop should be in (0, resize={resize}], got {crop}")
+
+
+def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
+    """(train, test) split folders of the tree at root; the test split defaults to val, else test."""
+    if test_split is None:
+        test_split = next((name for name in TEST_SPLITS if (root / name).is_dir()), None)
+    if not (root / "train").is_dir() or test_split is None or not (root / test_split).is_dir():
+        raise UserError(f"imagefolder: expected {root}/train/<class>/*.jpg and {root}/"
+                        f"{test_split or 'val|test'}/<class>/*.jpg")
+    return root / "train", root / test_split
+
+
 def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: bool = False, device: str = "auto",
                      test_split: str | None = None, batch_size: int = 64):
     """(train, test) ImageSets of the tree at data_dir: data_dir/train and data_dir/<test_split> (default:
@@ -137,14 +165,9 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
     device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device).
     """
     root = Path(data_dir)
-    if not 0 < crop <= resize:
-        raise UserError(f"imagefolder: crop should be in (0, resize={resize}], got {crop}")
-    if test_split is None:
-        test_split = next((name for name in TEST_SPLITS if (root / name).is_dir()), None)
-    if not (root / "train").is_dir() or test_split is None or not (root / test_split).is_dir():
-        raise UserError(f"imagefolder: expected {root}/train/<class>/*.jpg and {root}/"
-                        f"{test_split or 'val|test'}/<class>/*.jpg")
+    check_canvas(resize, crop)
+    train_dir, test_dir = split_dirs(root, test_split)
     device_id = _decoder_device(device)
-    train = _load_split(root / "train", None, resize, crop, skip_bad, device_id, batch_size)
-    test = _load_split(root / test_split, train.classes, resize, crop, skip_bad, device_id, batch_size)
+    train = _load_split(train_dir, None, resize, crop, skip_bad, device_id, batch_size)
+    test = _load_split(test_dir, train.classes, resize, crop, skip_bad, device_id, batch_size)
     return train, test

@@ -1,0 +1,151 @@
+"""Batches streamed from a JPEG tree too large for memory: DALI decodes each batch to the evaluation
+canvas (load_imagefolder's resize-shorter + center crop), then ROAR/KAR masking (ops.mask_normalize)
+and augmentation as in DeviceLoader.
+
+Alignment: one per-sample `fn.external_source` callback maps DALI's `sample_info.idx_in_epoch` to a
+sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
+and returns file i's encoded bytes, i itself and ranks row i together, so image, label and ranks of a
+sample cannot part. The split's sample i is the i-th file in ImageFolder order, as in load_imagefolder
+and the rank store.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from roarfast import ops
+from roarfast.data.imagefolder import check_canvas, class_names, decode_canvas, list_tree, split_dirs
+from roarfast.data.loader import augment
+from roarfast.store import RankRecord
+
+
+class _Samples:
+    """Per-sample source: epoch position p = t * width + j is row j of planned batch t; a short batch
+    is padded with its first sample (the padding is cut off after DALI)."""
+
+    def __init__(self, split_dir: Path, files: list[str], ranks, plan: list[np.ndarray], width: int):
+        self.split_dir = split_dir
+        self.files = files
+        self.ranks = ranks
+        self.plan = plan
+        self.width = width
+
+    def __call__(self, sample_info):
+        t, j = divmod(sample_info.idx_in_epoch, self.width)
+        if t >= len(self.plan):
+            raise StopIteration
+        rows = self.plan[t]
+        i = int(rows[j] if j < len(rows) else rows[0])
+        sample = (np.fromfile(self.split_dir / self.files[i], dtype=np.uint8), np.array([i], dtype=np.int64))
+        if self.ranks is None:
+            return sample
+        row = np.ascontiguousarray(self.ranks[i])
+        # DALI's torch bridge has no uint16: the bits travel as int16 and are viewed back as uint16
+        return (*sample, row.view(np.int16) if row.dtype == np.uint16 else row)
+
+
+class StreamLoader:
+    """One split of the ImageFolder tree at data_dir, decoded batch by batch (DALI; the mixed GPU decoder
+    when `device` is CUDA, a CPU pipeline otherwise).
+
+    Args:
+        data_dir: tree root (data_dir/train, data_dir/val|test, see load_imagefolder).
+        split: "train" or "test" (the test split is val, else test, unless test_split names it).
+        mean, std: per channel in [0, 1] pixel space.
+        ranks (RankRecord, or ndarray/Tensor[N, H, W] or [N, C, H, W], or None): ranks of the split, row i =
+            sample i; read one row per sample (a RankRecord's memory map stays on disk). None = no masking.
+        fraction, keep, fill, out_dtype, channels_last: as for DeviceLoader.
+        resize, crop: the canvas, as for load_imagefolder.
+        num_threads: DALI CPU threads (default: all cores).
+    """
+
+    def __init__(self, data_dir, split: str, mean, std, device, *, ranks=None, fraction: float = 0.0,
+                 keep: bool = False, fill=None, out_dtype=torch.float32, channels_last: bool = False,
+                 resize: int = 256, crop: int = 224, test_split: str | None = None, num_threads: int | None = None):
+        check_canvas(resize, crop)
+        if split not in ("train", "test"):
+            raise ValueError(f"split should be 'train' or 'test', got {split!r}")
+        train_dir, test_dir = split_dirs(Path(data_dir), test_split)
+        self.split_dir = train_dir if split == "train" else test_dir
+        self.classes, self.files, labels = list_tree(self.split_dir, class_names(train_dir))
+        self.ranks = None if ranks is None else self._check_ranks(ranks, crop)
+        self.device = torch.device(device)
+        self.labels = torch.tensor(labels, dtype=torch.int64, device=self.device)
+        self.resize, self.crop = resize, crop
+        self.fraction, self.keep = fraction, keep
+        self.fill = torch.tensor(fill if fill is not None else [0.0] * 3, dtype=torch.float32, device=self.device)
+        self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device)
+        self.std = torch.tensor(std, dtype=torch.float32, device=self.device)
+        self.out_dtype, self.channels_last = out_dtype, channels_last
+        self.num_threads = num_threads or os.cpu_count() or 1
+
+    def _check_ranks(self, ranks, crop: int) -> np.ndarray:
+        """ranks as a numpy array (a memory map stays one) after checking it matches the split's files."""
+        record = isinstance(ranks, RankRecord)
+        source = f"ranks of {ranks.method!r}/{ranks.split!r}" if record else "ranks"
+        array = ranks.ranks if record else ranks
+        if isinstance(array, torch.Tensor):
+            array = array.detach().cpu().numpy()
+        if not isinstance(array, np.ndarray):
+            raise ValueError(f"ranks should be a RankRecord, numpy array or Tensor, got {type(ranks).__name__}")
+        n = len(self.files)
+        if array.ndim not in (3, 4) or array.shape[0] != n or array.shape[-2:] != (crop, crop) or (
+                array.ndim == 4 and array.shape[1] != 3):
+            raise ValueError(f"{source} should be [{n}, {crop}, {crop}] or [{n}, 3, {crop}, {crop}] (one row per "
+                             f"image of {self.split_dir}, on the {crop}x{crop} canvas), got {list(array.shape)}")
+        return array
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def _pipeline(self, source: _Samples, width: int):
+        from nvidia.dali import fn, pipeline_def
+
+        device_id = None if self.device.type == "cpu" else (
+            torch.cuda.current_device() if self.device.index is None else self.device.index)
+
+        @pipeline_def(batch_size=width, num_threads=self.num_threads, device_id=device_id, prefetch_queue_depth=2)
+        def stream():
+            outputs = fn.external_source(source=source, num_outputs=2 if self.ranks is None else 3, batch=False)
+            images = decode_canvas(outputs[0], self.resize, self.crop, device_id)
+            ranks = [] if self.ranks is None else [outputs[2] if device_id is None else outputs[2].gpu()]
+            return images, outputs[1], *ranks
+
+        return stream()
+
+    def batches(self, index: torch.Tensor, batch_size: int, *, shuffle: bool = False, augment_spec=None,
+                generator: torch.Generator | None = None, drop_last: bool = False, shard: tuple[int, int] = (0, 1),
+                with_index: bool = False):
+        """Yields (x (Tensor[B, C, H, W]), y (int64 Tensor[B])) over the samples `index` (int64 Tensor[M]) as
+        DeviceLoader.batches does (same order and augmentation for the same generator state), plus the
+        sample indices (int64 Tensor[B]) when with_index. Only this shard's rows are decoded."""
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+        rank, world = shard
+        index = index.to(self.device)
+        if shuffle:
+            index = index[torch.randperm(index.shape[0], generator=generator, device=self.device)]
+        stop = index.shape[0] - (index.shape[0] % batch_size if drop_last else 0)
+        order = index[:stop].cpu().numpy()
+        plan = [order[start:start + batch_size][rank::world] for start in range(0, stop, batch_size)]
+        if not plan:
+            return
+        width = max(len(rows) for rows in plan)
+        pipe = self._pipeline(_Samples(self.split_dir, self.files, self.ranks, plan, width), width)
+        names = ["images", "index"] + ([] if self.ranks is None else ["ranks"])
+        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+        for rows, batch in zip(plan, DALIGenericIterator(pipe, names), strict=True):
+            data, n = batch[0], len(rows)
+            images = data["images"][:n].to(self.device, non_blocking=True)
+            rows = data["index"][:n].view(-1).to(self.device, non_blocking=True)
+            ranks = None
+            if self.ranks is not None:
+                ranks = data["ranks"][:n].to(self.device, non_blocking=True)
+                ranks = ranks.view(torch.uint16) if self.ranks.dtype == np.uint16 else ranks
+            x = ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean, std=self.std,
+                                   out_dtype=self.out_dtype, channels_last=self.channels_last)
+            if augment_spec is not None:
+                x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
+            yield (x, self.labels[rows], rows) if with_index else (x, self.labels[rows])
