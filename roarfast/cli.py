@@ -34,11 +34,28 @@ run_options = _stack(
     click.option("--progress/--no-progress", default=True, show_default=True, help="progress bars"),
 )
 
+def _data_options(ctx, param, value):
+    """KEY=VALUE pairs -> dict, values read as YAML scalars (3 -> int, true -> bool)."""
+    import yaml
+
+    options = {}
+    for item in value or ():
+        key, sep, text = str(item).partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        options[key.strip().replace("-", "_")] = yaml.safe_load(text)
+    return options
+
+
 data_options = _stack(
-    click.option("--dataset", default="embedded", show_default=True,
-                 help="embedded | cifar10 | cifar100 | imagefolder"),
+    click.option("--dataset", default=None,
+                 help="embedded | cifar10 | cifar100 | imagefolder  [default: what `train` recorded in the run "
+                      "directory, else embedded]"),
     click.option("--data-dir", type=click.Path(path_type=Path), default=None,
                  help="dataset root (CIFAR on-disk format, or a JPEG tree with train/ and val/ or test/)"),
+    click.option("--data-option", "data_option", multiple=True, callback=_data_options, metavar="KEY=VALUE",
+                 help="loader option, repeatable: embedded num_train/num_test/seed/copies; cifar download=true; "
+                      "imagefolder resize/crop/skip_bad"),
 )
 
 
@@ -150,12 +167,12 @@ def main():
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the model's recipe)")
 @click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
 @_friendly_errors
-def train(run_dir, device, seed, progress, dataset, data_dir, model, epochs, batch_size):
+def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size):
     """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
     from roarfast.train import run_train
 
     summary = run_train(run_dir, dataset=dataset, data_dir=data_dir, model=model, epochs=epochs,
-                        batch_size=batch_size, seed=seed, device=device, progress=progress)
+                        batch_size=batch_size, seed=seed, device=device, progress=progress, **data_option)
     click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
                f"-> {summary['checkpoint']}")
 
@@ -180,8 +197,8 @@ def train(run_dir, device, seed, progress, dataset, data_dir, model, epochs, bat
 @click.option("--keep-maps/--no-keep-maps", default=False, help="also store fp16 maps (for pictures)")
 @click.option("--force", is_flag=True, help="recompute a complete store")
 @_friendly_errors
-def extract(run_dir, device, seed, progress, dataset, data_dir, methods, splits, batch_size, samples, noise_level,
-            ig_steps, target, granularity, reduction, gradcam_layer, amp, keep_maps, force):
+def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, methods, splits, batch_size, samples,
+            noise_level, ig_steps, target, granularity, reduction, gradcam_layer, amp, keep_maps, force):
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store."""
     from roarfast.extract import ExtractOptions, run_extract
 
@@ -189,7 +206,8 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, methods, splits,
                              batch_size=batch_size, samples=samples, noise_level=noise_level, ig_steps=ig_steps,
                              target=target, granularity=granularity, reduction=reduction,
                              gradcam_layer=gradcam_layer, amp=amp, keep_maps=keep_maps, force=force)
-    run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, device=device, seed=seed, progress=progress)
+    run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option, device=device,
+                seed=seed, progress=progress)
 
 
 @main.command()
@@ -205,7 +223,7 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, methods, splits,
 @click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero"]), default="dataset-mean",
               help="value that replaces removed pixels")
 @_friendly_errors
-def retrain(run_dir, device, seed, progress, dataset, data_dir, fractions, methods, modes, seeds, model, epochs, fill):
+def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model, epochs, fill):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     from roarfast.retrain import RetrainOptions, run_retrain
 
@@ -215,8 +233,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, fractions, metho
         raise click.BadParameter(f"modes are roar and kar, got {modes!r}", param_hint="--mode")
     options = RetrainOptions(fractions=tuple(fractions), methods=methods, modes=mode_list, seeds=seeds,
                              model=model, epochs=epochs, fill=fill)
-    rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, device=device, seed=seed,
-                       progress=progress)
+    rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
+                       device=device, seed=seed, progress=progress)
     from roarfast.retrain import format_table
 
     click.echo(format_table(rows))

@@ -91,19 +91,20 @@ def rank_maps(maps, reduction: str):
     return ops.rank(maps[:, 0].float().contiguous(), "none")
 
 
-def run_extract(run_dir, options: ExtractOptions, *, dataset="embedded", data_dir=None, device="auto", seed=0,
-                progress=True, model=None, dataset_obj=None):
+def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
+                seed=0, progress=True, model=None, dataset_obj=None):
     """Extracts `options.methods` for `options.splits` into run_dir's rank store.
 
     Returns {(method, split): {"images": N, "seconds": s, "nonfinite": count, "skipped": bool}}.
+    The dataset defaults to the one `train` recorded in run_dir (roarfast.rundir).
     `model` / `dataset_obj` let a caller that already holds them (roarfast run) skip reloading.
     """
     import torch
 
     from roarfast.checkpoint import checkpoint_sha256, load_checkpoint
-    from roarfast.data import load_dataset
     from roarfast.device import resolve_device
     from roarfast.methods import parse_methods
+    from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
 
     run_dir = Path(run_dir)
@@ -112,7 +113,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset="embedded", data_di
         methods = parse_methods(options.methods)
     except ValueError as err:
         raise UserError(str(err)) from None
-    ds = dataset_obj if dataset_obj is not None else load_dataset(dataset, data_dir)
+    ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
     ckpt_dir = run_dir / "checkpoints" / "base"
     needs_model = not all(model_free(m) for m in methods)
     ckpt_sha = None

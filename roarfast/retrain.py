@@ -54,21 +54,21 @@ def _methods_to_run(store, options, ds):
     return methods
 
 
-def run_retrain(run_dir, options: RetrainOptions, *, dataset="embedded", data_dir=None, device="auto", seed=0,
-                progress=True, dataset_obj=None):
+def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
+                seed=0, progress=True, dataset_obj=None):
     """Runs every cell not yet in results.sqlite; returns all rows of the requested cells."""
     import json
 
-    from roarfast.data import load_dataset
     from roarfast.device import resolve_device
     from roarfast.extract import ExtractOptions, model_free, run_extract
     from roarfast.results import ResultsDB, cell_key
+    from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
     from roarfast.train import Masking, default_recipe, train_classifier
 
     run_dir = Path(run_dir)
     device = resolve_device(device)
-    ds = dataset_obj if dataset_obj is not None else load_dataset(dataset, data_dir)
+    ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
     base_meta_path = run_dir / "checkpoints" / "base" / "meta.json"
     base_meta = json.loads(base_meta_path.read_text()) if base_meta_path.exists() else {}
     model_name = options.model or base_meta.get("model")

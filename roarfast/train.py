@@ -282,7 +282,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
                        seconds=time.perf_counter() - started, best_epoch=best[1], history=history)
 
 
-def run_train(run_dir, dataset="embedded", data_dir=None, model=None, epochs=None, batch_size=None, seed=0,
+def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, batch_size=None, seed=0,
               device=None, progress=True, dataset_obj=None, **dataset_options) -> dict:
     """The `roarfast train` command: loads the dataset (or takes `dataset_obj`), trains the base model on
     the unmodified images and saves it to run_dir/checkpoints/base/. Returns a summary dict (model,
@@ -290,11 +290,11 @@ def run_train(run_dir, dataset="embedded", data_dir=None, model=None, epochs=Non
     from pathlib import Path
 
     from roarfast.checkpoint import save_checkpoint
-    from roarfast.data import load_dataset
     from roarfast.device import resolve_device
+    from roarfast.rundir import open_dataset, remember_dataset
 
     device = _join_torchrun(resolve_device(device))
-    ds = dataset_obj if dataset_obj is not None else load_dataset(dataset, data_dir, **dataset_options)
+    ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
     model_name = model or default_model(ds, device)
     recipe = default_recipe(model_name, device)
     if epochs is not None:
@@ -312,6 +312,7 @@ def run_train(run_dir, dataset="embedded", data_dir=None, model=None, epochs=Non
             "versions": {"torch": torch.__version__, "roarfast": roarfast.__version__}}
     if distributed()[0] == 0:
         save_checkpoint(directory, result.model, meta)
+        remember_dataset(run_dir, ds, data_dir)
     if distributed()[1] > 1:
         torch.distributed.barrier()  # no rank returns before the checkpoint exists
     return {"model": model_name, "val_acc": result.val_acc, "test_acc": result.test_acc,
