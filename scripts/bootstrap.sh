@@ -45,7 +45,7 @@ if [ "$(cat "$VENV/.roarfast-build" 2>/dev/null)" != "$build_stamp" ] || ! ls ro
     exit 1
   fi
   sed -n '/roarfast build configuration/,/cu_sources/p' build/roarfast-build.log >&2
-  compiled=$(grep -oE "csrc/[A-Za-z0-9_/]+\.cu" build/roarfast-build.log | sort -u || true)
+  compiled=$(grep -oE "csrc/[A-Za-z0-9_/]+\.cu" build/roarfast-build.log | sort -u | tr "\n" " " || true)
   log "CUDA sources compiled: ${compiled:-none}"
   echo "$build_stamp" > "$VENV/.roarfast-build"
 fi
