@@ -134,15 +134,17 @@ def _defaults_for(command, values: dict) -> dict:
 
 
 def _friendly_errors(func):
-    """Turns the library's errors about user input into one-line messages instead of tracebacks."""
+    """Turns errors the user can fix (bad input, a missing or stale extension build) into one-line
+    messages instead of tracebacks."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from roarfast._extension import ExtensionError
         from roarfast.errors import UserError
 
         try:
             return func(*args, **kwargs)
-        except UserError as err:
+        except (UserError, ExtensionError) as err:
             raise click.ClickException(str(err)) from None
 
     return wrapper

@@ -97,3 +97,16 @@ def test_run_without_fraction_uses_the_pipeline_default(monkeypatch):
     result = CliRunner().invoke(main, ["run"])
     assert result.exit_code == 0, result.output
     assert seen["fractions"] is None
+
+
+def test_stale_extension_build_is_one_line_with_the_fix(monkeypatch, tmp_path):
+    import sys
+
+    from roarfast import _extension
+
+    monkeypatch.setattr(_extension, "build_config", lambda: {"torch": "0.0.1-other"})
+    monkeypatch.delitem(sys.modules, "roarfast.ops", raising=False)
+    result = CliRunner().invoke(main, ["extract", "--run-dir", str(tmp_path), "--method", "random"])
+    assert result.exit_code == 1
+    assert "built for torch 0.0.1-other" in result.output and "bash scripts/bootstrap.sh" in result.output
+    assert "Traceback" not in result.output

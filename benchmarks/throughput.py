@@ -1,0 +1,290 @@
+"""Every stage of roarfast against its baseline, measured in the same run, in one table.
+
+Stages (DESIGN.md section 9):
+  extract-sg3      SG + SG-SQ + VAR of grad, n samples, one pass (ours) vs Captum NoiseTunnel(Saliency)
+                   run three times (smoothgrad, smoothgrad_sq, vargrad)
+  extract-<m>      each method's passes/s vs the model's own forward + input-backward passes/s at that batch
+  rank+mask        ops.rank + ops.mask vs argsort + scatter + where in plain PyTorch
+  noise+ensemble   ops.noise + ops.ensemble_* vs randn/mul/add/repeat + stack/mean/var
+  jpeg-load        DALI decode to the canvas vs torchvision ImageFolder + DataLoader (with --jpeg-dir)
+  retrain          seconds to train one model on the embedded dataset with the default recipe
+
+Usage: python benchmarks/throughput.py [--device cpu|cuda] [--quick] [--json out.json]
+Ratios are only meaningful within one run; absolute figures only with the machine named beside them.
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from roarfast import _reference, ops  # noqa: E402
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def seconds(fn, device, repeats=3, warmup=1):
+    """Median wall time of fn() over `repeats` runs after `warmup` runs, device work included."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def trained_free_model(name, device, num_classes=10, image_size=32):
+    """An untrained model is enough for timing: the passes cost the same."""
+    from roarfast.models import build_model
+
+    torch.manual_seed(0)
+    return build_model(name, num_classes, image_size).to(device).eval()
+
+
+def bench_extract_sg3(model, x, labels, args, device):
+    from captum.attr import NoiseTunnel, Saliency
+
+    from roarfast.methods import ExplainBatch, MethodParams, compute_maps
+
+    params = MethodParams(n_samples=args.samples, seed=0)
+    batch = ExplainBatch(x=x, target=labels, index=torch.arange(x.shape[0]))
+    ours = seconds(lambda: compute_maps(model, batch, ["sg", "sg-sq", "var"], params), device, args.repeats)
+    # Captum takes one stdev per input tensor: the batch's mean per-image sigma (same cost as per-image).
+    sigma = float((args.noise_level * (x.flatten(1).amax(1) - x.flatten(1).amin(1))).mean())
+    tunnel = NoiseTunnel(Saliency(model))
+    target = model(x).argmax(1)
+
+    def captum_three():
+        for nt_type in ("smoothgrad", "smoothgrad_sq", "vargrad"):
+            tunnel.attribute(x, nt_type=nt_type, nt_samples=args.samples, nt_samples_batch_size=x.shape[0] * 5,
+                             stdevs=sigma, target=target, abs=False)
+
+    baseline = seconds(captum_three, device, args.repeats)
+    n = x.shape[0]
+    return {"stage": f"extract-sg3 (n={args.samples})", "ours": n / ours, "baseline": n / baseline,
+            "unit": "img/s", "ratio": baseline / ours, "baseline_name": "Captum NoiseTunnel(Saliency) x3",
+            "target": "GPU >= 5x, CPU >= 2.5x"}
+
+
+def passes_per_image(method, args):
+    if method in ("sg", "sg-sq", "var"):
+        return args.samples
+    if method == "ig":
+        return args.ig_steps
+    return 1
+
+
+def bench_extract_methods(model, x, labels, args, device):
+    """Each method's model passes per second against plain forward + input-backward passes per second
+    at the same rows per pass (an ensemble runs its samples x images as one batch)."""
+    from roarfast.methods import ExplainBatch, MethodParams, compute_maps
+    from roarfast.methods.params import black_baseline
+
+    baselines = {}
+
+    def baseline_rate(rows):
+        if rows not in baselines:
+            xs = x.repeat((rows + x.shape[0] - 1) // x.shape[0], 1, 1, 1)[:rows]
+            ys = labels.repeat((rows + x.shape[0] - 1) // x.shape[0])[:rows]
+
+            def forward_input_backward():
+                xi = xs.detach().requires_grad_(True)
+                torch.autograd.grad(model(xi).gather(1, ys[:, None]).sum(), xi)
+
+            for p in model.parameters():
+                p.requires_grad_(False)
+            baselines[rows] = rows / seconds(forward_input_backward, device, args.repeats)
+            for p in model.parameters():
+                p.requires_grad_(True)
+        return baselines[rows]
+
+    n = x.shape[0]
+    params = MethodParams(n_samples=args.samples, ig_steps=args.ig_steps,
+                          ig_baseline=black_baseline((0.5,) * x.shape[1], (0.25,) * x.shape[1]), seed=0)
+    batch = ExplainBatch(x=x, target=labels, index=torch.arange(n))
+    rows = []
+    for method in args.methods.split(","):
+        t = seconds(lambda: compute_maps(model, batch, [method], params), device, args.repeats)
+        passes = passes_per_image(method, args)
+        chunk_rows = min(n * passes, max(n, params.max_chunk_elements // x[0].numel()))
+        base = baseline_rate(chunk_rows)
+        rows.append({"stage": f"extract-{method} (B={n})", "ours": n * passes / t, "baseline": base,
+                     "unit": "pass/s", "ratio": (n * passes / t) / base,
+                     "baseline_name": f"model fwd + input bwd, {chunk_rows} rows", "target": ">= 0.8"})
+    return rows
+
+
+def bench_rank_mask(args, device):
+    rows = []
+    for name, shape in sizes(args):
+        b, c, h, w = shape
+        images = torch.randint(0, 256, shape, dtype=torch.uint8, device=device)
+        scores = torch.randn(b, c, h, w, device=device)
+        fill = torch.tensor([124.0, 116.0, 104.0][:c], device=device)
+
+        def ours():
+            return ops.mask(images, ops.rank(scores, "sum_sq"), 0.5, fill)
+
+        def plain():
+            return _reference.mask(images, _reference.rank(scores, "sum_sq"), 0.5, fill)
+
+        t_ours, t_plain = seconds(ours, device, args.repeats), seconds(plain, device, args.repeats)
+        rows.append({"stage": f"rank+mask {name}", "ours": b / t_ours, "baseline": b / t_plain, "unit": "img/s",
+                     "ratio": t_plain / t_ours, "baseline_name": "argsort + scatter + where",
+                     "target": "GPU >= 10x, CPU >= 3x"})
+    return rows
+
+
+def bench_noise_ensemble(args, device):
+    rows = []
+    for name, shape in sizes(args):
+        b = shape[0]
+        x = torch.randn(shape, device=device)
+        n = args.samples
+
+        def ours():
+            noisy = ops.noise(x, n, args.noise_level, seed=0)
+            state = ops.ensemble_init(x)
+            state = ops.ensemble_update(state, noisy.view(n, *shape))  # the noisy inputs stand in for gradients
+            return ops.ensemble_finalize(state, "sum_sq")
+
+        def plain():
+            sigma = args.noise_level * (x.flatten(1).amax(1) - x.flatten(1).amin(1))
+            noisy = x.repeat(n, 1, 1, 1) + torch.randn(n * b, *shape[1:], device=device) * sigma.repeat(n).view(-1, 1, 1, 1)
+            g = torch.stack(list(noisy.view(n, *shape)))
+            mean = g.mean(0)
+            sq = (g * g).mean(0)
+            var = g.var(0, unbiased=False)
+            return [(m * m).sum(1) for m in (mean, sq, var)]
+
+        t_ours, t_plain = seconds(ours, device, args.repeats), seconds(plain, device, args.repeats)
+        rows.append({"stage": f"noise+ensemble {name} (n={n})", "ours": b / t_ours, "baseline": b / t_plain,
+                     "unit": "img/s", "ratio": t_plain / t_ours, "baseline_name": "randn/mul/add + stack/mean/var",
+                     "target": "GPU >= 3x, CPU >= 2x"})
+    return rows
+
+
+def bench_retrain(args, device):
+    from roarfast.data import load_dataset
+    from roarfast.train import default_model, default_recipe, train_classifier
+
+    ds = load_dataset("embedded")
+    model_name = default_model(ds, device)
+    recipe = default_recipe(model_name, device)
+    start = time.perf_counter()
+    result = train_classifier(ds, model_name, recipe, device, seed=0, progress=False)
+    took = time.perf_counter() - start
+    n = ds.train.images.shape[0]
+    return {"stage": f"retrain embedded ({model_name}, {result.epochs} ep, test {result.test_acc:.1%})",
+            "ours": took, "baseline": None, "unit": "s/model", "ratio": None, "baseline_name": "-",
+            "target": "CPU <= 30 s" if device.type == "cpu" else "-", "images_per_s": n * result.epochs / took}
+
+
+def bench_jpeg(args, device):
+    """Both splits of an ImageFolder tree to the uint8 canvas: roarfast's DALI loader vs torchvision."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    from roarfast.data.imagefolder import load_imagefolder, split_dirs
+
+    root = Path(args.jpeg_dir)
+    tf = transforms.Compose([transforms.Resize(args.jpeg_resize), transforms.CenterCrop(args.jpeg_crop),
+                             transforms.PILToTensor()])
+    folders = [datasets.ImageFolder(d, tf) for d in split_dirs(root)]
+    n = sum(len(f) for f in folders)
+
+    def torchvision_load():
+        for folder in folders:
+            for _ in DataLoader(folder, batch_size=64, num_workers=args.workers):
+                pass
+
+    def dali_load():
+        load_imagefolder(root, resize=args.jpeg_resize, crop=args.jpeg_crop, skip_bad=True,
+                         device="gpu" if device.type == "cuda" else "cpu")
+
+    t_tv = seconds(torchvision_load, device, repeats=1, warmup=0)
+    t_dali = seconds(dali_load, device, repeats=1, warmup=0)
+    return {"stage": f"jpeg-load {root.name} ({n} files, {args.jpeg_crop}px canvas)", "ours": n / t_dali,
+            "baseline": n / t_tv, "unit": "img/s", "ratio": t_tv / t_dali,
+            "baseline_name": f"ImageFolder+DataLoader ({args.workers} workers)", "target": "GPU >= 3x"}
+
+
+def sizes(args):
+    out = [("cifar B=512 3x32x32", (512, 3, 32, 32))]
+    if not args.quick:
+        out.append(("imagenet B=256 3x224x224", (256, 3, 224, 224)))
+    return out
+
+
+def format_rows(rows):
+    lines = ["| stage | ours | baseline | unit | ratio | baseline is | target |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fmt = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        lines.append(f"| {r['stage']} | {fmt(r['ours'])} | {fmt(r['baseline'])} | {r['unit']} | {ratio} | "
+                     f"{r['baseline_name']} | {r['target']} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--quick", action="store_true", help="CIFAR sizes only (skip 224px op benchmarks)")
+    parser.add_argument("--stages", default="extract,ops,retrain,jpeg", help="comma-separated subset")
+    parser.add_argument("--model", default=None, help="model for the extract stages (default: the device's default)")
+    parser.add_argument("--batch", type=int, default=None, help="images per extract batch")
+    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--ig-steps", type=int, default=25)
+    parser.add_argument("--noise-level", type=float, default=0.15)
+    parser.add_argument("--methods", default="grad,sg-sq,ig,gb,gradcam")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--jpeg-dir", default=None, help="ImageFolder root for the JPEG stage (skipped without)")
+    parser.add_argument("--jpeg-resize", type=int, default=256)
+    parser.add_argument("--jpeg-crop", type=int, default=224)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    stages = set(args.stages.split(","))
+    rows = []
+    if "extract" in stages:
+        model_name = args.model or ("fastnet-gpu" if device.type == "cuda" else "fastnet")
+        batch = args.batch or (512 if device.type == "cuda" else 64)
+        model = trained_free_model(model_name, device)
+        torch.manual_seed(1)
+        x = torch.randn(batch, 3, 32, 32, device=device)
+        labels = torch.randint(0, 10, (batch,), device=device)
+        rows.append(bench_extract_sg3(model, x, labels, args, device))
+        rows.extend(bench_extract_methods(model, x, labels, args, device))
+    if "ops" in stages:
+        rows.extend(bench_rank_mask(args, device))
+        rows.extend(bench_noise_ensemble(args, device))
+    if "retrain" in stages:
+        rows.append(bench_retrain(args, device))
+    if "jpeg" in stages and args.jpeg_dir:
+        rows.append(bench_jpeg(args, device))
+    machine = (torch.cuda.get_device_name(device) if device.type == "cuda"
+               else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
+    print(f"roarfast throughput: {machine}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
+    print(format_rows(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine, "torch": torch.__version__,
+                                               "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
