@@ -173,6 +173,7 @@ def _extract_split(store, model, ds, split, methods, options, params, batch_size
 
     mean = torch.tensor(ds.mean, dtype=torch.float32)
     std = torch.tensor(ds.std, dtype=torch.float32)
+    source = _device_resident(images.images, device)
     pending = {m: set(w.pending_chunks()) for m, w in writers.items()}
     # A resumed store keeps the chunk size it was made with: work per chunk size, rows from the writer.
     by_size = {}
@@ -191,7 +192,7 @@ def _extract_split(store, model, ds, split, methods, options, params, batch_size
                 maps_out = {m: [] for m in wanted}
                 for b0 in range(lo, hi, batch_size):
                     b1 = min(hi, b0 + batch_size)
-                    raw = images.images[b0:b1].to(device, non_blocking=True)
+                    raw = source[b0:b1].to(device, non_blocking=True)
                     x = ops.mask_normalize(raw, None, mean=mean, std=std)
                     gt = images.masks[b0:b1].to(device) if images.masks is not None else None
                     # compute_maps finds the predicted class itself; labels serve --target label
@@ -214,6 +215,23 @@ def _extract_split(store, model, ds, split, methods, options, params, batch_size
         if summary[(m, split)]["nonfinite"]:
             print(f"warning: {m} on {split}: {summary[(m, split)]['nonfinite']} NaN/Inf map values, ranked last")
     return summary
+
+
+#: share of free GPU memory a split's uint8 images may take to live on the device during extraction
+DEVICE_RESIDENT_SHARE = 0.25
+
+
+def _device_resident(images, device):
+    """The split's uint8 images on the GPU when they fit (batches become device slices, no copies in
+    the loop), else in pinned memory so the per-batch copy runs asynchronously."""
+    import torch
+
+    if device.type != "cuda":
+        return images
+    free, _ = torch.cuda.mem_get_info(device)
+    if images.numel() <= DEVICE_RESIDENT_SHARE * free:
+        return images.to(device)
+    return images.pin_memory()
 
 
 def _picture_map(maps, reduction):
