@@ -99,14 +99,13 @@ def test_run_without_fraction_uses_the_pipeline_default(monkeypatch):
     assert seen["fractions"] is None
 
 
-def test_stale_extension_build_is_one_line_with_the_fix(monkeypatch, tmp_path):
-    import sys
-
-    from roarfast import _extension
-
-    monkeypatch.setattr(_extension, "build_config", lambda: {"torch": "0.0.1-other"})
-    monkeypatch.delitem(sys.modules, "roarfast.ops", raising=False)
-    result = CliRunner().invoke(main, ["extract", "--run-dir", str(tmp_path), "--method", "random"])
-    assert result.exit_code == 1
-    assert "built for torch 0.0.1-other" in result.output and "bash scripts/bootstrap.sh" in result.output
-    assert "Traceback" not in result.output
+def test_stale_extension_build_is_one_line_with_the_fix(tmp_path):
+    # a fresh interpreter: the extension must not be loaded yet when the CLI command starts
+    code = ("import roarfast._extension as e; e.build_config = lambda: {'torch': '0.0.1-other'}; "
+            "from click.testing import CliRunner; from roarfast.cli import main; "
+            f"r = CliRunner().invoke(main, ['extract', '--run-dir', {str(tmp_path)!r}, '--method', 'random']); "
+            "print(r.exit_code); print(r.output)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0] == "1"
+    assert "built for torch 0.0.1-other" in out and "bash scripts/bootstrap.sh" in out
+    assert "Traceback" not in out

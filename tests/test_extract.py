@@ -9,7 +9,7 @@ from roarfast.checkpoint import save_checkpoint
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.extract import ExtractOptions, run_extract
-from roarfast.methods import ExplainBatch, MethodParams, compute_maps, register
+from roarfast.methods import ExplainBatch, MethodParams, compute_maps, registry
 from roarfast.methods.params import black_baseline
 from roarfast.models import build_model
 from roarfast.store import RankStore
@@ -120,7 +120,6 @@ def test_store_made_from_another_dataset_is_refused_on_read(run_dir, dataset):
         RankStore(run_dir).read("random", "test", dataset_fingerprint="0" * 64)
 
 
-@register("test-nan-corner", target="none")
 def _nan_corner(model, batch, target, params):
     """Scores = row index, with NaN in the top-left pixel of every image (for the NaN test)."""
     b, _, h, w = batch.x.shape
@@ -129,7 +128,10 @@ def _nan_corner(model, batch, target, params):
     return maps
 
 
-def test_nan_maps_are_counted_and_ranked_last(run_dir, dataset):
+def test_nan_maps_are_counted_and_ranked_last(run_dir, dataset, monkeypatch):
+    # registered for this test only, so the global registry stays as the other tests expect it
+    monkeypatch.setitem(registry._ESTIMATORS, "test-nan-corner",
+                        registry.Estimator("test-nan-corner", _nan_corner, target="none"))
     summary = extract_quiet(run_dir, dataset, methods="test-nan-corner", splits=("test",))
     assert summary[("test-nan-corner", "test")]["nonfinite"] == 60
     ranks = RankStore(run_dir).read("test-nan-corner", "test").tensor().long()
