@@ -25,7 +25,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from roarfast import _reference, ops  # noqa: E402
 
 
 def sync(device):
@@ -128,53 +127,30 @@ def bench_extract_methods(model, x, labels, args, device):
     return rows
 
 
-def bench_rank_mask(args, device):
+def bench_ops(args, device):
+    """rank+mask and noise+ensemble, from benchmarks/ops.py's cases (one definition of each baseline)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("op_bench", Path(__file__).with_name("ops.py"))
+    op_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(op_bench)
     rows = []
-    for name, shape in sizes(args):
-        b, c, h, w = shape
-        images = torch.randint(0, 256, shape, dtype=torch.uint8, device=device)
-        scores = torch.randn(b, c, h, w, device=device)
-        fill = torch.tensor([124.0, 116.0, 104.0][:c], device=device)
-
-        def ours():
-            return ops.mask(images, ops.rank(scores, "sum_sq"), 0.5, fill)
-
-        def plain():
-            return _reference.mask(images, _reference.rank(scores, "sum_sq"), 0.5, fill)
-
-        t_ours, t_plain = seconds(ours, device, args.repeats), seconds(plain, device, args.repeats)
-        rows.append({"stage": f"rank+mask {name}", "ours": b / t_ours, "baseline": b / t_plain, "unit": "img/s",
-                     "ratio": t_plain / t_ours, "baseline_name": "argsort + scatter + where",
-                     "target": "GPU >= 10x, CPU >= 3x"})
-    return rows
-
-
-def bench_noise_ensemble(args, device):
-    rows = []
-    for name, shape in sizes(args):
+    for size in (["cifar"] if args.quick else ["cifar", "imagenet"]):
+        shape = op_bench.SIZES[size]
+        times = {name: (op_bench.median_seconds(ours, 0.5), op_bench.median_seconds(base, 0.5))
+                 for name, ours, base, _ in op_bench.cases(shape, device)
+                 if name in ("rank+mask", f"noise n={op_bench.N_SAMPLES}", f"ensemble n={op_bench.N_SAMPLES}")}
         b = shape[0]
-        x = torch.randn(shape, device=device)
-        n = args.samples
-
-        def ours():
-            noisy = ops.noise(x, n, args.noise_level, seed=0)
-            state = ops.ensemble_init(x)
-            state = ops.ensemble_update(state, noisy.view(n, *shape))  # the noisy inputs stand in for gradients
-            return ops.ensemble_finalize(state, "sum_sq")
-
-        def plain():
-            sigma = args.noise_level * (x.flatten(1).amax(1) - x.flatten(1).amin(1))
-            noisy = x.repeat(n, 1, 1, 1) + torch.randn(n * b, *shape[1:], device=device) * sigma.repeat(n).view(-1, 1, 1, 1)
-            g = torch.stack(list(noisy.view(n, *shape)))
-            mean = g.mean(0)
-            sq = (g * g).mean(0)
-            var = g.var(0, unbiased=False)
-            return [(m * m).sum(1) for m in (mean, sq, var)]
-
-        t_ours, t_plain = seconds(ours, device, args.repeats), seconds(plain, device, args.repeats)
-        rows.append({"stage": f"noise+ensemble {name} (n={n})", "ours": b / t_ours, "baseline": b / t_plain,
-                     "unit": "img/s", "ratio": t_plain / t_ours, "baseline_name": "randn/mul/add + stack/mean/var",
-                     "target": "GPU >= 3x, CPU >= 2x"})
+        t_ours, t_base = times["rank+mask"]
+        label = f"{size} B={b} {'x'.join(map(str, shape[1:]))}"
+        rows.append({"stage": f"rank+mask {label}", "ours": b / t_ours, "baseline": b / t_base, "unit": "img/s",
+                     "ratio": t_base / t_ours, "baseline_name": "argsort + scatter + where",
+                     "target": "GPU >= 10x, CPU >= 3x"})
+        pair = [times[f"noise n={op_bench.N_SAMPLES}"], times[f"ensemble n={op_bench.N_SAMPLES}"]]
+        t_ours, t_base = sum(t for t, _ in pair), sum(t for _, t in pair)
+        rows.append({"stage": f"noise+ensemble {label} (n={op_bench.N_SAMPLES})", "ours": b / t_ours,
+                     "baseline": b / t_base, "unit": "img/s", "ratio": t_base / t_ours,
+                     "baseline_name": "randn/mul/add/repeat + stack/mean/var", "target": "GPU >= 3x, CPU >= 2x"})
     return rows
 
 
@@ -223,13 +199,6 @@ def bench_jpeg(args, device):
             "baseline_name": f"ImageFolder+DataLoader ({args.workers} workers)", "target": "GPU >= 3x"}
 
 
-def sizes(args):
-    out = [("cifar B=512 3x32x32", (512, 3, 32, 32))]
-    if not args.quick:
-        out.append(("imagenet B=256 3x224x224", (256, 3, 224, 224)))
-    return out
-
-
 def format_rows(rows):
     lines = ["| stage | ours | baseline | unit | ratio | baseline is | target |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -271,8 +240,7 @@ def main(argv=None):
         rows.append(bench_extract_sg3(model, x, labels, args, device))
         rows.extend(bench_extract_methods(model, x, labels, args, device))
     if "ops" in stages:
-        rows.extend(bench_rank_mask(args, device))
-        rows.extend(bench_noise_ensemble(args, device))
+        rows.extend(bench_ops(args, device))
     if "retrain" in stages:
         rows.append(bench_retrain(args, device))
     if "jpeg" in stages and args.jpeg_dir:
