@@ -54,11 +54,31 @@ ROARFAST_HD void output_coords(const MaskShape& s, index_t i, index_t& b, index_
   }
 }
 
+// Plain mask of one channel: the image's own value, or the fill (already in the image dtype).
+// The per-channel constants are plain values so a row loop keeps them in registers.
+template <typename T>
+struct CopyOrFillChannel {
+  T fill;
+  ROARFAST_HD T operator()(T x, bool replaced) const { return replaced ? fill : x; }
+};
+
 // Plain mask: the image's own value, or the per-channel fill (already in the image dtype).
 template <typename T>
 struct CopyOrFill {
   const T* fill;
-  ROARFAST_HD T operator()(T x, int64_t c, bool replaced) const { return replaced ? fill[c] : x; }
+  ROARFAST_HD CopyOrFillChannel<T> channel(int64_t c) const { return {fill[c]}; }
+  ROARFAST_HD T operator()(T x, int64_t c, bool replaced) const { return channel(c)(x, replaced); }
+};
+
+// Fused mask + normalize of one channel of uint8 images; fill is given in the normalized space.
+template <typename T>
+struct NormalizeOrFillChannel {
+  float fill;
+  float mean;
+  float std;
+  ROARFAST_HD T operator()(uint8_t x, bool replaced) const {
+    return static_cast<T>(replaced ? fill : normalize_u8(x, mean, std));
+  }
 };
 
 // Fused mask + normalize of uint8 images; fill is given in the normalized space.
@@ -67,9 +87,10 @@ struct NormalizeOrFill {
   const float* fill;  // nullptr when nothing is masked
   const float* mean;
   const float* std;
-  ROARFAST_HD T operator()(uint8_t x, int64_t c, bool replaced) const {
-    return static_cast<T>(replaced ? fill[c] : normalize_u8(x, mean[c], std[c]));
+  ROARFAST_HD NormalizeOrFillChannel<T> channel(int64_t c) const {
+    return {fill != nullptr ? fill[c] : 0.0f, mean[c], std[c]};
   }
+  ROARFAST_HD T operator()(uint8_t x, int64_t c, bool replaced) const { return channel(c)(x, replaced); }
 };
 
 // One output element. ranks == nullptr means no unit is replaced.

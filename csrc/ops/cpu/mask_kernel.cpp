@@ -3,6 +3,10 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
 #include "ops/mask.h"
 #include "ops/mask_math.h"
 
@@ -10,6 +14,35 @@ namespace roarfast {
 namespace {
 
 constexpr int64_t kGrainElements = 32768;  // elements per parallel task: enough to amortize the task
+
+// The rank type a row compares in: uint16 ranks widen to int32 (vectorizes), others stay int64.
+template <typename rank_t>
+using compare_t = std::conditional_t<std::is_same_v<rank_t, uint16_t>, int32_t, int64_t>;
+
+// One NCHW output row (channel c of image b): branch-free and through local values only, so the
+// compiler vectorizes it (a uint8 store through a pointer may alias k, fill or the plan otherwise).
+// in_stride is 1 for NCHW images, C for NHWC; ranks is the row's ranks or nullptr.
+template <typename in_t, typename out_t, typename rank_t, typename Channel>
+void mask_row_nchw(const in_t* __restrict__ in, int64_t in_stride, const rank_t* __restrict__ ranks,
+                   out_t* __restrict__ dst, int64_t len, int64_t k, bool keep, const Channel value) {
+  if (ranks == nullptr) {
+    for (int64_t p = 0; p < len; ++p) dst[p] = value(in[p * in_stride], false);
+    return;
+  }
+  using cmp_t = compare_t<rank_t>;
+  // k clamped into cmp_t: every rank_t rank compares with it as with k (uint16 ranks lie in [0, 65535]).
+  const int64_t lo = std::is_same_v<cmp_t, int32_t> ? -1 : std::numeric_limits<int64_t>::min();
+  const int64_t hi = std::is_same_v<cmp_t, int32_t> ? 65536 : std::numeric_limits<int64_t>::max();
+  const cmp_t kk = static_cast<cmp_t>(std::min(std::max(k, lo), hi));
+  // is_replaced(rank, k, keep) without a branch on keep.
+  if (in_stride == 1) {
+    for (int64_t p = 0; p < len; ++p) dst[p] = value(in[p], (static_cast<cmp_t>(ranks[p]) < kk) != keep);
+  } else {
+    for (int64_t p = 0; p < len; ++p) {
+      dst[p] = value(in[p * in_stride], (static_cast<cmp_t>(ranks[p]) < kk) != keep);
+    }
+  }
+}
 
 // Output rows in memory order: NCHW rows are one channel plane, NHWC rows one pixel's channels.
 template <typename in_t, typename out_t, typename rank_t, typename Value>
@@ -28,7 +61,9 @@ void mask_loop(const MaskPlan& plan, const rank_t* ranks, out_t* out, const Valu
         for (int64_t c = 0; c < row_len; ++c) dst[c] = mask_element(in, ranks, k, s, b, c, p, value);
       } else {
         const int64_t b = row / s.channels, c = row - b * s.channels;
-        for (int64_t p = 0; p < row_len; ++p) dst[p] = mask_element(in, ranks, k, s, b, c, p, value);
+        const rank_t* row_ranks = ranks == nullptr ? nullptr : ranks + rank_offset(s, b, c, 0);
+        mask_row_nchw(in + image_offset(s.in_nhwc, s.channels, s.plane, b, c, 0), s.in_nhwc ? s.channels : 1,
+                      row_ranks, dst, row_len, k == nullptr ? 0 : k[b], s.keep, value.channel(c));
       }
     }
   });
