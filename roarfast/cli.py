@@ -198,16 +198,19 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
               help="autocast for the model's passes (auto: bf16 on GPU, off on CPU)")
 @click.option("--keep-maps/--no-keep-maps", default=False, help="also store fp16 maps (for pictures)")
 @click.option("--force", is_flag=True, help="recompute a complete store")
+@click.option("--compile/--no-compile", "compile_model", default=False,
+              help="torch.compile the model for its passes (pays a compile first; worth it on large runs)")
 @_friendly_errors
 def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, methods, splits, batch_size, samples,
-            noise_level, ig_steps, target, granularity, reduction, gradcam_layer, amp, keep_maps, force):
+            noise_level, ig_steps, target, granularity, reduction, gradcam_layer, amp, keep_maps, force, compile_model):
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store."""
     from roarfast.extract import ExtractOptions, run_extract
 
     options = ExtractOptions(methods=methods, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
                              batch_size=batch_size, samples=samples, noise_level=noise_level, ig_steps=ig_steps,
                              target=target, granularity=granularity, reduction=reduction,
-                             gradcam_layer=gradcam_layer, amp=amp, keep_maps=keep_maps, force=force)
+                             gradcam_layer=gradcam_layer, amp=amp, keep_maps=keep_maps, force=force,
+                             compile=compile_model)
     run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option, device=device,
                 seed=seed, progress=progress)
 

@@ -28,6 +28,7 @@ class ExtractOptions:
     amp: str = "auto"
     keep_maps: bool = False
     force: bool = False
+    compile: bool = False
 
 
 def model_free(method: str) -> bool:
@@ -132,17 +133,20 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
 
     params = method_params(options, seed, device, ds)
     batch_size = options.batch_size or default_batch_size(device, ds.image_size)
+    # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators
+    # that hook modules keep the plain model, whose hooks a compiled graph would drop
+    compiled = torch.compile(model) if options.compile and model is not None else None
     store = RankStore(run_dir)
     summary = {}
     for split in options.splits:
         if split not in ("train", "test"):
             raise UserError(f"--split takes train and test, got {split!r}")
-        summary.update(_extract_split(store, model, ds, split, methods, options, params, batch_size, seed, ckpt_sha,
+        summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed, ckpt_sha,
                                       device, progress))
     return summary
 
 
-def _extract_split(store, model, ds, split, methods, options, params, batch_size, seed, ckpt_sha, device, progress):
+def _extract_split(store, models, ds, split, methods, options, params, batch_size, seed, ckpt_sha, device, progress):
     import torch
 
     from roarfast import ops
@@ -198,7 +202,9 @@ def _extract_split(store, model, ds, split, methods, options, params, batch_size
                     # compute_maps finds the predicted class itself; labels serve --target label
                     batch = ExplainBatch(x=x, target=images.labels[b0:b1].to(device), index=torch.arange(b0, b1),
                                          gt_mask=gt)
-                    maps = compute_maps(model, batch, wanted, params)
+                    maps = {}
+                    for group_model, group in _model_groups(models, wanted):
+                        maps.update(compute_maps(group_model, batch, group, params))
                     for m in wanted:
                         summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
                         ranks_out[m].append(rank_maps(maps[m], reduction).cpu())
@@ -215,6 +221,18 @@ def _extract_split(store, model, ds, split, methods, options, params, batch_size
         if summary[(m, split)]["nonfinite"]:
             print(f"warning: {m} on {split}: {summary[(m, split)]['nonfinite']} NaN/Inf map values, ranked last")
     return summary
+
+
+def _model_groups(models, methods):
+    """[(model, methods)] with the compiled model (when there is one) for the compilable methods."""
+    from roarfast.methods.registry import compilable
+
+    model, compiled = models
+    if compiled is None:
+        return [(model, methods)]
+    fast = [m for m in methods if compilable(m)]
+    rest = [m for m in methods if not compilable(m)]
+    return [(g_model, group) for g_model, group in ((compiled, fast), (model, rest)) if group]
 
 
 #: share of free GPU memory a split's uint8 images may take to live on the device during extraction

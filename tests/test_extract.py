@@ -137,3 +137,22 @@ def test_nan_maps_are_counted_and_ranked_last(run_dir, dataset, monkeypatch):
     ranks = RankStore(run_dir).read("test-nan-corner", "test").tensor().long()
     assert (ranks[:, 0, 0] == 32 * 32 - 1).all()
     assert (ranks[:, 31, 0] == 0).all()  # highest score (last row), lowest index of that row first
+
+
+@pytest.mark.slow
+def test_compiled_model_gives_the_same_maps(run_dir, dataset):
+    import numpy as np
+
+    def maps():
+        store = RankStore(run_dir)
+        return {m: np.array(store.read(m, "test").maps, dtype=np.float32) for m in ("grad", "gb")}
+
+    extract_quiet(run_dir, dataset, methods="grad,gb", splits=("test",), keep_maps=True)
+    plain = maps()
+    extract_quiet(run_dir, dataset, methods="grad,gb", splits=("test",), keep_maps=True, force=True, compile=True)
+    compiled = maps()
+    for m in ("grad", "gb"):
+        scale = float(np.abs(plain[m]).max())
+        np.testing.assert_allclose(compiled[m], plain[m], rtol=1e-2, atol=1e-3 * scale, err_msg=m)
+    # guided backprop's ReLU hooks still act under torch.compile: its maps are not the plain gradient's
+    assert not np.allclose(compiled["gb"], compiled["grad"], rtol=1e-2, atol=1e-3 * float(np.abs(plain["grad"]).max()))

@@ -48,4 +48,5 @@ def smoothgrad_family(model, batch, target, params, names, base):
 
 
 for _base in BASES:
-    register_shared(*(f"{stat}-{_base}" for stat in STATISTICS))(partial(smoothgrad_family, base=_base))
+    register_shared(*(f"{stat}-{_base}" for stat in STATISTICS), compilable=_base != "gb")(
+        partial(smoothgrad_family, base=_base))

@@ -96,13 +96,13 @@ def rows_per_input(base: str, params) -> int:
     return params.ig_steps if base == "ig" else 1
 
 
-@register("grad", target="own")
+@register("grad", target="own", compilable=True)
 def grad(model, batch, target, params):
     """Vanilla gradient d logit_target / d x -> Tensor[B, C, H, W]."""
     return input_attribution(model, batch.x, target, params, "grad")
 
 
-@register("ig")
+@register("ig", compilable=True)
 def ig(model, batch, target, params):
     """Integrated gradients from params.ig_baseline -> Tensor[B, C, H, W]."""
     return input_attribution(model, batch.x, target, params, "ig")

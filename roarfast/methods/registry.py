@@ -32,29 +32,32 @@ class Estimator:
     compute: Callable
     target: str = "given"
     shared: tuple[str, ...] | None = None
+    #: correct under torch.compile; False for estimators that hook modules (guided backprop's ReLU
+    #: hooks are silently dropped by a compiled graph) and for anything not checked
+    compilable: bool = False
 
 
 _ESTIMATORS: dict[str, Estimator] = {}
 
 
-def register(name: str, target: str = "given"):
+def register(name: str, target: str = "given", compilable: bool = False):
     """Decorator: registers `fn(model, batch, target, params) -> Tensor` under `name`; `target` is one of
-    TARGET_MODES."""
+    TARGET_MODES; `compilable` says its maps stay right when the model is torch.compile'd."""
 
     def decorate(fn):
-        _add(Estimator(name, fn, target))
+        _add(Estimator(name, fn, target, compilable=compilable))
         return fn
 
     return decorate
 
 
-def register_shared(*names: str, target: str = "given"):
+def register_shared(*names: str, target: str = "given", compilable: bool = False):
     """Decorator: registers `fn(model, batch, target, params, names) -> dict[str, Tensor]` computing any
     subset of `names` from one piece of shared work."""
 
     def decorate(fn):
         for name in names:
-            _add(Estimator(name, fn, target, shared=tuple(names)))
+            _add(Estimator(name, fn, target, shared=tuple(names), compilable=compilable))
         return fn
 
     return decorate
@@ -71,6 +74,11 @@ def _add(estimator: Estimator):
 def get(name: str) -> Estimator:
     """The registered estimator of a canonical built-in name."""
     return _ESTIMATORS[name]
+
+
+def compilable(name: str) -> bool:
+    """Whether `name`'s maps stay right under torch.compile (Captum methods: not checked, so no)."""
+    return not name.startswith(CAPTUM_PREFIX) and get(name).compilable
 
 
 def known_methods() -> list[str]:
