@@ -118,12 +118,27 @@ def extension():
     config["sources"] = len(ext.sources)
     config["cu_sources"] = len(cu_sources) if build_cuda else 0
 
-    print("roarfast build configuration:", file=sys.stderr)
-    for key, value in config.items():
-        print(f"  {key:12s} {value}", file=sys.stderr)
-    # Read back by `roarfast doctor` and by the import-time check for a torch mismatch.
-    (ROOT / "roarfast" / "_build_config.json").write_text(json.dumps(config, indent=1) + "\n")
-    return ext, BuildExtension.with_options(use_ninja=True)
+    return ext, build_command(BuildExtension.with_options(use_ninja=True), config)
+
+
+def build_command(base, config: dict):
+    """build_ext that prints the configuration when it builds (pip runs setup.py more than once) and
+    records it only after the build succeeded, so a failed build never leaves a config describing it."""
+
+    class Build(base):
+        def run(self):
+            print("roarfast build configuration:", file=sys.stderr)
+            for key, value in config.items():
+                print(f"  {key:12s} {value}", file=sys.stderr)
+            super().run()
+            # Read back by `roarfast doctor` and by the import-time check for a torch mismatch: beside
+            # the sources (editable installs) and in the build tree (wheels).
+            text = json.dumps(config, indent=1) + "\n"
+            for package in {ROOT / "roarfast", Path(self.build_lib).resolve() / "roarfast"}:
+                if package.is_dir():
+                    (package / "_build_config.json").write_text(text)
+
+    return Build
 
 
 if __name__ == "__main__":  # setuptools runs this file as __main__; tests import the helpers above

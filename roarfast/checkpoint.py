@@ -3,23 +3,15 @@ in `meta.json` (model name and shape arguments to rebuild it, dataset fingerprin
 versions). Both files are written to temporary names and renamed into place."""
 
 import json
-import os
 from pathlib import Path
 
+from roarfast.atomic import replace_file, write_json
 from roarfast.fingerprint import sha256_file
 
 WEIGHTS = "model.safetensors"
 META = "meta.json"
 #: meta keys load_checkpoint needs to rebuild the model
 REQUIRED_META = ("model", "num_classes", "image_size", "in_channels")
-
-
-def _replace_atomically(path: Path, write):
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def save_checkpoint(directory, model, meta: dict) -> Path:
@@ -33,9 +25,8 @@ def save_checkpoint(directory, model, meta: dict) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     # contiguous copies: safetensors stores dense row-major tensors (channels_last weights are not)
     state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
-    _replace_atomically(directory / WEIGHTS, lambda tmp: save_file(state, str(tmp), metadata={"model": meta["model"]}))
-    text = json.dumps(meta, indent=2, sort_keys=True, default=str)
-    _replace_atomically(directory / META, lambda tmp: tmp.write_text(text))
+    replace_file(directory / WEIGHTS, lambda tmp: save_file(state, str(tmp), metadata={"model": meta["model"]}))
+    write_json(directory / META, meta, indent=2)
     return directory
 
 

@@ -55,7 +55,8 @@ data_options = _stack(
                  help="dataset root (CIFAR on-disk format, or a JPEG tree with train/ and val/ or test/)"),
     click.option("--data-option", "data_option", multiple=True, callback=_data_options, metavar="KEY=VALUE",
                  help="loader option, repeatable: embedded num_train/num_test/seed/copies; cifar download=true; "
-                      "imagefolder resize/crop/skip_bad"),
+                      "imagefolder resize/crop/skip_bad/device/stream (stream=auto|true|false: decode batch by "
+                      "batch from disk instead of holding the canvases in memory)"),
 )
 
 
@@ -174,7 +175,7 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
     from roarfast.train import run_train
 
     summary = run_train(run_dir, dataset=dataset, data_dir=data_dir, model=model, epochs=epochs,
-                        batch_size=batch_size, seed=seed, device=device, progress=progress, **data_option)
+                        batch_size=batch_size, seed=seed, device=device, progress=progress, dataset_options=data_option)
     click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
                f"-> {summary['checkpoint']}")
 

@@ -69,8 +69,13 @@ def method_params(options: ExtractOptions, seed: int, device, ds):
 
 
 def store_params(method: str, options: ExtractOptions, seed: int) -> dict:
-    """What makes one method's ranks what they are: a resumed or reused store must match it."""
-    params = {"granularity": options.granularity, "reduction": rank_reduction(options), "seed": seed}
+    """What makes one method's ranks what they are: a resumed or reused store must match it (the seed
+    only where the method draws random numbers, so a new seed reuses e.g. sobel's ranks)."""
+    from roarfast.methods import registry
+
+    params = {"granularity": options.granularity, "reduction": rank_reduction(options)}
+    if registry.seeded(method):
+        params["seed"] = seed
     if model_free(method):
         return params
     params["target"] = options.target
@@ -150,13 +155,12 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
     import torch
 
     from roarfast import ops
-    from roarfast.methods import ExplainBatch, compute_maps
+    from roarfast.data.loader import split_loader
     from roarfast.progress import progress_bar
 
-    images = ds.split(split)
-    n = images.images.shape[0]
-    reduction = rank_reduction(options)
-    c, h, w = images.images.shape[1:]
+    part = ds.split(split)
+    n = len(part)
+    c, h, w = part.shape
     rank_shape = (n, c, h, w) if options.granularity == "value" else (n, h, w)
     writers = {}
     summary = {}
@@ -166,54 +170,34 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
             chunk_size=CHUNK_IMAGES, params=store_params(method, options, seed),
             checkpoint_sha256=None if model_free(method) else ckpt_sha, dataset_fingerprint=ds.fingerprint,
             keep_maps=options.keep_maps, force=options.force)
+        summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": writer.complete}
         if writer.complete:
             writer.close()
-            summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": True}
         else:
             writers[method] = writer
-            summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": False}
     if not writers:
         return summary
 
-    mean = torch.tensor(ds.mean, dtype=torch.float32)
-    std = torch.tensor(ds.std, dtype=torch.float32)
-    source = _device_resident(images.images, device)
-    pending = {m: set(w.pending_chunks()) for m, w in writers.items()}
-    # A resumed store keeps the chunk size it was made with: work per chunk size, rows from the writer.
-    by_size = {}
-    for m, writer in writers.items():
-        by_size.setdefault(writer.chunk_size, []).append(m)
-    todo = sum(writers[ms[0]].chunk_rows(i)[1] - writers[ms[0]].chunk_rows(i)[0]
-               for ms in by_size.values() for i in set().union(*(pending[m] for m in ms)))
+    loader = split_loader(ds, split, device)
+    work = _pending_work(writers)
+    todo = sum(hi - lo for _, bounds in work for lo, hi in bounds.values())
     started = time.perf_counter()
     with progress_bar(total=todo, desc=f"extract {split} ({', '.join(writers)})", unit="img",
                       enabled=progress) as bar:
-        for members in by_size.values():
-            for chunk in sorted(set().union(*(pending[m] for m in members))):
-                wanted = [m for m in members if chunk in pending[m]]
-                lo, hi = writers[wanted[0]].chunk_rows(chunk)
-                ranks_out = {m: [] for m in wanted}
-                maps_out = {m: [] for m in wanted}
-                for b0 in range(lo, hi, batch_size):
-                    b1 = min(hi, b0 + batch_size)
-                    raw = source[b0:b1].to(device, non_blocking=True)
-                    x = ops.mask_normalize(raw, None, mean=mean, std=std)
-                    gt = images.masks[b0:b1].to(device) if images.masks is not None else None
-                    # compute_maps finds the predicted class itself; labels serve --target label
-                    batch = ExplainBatch(x=x, target=images.labels[b0:b1].to(device), index=torch.arange(b0, b1),
-                                         gt_mask=gt)
-                    maps = {}
-                    for group_model, group in _model_groups(models, wanted):
-                        maps.update(compute_maps(group_model, batch, group, params))
-                    for m in wanted:
-                        summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
-                        ranks_out[m].append(rank_maps(maps[m], reduction).cpu())
-                        if options.keep_maps:
-                            maps_out[m].append(_picture_map(maps[m], reduction).cpu())
-                    bar.update(b1 - b0)
+        for wanted, bounds in work:
+            chunks = _ChunkRows(bounds, writers[wanted[0]].chunk_size)
+            rows = torch.cat([torch.arange(lo, hi) for lo, hi in bounds.values()])
+            for x, y, index in loader.batches(rows, batch_size, with_index=True):
+                maps = _batch_maps(models, part, x, y, index.cpu(), wanted, params, device)
+                out = {}
                 for m in wanted:
-                    writers[m].write_chunk(chunk, torch.cat(ranks_out[m]),
-                                           maps=torch.cat(maps_out[m]) if options.keep_maps else None)
+                    summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
+                    out[m] = (rank_maps(maps[m], rank_reduction(options)).cpu(),
+                              _picture_map(maps[m], rank_reduction(options)).cpu() if options.keep_maps else None)
+                for chunk, done in chunks.add(index.cpu(), out):
+                    for m, (ranks, pictures) in done.items():
+                        writers[m].write_chunk(chunk, ranks, maps=pictures)
+                bar.update(index.shape[0])
     seconds = time.perf_counter() - started
     for m, writer in writers.items():
         writer.close()
@@ -221,6 +205,71 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
         if summary[(m, split)]["nonfinite"]:
             print(f"warning: {m} on {split}: {summary[(m, split)]['nonfinite']} NaN/Inf map values, ranked last")
     return summary
+
+
+def _pending_work(writers) -> list:
+    """[(methods, {chunk: (start, stop)})]: the pending chunks grouped by which methods still need them
+    (and by chunk size: a resumed store keeps the one it was made with), so each group is one pass."""
+    groups = {}
+    for m, writer in writers.items():
+        for chunk in writer.pending_chunks():
+            groups.setdefault((writer.chunk_size, chunk), []).append(m)
+    work = {}
+    for (size, chunk), wanted in sorted(groups.items()):
+        bounds = work.setdefault((size, tuple(wanted)), {})
+        bounds[chunk] = writers[wanted[0]].chunk_rows(chunk)
+    return [(list(wanted), bounds) for (_, wanted), bounds in work.items()]
+
+
+def _batch_maps(models, part, x, y, index, methods, params, device) -> dict:
+    """{method: float maps [B, C|1, H, W]} of one batch; compute_maps finds the predicted class itself, the
+    labels serve --target label."""
+    from roarfast.methods import ExplainBatch, compute_maps
+
+    gt = part.masks[index].to(device) if part.masks is not None else None
+    batch = ExplainBatch(x=x, target=y, index=index, gt_mask=gt)
+    maps = {}
+    for group_model, group in _model_groups(models, methods):
+        maps.update(compute_maps(group_model, batch, group, params))
+    return maps
+
+
+class _ChunkRows:
+    """Per-method rank (and picture) rows of store chunks, collected batch by batch (a batch may span two
+    chunks); `add` returns the chunks it completed, rows in order, ready to write."""
+
+    def __init__(self, bounds: dict, chunk_size: int):
+        self.bounds = bounds
+        self.chunk_size = chunk_size
+        self.parts = {chunk: [] for chunk in bounds}  # chunk -> [(row index, {method: (ranks, maps)})]
+        self.filled = dict.fromkeys(bounds, 0)
+
+    def add(self, index, out: dict):
+        import torch
+
+        completed = []
+        owner = torch.div(index, self.chunk_size, rounding_mode="floor")
+        for chunk in owner.unique().tolist():
+            pick = (owner == chunk).nonzero().flatten()
+            self.parts[chunk].append((index[pick], {m: tuple(None if t is None else t[pick] for t in pair)
+                                                     for m, pair in out.items()}))
+            self.filled[chunk] += pick.shape[0]
+            lo, hi = self.bounds[chunk]
+            if self.filled[chunk] == hi - lo:
+                completed.append((chunk, self._assemble(self.parts.pop(chunk))))
+        return completed
+
+    @staticmethod
+    def _assemble(parts) -> dict:
+        import torch
+
+        order = torch.cat([rows for rows, _ in parts]).argsort()
+        done = {}
+        for m in parts[0][1]:
+            ranks = torch.cat([pieces[m][0] for _, pieces in parts])[order]
+            maps = None if parts[0][1][m][1] is None else torch.cat([pieces[m][1] for _, pieces in parts])[order]
+            done[m] = (ranks, maps)
+        return done
 
 
 def _model_groups(models, methods):
@@ -233,23 +282,6 @@ def _model_groups(models, methods):
     fast = [m for m in methods if compilable(m)]
     rest = [m for m in methods if not compilable(m)]
     return [(g_model, group) for g_model, group in ((compiled, fast), (model, rest)) if group]
-
-
-#: share of free GPU memory a split's uint8 images may take to live on the device during extraction
-DEVICE_RESIDENT_SHARE = 0.25
-
-
-def _device_resident(images, device):
-    """The split's uint8 images on the GPU when they fit (batches become device slices, no copies in
-    the loop), else in pinned memory so the per-batch copy runs asynchronously."""
-    import torch
-
-    if device.type != "cuda":
-        return images
-    free, _ = torch.cuda.mem_get_info(device)
-    if images.numel() <= DEVICE_RESIDENT_SHARE * free:
-        return images.to(device)
-    return images.pin_memory()
 
 
 def _picture_map(maps, reduction):

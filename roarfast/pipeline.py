@@ -51,7 +51,7 @@ def run_all(run_dir, *, device="auto", seed=0, progress=True, fractions=None, me
     started = time.perf_counter()
     device = resolve_device(device)
     ds = load_dataset("embedded")
-    print(f"[run] embedded dataset: {ds.train.images.shape[0]} train / {ds.test.images.shape[0]} test images, "
+    print(f"[run] embedded dataset: {len(ds.train)} train / {len(ds.test)} test images, "
           f"{ds.num_classes} classes, device {device}")
     base = _base_model(run_dir, ds, device, seed, progress)
     methods = methods or DEFAULT_METHODS

@@ -99,7 +99,8 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     for method in methods:
         train_rec = store.read(method, "train", dataset_fingerprint=ds.fingerprint)
         test_rec = store.read(method, "test", dataset_fingerprint=ds.fingerprint)
-        train_ranks, test_ranks = train_rec.tensor(), test_rec.tensor()
+        # a streamed dataset reads rank rows from the memory maps as batches need them; else all at once
+        train_ranks, test_ranks = (train_rec, test_rec) if ds.streamed else (train_rec.tensor(), test_rec.tensor())
         for mode in options.modes:
             for fraction in options.fractions:
                 for cell_seed in range(seed, seed + options.seeds):

@@ -2,21 +2,22 @@
 `train --dataset cifar10 --data-dir X` need no repeated flags: `<run_dir>/dataset.json`."""
 
 import json
-import os
 from pathlib import Path
+
+from roarfast.atomic import write_json
 
 DATASET_FILE = "dataset.json"
 
 
 def remember_dataset(run_dir, ds, data_dir=None) -> None:
-    """Records ds's name, options (defaults included) and data_dir, replacing the file atomically."""
+    """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and data_dir,
+    replacing the file atomically."""
+    options = {**ds.options, **ds.read_options}
     record = {"name": ds.name, "data_dir": None if data_dir is None else str(data_dir),
-              "options": {k: v for k, v in ds.options.items() if k != "name"}, "fingerprint": ds.fingerprint}
+              "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint}
     path = Path(run_dir) / DATASET_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_json(path, record)
 
 
 def dataset_spec(run_dir, name=None, data_dir=None, options=None) -> tuple:

@@ -15,13 +15,13 @@ with every chunk the manifest calls done intact.
 import fcntl
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
+from roarfast.atomic import write_json
 from roarfast.errors import UserError
 from roarfast.fingerprint import canonical_json
 
@@ -75,26 +75,6 @@ def _check_shape(shape) -> tuple:
 
 def _short(value) -> str:
     return "None (independent of the model)" if value is None else str(value)
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    """Replaces `path` by `data` as JSON so that a reader sees the old or the new file, never a mix."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    # The rename itself is durable only once the directory entry is.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _read_manifest(directory: Path) -> dict | None:
@@ -244,7 +224,7 @@ class RankWriter:
         self.manifest["chunks_done"] = _ranges_add(self.manifest["chunks_done"], int(chunk))
         self.manifest["complete"] = _done_count(self.manifest) == self.num_chunks
         self.manifest["updated"] = _now()
-        _write_json_atomic(self.directory / MANIFEST, self.manifest)
+        write_json(self.directory / MANIFEST, self.manifest)
 
     def _write_rows(self, fd: int, offset: int, start: int, rows: np.ndarray) -> None:
         """pwrite `rows` at row `start` of the array and wait until they are on disk."""
@@ -424,7 +404,7 @@ class RankStore:
             "updated": now,
             "roarfast_version": _version(),
         }
-        _write_json_atomic(directory / MANIFEST, manifest)
+        write_json(directory / MANIFEST, manifest)
         return manifest
 
     def _check_files(self, directory: Path, manifest: dict) -> None:

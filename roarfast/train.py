@@ -12,11 +12,15 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 import roarfast
 from roarfast.errors import UserError
+
+if TYPE_CHECKING:
+    from roarfast.store import RankRecord
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,14 @@ def default_model(dataset, device) -> str:
 class Masking:
     """ROAR/KAR masking of every image before augmentation. Ranks cover the FULL splits (val is part of train).
 
-    train_ranks (Tensor[N_train, H, W] or [N_train, C, H, W]), test_ranks (same for the test split),
+    train_ranks (Tensor[N_train, H, W] or [N_train, C, H, W], or the RankRecord holding them), test_ranks
+    (same for the test split),
     fraction in [0, 1] removed (keep=False) or kept (keep=True), fill per channel in the normalized
     space (None = 0, the training-split mean).
     """
 
-    train_ranks: torch.Tensor
-    test_ranks: torch.Tensor
+    train_ranks: "torch.Tensor | RankRecord"
+    test_ranks: "torch.Tensor | RankRecord"
     fraction: float
     keep: bool = False
     fill: tuple | None = None
@@ -105,19 +110,17 @@ class TrainResult:
 
 
 def _loaders(dataset, masking, device, recipe):
-    from roarfast.data.loader import DeviceLoader
+    from roarfast.data.loader import split_loader
 
     out_dtype = torch.bfloat16 if recipe.amp == "bf16" and torch.device(device).type == "cuda" else torch.float32
-    common = dict(mean=dataset.mean, std=dataset.std, device=device, out_dtype=out_dtype,
-                  channels_last=recipe.channels_last)
     loaders = {}
     for split in ("train", "test"):
-        images = dataset.split(split)
-        ranks = {}
+        masked = {}
         if masking is not None:
-            ranks = dict(ranks=getattr(masking, f"{split}_ranks"), fraction=masking.fraction, keep=masking.keep,
-                         fill=masking.fill)
-        loaders[split] = DeviceLoader(images.images, images.labels, **common, **ranks)
+            masked = dict(ranks=getattr(masking, f"{split}_ranks"), fraction=masking.fraction, keep=masking.keep,
+                          fill=masking.fill)
+        loaders[split] = split_loader(dataset, split, device, out_dtype=out_dtype, channels_last=recipe.channels_last,
+                                      **masked)
     return loaders
 
 
@@ -283,7 +286,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
 
 def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, batch_size=None, seed=0,
-              device=None, progress=True, dataset_obj=None, **dataset_options) -> dict:
+              device=None, progress=True, dataset_obj=None, dataset_options=None) -> dict:
     """The `roarfast train` command: loads the dataset (or takes `dataset_obj`), trains the base model on
     the unmodified images and saves it to run_dir/checkpoints/base/. Returns a summary dict (model,
     val_acc, test_acc, best_epoch, epochs, seconds, checkpoint)."""

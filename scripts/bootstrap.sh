@@ -39,7 +39,13 @@ build_stamp=$( (find csrc -type f | sort | xargs cat; cat setup.py; "$PY" -c "im
 if [ "$(cat "$VENV/.roarfast-build" 2>/dev/null)" != "$build_stamp" ] || ! ls roarfast/_C*.so >/dev/null 2>&1; then
   log "building the roarfast extension (log: build/roarfast-build.log)"
   mkdir -p build
-  if ! "$PY" -m pip install -v --no-build-isolation --no-deps -e . > build/roarfast-build.log 2>&1; then
+  if "$PY" -m pip show -q roarfast >/dev/null 2>&1; then
+    # installed (editable) already: rebuild in place, where ninja recompiles only the changed sources
+    build=("$PY" setup.py build_ext --inplace)
+  else
+    build=("$PY" -m pip install -v --no-build-isolation --no-deps -e .)
+  fi
+  if ! "${build[@]}" > build/roarfast-build.log 2>&1; then
     tail -n 60 build/roarfast-build.log >&2
     log "the extension build failed; the whole log is build/roarfast-build.log"
     exit 1

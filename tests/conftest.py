@@ -1,7 +1,15 @@
-"""Shared pytest setup: the `cuda` marker skips without a GPU; `devices()` parametrizes CPU (+CUDA)."""
+"""Shared pytest setup: the `cuda` marker skips without a GPU; `devices()` parametrizes CPU (+CUDA);
+roarfast's measurement cache goes to a fresh folder, never the user's."""
+
+import os
+import tempfile
 
 import pytest
 import torch
+
+
+def pytest_configure(config):
+    os.environ["ROARFAST_CACHE_DIR"] = tempfile.mkdtemp(prefix="roarfast-test-cache-")
 
 
 def cuda_available() -> bool:

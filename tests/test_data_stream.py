@@ -1,6 +1,6 @@
 """StreamLoader (DALI streaming of a JPEG tree, CPU pipeline here) against the in-memory path: the same
 canvas, masked with the same ranks row by row, in DeviceLoader's order; every sample once per epoch;
-misaligned ranks refused."""
+misaligned ranks refused. The streamed splits come from load_imagefolder(stream=True)."""
 
 from pathlib import Path
 
@@ -33,8 +33,10 @@ def tree(tmp_path_factory):
                 height, width = rng.integers(18, 48, 2)
                 pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
                 Image.fromarray(pixels).save(root / split / cls / f"{i:02d}.jpg", quality=90)
-    train, test = load_imagefolder(root, resize=RESIZE, crop=CROP, device="cpu")
-    return root, {"train": train, "test": test}
+    train, test = load_imagefolder(root, resize=RESIZE, crop=CROP, device="cpu", stream=False)
+    streamed = dict(zip(("train", "test"), load_imagefolder(root, resize=RESIZE, crop=CROP, device="cpu",
+                                                            stream=True)))
+    return streamed, {"train": train, "test": test}
 
 
 def _ranks(n: int, units=(CROP, CROP), dtype=torch.uint16, seed=1) -> torch.Tensor:
@@ -48,20 +50,20 @@ def _ranks(n: int, units=(CROP, CROP), dtype=torch.uint16, seed=1) -> torch.Tens
     return ranks.to(dtype)
 
 
-def _loader(root, split, ranks, **kw):
-    return StreamLoader(root, split, MEAN, STD, "cpu", ranks=ranks, fraction=FRACTION, fill=FILL, resize=RESIZE,
-                        crop=CROP, num_threads=1, **kw)
+def _loader(streamed, split, ranks, **kw):
+    return StreamLoader(streamed[split], MEAN, STD, "cpu", ranks=ranks, fraction=FRACTION, fill=FILL, num_threads=1,
+                        **kw)
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("units,dtype", [((CROP, CROP), torch.uint16), ((3, CROP, CROP), torch.int32)])
 def test_streamed_batches_equal_masked_in_memory_canvas(tree, split, shuffle, units, dtype):
-    root, sets = tree
+    streamed, sets = tree
     images = sets[split]
     n = images.images.shape[0]
     ranks = _ranks(n, units, dtype)
-    loader = _loader(root, split, ranks)
+    loader = _loader(streamed, split, ranks)
     assert len(loader) == n and loader.classes == ["ant", "bee", "cow"]
     seen = []
     generator = torch.Generator().manual_seed(3)
@@ -78,7 +80,7 @@ def test_streamed_batches_equal_masked_in_memory_canvas(tree, split, shuffle, un
 
 def test_same_batches_as_device_loader_with_augmentation_and_subset(tree):
     """Equally seeded generators: the same shuffle of a subset, the same drop_last, the same augmentation."""
-    root, sets = tree
+    streamed, sets = tree
     train = sets["train"]
     ranks = _ranks(train.images.shape[0])
     subset = torch.tensor([0, 2, 3, 5, 7, 8, 11, 12, 13, 16, 18, 19])
@@ -87,7 +89,7 @@ def test_same_batches_as_device_loader_with_augmentation_and_subset(tree):
     for epoch in range(2):
         kw = dict(shuffle=True, augment_spec=spec, drop_last=True)
         expected = list(memory.batches(subset, 5, generator=torch.Generator().manual_seed(epoch), **kw))
-        got = list(_loader(root, "train", ranks).batches(subset, 5, generator=torch.Generator().manual_seed(epoch),
+        got = list(_loader(streamed, "train", ranks).batches(subset, 5, generator=torch.Generator().manual_seed(epoch),
                                                          **kw))
         assert len(got) == len(expected) == 2
         for (x, y), (x_ref, y_ref) in zip(got, expected):
@@ -95,8 +97,8 @@ def test_same_batches_as_device_loader_with_augmentation_and_subset(tree):
 
 
 def test_shards_split_each_batch(tree):
-    root, sets = tree
-    loader = _loader(root, "train", None)
+    streamed, sets = tree
+    loader = _loader(streamed, "train", None)
     everything = torch.arange(len(loader))
     shards = [list(loader.batches(everything, 8, shard=(rank, 2), with_index=True)) for rank in range(2)]
     assert [len(s) for s in shards] == [3, 3]
@@ -106,16 +108,16 @@ def test_shards_split_each_batch(tree):
 
 
 def test_unmasked_without_ranks(tree):
-    root, sets = tree
+    streamed, sets = tree
     test = sets["test"]
-    (x, y, index), = _loader(root, "test", None).batches(torch.arange(7), 7, with_index=True)
+    (x, y, index), = _loader(streamed, "test", None).batches(torch.arange(7), 7, with_index=True)
     assert torch.equal(x, ops.mask_normalize(test.images, None, mean=MEAN, std=STD))
     assert index.tolist() == list(range(7)) and torch.equal(y, test.labels)
 
 
 def test_ranks_from_the_rank_store(tree, tmp_path):
     """A RankRecord is read row by row from its memory map."""
-    root, sets = tree
+    streamed, sets = tree
     train = sets["train"]
     ranks = _ranks(20, seed=5)
     writer = RankStore(tmp_path).open_writer("random", "train", shape=ranks.shape, dtype="uint16", chunk_size=20,
@@ -124,17 +126,16 @@ def test_ranks_from_the_rank_store(tree, tmp_path):
     writer.close()
     record = RankStore(tmp_path).read("random", "train")
     index = torch.tensor([19, 4, 0])
-    (x, _), = _loader(root, "train", record).batches(index, 3)
+    (x, _), = _loader(streamed, "train", record).batches(index, 3)
     assert torch.equal(x, ops.mask_normalize(train.images[index], ranks[index], FRACTION, FILL, mean=MEAN, std=STD))
 
 
 @pytest.mark.cuda
 def test_mixed_gpu_decoder_matches_in_memory_gpu_canvas(tree):
-    root, _ = tree
-    train, _ = load_imagefolder(root, resize=RESIZE, crop=CROP, device="gpu")
+    streamed, _ = tree
+    train, _ = load_imagefolder(streamed["train"].root.parent, resize=RESIZE, crop=CROP, device="gpu", stream=False)
     ranks = _ranks(20)
-    loader = StreamLoader(root, "train", MEAN, STD, "cuda", ranks=ranks, fraction=FRACTION, fill=FILL,
-                          resize=RESIZE, crop=CROP)
+    loader = StreamLoader(streamed["train"], MEAN, STD, "cuda", ranks=ranks, fraction=FRACTION, fill=FILL)
     for x, y, index in loader.batches(torch.arange(20), 8, shuffle=True, with_index=True,
                                       generator=torch.Generator("cuda").manual_seed(0)):
         assert x.is_cuda and y.is_cuda
@@ -147,16 +148,22 @@ def test_mixed_gpu_decoder_matches_in_memory_gpu_canvas(tree):
 @pytest.mark.parametrize("shape", [(19, CROP, CROP), (21, CROP, CROP), (20, CROP, CROP + 1), (20, 24, 24),
                                    (20, 2, CROP, CROP), (20 * CROP * CROP,)])
 def test_misaligned_ranks_refused(tree, shape):
-    root, _ = tree
+    streamed, _ = tree
     with pytest.raises(ValueError, match=rf"ranks should be \[20, {CROP}, {CROP}\] or \[20, 3, {CROP}, {CROP}\]"):
-        _loader(root, "train", torch.zeros(shape, dtype=torch.int32))
+        _loader(streamed, "train", torch.zeros(shape, dtype=torch.int32))
 
 
 def test_misaligned_rank_record_named(tree, tmp_path):
-    root, _ = tree
+    streamed, _ = tree
     writer = RankStore(tmp_path).open_writer("sobel", "test", shape=(7, CROP, CROP), dtype="uint16", chunk_size=7,
                                              params={}, checkpoint_sha256=None, dataset_fingerprint="f")
     writer.write_chunk(0, _ranks(7))
     writer.close()
     with pytest.raises(ValueError, match=r"ranks of 'sobel'/'test' should be \[20, .*got \[7, 16, 16\]"):
-        _loader(root, "train", RankStore(tmp_path).read("sobel", "test"))
+        _loader(streamed, "train", RankStore(tmp_path).read("sobel", "test"))
+
+
+def test_refuses_a_split_in_memory(tree):
+    _, sets = tree
+    with pytest.raises(ValueError, match="files should be a FileSet"):
+        StreamLoader(sets["train"], MEAN, STD, "cpu")

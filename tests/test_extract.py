@@ -156,3 +156,17 @@ def test_compiled_model_gives_the_same_maps(run_dir, dataset):
         np.testing.assert_allclose(compiled[m], plain[m], rtol=1e-2, atol=1e-3 * scale, err_msg=m)
     # guided backprop's ReLU hooks still act under torch.compile: its maps are not the plain gradient's
     assert not np.allclose(compiled["gb"], compiled["grad"], rtol=1e-2, atol=1e-3 * float(np.abs(plain["grad"]).max()))
+
+
+def test_a_new_seed_reuses_only_the_ranks_that_ignore_it(run_dir, dataset):
+    extract_quiet(run_dir, dataset, methods="sobel,grad,random,sg-sq", splits=("test",))
+
+    def again(methods):
+        return run_extract(run_dir, ExtractOptions(methods=methods, splits=("test",), samples=3, batch_size=32),
+                           dataset_obj=dataset, device="cpu", seed=1, progress=False)
+
+    summary = again("sobel,grad")
+    assert summary[("sobel", "test")]["skipped"] and summary[("grad", "test")]["skipped"]
+    for seeded in ("random", "sg-sq"):
+        with pytest.raises(UserError, match=r"holds other ranks than requested .*'seed': 0.*'seed': 1"):
+            again(seeded)

@@ -108,7 +108,7 @@ KILLED_WRITER = textwrap.dedent(
 
     if stall_at == "manifest":
         # Manifest writes: 1 at creation, then one per chunk; the 4th would mark chunk 2 done.
-        store._write_json_atomic = stall_on_call(store._write_json_atomic, 4)
+        store.write_json = stall_on_call(store.write_json, 4)
     else:
         # One data sync per chunk: the 3rd is chunk 2's, after its bytes were handed to the kernel.
         os.fdatasync = stall_on_call(os.fdatasync, 3)

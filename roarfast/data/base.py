@@ -1,8 +1,10 @@
-"""The in-memory dataset every stage works on: uint8 images per split, labels, optional ground-truth
+"""The dataset every stage works on: per split either uint8 images in memory (ImageSet) or the image
+files of a tree too large for memory (FileSet, decoded batch by batch), labels, optional ground-truth
 masks, the held-out validation indices, per-channel statistics and a fingerprint of it all."""
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -19,13 +21,16 @@ class ImageSet:
     """One split.
 
     images (Tensor[N, C, H, W]): uint8, CPU. labels (Tensor[N]): int64. masks (Tensor[N, H, W] or None):
-    bool ground-truth importance. classes: class names, index = label.
+    bool ground-truth importance. classes: class names, index = label. digest: sha256 of the source
+    files the images were decoded from (FileSet.digest), or None; when set the fingerprint hashes it
+    instead of the pixels, so a tree loaded into memory and the same tree streamed are one dataset.
     """
 
     images: torch.Tensor
     labels: torch.Tensor
     masks: torch.Tensor | None
     classes: list[str]
+    digest: str | None = None
 
     def __post_init__(self):
         if self.images.dtype != torch.uint8 or self.images.dim() != 4:
@@ -43,6 +48,48 @@ class ImageSet:
     def __len__(self) -> int:
         return self.images.shape[0]
 
+    @property
+    def shape(self) -> tuple:
+        """(C, H, W) of one image."""
+        return tuple(self.images.shape[1:])
+
+    def channel_stats(self) -> tuple[tuple, tuple]:
+        return channel_stats(self.images)
+
+
+@dataclass
+class FileSet:
+    """One split kept on disk: image files decoded to a (C, H, W) canvas batch by batch (streaming).
+
+    root: the split's folder; files: paths relative to root, row i = files[i]; labels (Tensor[N]): int64;
+    classes: class names; shape: (C, H, W) of the decoded canvas; canvas: the loader's decoding options
+    (e.g. resize and crop); digest: sha256 hex of the files' names and bytes in row order; stats: per-channel
+    (mean, std) in [0, 1] of the decoded canvases (measured on the train split only, else None).
+    """
+
+    root: Path
+    files: list[str]
+    labels: torch.Tensor
+    classes: list[str]
+    shape: tuple
+    canvas: dict
+    digest: str
+    stats: tuple | None = None
+    masks = None  # no ground truth in file trees
+
+    def __post_init__(self):
+        if self.labels.dtype != torch.int64 or tuple(self.labels.shape) != (len(self.files),):
+            raise ValueError(f"labels should be an int64 Tensor[{len(self.files)}], got {self.labels.dtype} "
+                             f"{tuple(self.labels.shape)}")
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def channel_stats(self) -> tuple[tuple, tuple]:
+        if self.stats is None:
+            raise ValueError(f"no channel statistics were measured for the files of {self.root}")
+        return self.stats
+
 
 @dataclass
 class Dataset:
@@ -56,7 +103,8 @@ class Dataset:
     mean: tuple
     std: tuple
     fingerprint: str
-    options: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # what the data is: part of the fingerprint
+    read_options: dict = field(default_factory=dict)  # how it is read (decoder, streaming): not hashed
 
     @property
     def num_classes(self) -> int:
@@ -64,11 +112,16 @@ class Dataset:
 
     @property
     def channels(self) -> int:
-        return self.train.images.shape[1]
+        return self.train.shape[0]
 
     @property
     def image_size(self) -> int:
-        return self.train.images.shape[-1]
+        return self.train.shape[-1]
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the splits stay on disk and are decoded batch by batch."""
+        return isinstance(self.train, FileSet)
 
     @property
     def train_index(self) -> torch.Tensor:
@@ -77,7 +130,7 @@ class Dataset:
         keep[self.val_index] = False
         return keep.nonzero().flatten()
 
-    def split(self, name: str) -> ImageSet:
+    def split(self, name: str) -> "ImageSet | FileSet":
         if name == "train":
             return self.train
         if name == "test":
@@ -85,19 +138,45 @@ class Dataset:
         raise ValueError(f"split should be 'train' or 'test', got {name!r}")
 
 
+class ChannelSums:
+    """Running per-channel sums of [0, 1] pixel values and their squares (float64), batch by batch."""
+
+    def __init__(self, channels: int):
+        self.total = torch.zeros(channels, dtype=torch.float64)
+        self.total_sq = torch.zeros(channels, dtype=torch.float64)
+        self.count = 0
+
+    def add(self, images: torch.Tensor) -> None:
+        """Adds uint8 Tensor[B, C, H, W] (on any device)."""
+        block = images.to(torch.float64).div_(255.0)
+        self.total += block.sum(dim=(0, 2, 3)).cpu()
+        self.total_sq += block.square().sum(dim=(0, 2, 3)).cpu()
+        self.count += images.shape[0] * images.shape[2] * images.shape[3]
+
+    def to_dict(self) -> dict:
+        return {"total": self.total.tolist(), "total_sq": self.total_sq.tolist(), "count": self.count}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ChannelSums":
+        sums = cls(len(data["total"]))
+        sums.total = torch.tensor(data["total"], dtype=torch.float64)
+        sums.total_sq = torch.tensor(data["total_sq"], dtype=torch.float64)
+        sums.count = int(data["count"])
+        return sums
+
+    def stats(self) -> tuple[tuple, tuple]:
+        """Per-channel mean and population std (at least 1e-3, so a flat channel still normalizes)."""
+        mean = self.total / max(1, self.count)
+        std = (self.total_sq / max(1, self.count) - mean.square()).clamp_min(0.0).sqrt().clamp_min(1e-3)
+        return tuple(float(v) for v in mean), tuple(float(v) for v in std)
+
+
 def channel_stats(images: torch.Tensor, chunk: int = 4096) -> tuple[tuple, tuple]:
     """Per-channel mean and (population) std in [0, 1] of uint8 Tensor[N, C, H, W], in float64 chunks."""
-    c = images.shape[1]
-    total = torch.zeros(c, dtype=torch.float64)
-    total_sq = torch.zeros(c, dtype=torch.float64)
+    sums = ChannelSums(images.shape[1])
     for start in range(0, images.shape[0], chunk):
-        block = images[start:start + chunk].to(torch.float64).div_(255.0)
-        total += block.sum(dim=(0, 2, 3))
-        total_sq += block.square().sum(dim=(0, 2, 3))
-    count = images.shape[0] * images.shape[2] * images.shape[3]
-    mean = total / count
-    std = (total_sq / count - mean.square()).clamp_min(0.0).sqrt().clamp_min(1e-3)
-    return tuple(float(v) for v in mean), tuple(float(v) for v in std)
+        sums.add(images[start:start + chunk])
+    return sums.stats()
 
 
 def val_split(n: int, seed: int, fraction: float = VAL_FRACTION) -> torch.Tensor:
@@ -107,13 +186,17 @@ def val_split(n: int, seed: int, fraction: float = VAL_FRACTION) -> torch.Tensor
     return torch.randperm(n, generator=gen)[:count].sort().values
 
 
-def fingerprint(name: str, options: dict, train: ImageSet, test: ImageSet) -> str:
-    """sha256 hex of the name, the options and every image, label and mask byte of both splits."""
+def fingerprint(name: str, options: dict, train, test) -> str:
+    """sha256 hex of the name, the options, and per split its shape, labels, classes and either the source
+    files' digest (a FileSet, or an ImageSet decoded from files) or every image and mask byte."""
     digest = hashlib.sha256()
     digest.update(canonical_json({"name": name, "options": options}).encode("ascii"))
     for part in (train, test):
-        digest.update(str(tuple(part.images.shape)).encode("ascii"))
-        digest.update(part.images.contiguous().numpy().tobytes())
+        digest.update(str((len(part), *part.shape)).encode("ascii"))
+        if part.digest is not None:
+            digest.update(bytes.fromhex(part.digest))
+        else:
+            digest.update(part.images.contiguous().numpy().tobytes())
         digest.update(part.labels.contiguous().numpy().tobytes())
         if part.masks is not None:
             digest.update(part.masks.contiguous().numpy().tobytes())
@@ -121,13 +204,17 @@ def fingerprint(name: str, options: dict, train: ImageSet, test: ImageSet) -> st
     return digest.hexdigest()
 
 
-def make_dataset(name: str, train: ImageSet, test: ImageSet, options: dict, seed: int = 0) -> Dataset:
-    """Wraps two splits: statistics from train, a seeded validation split, the fingerprint."""
-    if train.images.shape[1:] != test.images.shape[1:]:
-        raise ValueError(f"train and test images should have one shape, got {tuple(train.images.shape[1:])} "
-                         f"and {tuple(test.images.shape[1:])}")
+def make_dataset(name: str, train, test, options: dict, seed: int = 0, read_options: dict | None = None) -> Dataset:
+    """Wraps two splits (both ImageSet or both FileSet): statistics from train, a seeded validation split,
+    the fingerprint."""
+    if type(train) is not type(test):
+        raise ValueError(f"train and test should both be ImageSet or both FileSet, got {type(train).__name__} "
+                         f"and {type(test).__name__}")
+    if train.shape != test.shape:
+        raise ValueError(f"train and test images should have one shape, got {train.shape} and {test.shape}")
     if train.classes != test.classes:
         raise ValueError(f"train and test should have the same classes, got {train.classes} and {test.classes}")
-    mean, std = channel_stats(train.images)
+    mean, std = train.channel_stats()
     return Dataset(name=name, train=train, test=test, val_index=val_split(len(train), seed), mean=mean, std=std,
-                   fingerprint=fingerprint(name, options, train, test), options=dict(options))
+                   fingerprint=fingerprint(name, options, train, test), options=dict(options),
+                   read_options=dict(read_options or {}))

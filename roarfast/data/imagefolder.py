@@ -1,19 +1,27 @@
 """JPEG trees in ImageFolder layout (root/train/<class>/*.jpg, root/val|test/<class>/*.jpg) decoded by
 NVIDIA DALI to the deterministic evaluation canvas: resize the shorter side to `resize`, center crop
-`crop` x `crop`, uint8 [N, 3, crop, crop] held in memory (the attribution and masking canvas, DESIGN.md
-section 2). Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU.
+`crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas, DESIGN.md section 2).
+Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU.
+
+A tree whose canvases fit in memory is decoded once into ImageSets; a larger one (or any, with
+stream=True) becomes FileSets that the StreamLoader decodes batch by batch. Both fingerprint the same
+way, from the files' names and bytes, so one tree is one dataset whichever way it is read; a streamed
+split's digest, statistics and undecodable files are measured once and cached (roarfast.data.cache).
 
 Sample i of a split is the i-th file in sorted (class, file name) order: the reader is given each
 file's index as its label, so the canvas is filled by index whatever order DALI delivers.
 """
 
+import hashlib
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
-from roarfast.data.base import ImageSet
+from roarfast.data import cache
+from roarfast.data.base import ChannelSums, FileSet, ImageSet
 from roarfast.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -22,6 +30,10 @@ log = logging.getLogger(__name__)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 #: names of the held-out split, in the order they are looked for
 TEST_SPLITS = ("val", "test")
+#: share of the memory available at load time the decoded canvases may take before stream="auto" streams
+IN_MEMORY_SHARE = 0.5
+#: files read at once while hashing a split (reads wait on the disk; hashlib releases the GIL)
+HASH_THREADS = 8
 
 
 def class_names(split_dir: Path) -> list[str]:
@@ -90,21 +102,89 @@ def _pipeline(split_dir, files, resize, crop, batch_size, num_threads, device_id
     return canvas()
 
 
-def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None, batch_size: int = 64,
-                 num_threads: int | None = None) -> torch.Tensor:
-    """uint8 Tensor[N, 3, crop, crop] (CPU) of files (relative to split_dir), row i = files[i]."""
+def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None, batch_size: int = 64,
+                   num_threads: int | None = None):
+    """Yields (index (int64 Tensor[B], CPU), canvases (uint8 Tensor[B, 3, crop, crop] on the decoder's
+    device)) over files (relative to split_dir), each file once; index i = files[i]."""
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
     pipe = _pipeline(split_dir, files, resize, crop, min(batch_size, len(files)), num_threads or os.cpu_count() or 1,
                      device_id)
     pipe.build()
-    out = torch.empty(len(files), 3, crop, crop, dtype=torch.uint8)
     iterator = DALIGenericIterator([pipe], ["images", "index"], reader_name="Reader",
                                    last_batch_policy=LastBatchPolicy.PARTIAL)
     for batch in iterator:
         data = batch[0]
-        out[data["index"].view(-1).long().cpu()] = data["images"].cpu()
+        yield data["index"].view(-1).long().cpu(), data["images"]
+
+
+def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None, batch_size: int = 64,
+                 num_threads: int | None = None) -> torch.Tensor:
+    """uint8 Tensor[N, 3, crop, crop] (CPU) of files (relative to split_dir), row i = files[i]."""
+    out = torch.empty(len(files), 3, crop, crop, dtype=torch.uint8)
+    for index, images in decode_batches(split_dir, files, resize, crop, device_id, batch_size, num_threads):
+        out[index] = images.cpu()
     return out
+
+
+def measure_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
+                  batch_size: int = 64) -> ChannelSums:
+    """Per-channel sums over the decoded canvases of files, decoded batch by batch and not kept."""
+    from roarfast.progress import progress_bar
+
+    sums = ChannelSums(3)
+    with progress_bar(total=len(files), desc=f"measure {split_dir.name}") as bar:
+        for index, images in decode_batches(split_dir, files, resize, crop, device_id, batch_size):
+            sums.add(images)
+            bar.update(index.shape[0])
+    return sums
+
+
+def files_digest(split_dir: Path, files: list[str]) -> str:
+    """sha256 hex over each file's name and the sha256 of its bytes, in row order."""
+
+    def file_hash(name):
+        return hashlib.sha256((split_dir / name).read_bytes()).digest()
+
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        hashes = list(pool.map(file_hash, files))
+    total = hashlib.sha256()
+    for name, file_sha in zip(files, hashes):
+        total.update(os.fsencode(name) + b"\0" + file_sha)
+    return total.hexdigest()
+
+
+def _bad_files_error(split_dir: Path, bad: list[str]) -> UserError:
+    return UserError(f"cannot decode {len(bad)} image(s) in {split_dir}: {', '.join(bad[:10])}"
+                     f"{' ...' if len(bad) > 10 else ''} (skip_bad=True skips them)")
+
+
+def _without(files: list[str], labels: list[int], bad: list[str], split_dir: Path, skip_bad: bool):
+    """(files, labels) without the undecodable `bad` ones: an error naming them unless skip_bad."""
+    if not bad:
+        return files, labels
+    if not skip_bad:
+        raise _bad_files_error(split_dir, bad)
+    for name in bad:
+        log.warning("skipping undecodable image %s", split_dir / name)
+    bad = set(bad)
+    kept = [i for i, name in enumerate(files) if name not in bad]
+    return [files[i] for i in kept], [labels[i] for i in kept]
+
+
+def _decode_checked(split_dir: Path, files: list[str], labels: list[int], skip_bad: bool, decode):
+    """(files, labels, bad files, decode(files)) with undecodable files named, or dropped when skip_bad."""
+    try:
+        return files, labels, [], decode(files)
+    except RuntimeError as err:
+        # DALI's message does not reliably name the file: find the culprits with a full decode
+        bad = undecodable(split_dir, files)
+        if not bad:
+            raise
+        if not skip_bad:
+            raise _bad_files_error(split_dir, bad) from err
+        files, labels = _without(files, labels, bad, split_dir, skip_bad)
+        return files, labels, bad, decode(files)
 
 
 def _decoder_device(device: str):
@@ -120,24 +200,55 @@ def _decoder_device(device: str):
     raise UserError(f"imagefolder device should be auto, cpu or gpu, got {device!r}")
 
 
-def _load_split(split_dir, classes, resize, crop, skip_bad, device_id, batch_size):
-    classes, files, labels = list_tree(split_dir, classes)
+def _load_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size) -> ImageSet:
+    """One split decoded into memory."""
+    files, labels, _, images = _decode_checked(split_dir, files, labels, skip_bad,
+                                               lambda f: decode_split(split_dir, f, resize, crop, device_id, batch_size))
+    return ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None, classes=classes,
+                    digest=files_digest(split_dir, files))
+
+
+def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size,
+                  measure: bool) -> FileSet:
+    """One split left on disk: decoded once to find undecodable files (and, with measure, the channel
+    statistics), digested, and the results cached by the files' names, sizes and times."""
+    canvas = {"resize": resize, "crop": crop}
+    decoder = "cpu" if device_id is None else "gpu"  # the two decoders differ by a few levels
+    key = cache.listing_key("imagefolder", split_dir, files, {**canvas, "decoder": decoder, "measure": measure})
+    record = cache.read("imagefolder", key)
+    if record is None:
+        def decode(kept):
+            return measure_split(split_dir, kept, resize, crop, device_id, batch_size).to_dict()
+
+        files, labels, bad, sums = _decode_checked(split_dir, files, labels, skip_bad, decode)
+        record = {"bad": bad, "sums": sums if measure else None, "digest": files_digest(split_dir, files)}
+        cache.write("imagefolder", key, record)
+    else:
+        files, labels = _without(files, labels, record["bad"], split_dir, skip_bad)
+    stats = ChannelSums.from_dict(record["sums"]).stats() if measure else None
+    return FileSet(root=split_dir, files=files, labels=torch.tensor(labels, dtype=torch.int64), classes=classes,
+                   shape=(3, crop, crop), canvas=canvas, digest=record["digest"], stats=stats)
+
+
+def available_memory() -> int:
+    """Bytes of memory available to new allocations now (MemAvailable; free pages where there is none)."""
     try:
-        images = decode_split(split_dir, files, resize, crop, device_id, batch_size)
-    except RuntimeError as err:
-        # DALI's message does not reliably name the file: find the culprits with a full decode
-        bad = undecodable(split_dir, files)
-        if not bad:
-            raise
-        if not skip_bad:
-            raise UserError(f"cannot decode {len(bad)} image(s) in {split_dir}: {', '.join(bad[:10])}"
-                            f"{' ...' if len(bad) > 10 else ''} (skip_bad=True skips them)") from err
-        for name in bad:
-            log.warning("skipping undecodable image %s", split_dir / name)
-        kept = [i for i, name in enumerate(files) if name not in set(bad)]
-        files, labels = [files[i] for i in kept], [labels[i] for i in kept]
-        images = decode_split(split_dir, files, resize, crop, device_id, batch_size)
-    return ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None, classes=classes)
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def wants_stream(stream, images: int, crop: int) -> bool:
+    """Whether to stream: stream=True/False decides; "auto" streams when the uint8 canvases of `images`
+    images would take more than IN_MEMORY_SHARE of the available memory."""
+    if isinstance(stream, bool):
+        return stream
+    if stream != "auto":
+        raise UserError(f"imagefolder: stream should be auto, true or false, got {stream!r}")
+    return images * 3 * crop * crop > IN_MEMORY_SHARE * available_memory()
 
 
 def check_canvas(resize: int, crop: int) -> None:
@@ -157,17 +268,25 @@ def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
 
 
 def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: bool = False, device: str = "auto",
-                     test_split: str | None = None, batch_size: int = 64):
-    """(train, test) ImageSets of the tree at data_dir: data_dir/train and data_dir/<test_split> (default:
-    val, else test), canvas = shorter side resized to `resize`, center `crop` x `crop`.
+                     test_split: str | None = None, batch_size: int = 64, stream="auto"):
+    """(train, test) splits of the tree at data_dir: data_dir/train and data_dir/<test_split> (default: val,
+    else test), canvas = shorter side resized to `resize`, center `crop` x `crop`.
 
     skip_bad: log and drop images that cannot be decoded instead of failing with their names.
     device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device).
+    stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
+        decodes them into memory (ImageSets), "auto" streams when the canvases would not fit (wants_stream).
     """
     root = Path(data_dir)
     check_canvas(resize, crop)
     train_dir, test_dir = split_dirs(root, test_split)
     device_id = _decoder_device(device)
-    train = _load_split(train_dir, None, resize, crop, skip_bad, device_id, batch_size)
-    test = _load_split(test_dir, train.classes, resize, crop, skip_bad, device_id, batch_size)
-    return train, test
+    classes, train_files, train_labels = list_tree(train_dir)
+    _, test_files, test_labels = list_tree(test_dir, classes)
+    common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad, device_id=device_id,
+                  batch_size=batch_size)
+    if wants_stream(stream, len(train_files) + len(test_files), crop):
+        return (_stream_split(train_dir, train_files, train_labels, measure=True, **common),
+                _stream_split(test_dir, test_files, test_labels, measure=False, **common))
+    return (_load_split(train_dir, train_files, train_labels, **common),
+            _load_split(test_dir, test_files, test_labels, **common))

@@ -4,6 +4,9 @@ A batch is an index gather of uint8 images, then (optionally) ROAR/KAR masking f
 (ops.mask_normalize), then augmentation as one more gather (random translate with zero padding, which is
 the dataset mean after normalization, and random horizontal flip). Masking comes before augmentation:
 ranks are aligned with the unaugmented canvas the attributions were computed on.
+
+`split_loader` picks the loader of a split: this one for images in memory, the StreamLoader
+(roarfast.data.stream) for a tree streamed from disk; both yield the same batches.
 """
 
 from dataclasses import dataclass
@@ -11,6 +14,10 @@ from dataclasses import dataclass
 import torch
 
 from roarfast import ops
+
+#: share of free GPU memory a split's uint8 images may take to live on the device; beyond it they stay in
+#: pinned host memory and each batch is gathered there and copied over
+DEVICE_RESIDENT_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ class DeviceLoader:
             raise ValueError(f"ranks should be Tensor[{images.shape[0]}, {images.shape[2]}, {images.shape[3]}] "
                              f"(or with channels) aligned with the images, got {tuple(ranks.shape)}")
         self.device = torch.device(device)
-        self.images = images.to(self.device)
+        self.images = _resident(images, self.device)
         self.labels = labels.to(self.device)
         self.ranks = ranks.to(self.device) if ranks is not None else None
         self.fraction = fraction
@@ -77,13 +84,16 @@ class DeviceLoader:
     def gather(self, index: torch.Tensor) -> torch.Tensor:
         """Masked, normalized images at `index` (int64 Tensor[B]) -> Tensor[B, C, H, W] of out_dtype."""
         ranks = self.ranks[index] if self.ranks is not None else None
-        return ops.mask_normalize(self.images[index], ranks, self.fraction, self.fill, self.keep, mean=self.mean,
+        images = self.images[index.to(self.images.device)].to(self.device, non_blocking=True)
+        return ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean,
                                   std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
 
     def batches(self, index: torch.Tensor, batch_size: int, *, shuffle: bool = False, augment_spec=None,
-                generator: torch.Generator | None = None, drop_last: bool = False, shard: tuple[int, int] = (0, 1)):
+                generator: torch.Generator | None = None, drop_last: bool = False, shard: tuple[int, int] = (0, 1),
+                with_index: bool = False):
         """Yields (x (Tensor[B, C, H, W]), y (int64 Tensor[B])) over the samples `index` (int64 Tensor[M]),
-        shuffled and augmented with `generator` (on this loader's device) when asked.
+        shuffled and augmented with `generator` (on this loader's device) when asked, plus the sample
+        indices (int64 Tensor[B]) when with_index.
 
         shard (rank, world size): data-parallel ranks with equally seeded generators shuffle alike and each
         take every world-th row of a batch of `batch_size`.
@@ -99,4 +109,30 @@ class DeviceLoader:
             x = self.gather(rows)
             if augment_spec is not None:
                 x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
-            yield x, self.labels[rows]
+            yield (x, self.labels[rows], rows) if with_index else (x, self.labels[rows])
+
+
+def _resident(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """images on `device`; on a GPU with too little free memory, in pinned host memory instead."""
+    if device.type != "cuda":
+        return images.to(device)
+    free, _ = torch.cuda.mem_get_info(device)
+    if images.numel() * images.element_size() <= DEVICE_RESIDENT_SHARE * free:
+        return images.to(device)
+    return images.pin_memory()
+
+
+def split_loader(ds, split: str, device, *, ranks=None, **options):
+    """The loader of `split` of dataset ds on device: DeviceLoader for images in memory, StreamLoader for a
+    streamed FileSet. ranks: Tensor, RankRecord (a StreamLoader reads its memory map row by row, a
+    DeviceLoader reads it whole) or None; options: fraction, keep, fill, out_dtype, channels_last."""
+    from roarfast.data.base import FileSet
+
+    part = ds.split(split)
+    if isinstance(part, FileSet):
+        from roarfast.data.stream import StreamLoader
+
+        return StreamLoader(part, ds.mean, ds.std, device, ranks=ranks, **options)
+    if ranks is not None and not isinstance(ranks, torch.Tensor):
+        ranks = ranks.tensor()
+    return DeviceLoader(part.images, part.labels, ds.mean, ds.std, device, ranks=ranks, **options)

@@ -13,7 +13,7 @@ DATASETS = {
     "imagefolder": "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
 }
 #: options that change how data is read, not what it is (the data bytes are hashed anyway)
-_NOT_IN_FINGERPRINT = ("data_dir", "device", "batch_size")
+_NOT_IN_FINGERPRINT = ("data_dir", "device", "batch_size", "stream")
 
 
 def _loader(name: str):
@@ -37,7 +37,7 @@ def load_dataset(name: str = "embedded", data_dir=None, **options) -> Dataset:
         name: "embedded", "cifar10", "cifar100" or "imagefolder".
         data_dir: the files' root (not used by "embedded").
         options: the loader's keyword arguments (embedded: num_train, num_test, seed, copies; cifar: download;
-            imagefolder: resize, crop, skip_bad, device); `val_seed` picks the validation split (default: the
+            imagefolder: resize, crop, skip_bad, device, stream); `val_seed` picks the validation split (default: the
             embedded dataset's seed, else 0).
 
     Returns:
@@ -63,4 +63,5 @@ def load_dataset(name: str = "embedded", data_dir=None, **options) -> Dataset:
     train, test = load(**resolved)
     fingerprint_options = {key: value for key, value in resolved.items() if key not in _NOT_IN_FINGERPRINT}
     fingerprint_options["val_seed"] = val_seed
-    return make_dataset(name, train, test, fingerprint_options, seed=val_seed)
+    read_options = {key: value for key, value in resolved.items() if key in _NOT_IN_FINGERPRINT and key != "data_dir"}
+    return make_dataset(name, train, test, fingerprint_options, seed=val_seed, read_options=read_options)

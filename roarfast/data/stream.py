@@ -1,6 +1,6 @@
-"""Batches streamed from a JPEG tree too large for memory: DALI decodes each batch to the evaluation
-canvas (load_imagefolder's resize-shorter + center crop), then ROAR/KAR masking (ops.mask_normalize)
-and augmentation as in DeviceLoader.
+"""Batches streamed from a JPEG tree too large for memory (a FileSet from load_imagefolder): DALI
+decodes each batch to the evaluation canvas (resize-shorter + center crop), then ROAR/KAR masking
+(ops.mask_normalize) and augmentation as in DeviceLoader.
 
 Alignment: one per-sample `fn.external_source` callback maps DALI's `sample_info.idx_in_epoch` to a
 sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from roarfast import ops
-from roarfast.data.imagefolder import check_canvas, class_names, decode_canvas, list_tree, split_dirs
+from roarfast.data.base import FileSet
+from roarfast.data.imagefolder import decode_canvas
 from roarfast.data.loader import augment
 from roarfast.store import RankRecord
 
@@ -47,33 +48,29 @@ class _Samples:
 
 
 class StreamLoader:
-    """One split of the ImageFolder tree at data_dir, decoded batch by batch (DALI; the mixed GPU decoder
-    when `device` is CUDA, a CPU pipeline otherwise).
+    """One streamed split, decoded batch by batch (DALI; the mixed GPU decoder when `device` is CUDA, a
+    CPU pipeline otherwise).
 
     Args:
-        data_dir: tree root (data_dir/train, data_dir/val|test, see load_imagefolder).
-        split: "train" or "test" (the test split is val, else test, unless test_split names it).
+        files (FileSet): the split (load_imagefolder(..., stream=True)); its canvas options decide the decode.
         mean, std: per channel in [0, 1] pixel space.
         ranks (RankRecord, or ndarray/Tensor[N, H, W] or [N, C, H, W], or None): ranks of the split, row i =
             sample i; read one row per sample (a RankRecord's memory map stays on disk). None = no masking.
         fraction, keep, fill, out_dtype, channels_last: as for DeviceLoader.
-        resize, crop: the canvas, as for load_imagefolder.
         num_threads: DALI CPU threads (default: all cores).
     """
 
-    def __init__(self, data_dir, split: str, mean, std, device, *, ranks=None, fraction: float = 0.0,
-                 keep: bool = False, fill=None, out_dtype=torch.float32, channels_last: bool = False,
-                 resize: int = 256, crop: int = 224, test_split: str | None = None, num_threads: int | None = None):
-        check_canvas(resize, crop)
-        if split not in ("train", "test"):
-            raise ValueError(f"split should be 'train' or 'test', got {split!r}")
-        train_dir, test_dir = split_dirs(Path(data_dir), test_split)
-        self.split_dir = train_dir if split == "train" else test_dir
-        self.classes, self.files, labels = list_tree(self.split_dir, class_names(train_dir))
-        self.ranks = None if ranks is None else self._check_ranks(ranks, crop)
+    def __init__(self, files: FileSet, mean, std, device, *, ranks=None, fraction: float = 0.0, keep: bool = False,
+                 fill=None, out_dtype=torch.float32, channels_last: bool = False, num_threads: int | None = None):
+        if not isinstance(files, FileSet):
+            raise ValueError(f"files should be a FileSet (a streamed split), got {type(files).__name__}")
+        self.split_dir = Path(files.root)
+        self.files = files.files
+        self.classes = files.classes
+        self.resize, self.crop = files.canvas["resize"], files.canvas["crop"]
+        self.ranks = None if ranks is None else self._check_ranks(ranks, self.crop)
         self.device = torch.device(device)
-        self.labels = torch.tensor(labels, dtype=torch.int64, device=self.device)
-        self.resize, self.crop = resize, crop
+        self.labels = files.labels.to(self.device)
         self.fraction, self.keep = fraction, keep
         self.fill = torch.tensor(fill if fill is not None else [0.0] * 3, dtype=torch.float32, device=self.device)
         self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device)

@@ -27,7 +27,7 @@ def random(model, batch, target, params):
     return scores.to(batch.x.device)
 
 
-@register("sobel", target="none")
+@register("sobel", target="none", seeded=False)
 def sobel(model, batch, target, params):
     """Per-channel Sobel magnitude sqrt(Gx^2 + Gy^2) of the (normalized) input, summed over channels ->
     float32 Tensor[B, 1, H, W]. Borders are replicated so that the image edge is not an edge."""
@@ -40,7 +40,7 @@ def sobel(model, batch, target, params):
     return torch.sqrt(gx * gx + gy * gy).sum(1, keepdim=True)
 
 
-@register("oracle", target="none")
+@register("oracle", target="none", seeded=False)
 def oracle(model, batch, target, params):
     """The ground-truth importance mask as float32 Tensor[B, 1, H, W] (1 = important)."""
     if batch.gt_mask is None:

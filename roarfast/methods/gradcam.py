@@ -24,7 +24,7 @@ def cam_layer(model: nn.Module, name: str | None) -> nn.Module:
         raise UserError(f"gradcam_layer {name!r} is not a module of {type(model).__name__}; modules: {names}") from None
 
 
-@register("gradcam", target="own")
+@register("gradcam", target="own", seeded=False)
 def gradcam(model, batch, target, params):
     """Grad-CAM at params.gradcam_layer (default model.cam_layer) -> float32 Tensor[B, 1, H, W]."""
     layer = cam_layer(model, params.gradcam_layer)

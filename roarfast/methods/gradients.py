@@ -96,19 +96,19 @@ def rows_per_input(base: str, params) -> int:
     return params.ig_steps if base == "ig" else 1
 
 
-@register("grad", target="own", compilable=True)
+@register("grad", target="own", compilable=True, seeded=False)
 def grad(model, batch, target, params):
     """Vanilla gradient d logit_target / d x -> Tensor[B, C, H, W]."""
     return input_attribution(model, batch.x, target, params, "grad")
 
 
-@register("ig", compilable=True)
+@register("ig", compilable=True, seeded=False)
 def ig(model, batch, target, params):
     """Integrated gradients from params.ig_baseline -> Tensor[B, C, H, W]."""
     return input_attribution(model, batch.x, target, params, "ig")
 
 
-@register("gb", target="own")
+@register("gb", target="own", seeded=False)
 def gb(model, batch, target, params):
     """Guided backprop -> Tensor[B, C, H, W]."""
     return input_attribution(model, batch.x, target, params, "gb")

@@ -35,29 +35,32 @@ class Estimator:
     #: correct under torch.compile; False for estimators that hook modules (guided backprop's ReLU
     #: hooks are silently dropped by a compiled graph) and for anything not checked
     compilable: bool = False
+    #: its maps depend on params.seed (random draws); False lets a new seed reuse stored ranks
+    seeded: bool = True
 
 
 _ESTIMATORS: dict[str, Estimator] = {}
 
 
-def register(name: str, target: str = "given", compilable: bool = False):
+def register(name: str, target: str = "given", compilable: bool = False, seeded: bool = True):
     """Decorator: registers `fn(model, batch, target, params) -> Tensor` under `name`; `target` is one of
-    TARGET_MODES; `compilable` says its maps stay right when the model is torch.compile'd."""
+    TARGET_MODES; `compilable` says its maps stay right when the model is torch.compile'd; seeded=False
+    says they do not depend on params.seed."""
 
     def decorate(fn):
-        _add(Estimator(name, fn, target, compilable=compilable))
+        _add(Estimator(name, fn, target, compilable=compilable, seeded=seeded))
         return fn
 
     return decorate
 
 
-def register_shared(*names: str, target: str = "given", compilable: bool = False):
+def register_shared(*names: str, target: str = "given", compilable: bool = False, seeded: bool = True):
     """Decorator: registers `fn(model, batch, target, params, names) -> dict[str, Tensor]` computing any
     subset of `names` from one piece of shared work."""
 
     def decorate(fn):
         for name in names:
-            _add(Estimator(name, fn, target, shared=tuple(names), compilable=compilable))
+            _add(Estimator(name, fn, target, shared=tuple(names), compilable=compilable, seeded=seeded))
         return fn
 
     return decorate
@@ -79,6 +82,11 @@ def get(name: str) -> Estimator:
 def compilable(name: str) -> bool:
     """Whether `name`'s maps stay right under torch.compile (Captum methods: not checked, so no)."""
     return not name.startswith(CAPTUM_PREFIX) and get(name).compilable
+
+
+def seeded(name: str) -> bool:
+    """Whether `name`'s maps depend on the seed (Captum methods: assumed so, e.g. NoiseTunnel)."""
+    return name.startswith(CAPTUM_PREFIX) or get(name).seeded
 
 
 def known_methods() -> list[str]:
