@@ -170,6 +170,10 @@ def bench_retrain(args, device):
             "target": "CPU <= 30 s" if device.type == "cpu" else "-", "images_per_s": n * result.epochs / took}
 
 
+#: JPEG stages: one timed pass after one untimed one, which pays worker start-up and DALI's initialization
+ONE_WARM_RUN = {"repeats": 1, "warmup": 1}
+
+
 def bench_jpeg(args, device):
     """An ImageFolder tree to the uint8 canvas, whole (decoded into memory) and streamed (one pass of the
     StreamLoader: decode, normalize), each against torchvision ImageFolder + DataLoader doing the same
@@ -197,8 +201,8 @@ def bench_jpeg(args, device):
         load_imagefolder(root, resize=args.jpeg_resize, crop=args.jpeg_crop, skip_bad=True, device=decoder,
                          stream=False)
 
-    t_tv = seconds(lambda: torchvision_load(folders, False), device, repeats=1, warmup=0)
-    t_dali = seconds(dali_load, device, repeats=1, warmup=0)
+    t_tv = seconds(lambda: torchvision_load(folders, False), device, **ONE_WARM_RUN)
+    t_dali = seconds(dali_load, device, **ONE_WARM_RUN)
     baseline_name = f"ImageFolder+DataLoader ({args.workers} workers)"
     rows = [{"stage": f"jpeg-load {root.name} ({n} files, {args.jpeg_crop}px canvas)", "ours": n / t_dali,
              "baseline": n / t_tv, "unit": "img/s", "ratio": t_tv / t_dali, "baseline_name": baseline_name,
@@ -216,8 +220,8 @@ def bench_jpeg(args, device):
         for _ in loader.batches(torch.arange(len(train)), 64):
             pass
 
-    t_tv = seconds(lambda: torchvision_load([train_folder], True), device, repeats=1, warmup=0)
-    t_stream = seconds(stream_pass, device, repeats=1, warmup=0)
+    t_tv = seconds(lambda: torchvision_load([train_folder], True), device, **ONE_WARM_RUN)
+    t_stream = seconds(stream_pass, device, **ONE_WARM_RUN)
     rows.append({"stage": f"jpeg-stream {root.name} train ({len(train)} files, normalized batches)",
                  "ours": len(train) / t_stream, "baseline": len(train) / t_tv, "unit": "img/s",
                  "ratio": t_tv / t_stream, "baseline_name": baseline_name, "target": "GPU >= 3x"})

@@ -8,16 +8,15 @@ stream=True) becomes FileSets that the StreamLoader decodes batch by batch. Both
 way, from the files' names and bytes, so one tree is one dataset whichever way it is read; a streamed
 split's digest, statistics and undecodable files are measured once and cached (roarfast.data.cache).
 
-Sample i of a split is the i-th file in sorted (class, file name) order: the reader is given each
-file's index as its label, so the canvas is filled by index whatever order DALI delivers.
+Sample i of a split is the i-th file in sorted (class, file name) order; DALI delivers each canvas
+with its file's index (roarfast.data.dali), so the canvas is filled by index whatever the order.
 """
 
-import hashlib
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from roarfast.data import cache
@@ -32,8 +31,6 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 TEST_SPLITS = ("val", "test")
 #: share of the memory available at load time the decoded canvases may take before stream="auto" streams
 IN_MEMORY_SHARE = 0.5
-#: files read at once while hashing a split (reads wait on the disk; hashlib releases the GIL)
-HASH_THREADS = 8
 
 
 def class_names(split_dir: Path) -> list[str]:
@@ -78,80 +75,54 @@ def undecodable(split_dir: Path, files: list[str]) -> list[str]:
     return bad
 
 
-def decode_canvas(encoded, resize: int, crop: int, device_id):
-    """DALI graph (call inside a pipeline definition): encoded image files (uint8 buffers) -> the uint8
-    [3, crop, crop] canvas, decoded on the CPU (device_id None) or by the mixed GPU decoder."""
-    from nvidia.dali import fn, types
-
-    images = fn.decoders.image(encoded, device="cpu" if device_id is None else "mixed", output_type=types.RGB)
-    images = fn.resize(images, resize_shorter=resize, interp_type=types.INTERP_LINEAR, antialias=True)
-    # crop_mirror_normalize with the default mean 0 / std 1: a center crop to CHW, kept uint8
-    return fn.crop_mirror_normalize(images, crop=(crop, crop), crop_pos_x=0.5, crop_pos_y=0.5, dtype=types.UINT8,
-                                    output_layout="CHW")
+def default_batch_size(crop: int) -> int:
+    """Images per decode batch: DALI's per-batch overhead dominates small canvases, so more of those."""
+    return max(64, min(1024, 2**20 // (crop * crop)))
 
 
-def _pipeline(split_dir, files, resize, crop, batch_size, num_threads, device_id):
-    from nvidia.dali import fn, pipeline_def
+def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
+                   batch_size: int | None = None, desc: str = "decode"):
+    """Yields dali.canvas_batches' dicts (images, index, digest) over files (relative to split_dir) in
+    order, each file once, with a progress bar."""
+    from roarfast.data.dali import canvas_batches
+    from roarfast.progress import progress_bar
 
-    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=2)
-    def canvas():
-        jpegs, index = fn.readers.file(file_root=str(split_dir), files=files, labels=list(range(len(files))),
-                                       random_shuffle=False, pad_last_batch=True, name="Reader")
-        return decode_canvas(jpegs, resize, crop, device_id), index
-
-    return canvas()
-
-
-def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None, batch_size: int = 64,
-                   num_threads: int | None = None):
-    """Yields (index (int64 Tensor[B], CPU), canvases (uint8 Tensor[B, 3, crop, crop] on the decoder's
-    device)) over files (relative to split_dir), each file once; index i = files[i]."""
-    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
-    pipe = _pipeline(split_dir, files, resize, crop, min(batch_size, len(files)), num_threads or os.cpu_count() or 1,
-                     device_id)
-    pipe.build()
-    iterator = DALIGenericIterator([pipe], ["images", "index"], reader_name="Reader",
-                                   last_batch_policy=LastBatchPolicy.PARTIAL)
-    for batch in iterator:
-        data = batch[0]
-        yield data["index"].view(-1).long().cpu(), data["images"]
+    batch_size = batch_size or default_batch_size(crop)
+    order = np.arange(len(files))
+    plan = [order[start:start + batch_size] for start in range(0, len(files), batch_size)]
+    with progress_bar(total=len(files), desc=f"{desc} {split_dir.name}") as bar:
+        for batch in canvas_batches(split_dir, files, plan, resize, crop, device_id, with_digest=True):
+            yield batch
+            bar.update(batch["index"].shape[0])
 
 
-def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None, batch_size: int = 64,
-                 num_threads: int | None = None) -> torch.Tensor:
-    """uint8 Tensor[N, 3, crop, crop] (CPU) of files (relative to split_dir), row i = files[i]."""
+def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
+                 batch_size: int | None = None) -> tuple[torch.Tensor, str]:
+    """(uint8 Tensor[N, 3, crop, crop] (CPU) of files (relative to split_dir), row i = files[i]; the
+    files' digest, dali.combine_digests)."""
+    from roarfast.data.dali import combine_digests
+
     out = torch.empty(len(files), 3, crop, crop, dtype=torch.uint8)
-    for index, images in decode_batches(split_dir, files, resize, crop, device_id, batch_size, num_threads):
-        out[index] = images.cpu()
-    return out
+    digests = np.empty((len(files), 32), dtype=np.uint8)
+    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size):
+        index = batch["index"].long().cpu()
+        out[index] = batch["images"].cpu()
+        digests[index.numpy()] = batch["digest"].cpu().numpy()
+    return out, combine_digests(files, digests)
 
 
 def measure_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                  batch_size: int = 64) -> ChannelSums:
-    """Per-channel sums over the decoded canvases of files, decoded batch by batch and not kept."""
-    from roarfast.progress import progress_bar
+                  batch_size: int | None = None) -> tuple[ChannelSums, str]:
+    """(per-channel sums over the decoded canvases of files, decoded batch by batch and not kept; the
+    files' digest)."""
+    from roarfast.data.dali import combine_digests
 
     sums = ChannelSums(3)
-    with progress_bar(total=len(files), desc=f"measure {split_dir.name}") as bar:
-        for index, images in decode_batches(split_dir, files, resize, crop, device_id, batch_size):
-            sums.add(images)
-            bar.update(index.shape[0])
-    return sums
-
-
-def files_digest(split_dir: Path, files: list[str]) -> str:
-    """sha256 hex over each file's name and the sha256 of its bytes, in row order."""
-
-    def file_hash(name):
-        return hashlib.sha256((split_dir / name).read_bytes()).digest()
-
-    with ThreadPoolExecutor(HASH_THREADS) as pool:
-        hashes = list(pool.map(file_hash, files))
-    total = hashlib.sha256()
-    for name, file_sha in zip(files, hashes):
-        total.update(os.fsencode(name) + b"\0" + file_sha)
-    return total.hexdigest()
+    digests = np.empty((len(files), 32), dtype=np.uint8)
+    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc="measure"):
+        sums.add(batch["images"])
+        digests[batch["index"].long().cpu().numpy()] = batch["digest"].cpu().numpy()
+    return sums, combine_digests(files, digests)
 
 
 def _bad_files_error(split_dir: Path, bad: list[str]) -> UserError:
@@ -202,10 +173,10 @@ def _decoder_device(device: str):
 
 def _load_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size) -> ImageSet:
     """One split decoded into memory."""
-    files, labels, _, images = _decode_checked(split_dir, files, labels, skip_bad,
-                                               lambda f: decode_split(split_dir, f, resize, crop, device_id, batch_size))
+    files, labels, _, (images, digest) = _decode_checked(
+        split_dir, files, labels, skip_bad, lambda f: decode_split(split_dir, f, resize, crop, device_id, batch_size))
     return ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None, classes=classes,
-                    digest=files_digest(split_dir, files))
+                    digest=digest)
 
 
 def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size,
@@ -218,10 +189,10 @@ def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, dev
     record = cache.read("imagefolder", key)
     if record is None:
         def decode(kept):
-            return measure_split(split_dir, kept, resize, crop, device_id, batch_size).to_dict()
+            return measure_split(split_dir, kept, resize, crop, device_id, batch_size)
 
-        files, labels, bad, sums = _decode_checked(split_dir, files, labels, skip_bad, decode)
-        record = {"bad": bad, "sums": sums if measure else None, "digest": files_digest(split_dir, files)}
+        files, labels, bad, (sums, digest) = _decode_checked(split_dir, files, labels, skip_bad, decode)
+        record = {"bad": bad, "sums": sums.to_dict() if measure else None, "digest": digest}
         cache.write("imagefolder", key, record)
     else:
         files, labels = _without(files, labels, record["bad"], split_dir, skip_bad)
@@ -268,12 +239,13 @@ def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
 
 
 def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: bool = False, device: str = "auto",
-                     test_split: str | None = None, batch_size: int = 64, stream="auto"):
+                     test_split: str | None = None, batch_size: int | None = None, stream="auto"):
     """(train, test) splits of the tree at data_dir: data_dir/train and data_dir/<test_split> (default: val,
     else test), canvas = shorter side resized to `resize`, center `crop` x `crop`.
 
     skip_bad: log and drop images that cannot be decoded instead of failing with their names.
     device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device).
+    batch_size: images per decode batch (default: by canvas size, default_batch_size).
     stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
         decodes them into memory (ImageSets), "auto" streams when the canvases would not fit (wants_stream).
     """

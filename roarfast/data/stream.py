@@ -2,7 +2,7 @@
 decodes each batch to the evaluation canvas (resize-shorter + center crop), then ROAR/KAR masking
 (ops.mask_normalize) and augmentation as in DeviceLoader.
 
-Alignment: one per-sample `fn.external_source` callback maps DALI's `sample_info.idx_in_epoch` to a
+Alignment: the per-sample source of roarfast.data.dali maps DALI's `sample_info.idx_in_epoch` to a
 sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
 and returns file i's encoded bytes, i itself and ranks row i together, so image, label and ranks of a
 sample cannot part. The split's sample i is the i-th file in ImageFolder order, as in load_imagefolder
@@ -17,34 +17,8 @@ import torch
 
 from roarfast import ops
 from roarfast.data.base import FileSet
-from roarfast.data.imagefolder import decode_canvas
 from roarfast.data.loader import augment
 from roarfast.store import RankRecord
-
-
-class _Samples:
-    """Per-sample source: epoch position p = t * width + j is row j of planned batch t; a short batch
-    is padded with its first sample (the padding is cut off after DALI)."""
-
-    def __init__(self, split_dir: Path, files: list[str], ranks, plan: list[np.ndarray], width: int):
-        self.split_dir = split_dir
-        self.files = files
-        self.ranks = ranks
-        self.plan = plan
-        self.width = width
-
-    def __call__(self, sample_info):
-        t, j = divmod(sample_info.idx_in_epoch, self.width)
-        if t >= len(self.plan):
-            raise StopIteration
-        rows = self.plan[t]
-        i = int(rows[j] if j < len(rows) else rows[0])
-        sample = (np.fromfile(self.split_dir / self.files[i], dtype=np.uint8), np.array([i], dtype=np.int64))
-        if self.ranks is None:
-            return sample
-        row = np.ascontiguousarray(self.ranks[i])
-        # DALI's torch bridge has no uint16: the bits travel as int16 and are viewed back as uint16
-        return (*sample, row.view(np.int16) if row.dtype == np.uint16 else row)
 
 
 class StreamLoader:
@@ -97,28 +71,13 @@ class StreamLoader:
     def __len__(self) -> int:
         return len(self.files)
 
-    def _pipeline(self, source: _Samples, width: int):
-        from nvidia.dali import fn, pipeline_def
-
-        device_id = None if self.device.type == "cpu" else (
-            torch.cuda.current_device() if self.device.index is None else self.device.index)
-
-        @pipeline_def(batch_size=width, num_threads=self.num_threads, device_id=device_id, prefetch_queue_depth=2)
-        def stream():
-            outputs = fn.external_source(source=source, num_outputs=2 if self.ranks is None else 3, batch=False)
-            images = decode_canvas(outputs[0], self.resize, self.crop, device_id)
-            ranks = [] if self.ranks is None else [outputs[2] if device_id is None else outputs[2].gpu()]
-            return images, outputs[1], *ranks
-
-        return stream()
-
     def batches(self, index: torch.Tensor, batch_size: int, *, shuffle: bool = False, augment_spec=None,
                 generator: torch.Generator | None = None, drop_last: bool = False, shard: tuple[int, int] = (0, 1),
                 with_index: bool = False):
         """Yields (x (Tensor[B, C, H, W]), y (int64 Tensor[B])) over the samples `index` (int64 Tensor[M]) as
         DeviceLoader.batches does (same order and augmentation for the same generator state), plus the
         sample indices (int64 Tensor[B]) when with_index. Only this shard's rows are decoded."""
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator
+        from roarfast.data.dali import canvas_batches
 
         rank, world = shard
         index = index.to(self.device)
@@ -127,20 +86,14 @@ class StreamLoader:
         stop = index.shape[0] - (index.shape[0] % batch_size if drop_last else 0)
         order = index[:stop].cpu().numpy()
         plan = [order[start:start + batch_size][rank::world] for start in range(0, stop, batch_size)]
-        if not plan:
-            return
-        width = max(len(rows) for rows in plan)
-        pipe = self._pipeline(_Samples(self.split_dir, self.files, self.ranks, plan, width), width)
-        names = ["images", "index"] + ([] if self.ranks is None else ["ranks"])
+        device_id = None if self.device.type == "cpu" else (
+            torch.cuda.current_device() if self.device.index is None else self.device.index)
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
-        for rows, batch in zip(plan, DALIGenericIterator(pipe, names), strict=True):
-            data, n = batch[0], len(rows)
-            images = data["images"][:n].to(self.device, non_blocking=True)
-            rows = data["index"][:n].view(-1).to(self.device, non_blocking=True)
-            ranks = None
-            if self.ranks is not None:
-                ranks = data["ranks"][:n].to(self.device, non_blocking=True)
-                ranks = ranks.view(torch.uint16) if self.ranks.dtype == np.uint16 else ranks
+        for batch in canvas_batches(self.split_dir, self.files, plan, self.resize, self.crop, device_id,
+                                    ranks=self.ranks, num_threads=self.num_threads):
+            images = batch["images"].to(self.device, non_blocking=True)
+            rows = batch["index"].to(self.device, non_blocking=True)
+            ranks = batch["ranks"].to(self.device, non_blocking=True) if self.ranks is not None else None
             x = ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean, std=self.std,
                                    out_dtype=self.out_dtype, channels_last=self.channels_last)
             if augment_spec is not None:
