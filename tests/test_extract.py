@@ -90,6 +90,46 @@ def test_resume_after_a_kill_redoes_only_unfinished_chunks(run_dir, dataset, mon
     assert torch.equal(resumed, RankStore(run_dir).read("grad", "train").tensor())
 
 
+def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir, dataset, monkeypatch):
+    """grad killed after 2 of its 4 train chunks (64 rows each), then grad and sobel together in batches
+    of 24 that straddle chunks: rows 0..127 are computed for sobel alone, the rest for both, each once;
+    both stores equal fresh extractions."""
+    from roarfast.store import RankWriter
+
+    real_write = RankWriter.write_chunk
+    written = []
+
+    def dying_write(self, chunk, ranks, maps=None):
+        if len(written) == 2:
+            raise KeyboardInterrupt("killed")
+        written.append(chunk)
+        return real_write(self, chunk, ranks, maps)
+
+    monkeypatch.setattr(RankWriter, "write_chunk", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        extract_quiet(run_dir, dataset, methods="grad", splits=("train",))
+    monkeypatch.setattr(RankWriter, "write_chunk", real_write)
+
+    import roarfast.methods
+
+    original = roarfast.methods.compute_maps
+    computed = []
+
+    def counting(model, batch, methods, params=None):
+        computed.extend((int(i), tuple(sorted(methods))) for i in batch.index)
+        return original(model, batch, methods, params)
+
+    monkeypatch.setattr(roarfast.methods, "compute_maps", counting)
+    extract_quiet(run_dir, dataset, methods="grad,sobel", splits=("train",), batch_size=24)
+    expected = [(i, ("sobel",)) for i in range(128)] + [(i, ("grad", "sobel")) for i in range(128, 200)]
+    assert sorted(computed) == expected
+    resumed = {m: RankStore(run_dir).read(m, "train").tensor() for m in ("grad", "sobel")}
+    monkeypatch.setattr(roarfast.methods, "compute_maps", original)
+    extract_quiet(run_dir, dataset, methods="grad,sobel", splits=("train",), force=True)
+    for m, ranks in resumed.items():
+        assert torch.equal(ranks, RankStore(run_dir).read(m, "train").tensor()), m
+
+
 def test_complete_store_is_a_noop_unless_forced(run_dir, dataset, monkeypatch):
     extract_quiet(run_dir, dataset, methods="grad", splits=("test",))
     import roarfast.methods
