@@ -12,9 +12,31 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
+#include <cstring>
 #include <string>
 
 namespace roarfast {
+
+// The bits of a float and back (rank keys, the noise math's exponent split), on host and device.
+ROARFAST_HD uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+ROARFAST_HD float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
 
 // "scores" should be on cpu, got cuda:0 -> one place for the wording.
 inline void check_same_device(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {

@@ -45,18 +45,68 @@ ROARFAST_HD Philox4 philox4x32_10(Philox4 counter, uint32_t k0, uint32_t k1) {
   return counter;
 }
 
-// A uniform in (0, 1] from the top 24 bits of a word: never 0, so its log is finite.
-ROARFAST_HD float uniform_open0(uint32_t w) { return static_cast<float>((w >> 8) + 1u) * 5.9604644775390625e-8f; }
+// A uniform in (0, 1] from the top 24 bits of a word: never 0, so its log is finite. (Through int32:
+// the value fits, and signed conversion vectorizes where unsigned does not.)
+ROARFAST_HD float uniform_open0(uint32_t w) {
+  return static_cast<float>(static_cast<int32_t>((w >> 8) + 1u)) * 5.9604644775390625e-8f;
+}
 
 // A uniform in [0, 1) from the top 24 bits of a word.
-ROARFAST_HD float uniform_open1(uint32_t w) { return static_cast<float>(w >> 8) * 5.9604644775390625e-8f; }
+ROARFAST_HD float uniform_open1(uint32_t w) {
+  return static_cast<float>(static_cast<int32_t>(w >> 8)) * 5.9604644775390625e-8f;
+}
+
+// Natural log of a positive normal float, to about 1 ulp, in plain branch-free arithmetic: no libm
+// call and no data-dependent branch, so the CPU loop over 8 blocks vectorizes, and CPU and GPU
+// evaluate the same polynomial. u = m * 2^e with m in [sqrt(1/2), sqrt(2)), split by integer
+// arithmetic on the bits (offsetting by sqrt(1/2)'s bits puts the exponent boundary there);
+// ln(m) = x - x^2/2 + x^3 P(x), x = m - 1, with Cephes' single-precision minimax coefficients;
+// ln 2 split in two parts so that e * ln 2 adds no rounding of its own.
+ROARFAST_HD float log_positive(float u) {
+  constexpr uint32_t kSqrtHalfBits = 0x3F3504F3u;
+  const int32_t shifted = static_cast<int32_t>(float_bits(u) - kSqrtHalfBits);
+  const float e = static_cast<float>(shifted >> 23);  // arithmetic shift: floor
+  const float x = bits_float((static_cast<uint32_t>(shifted) & 0x007FFFFFu) + kSqrtHalfBits) - 1.0f;
+  const float z = x * x;
+  float p = 7.0376836292e-2f;
+  p = p * x - 1.1514610310e-1f;
+  p = p * x + 1.1676998740e-1f;
+  p = p * x - 1.2420140846e-1f;
+  p = p * x + 1.4249322787e-1f;
+  p = p * x - 1.6668057665e-1f;
+  p = p * x + 2.0000714765e-1f;
+  p = p * x - 2.4999993993e-1f;
+  p = p * x + 3.3333331174e-1f;
+  const float y = x * z * p + e * -2.12194440e-4f - 0.5f * z;
+  return x + y + e * 0.693359375f;
+}
+
+// sin and cos of 2*pi*t for t in [0, 1), branch-free like log_positive. The reduction is in quarter
+// turns: 4t = q + f exactly on t's 24-bit grid, so the only rounding is f * pi/2; sine and cosine of
+// f * pi/2 in [-pi/4, pi/4] by Cephes' single-precision polynomials, then rotated by q quarters
+// with bit operations (an odd q swaps the two, q's bits pick the signs).
+ROARFAST_HD void sincos_turns(float t, float& sine, float& cosine) {
+  const float r = 4.0f * t;
+  const int32_t q = static_cast<int32_t>(r + 0.5f);  // nearest quarter (r >= 0: truncation is floor)
+  const float x = (r - static_cast<float>(q)) * 1.57079632679489662f;
+  const float x2 = x * x;
+  const float s = x + x * x2 * (-1.6666654611e-1f + x2 * (8.3321608736e-3f + x2 * -1.9515295891e-4f));
+  const float c = 1.0f - 0.5f * x2 +
+                  x2 * x2 * (4.166664568298827e-2f + x2 * (-1.388731625493765e-3f + x2 * 2.443315711809948e-5f));
+  const uint32_t swap = 0u - static_cast<uint32_t>(q & 1);  // all ones for odd quarters
+  const uint32_t s_bits = float_bits(s), c_bits = float_bits(c);
+  const uint32_t sin_bits = (c_bits & swap) | (s_bits & ~swap);
+  const uint32_t cos_bits = (s_bits & swap) | (c_bits & ~swap);
+  // sin(q pi/2 + x) is negative for quarters 2, 3 and cos(q pi/2 + x) for quarters 1, 2
+  sine = bits_float(sin_bits ^ (static_cast<uint32_t>(q & 2) << 30));
+  cosine = bits_float(cos_bits ^ (static_cast<uint32_t>((q + 1) & 2) << 30));
+}
 
 // Box-Muller: two uniform words to two independent N(0,1) values (radius from a, angle from b).
 ROARFAST_HD void box_muller(uint32_t a, uint32_t b, float& z0, float& z1) {
-  const float radius = sqrtf(-2.0f * logf(uniform_open0(a)));
-  const float angle = 6.28318530717958647692f * uniform_open1(b);
+  const float radius = sqrtf(-2.0f * log_positive(uniform_open0(a)));
   float sine, cosine;
-  sincosf(angle, &sine, &cosine);
+  sincos_turns(uniform_open1(b), sine, cosine);
   z0 = radius * cosine;
   z1 = radius * sine;
 }

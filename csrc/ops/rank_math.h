@@ -3,21 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "ops/channel_reduce_math.h"
 
 namespace roarfast {
-
-ROARFAST_HD uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-#endif
-}
 
 // A 32-bit key whose ascending unsigned order is the score's descending order, NaN after
 // everything (-inf included). -0 and +0 map to one key so that they tie, as they compare equal.
