@@ -60,6 +60,12 @@ data_options = _stack(
 )
 
 
+amp_option = click.option(
+    "--amp", type=click.Choice(["auto", "off", "bf16", "fp16"]), default="auto",
+    help="mixed precision for training: bf16 autocast, or fp16 autocast with a gradient scaler (auto: bf16 on "
+         "GPU, fp32 on CPU)")
+
+
 def _fractions(ctx, param, value):
     """'0.3,0.7' or repeated flags -> sorted unique floats in (0, 1]; nothing given -> None."""
     if value is None or (isinstance(value, (list, tuple)) and not value):
@@ -169,13 +175,15 @@ def main():
 @click.option("--model", default=None, help="fastnet | fastnet-gpu | resnet8 | resnet18 | resnet50 (default: by dataset and device)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the model's recipe)")
 @click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
+@amp_option
 @_friendly_errors
-def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size):
+def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, amp):
     """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
     from roarfast.train import run_train
 
     summary = run_train(run_dir, dataset=dataset, data_dir=data_dir, model=model, epochs=epochs,
-                        batch_size=batch_size, seed=seed, device=device, progress=progress, dataset_options=data_option)
+                        batch_size=batch_size, seed=seed, device=device, progress=progress, dataset_options=data_option,
+                        amp=amp)
     click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
                f"-> {summary['checkpoint']}")
 
@@ -228,8 +236,10 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
 @click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero"]), default="dataset-mean",
               help="value that replaces removed pixels")
+@amp_option
 @_friendly_errors
-def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model, epochs, fill):
+def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model, epochs,
+            fill, amp):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     from roarfast.retrain import RetrainOptions, run_retrain
 
@@ -238,7 +248,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
     if bad or not mode_list:
         raise click.BadParameter(f"modes are roar and kar, got {modes!r}", param_hint="--mode")
     options = RetrainOptions(fractions=tuple(fractions), methods=methods, modes=mode_list, seeds=seeds,
-                             model=model, epochs=epochs, fill=fill)
+                             model=model, epochs=epochs, fill=fill, amp=amp)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                        device=device, seed=seed, progress=progress)
     from roarfast.retrain import format_table

@@ -23,6 +23,7 @@ class RetrainOptions:
     model: str | None = None
     epochs: int | None = None
     fill: str = "dataset-mean"
+    amp: str = "auto"
 
 
 def fill_values(fill: str, mean, std) -> tuple:
@@ -64,7 +65,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     from roarfast.results import ResultsDB, cell_key
     from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
-    from roarfast.train import Masking, default_recipe, train_classifier
+    from roarfast.train import Masking, default_recipe, resolve_amp, train_classifier
 
     run_dir = Path(run_dir)
     device = resolve_device(device)
@@ -78,6 +79,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
 
         model_name = default_model(ds, device)
         recipe = default_recipe(model_name, device)
+    recipe = recipe.replace(amp=resolve_amp(options.amp, device))
     if options.epochs:
         recipe = recipe.replace(epochs=options.epochs)
 

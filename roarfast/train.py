@@ -37,7 +37,7 @@ class Recipe:
     ema_decay: float | None = 0.98  # per-step EMA of the weights (evaluated and selected); None = off
     flip: bool = True
     translate: int = 2  # pixels of random shift per axis
-    amp: str | None = None  # "bf16": autocast on CUDA
+    amp: str | None = None  # None (fp32), "bf16" (autocast) or "fp16" (autocast + gradient scaler)
     channels_last: bool = True  # faster convolutions on CPU (oneDNN) and GPU (tensor cores) alike
     eval_batch_size: int = 512
 
@@ -70,6 +70,27 @@ def default_recipe(model_name: str, device) -> Recipe:
         recipe = recipe.replace(batch_size=recipe.batch_size * _GPU_BATCH_SCALE, lr=recipe.lr * _GPU_BATCH_SCALE,
                                 amp="bf16", eval_batch_size=2048)
     return recipe
+
+
+#: --amp choices: "auto" is bf16 on CUDA and fp32 elsewhere
+AMP_CHOICES = ("auto", "off", "bf16", "fp16")
+_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_amp(amp: str, device) -> str | None:
+    """The Recipe.amp of an --amp choice on device: None (fp32), "bf16" or "fp16"."""
+    if amp not in AMP_CHOICES:
+        raise UserError(f"--amp should be one of {', '.join(AMP_CHOICES)}, got {amp!r}")
+    if amp == "auto":
+        return "bf16" if torch.device(device).type == "cuda" else None
+    return None if amp == "off" else amp
+
+
+def amp_dtype(recipe: Recipe):
+    """The autocast dtype of recipe (None: fp32); the loaders hand the model inputs in it."""
+    if recipe.amp not in (None, *_AMP_DTYPES):
+        raise UserError(f"recipe amp should be None, bf16 or fp16, got {recipe.amp!r}")
+    return _AMP_DTYPES.get(recipe.amp)
 
 
 def default_model(dataset, device) -> str:
@@ -112,7 +133,7 @@ class TrainResult:
 def _loaders(dataset, masking, device, recipe):
     from roarfast.data.loader import split_loader
 
-    out_dtype = torch.bfloat16 if recipe.amp == "bf16" and torch.device(device).type == "cuda" else torch.float32
+    out_dtype = amp_dtype(recipe) or torch.float32
     loaders = {}
     for split in ("train", "test"):
         masked = {}
@@ -125,9 +146,8 @@ def _loaders(dataset, masking, device, recipe):
 
 
 def _autocast(device, recipe):
-    device = torch.device(device)
-    enabled = recipe.amp == "bf16" and device.type == "cuda"
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+    dtype = amp_dtype(recipe)
+    return torch.autocast(torch.device(device).type, dtype=dtype or torch.float32, enabled=dtype is not None)
 
 
 def distributed() -> tuple[int, int]:
@@ -241,6 +261,8 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
     optimizer = _optimizer(model, recipe)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at(step, total_steps, recipe))
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none
+    scaler = torch.amp.GradScaler(device.type, enabled=recipe.amp == "fp16")
     generator = torch.Generator(device=device).manual_seed(seed)
     spec = Augment(flip=recipe.flip, translate=recipe.translate) if (recipe.flip or recipe.translate) else None
 
@@ -259,8 +281,9 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
                     logits = model(x)
                     loss = loss_fn(logits.float(), y)
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
                 scheduler.step()
                 if ema is not None:
                     _ema_update(ema, net, recipe.ema_decay)
@@ -286,7 +309,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
 
 def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, batch_size=None, seed=0,
-              device=None, progress=True, dataset_obj=None, dataset_options=None) -> dict:
+              device=None, progress=True, dataset_obj=None, dataset_options=None, amp="auto") -> dict:
     """The `roarfast train` command: loads the dataset (or takes `dataset_obj`), trains the base model on
     the unmodified images and saves it to run_dir/checkpoints/base/. Returns a summary dict (model,
     val_acc, test_acc, best_epoch, epochs, seconds, checkpoint)."""
@@ -299,7 +322,7 @@ def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, bat
     device = _join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
     model_name = model or default_model(ds, device)
-    recipe = default_recipe(model_name, device)
+    recipe = default_recipe(model_name, device).replace(amp=resolve_amp(amp, device))
     if epochs is not None:
         recipe = recipe.replace(epochs=_positive("epochs", epochs))
     if batch_size is not None:

@@ -11,7 +11,7 @@ from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.train import (Masking, Recipe, _init_model, default_recipe, evaluate, lr_at, run_train,
+from roarfast.train import (Masking, Recipe, _init_model, default_recipe, evaluate, lr_at, resolve_amp, run_train,
                             train_classifier)
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
@@ -72,6 +72,41 @@ def test_default_recipes():
     assert cpu.replace(epochs=3).epochs == 3 and cpu.to_dict()["epochs"] == cpu.epochs
     with pytest.raises(UserError, match="model should be one of"):
         default_recipe("vgg", "cpu")
+
+
+@pytest.mark.parametrize("choice,device,expected", [("auto", "cpu", None), ("auto", "cuda", "bf16"), ("off", "cuda", None),
+                                                    ("bf16", "cpu", "bf16"), ("fp16", "cuda", "fp16")])
+def test_amp_choices(choice, device, expected):
+    assert resolve_amp(choice, device) == expected
+
+
+def test_bad_amp_choice():
+    with pytest.raises(UserError, match="--amp should be one of auto, off, bf16, fp16"):
+        resolve_amp("fp8", "cpu")
+
+
+@pytest.mark.parametrize("amp,dtype", [("fp16", torch.float16), ("bf16", torch.bfloat16)])
+def test_mixed_precision_training(tiny, monkeypatch, amp, dtype):
+    """The model sees inputs in the autocast dtype; fp16 scales the loss (bf16 does not); the weights stay
+    fp32 and the model learns (CPU autocast runs the same code path as CUDA's)."""
+    scaled = []
+    real_scale = torch.amp.GradScaler.scale
+    monkeypatch.setattr(torch.amp.GradScaler, "scale",
+                        lambda self, loss: scaled.append(self.is_enabled()) or real_scale(self, loss))
+    seen = []
+    real_init = _init_model
+
+    def hooked_init(*args):
+        model = real_init(*args)
+        model.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].dtype))
+        return model
+
+    monkeypatch.setattr("roarfast.train._init_model", hooked_init)
+    result = train_classifier(tiny, "fastnet", TINY.replace(amp=amp, epochs=4), "cpu", seed=0, progress=False)
+    assert set(seen) == {dtype}
+    assert scaled and set(scaled) == {amp == "fp16"}
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in result.model.parameters())
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
 
 
 def test_run_train_writes_a_checkpoint_that_reproduces_its_accuracy(tmp_path, tiny):
