@@ -39,8 +39,10 @@ build_stamp=$( (find csrc -type f | sort | xargs cat; cat setup.py; "$PY" -c "im
 if [ "$(cat "$VENV/.roarfast-build" 2>/dev/null)" != "$build_stamp" ] || ! ls roarfast/_C*.so >/dev/null 2>&1; then
   log "building the roarfast extension (log: build/roarfast-build.log)"
   mkdir -p build
-  if "$PY" -m pip show -q roarfast >/dev/null 2>&1; then
-    # installed (editable) already: rebuild in place, where ninja recompiles only the changed sources
+  installed=$(cd / && "$PY" -c "import pathlib, roarfast; print(pathlib.Path(roarfast.__file__).resolve().parent)" \
+    2>/dev/null || true)
+  if [ "$installed" = "$ROOT/roarfast" ]; then
+    # this checkout is installed (editable) already: rebuild in place, ninja recompiles only what changed
     build=("$PY" setup.py build_ext --inplace)
   else
     build=("$PY" -m pip install -v --no-build-isolation --no-deps -e .)
