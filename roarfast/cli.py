@@ -238,8 +238,8 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
               help="value that replaces removed pixels")
 @amp_option
 @_friendly_errors
-def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model, epochs,
-            fill, amp):
+def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
+            epochs, fill, amp):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     from roarfast.retrain import RetrainOptions, run_retrain
 

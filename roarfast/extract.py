@@ -4,7 +4,7 @@ device and written chunk by chunk into the rank store (resumable; a no-op on a c
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from roarfast.errors import UserError
@@ -146,8 +146,8 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     for split in options.splits:
         if split not in ("train", "test"):
             raise UserError(f"--split takes train and test, got {split!r}")
-        summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed, ckpt_sha,
-                                      device, progress))
+        summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed,
+                                      ckpt_sha, device, progress))
     return summary
 
 

@@ -2,7 +2,6 @@
 canvas, masked with the same ranks row by row, in DeviceLoader's order; every sample once per epoch;
 misaligned ranks refused. The streamed splits come from load_imagefolder(stream=True)."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest

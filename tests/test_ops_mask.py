@@ -6,7 +6,6 @@ import torch
 
 from roarfast import _reference as ref
 from roarfast import ops
-from tests.conftest import devices
 
 DTYPES = [torch.uint8, torch.float32, torch.float16, torch.bfloat16]
 RANK_DTYPES = [torch.uint16, torch.int32, torch.int64]

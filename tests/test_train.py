@@ -74,8 +74,9 @@ def test_default_recipes():
         default_recipe("vgg", "cpu")
 
 
-@pytest.mark.parametrize("choice,device,expected", [("auto", "cpu", None), ("auto", "cuda", "bf16"), ("off", "cuda", None),
-                                                    ("bf16", "cpu", "bf16"), ("fp16", "cuda", "fp16")])
+@pytest.mark.parametrize("choice,device,expected", [("auto", "cpu", None), ("auto", "cuda", "bf16"),
+                                                    ("off", "cuda", None), ("bf16", "cpu", "bf16"),
+                                                    ("fp16", "cuda", "fp16")])
 def test_amp_choices(choice, device, expected):
     assert resolve_amp(choice, device) == expected
 
