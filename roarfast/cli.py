@@ -236,10 +236,13 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
 @click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero"]), default="dataset-mean",
               help="value that replaces removed pixels")
+@click.option("--mask-only/--no-mask-only", default=False,
+              help="beside every cell, a control trained and tested on its removal pattern alone (mode "
+                   "roar-mask / kar-mask): how much the mask's shape tells about the class")
 @amp_option
 @_friendly_errors
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
-            epochs, fill, amp):
+            epochs, fill, mask_only, amp):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     from roarfast.retrain import RetrainOptions, run_retrain
 
@@ -248,7 +251,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
     if bad or not mode_list:
         raise click.BadParameter(f"modes are roar and kar, got {modes!r}", param_hint="--mode")
     options = RetrainOptions(fractions=tuple(fractions), methods=methods, modes=mode_list, seeds=seeds,
-                             model=model, epochs=epochs, fill=fill, amp=amp)
+                             model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                        device=device, seed=seed, progress=progress)
     from roarfast.retrain import format_table

@@ -1,6 +1,6 @@
 """`roarfast run`: the whole benchmark on the embedded dataset in one command — train the base model,
-extract the estimators, retrain ROAR and KAR over fractions, print which estimators beat random and
-whether the benchmark's own checks (DESIGN.md section 3) hold. Each stage resumes: a rerun reuses the
+extract the estimators, retrain ROAR and KAR over fractions (and the oracle's mask-only control), print
+which estimators beat random and whether the benchmark's own checks (DESIGN.md section 3) hold. Each stage resumes: a rerun reuses the
 base model, the complete rank stores and the finished cells.
 """
 
@@ -66,6 +66,13 @@ def run_all(run_dir, *, device="auto", seed=0, progress=True, fractions=None, me
                        dataset_obj=ds, device=device, seed=seed, progress=progress)
     rows += run_retrain(run_dir, RetrainOptions(fractions=fractions[:1], methods=methods, modes=("kar",)),
                         dataset_obj=ds, device=device, seed=seed, progress=progress)
+    if "oracle" in methods.split(","):
+        # the dataset's promise of no mask-shape leakage: the oracle's removal pattern alone must not
+        # tell the class (its ROAR cell is done above; keep only the control's row)
+        control = run_retrain(run_dir, RetrainOptions(fractions=fractions[:1], methods="oracle", modes=("roar",),
+                                                      mask_only=True),
+                              dataset_obj=ds, device=device, seed=seed, progress=progress)
+        rows += [row for row in control if row["mode"] == "roar-mask"]
     print(f"[run] retrain: {len(rows)} cells, {time.perf_counter() - t0:.0f} s")
     print()
     print(f"test accuracy after removing (roar) or keeping (kar) each fraction of pixels; "
@@ -97,6 +104,7 @@ def verdict(rows, unmodified: float, chance: float, covering: float) -> list[str
     oracle = summary.get(("oracle", "roar", covering))
     random_roar = summary.get(("random", "roar", 0.5))
     oracle_kar = summary.get(("oracle", "kar", covering))
+    oracle_pattern = summary.get(("oracle", "roar-mask", covering))
     if oracle:
         checks.append((f"oracle ROAR at {covering:g} within {CHANCE_MARGIN:.0%} of chance",
                        abs(oracle[0] - chance) <= CHANCE_MARGIN, oracle[0]))
@@ -106,6 +114,9 @@ def verdict(rows, unmodified: float, chance: float, covering: float) -> list[str
     if oracle_kar:
         checks.append((f"oracle KAR at {covering:g} within {CHANCE_MARGIN:.0%} of unmodified",
                        abs(oracle_kar[0] - unmodified) <= CHANCE_MARGIN, oracle_kar[0]))
+    if oracle_pattern:
+        checks.append((f"oracle mask-only control at {covering:g} within {CHANCE_MARGIN:.0%} of chance (no "
+                       f"mask-shape leakage)", abs(oracle_pattern[0] - chance) <= CHANCE_MARGIN, oracle_pattern[0]))
     for text, ok, acc in checks:
         lines.append(f"check: {text}: {'ok' if ok else 'FAILED'} ({acc:.1%})")
     return lines

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from roarfast.fingerprint import config_hash
 
-MODES = ("roar", "kar")
+#: roar removes the top fraction, kar keeps it; "<mode>-mask" is that cell's mask-only control: a model
+#: trained and tested on the removal pattern alone, no pixel values (how much the pattern leaks the class)
+MODES = ("roar", "kar", "roar-mask", "kar-mask")
 STATUSES = ("running", "done", "failed")
 FRACTION_DECIMALS = 9  # fractions computed as i/10 and typed as 0.7 must name the same cell
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
@@ -65,8 +67,9 @@ def _nonempty_str(name: str, value) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """One retraining: `method`'s ranks, `mode` ("roar" removes / "kar" keeps) the top `fraction`
-    of units, training seed `seed`, under the training configuration hashed as `config_hash`."""
+    """One retraining: `method`'s ranks, `mode` ("roar" removes / "kar" keeps; "-mask": the mask-only
+    control of that cell) the top `fraction` of units, training seed `seed`, under the training
+    configuration hashed as `config_hash`."""
 
     dataset: str
     model: str

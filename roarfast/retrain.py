@@ -24,6 +24,7 @@ class RetrainOptions:
     epochs: int | None = None
     fill: str = "dataset-mean"
     amp: str = "auto"
+    mask_only: bool = False  # also the mask-only control of every cell (mode "<mode>-mask")
 
 
 def fill_values(fill: str, mean, std) -> tuple:
@@ -65,7 +66,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     from roarfast.results import ResultsDB, cell_key
     from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
-    from roarfast.train import Masking, default_recipe, resolve_amp, train_classifier
+    from roarfast.train import Masking, default_recipe, mask_mode, resolve_amp, train_classifier
 
     run_dir = Path(run_dir)
     device = resolve_device(device)
@@ -106,19 +107,22 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
         for mode in options.modes:
             for fraction in options.fractions:
                 for cell_seed in range(seed, seed + options.seeds):
-                    cell = cell_key(dataset=ds.name, model=model_name, method=method, mode=mode,
-                                       fraction=fraction, seed=cell_seed,
-                                       config={"recipe": recipe.to_dict(), "fill": options.fill,
-                                               "dataset": ds.fingerprint, "ranks": train_rec.manifest.get("params")})
-                    if not db.is_done(cell):
-                        started = time.perf_counter()
-                        result = train_classifier(
-                            ds, model_name, recipe, device, seed=cell_seed, progress=progress,
-                            masking=Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=fraction,
-                                            keep=(mode == "kar"), fill=fill))
-                        db.record(cell, {"test_acc": result.test_acc, "val_acc": result.val_acc,
-                                         "epochs": result.epochs, "seconds": time.perf_counter() - started})
-                    rows.append(db.get(cell))
+                    for mask_only in (False, True) if options.mask_only else (False,):
+                        masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=fraction,
+                                          keep=(mode == "kar"), fill=fill, mask_only=mask_only)
+                        # the control sees no pixel values, so the fill is not part of its configuration
+                        config = {"recipe": recipe.to_dict(), "dataset": ds.fingerprint,
+                                  "ranks": train_rec.manifest.get("params"),
+                                  **({} if mask_only else {"fill": options.fill})}
+                        cell = cell_key(dataset=ds.name, model=model_name, method=method, mode=mask_mode(masking),
+                                        fraction=fraction, seed=cell_seed, config=config)
+                        if not db.is_done(cell):
+                            started = time.perf_counter()
+                            result = train_classifier(ds, model_name, recipe, device, seed=cell_seed,
+                                                      progress=progress, masking=masking)
+                            db.record(cell, {"test_acc": result.test_acc, "val_acc": result.val_acc,
+                                             "epochs": result.epochs, "seconds": time.perf_counter() - started})
+                        rows.append(db.get(cell))
     return rows
 
 

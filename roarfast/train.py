@@ -115,6 +115,12 @@ class Masking:
     fraction: float
     keep: bool = False
     fill: tuple | None = None
+    mask_only: bool = False  # the control: train on the removal pattern alone (data.loader.pattern_loader)
+
+
+def mask_mode(masking: Masking) -> str:
+    """The results-database mode of a masking: roar, kar, roar-mask or kar-mask."""
+    return ("kar" if masking.keep else "roar") + ("-mask" if masking.mask_only else "")
 
 
 @dataclass
@@ -131,12 +137,17 @@ class TrainResult:
 
 
 def _loaders(dataset, masking, device, recipe):
-    from roarfast.data.loader import split_loader
+    from roarfast.data.loader import pattern_loader, split_loader
 
     out_dtype = amp_dtype(recipe) or torch.float32
     loaders = {}
     for split in ("train", "test"):
         masked = {}
+        if masking is not None and masking.mask_only:
+            loaders[split] = pattern_loader(dataset, split, device, ranks=getattr(masking, f"{split}_ranks"),
+                                            fraction=masking.fraction, keep=masking.keep, out_dtype=out_dtype,
+                                            channels_last=recipe.channels_last)
+            continue
         if masking is not None:
             masked = dict(ranks=getattr(masking, f"{split}_ranks"), fraction=masking.fraction, keep=masking.keep,
                           fill=masking.fill)
@@ -268,7 +279,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
     best = (-1.0, 0, None)  # (val accuracy, epoch, state dict on CPU)
     history = []
-    desc = f"train {model_name}" + (f" ({'kar' if masking.keep else 'roar'} {masking.fraction:g})" if masking else "")
+    desc = f"train {model_name}" + (f" ({mask_mode(masking)} {masking.fraction:g})" if masking else "")
     with progress_bar(total=total_steps * batch_size, desc=desc, unit="img", enabled=progress and rank == 0) as bar:
         for epoch in range(1, recipe.epochs + 1):
             epoch_start = time.perf_counter()

@@ -1,7 +1,7 @@
 """End to end on the embedded dataset (CPU): the three commands a user types first, with no other
 arguments, then the benchmark's own correctness checks (DESIGN.md section 3):
 oracle ROAR at the fraction covering the object ~ chance, random ROAR at 0.5 far above it, oracle
-KAR at that fraction ~ the unmodified accuracy."""
+KAR at that fraction ~ the unmodified accuracy, and the oracle's mask-only control ~ chance."""
 
 import json
 
@@ -69,7 +69,12 @@ def test_embedded_benchmark_checks(session):
     rows += run_retrain(run_dir, RetrainOptions(fractions=(covering,), methods="oracle", modes=("kar",)),
                         progress=False, dataset_obj=ds)
     rows += run_retrain(run_dir, RetrainOptions(fractions=(0.5,), methods="random"), progress=False, dataset_obj=ds)
+    control = run_retrain(run_dir, RetrainOptions(fractions=(covering,), methods="oracle", mask_only=True),
+                          progress=False, dataset_obj=ds)
+    rows += [row for row in control if row["mode"] == "roar-mask"]
     acc = {k: v[0] for k, v in summarize(rows).items()}
     assert abs(acc[("oracle", "roar", covering)] - chance) <= 0.10, acc
+    # the object's hole tells nothing: same shape for every class at a random place
+    assert abs(acc[("oracle", "roar-mask", covering)] - chance) <= 0.10, acc
     assert acc[("random", "roar", 0.5)] - chance >= 0.40, acc
     assert abs(acc[("oracle", "kar", covering)] - unmodified) <= 0.10, acc

@@ -14,9 +14,12 @@ def test_beating_random_needs_more_than_noise():
 
 
 def test_checks_pass_and_fail_on_the_margins():
-    good = [row("oracle", "roar", 0.0625, 0.15), row("random", "roar", 0.5, 0.9), row("oracle", "kar", 0.0625, 0.9)]
+    good = [row("oracle", "roar", 0.0625, 0.15), row("random", "roar", 0.5, 0.9), row("oracle", "kar", 0.0625, 0.9),
+            row("oracle", "roar-mask", 0.0625, 0.19)]
     lines = verdict(good, unmodified=0.95, chance=0.1, covering=0.0625)
-    assert sum("check:" in l and ": ok" in l for l in lines) == 3
-    bad = [row("oracle", "roar", 0.0625, 0.35), row("random", "roar", 0.5, 0.4), row("oracle", "kar", 0.0625, 0.7)]
+    assert sum("check:" in l and ": ok" in l for l in lines) == 4
+    bad = [row("oracle", "roar", 0.0625, 0.35), row("random", "roar", 0.5, 0.4), row("oracle", "kar", 0.0625, 0.7),
+           row("oracle", "roar-mask", 0.0625, 0.25)]
     lines = verdict(bad, unmodified=0.95, chance=0.1, covering=0.0625)
-    assert sum("FAILED" in l for l in lines) == 3
+    assert sum("FAILED" in l for l in lines) == 4
+    assert any("mask-shape leakage): FAILED (25.0%)" in l for l in lines)

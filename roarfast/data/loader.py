@@ -114,7 +114,7 @@ class DeviceLoader:
 
 def _resident(images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """images on `device`; on a GPU with too little free memory, in pinned host memory instead."""
-    if device.type != "cuda":
+    if device.type != "cuda" or images.device == device:
         return images.to(device)
     free, _ = torch.cuda.mem_get_info(device)
     if images.numel() * images.element_size() <= DEVICE_RESIDENT_SHARE * free:
@@ -136,3 +136,19 @@ def split_loader(ds, split: str, device, *, ranks=None, **options):
     if ranks is not None and not isinstance(ranks, torch.Tensor):
         ranks = ranks.tensor()
     return DeviceLoader(part.images, part.labels, ds.mean, ds.std, device, ranks=ranks, **options)
+
+
+def pattern_loader(ds, split: str, device, *, ranks, fraction: float, keep: bool = False, **options) -> DeviceLoader:
+    """The mask-only control of a ROAR/KAR cell: every image of `split` is its removal pattern alone, 1
+    where a unit is kept and -1 where it is replaced (the same mask kernel on a constant white canvas, no
+    file decoded), so a model trained on it measures how much the pattern tells about the class.
+    ranks: Tensor or RankRecord; options: out_dtype, channels_last."""
+    part = ds.split(split)
+    c, h, w = part.shape
+    device = torch.device(device)
+    white = torch.full((1, c, h, w), 255, dtype=torch.uint8, device=device).expand(len(part), c, h, w)
+    if not isinstance(ranks, torch.Tensor):
+        ranks = ranks.tensor()
+    # (255/255 - 0.5) / 0.5 = 1 where kept; the fill, -1, where replaced
+    return DeviceLoader(white, part.labels, (0.5,) * c, (0.5,) * c, device, ranks=ranks, fraction=fraction, keep=keep,
+                        fill=(-1.0,) * c, **options)
