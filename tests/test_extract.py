@@ -55,22 +55,27 @@ def test_store_equals_ranking_the_maps_directly(run_dir, dataset):
     assert set(store.methods()) == {"grad", "sg-sq-grad", "sobel"}
 
 
-def test_resume_after_a_kill_redoes_only_unfinished_chunks(run_dir, dataset, monkeypatch):
+def extract_killed(run_dir, dataset, monkeypatch, chunks_written: int, **options):
+    """An extraction killed (KeyboardInterrupt) as it is about to write chunk number chunks_written + 1."""
     from roarfast.store import RankWriter
 
     real_write = RankWriter.write_chunk
     written = []
 
     def dying_write(self, chunk, ranks, maps=None):
-        if len(written) == 2:
+        if len(written) == chunks_written:
             raise KeyboardInterrupt("killed")
         written.append(chunk)
         return real_write(self, chunk, ranks, maps)
 
     monkeypatch.setattr(RankWriter, "write_chunk", dying_write)
     with pytest.raises(KeyboardInterrupt):
-        extract_quiet(run_dir, dataset, methods="grad", splits=("train",))
+        extract_quiet(run_dir, dataset, **options)
     monkeypatch.setattr(RankWriter, "write_chunk", real_write)
+
+
+def test_resume_after_a_kill_redoes_only_unfinished_chunks(run_dir, dataset, monkeypatch):
+    extract_killed(run_dir, dataset, monkeypatch, chunks_written=2, methods="grad", splits=("train",))
 
     computed = []
     import roarfast.methods
@@ -94,21 +99,7 @@ def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir,
     """grad killed after 2 of its 4 train chunks (64 rows each), then grad and sobel together in batches
     of 24 that straddle chunks: rows 0..127 are computed for sobel alone, the rest for both, each once;
     both stores equal fresh extractions."""
-    from roarfast.store import RankWriter
-
-    real_write = RankWriter.write_chunk
-    written = []
-
-    def dying_write(self, chunk, ranks, maps=None):
-        if len(written) == 2:
-            raise KeyboardInterrupt("killed")
-        written.append(chunk)
-        return real_write(self, chunk, ranks, maps)
-
-    monkeypatch.setattr(RankWriter, "write_chunk", dying_write)
-    with pytest.raises(KeyboardInterrupt):
-        extract_quiet(run_dir, dataset, methods="grad", splits=("train",))
-    monkeypatch.setattr(RankWriter, "write_chunk", real_write)
+    extract_killed(run_dir, dataset, monkeypatch, chunks_written=2, methods="grad", splits=("train",))
 
     import roarfast.methods
 
