@@ -286,13 +286,10 @@ def _model_groups(models, methods):
 
 def _picture_map(maps, reduction):
     """fp16 maps for pictures, reduced over channels the way ranking reduces them."""
+    from roarfast import ops
+
     if maps.shape[1] == 1:
         return maps[:, 0].half()
-    m = maps.float()
     if reduction == "value":
-        return m.half()
-    if reduction == "sum_sq":
-        return (m * m).sum(1).half()
-    if reduction == "abs_sum":
-        return m.abs().sum(1).half()
-    return m.amax(1).half()
+        return maps.half()
+    return ops.reduce_channels(maps.float().contiguous(), reduction).half()

@@ -56,6 +56,26 @@ def _rank_fake(scores, reduction="none"):
     return scores.new_empty(shape, dtype=rank_dtype(units))
 
 
+def reduce_channels(scores: torch.Tensor, reduction: str = "sum_sq") -> torch.Tensor:
+    """Folds the channels of each pixel into one score, as rank does before ranking pixels.
+
+    Args:
+        scores (Tensor[B, C, H, W]): float32, float16 or bfloat16 (float64 is reduced at float32 precision).
+        reduction: "sum_sq", "abs_sum" or "max" (a NaN in any channel makes the pixel NaN).
+
+    Returns:
+        Tensor[B, H, W]: float32.
+    """
+    if scores.dtype == torch.float64:
+        scores = scores.float()
+    return torch.ops.roarfast.reduce_channels.default(scores, reduction)
+
+
+@torch.library.register_fake("roarfast::reduce_channels")
+def _reduce_channels_fake(scores, reduction):
+    return scores.new_empty((scores.shape[0], scores.shape[2], scores.shape[3]), dtype=torch.float32)
+
+
 def units_for_fraction(fraction: float, units: int) -> int:
     """k = floor(fraction * units), the number of units a fraction in [0, 1] removes (DESIGN.md section 2)."""
     if isinstance(fraction, bool) or not 0.0 <= fraction <= 1.0:

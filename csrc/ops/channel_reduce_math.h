@@ -1,8 +1,9 @@
 // Reduction of a [C,H,W] attribution map to one score per pixel (DESIGN.md section 2).
-// Used by rank (scores with channels) and by the ensemble finalize step.
+// Used by rank (scores with channels), reduce_channels and the ensemble finalize step.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "ops/common.h"
 
@@ -22,6 +23,16 @@ ROARFAST_HD float reduce_step(ChannelReduce r, float acc, float v) {
     case ChannelReduce::kMax: return (v != v || acc != acc) ? NAN : (v > acc ? v : acc);
     default: return v;
   }
+}
+
+// The score of one unit of an image whose channels are `plane` elements apart: the channel
+// reduction for pixel units, the value itself otherwise (rank and reduce_channels).
+template <typename T>
+ROARFAST_HD float unit_score(const T* image, int64_t channels, int64_t plane, int64_t unit, ChannelReduce reduce) {
+  if (reduce == ChannelReduce::kNone || reduce == ChannelReduce::kValue) return static_cast<float>(image[unit]);
+  float acc = reduce_init(reduce);
+  for (int64_t c = 0; c < channels; ++c) acc = reduce_step(reduce, acc, static_cast<float>(image[c * plane + unit]));
+  return acc;
 }
 
 }  // namespace roarfast

@@ -19,14 +19,4 @@ ROARFAST_HD uint32_t rank_key(float score) {
   return ~ascending;
 }
 
-// The score of one ranking unit of an image whose channels are `plane` elements apart:
-// the channel reduction for pixel units, the value itself otherwise.
-template <typename T>
-ROARFAST_HD float unit_score(const T* image, int64_t channels, int64_t plane, int64_t unit, ChannelReduce reduce) {
-  if (reduce == ChannelReduce::kNone || reduce == ChannelReduce::kValue) return static_cast<float>(image[unit]);
-  float acc = reduce_init(reduce);
-  for (int64_t c = 0; c < channels; ++c) acc = reduce_step(reduce, acc, static_cast<float>(image[c * plane + unit]));
-  return acc;
-}
-
 }  // namespace roarfast
