@@ -179,6 +179,7 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
         return summary
 
     loader = split_loader(ds, split, device)
+    reduction = rank_reduction(options)
     work = _pending_work(writers)
     todo = sum(hi - lo for _, bounds in work for lo, hi in bounds.values())
     started = time.perf_counter()
@@ -192,8 +193,8 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
                 out = {}
                 for m in wanted:
                     summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
-                    out[m] = (rank_maps(maps[m], rank_reduction(options)).cpu(),
-                              _picture_map(maps[m], rank_reduction(options)).cpu() if options.keep_maps else None)
+                    out[m] = (rank_maps(maps[m], reduction).cpu(),
+                              _picture_map(maps[m], reduction).cpu() if options.keep_maps else None)
                 for chunk, done in chunks.add(index.cpu(), out):
                     for m, (ranks, pictures) in done.items():
                         writers[m].write_chunk(chunk, ranks, maps=pictures)

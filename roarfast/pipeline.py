@@ -1,7 +1,7 @@
 """`roarfast run`: the whole benchmark on the embedded dataset in one command — train the base model,
 extract the estimators, retrain ROAR and KAR over fractions (and the oracle's mask-only control), print
-which estimators beat random and whether the benchmark's own checks (DESIGN.md section 3) hold. Each stage resumes: a rerun reuses the
-base model, the complete rank stores and the finished cells.
+which estimators beat random and whether the benchmark's own checks (DESIGN.md section 3) hold. Each
+stage resumes: a rerun reuses the base model, the complete rank stores and the finished cells.
 """
 
 import json

@@ -68,8 +68,8 @@ def default_recipe(model_name: str, device) -> Recipe:
     recipe = _CPU_RECIPES[model_name]
     if torch.device(device).type == "cuda":
         recipe = recipe.replace(batch_size=recipe.batch_size * _GPU_BATCH_SCALE, lr=recipe.lr * _GPU_BATCH_SCALE,
-                                amp="bf16", eval_batch_size=2048)
-    return recipe
+                                eval_batch_size=2048)
+    return recipe.replace(amp=resolve_amp("auto", device))
 
 
 #: --amp choices: "auto" is bf16 on CUDA and fp32 elsewhere

@@ -35,4 +35,11 @@ ROARFAST_HD float unit_score(const T* image, int64_t channels, int64_t plane, in
   return acc;
 }
 
+// The score of pixel `pixel` (= b * plane + p) of [B,C,H,W] scores: unit_score within its image.
+template <typename T>
+ROARFAST_HD float pixel_score(const T* scores, int64_t channels, int64_t plane, int64_t pixel, ChannelReduce reduce) {
+  const int64_t b = pixel / plane;
+  return unit_score(scores + b * channels * plane, channels, plane, pixel - b * plane, reduce);
+}
+
 }  // namespace roarfast

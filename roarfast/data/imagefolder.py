@@ -96,33 +96,39 @@ def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, de
             bar.update(batch["index"].shape[0])
 
 
+def _decode_each(split_dir: Path, files: list[str], resize: int, crop: int, device_id, batch_size, desc: str,
+                 consume) -> str:
+    """Decodes every file once, calling consume(index (int64 Tensor[B], CPU), canvases) per batch; returns
+    the files' digest (dali.combine_digests) from the hashes that ride along with the canvases."""
+    from roarfast.data.dali import combine_digests
+
+    digests = np.empty((len(files), 32), dtype=np.uint8)
+    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc=desc):
+        consume(batch["index"], batch["images"])
+        digests[batch["index"].numpy()] = batch["digest"].cpu().numpy()
+    return combine_digests(files, digests)
+
+
 def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
                  batch_size: int | None = None) -> tuple[torch.Tensor, str]:
     """(uint8 Tensor[N, 3, crop, crop] (CPU) of files (relative to split_dir), row i = files[i]; the
-    files' digest, dali.combine_digests)."""
-    from roarfast.data.dali import combine_digests
-
+    files' digest)."""
     out = torch.empty(len(files), 3, crop, crop, dtype=torch.uint8)
-    digests = np.empty((len(files), 32), dtype=np.uint8)
-    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size):
-        index = batch["index"].long().cpu()
-        out[index] = batch["images"].cpu()
-        digests[index.numpy()] = batch["digest"].cpu().numpy()
-    return out, combine_digests(files, digests)
+
+    def store(index, images):
+        out[index] = images.cpu()
+
+    return out, _decode_each(split_dir, files, resize, crop, device_id, batch_size, "decode", store)
 
 
 def measure_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                  batch_size: int | None = None) -> tuple[ChannelSums, str]:
-    """(per-channel sums over the decoded canvases of files, decoded batch by batch and not kept; the
-    files' digest)."""
-    from roarfast.data.dali import combine_digests
-
-    sums = ChannelSums(3)
-    digests = np.empty((len(files), 32), dtype=np.uint8)
-    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc="measure"):
-        sums.add(batch["images"])
-        digests[batch["index"].long().cpu().numpy()] = batch["digest"].cpu().numpy()
-    return sums, combine_digests(files, digests)
+                  batch_size: int | None = None, stats: bool = True) -> tuple[ChannelSums | None, str]:
+    """(per-channel sums over the decoded canvases of files (None unless stats), decoded batch by batch
+    and not kept; the files' digest)."""
+    sums = ChannelSums(3) if stats else None
+    digest = _decode_each(split_dir, files, resize, crop, device_id, batch_size, "measure",
+                          (lambda index, images: sums.add(images)) if stats else (lambda index, images: None))
+    return sums, digest
 
 
 def _bad_files_error(split_dir: Path, bad: list[str]) -> UserError:
@@ -189,7 +195,7 @@ def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, dev
     record = cache.read("imagefolder", key)
     if record is None:
         def decode(kept):
-            return measure_split(split_dir, kept, resize, crop, device_id, batch_size)
+            return measure_split(split_dir, kept, resize, crop, device_id, batch_size, stats=measure)
 
         files, labels, bad, (sums, digest) = _decode_checked(split_dir, files, labels, skip_bad, decode)
         record = {"bad": bad, "sums": sums.to_dict() if measure else None, "digest": digest}

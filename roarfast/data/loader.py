@@ -52,8 +52,8 @@ class DeviceLoader:
     Args:
         images (Tensor[N, C, H, W]): uint8. labels (Tensor[N]): int64.
         mean, std: per channel in [0, 1] pixel space.
-        ranks (Tensor[N, H, W] or Tensor[N, C, H, W], or None): per-image ranks from the rank store;
-            None = no masking.
+        ranks (Tensor[N, H, W] or Tensor[N, C, H, W], the RankRecord holding them (read whole), or None):
+            per-image ranks from the rank store; None = no masking.
         fraction: share of units removed (keep=False, ROAR) or kept (keep=True, KAR).
         fill (sequence[C]): replacement in the normalized space (default 0 = the dataset mean).
         out_dtype, channels_last: what the model takes (bf16 / channels_last on a GPU).
@@ -61,6 +61,8 @@ class DeviceLoader:
 
     def __init__(self, images, labels, mean, std, device, *, ranks=None, fraction: float = 0.0, keep: bool = False,
                  fill=None, out_dtype=torch.float32, channels_last: bool = False):
+        if ranks is not None and not isinstance(ranks, torch.Tensor):
+            ranks = ranks.tensor()
         if ranks is not None and (ranks.shape[0] != images.shape[0] or ranks.shape[-2:] != images.shape[-2:]):
             raise ValueError(f"ranks should be Tensor[{images.shape[0]}, {images.shape[2]}, {images.shape[3]}] "
                              f"(or with channels) aligned with the images, got {tuple(ranks.shape)}")
@@ -133,8 +135,6 @@ def split_loader(ds, split: str, device, *, ranks=None, **options):
         from roarfast.data.stream import StreamLoader
 
         return StreamLoader(part, ds.mean, ds.std, device, ranks=ranks, **options)
-    if ranks is not None and not isinstance(ranks, torch.Tensor):
-        ranks = ranks.tensor()
     return DeviceLoader(part.images, part.labels, ds.mean, ds.std, device, ranks=ranks, **options)
 
 
@@ -147,8 +147,6 @@ def pattern_loader(ds, split: str, device, *, ranks, fraction: float, keep: bool
     c, h, w = part.shape
     device = torch.device(device)
     white = torch.full((1, c, h, w), 255, dtype=torch.uint8, device=device).expand(len(part), c, h, w)
-    if not isinstance(ranks, torch.Tensor):
-        ranks = ranks.tensor()
     # (255/255 - 0.5) / 0.5 = 1 where kept; the fill, -1, where replaced
     return DeviceLoader(white, part.labels, (0.5,) * c, (0.5,) * c, device, ranks=ranks, fraction=fraction, keep=keep,
                         fill=(-1.0,) * c, **options)

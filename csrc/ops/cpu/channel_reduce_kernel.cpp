@@ -1,4 +1,4 @@
-// CPU reduce_channels: pixels in parallel, each folding its channels with unit_score.
+// CPU reduce_channels: pixels in parallel, each folding its channels with pixel_score.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -16,9 +16,8 @@ at::Tensor reduce_channels_cpu(const at::Tensor& scores_in, c10::string_view red
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, scores.scalar_type(), "reduce_channels_cpu", [&] {
     const scalar_t* src = scores.const_data_ptr<scalar_t>();
     at::parallel_for(0, plan.batch * plan.plane, 4096, [&](int64_t begin, int64_t end) {
-      for (int64_t unit = begin; unit < end; ++unit) {
-        const int64_t b = unit / plan.plane, p = unit - b * plan.plane;
-        dst[unit] = unit_score(src + b * plan.channels * plan.plane, plan.channels, plan.plane, p, plan.reduce);
+      for (int64_t pixel = begin; pixel < end; ++pixel) {
+        dst[pixel] = pixel_score(src, plan.channels, plan.plane, pixel, plan.reduce);
       }
     });
   });

@@ -15,10 +15,9 @@ constexpr int kThreads = 256;
 template <typename scalar_t>
 __global__ void reduce_channels_kernel(const scalar_t* __restrict__ scores, float* __restrict__ out, int64_t units,
                                        int64_t channels, int64_t plane, ChannelReduce reduce) {
-  for (int64_t unit = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; unit < units;
-       unit += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t b = unit / plane, p = unit - b * plane;
-    out[unit] = unit_score(scores + b * channels * plane, channels, plane, p, reduce);
+  for (int64_t pixel = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; pixel < units;
+       pixel += int64_t{gridDim.x} * blockDim.x) {
+    out[pixel] = pixel_score(scores, channels, plane, pixel, reduce);
   }
 }
 
