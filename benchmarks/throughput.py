@@ -156,7 +156,8 @@ def bench_ops(args, device):
 
 def bench_retrain(args, device):
     from roarfast.data import load_dataset
-    from roarfast.train import default_model, default_recipe, train_classifier
+    from roarfast.recipe import default_model, default_recipe
+    from roarfast.train import train_classifier
 
     ds = load_dataset("embedded")
     model_name = default_model(ds, device)

@@ -8,7 +8,6 @@ is split across ranks and summed, so all ranks select the same epoch and end wit
 """
 
 import copy
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -18,86 +17,10 @@ import torch
 
 import roarfast
 from roarfast.errors import UserError
+from roarfast.recipe import Recipe, amp_dtype, default_model, default_recipe, resolve_amp
 
 if TYPE_CHECKING:
     from roarfast.store import RankRecord
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Everything that decides a training run besides data, model and seed."""
-
-    epochs: int = 8
-    batch_size: int = 128
-    lr: float = 0.1  # peak learning rate, reached at the end of warmup
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    label_smoothing: float = 0.1
-    warmup: float = 0.15  # share of the steps with a linear ramp from lr/10 to lr, then cosine to 0
-    ema_decay: float | None = 0.98  # per-step EMA of the weights (evaluated and selected); None = off
-    flip: bool = True
-    translate: int = 2  # pixels of random shift per axis
-    amp: str | None = None  # None (fp32), "bf16" (autocast) or "fp16" (autocast + gradient scaler)
-    channels_last: bool = True  # faster convolutions on CPU (oneDNN) and GPU (tensor cores) alike
-    eval_batch_size: int = 512
-
-    def replace(self, **changes) -> "Recipe":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-#: recipes per model on CPU; the GPU recipes derive from them in default_recipe
-_CPU_RECIPES = {
-    "fastnet": Recipe(epochs=8, batch_size=128, lr=0.05),
-    "fastnet-gpu": Recipe(epochs=10, batch_size=256, lr=0.2, label_smoothing=0.2),
-    "resnet8": Recipe(epochs=15, batch_size=128, lr=0.1),
-    "resnet18": Recipe(epochs=15, batch_size=128, lr=0.1),
-    "resnet50": Recipe(epochs=15, batch_size=64, lr=0.05),
-}
-#: on a GPU: larger batches (lr scaled linearly), bf16 autocast, channels_last
-_GPU_BATCH_SCALE = 4
-
-
-def default_recipe(model_name: str, device) -> Recipe:
-    """The tuned recipe of `model_name` on `device` ("cpu", "cuda", torch.device): fp32 on CPU; on CUDA
-    bf16 autocast and a 4x batch with a 4x learning rate."""
-    if model_name not in _CPU_RECIPES:
-        raise UserError(f"model should be one of {', '.join(_CPU_RECIPES)}, got {model_name!r}")
-    recipe = _CPU_RECIPES[model_name]
-    if torch.device(device).type == "cuda":
-        recipe = recipe.replace(batch_size=recipe.batch_size * _GPU_BATCH_SCALE, lr=recipe.lr * _GPU_BATCH_SCALE,
-                                eval_batch_size=2048)
-    return recipe.replace(amp=resolve_amp("auto", device))
-
-
-#: --amp choices: "auto" is bf16 on CUDA and fp32 elsewhere
-AMP_CHOICES = ("auto", "off", "bf16", "fp16")
-_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def resolve_amp(amp: str, device) -> str | None:
-    """The Recipe.amp of an --amp choice on device: None (fp32), "bf16" or "fp16"."""
-    if amp not in AMP_CHOICES:
-        raise UserError(f"--amp should be one of {', '.join(AMP_CHOICES)}, got {amp!r}")
-    if amp == "auto":
-        return "bf16" if torch.device(device).type == "cuda" else None
-    return None if amp == "off" else amp
-
-
-def amp_dtype(recipe: Recipe):
-    """The autocast dtype of recipe (None: fp32); the loaders hand the model inputs in it."""
-    if recipe.amp not in (None, *_AMP_DTYPES):
-        raise UserError(f"recipe amp should be None, bf16 or fp16, got {recipe.amp!r}")
-    return _AMP_DTYPES.get(recipe.amp)
-
-
-def default_model(dataset, device) -> str:
-    """fastnet on CPU and fastnet-gpu on CUDA for images up to 64 px; resnet18 for larger canvases."""
-    if dataset.image_size > 64:
-        return "resnet18"
-    return "fastnet-gpu" if torch.device(device).type == "cuda" else "fastnet"
 
 
 @dataclass
@@ -247,7 +170,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
     Deterministic on CPU for a given seed (model init, shuffling and augmentation are seeded).
     """
-    from roarfast.data.loader import Augment
+    from roarfast.data.augment import Augment
     from roarfast.progress import progress_bar
 
     device = torch.device(device)

@@ -121,7 +121,8 @@ def test_corrupt_file_named_or_skipped(tmp_path):
 
 
 def test_training_streamed_equals_training_in_memory(both):
-    from roarfast.train import Recipe, train_classifier
+    from roarfast.recipe import Recipe
+    from roarfast.train import train_classifier
 
     recipe = Recipe(epochs=2, batch_size=8, lr=0.05, eval_batch_size=16)
     results = [train_classifier(ds, "fastnet", recipe, "cpu", seed=3, progress=False) for ds in both]
@@ -181,7 +182,8 @@ def _ddp_worker(rank, world, init_file, root, out_dir):
     import torch.distributed as dist
     from safetensors.torch import save_file
 
-    from roarfast.train import Recipe, train_classifier
+    from roarfast.recipe import Recipe
+    from roarfast.train import train_classifier
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)

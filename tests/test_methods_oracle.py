@@ -22,7 +22,8 @@ def precision_at_mask_size(maps: torch.Tensor, masks: torch.Tensor) -> torch.Ten
 def test_sg_sq_and_var_find_the_object_better_than_random():
     from roarfast.data import load_dataset
     from roarfast.methods import ExplainBatch, MethodParams, compute_maps
-    from roarfast.train import default_recipe, train_classifier
+    from roarfast.recipe import default_recipe
+    from roarfast.train import train_classifier
 
     dataset = load_dataset("embedded", num_train=NUM_TRAIN, num_test=NUM_TEST)
     result = train_classifier(dataset, "fastnet", default_recipe("fastnet", "cpu"), "cpu",

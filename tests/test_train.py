@@ -11,8 +11,8 @@ from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.train import (Masking, Recipe, _init_model, default_recipe, evaluate, lr_at, resolve_amp, run_train,
-                            train_classifier)
+from roarfast.recipe import Recipe, default_recipe, resolve_amp
+from roarfast.train import Masking, _init_model, evaluate, lr_at, run_train, train_classifier
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 

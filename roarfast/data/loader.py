@@ -9,41 +9,14 @@ ranks are aligned with the unaugmented canvas the attributions were computed on.
 (roarfast.data.stream) for a tree streamed from disk; both yield the same batches.
 """
 
-from dataclasses import dataclass
-
 import torch
 
 from roarfast import ops
+from roarfast.data.augment import Augment, augment  # noqa: F401  (Augment: part of the loader's API)
 
 #: share of free GPU memory a split's uint8 images may take to live on the device; beyond it they stay in
 #: pinned host memory and each batch is gathered there and copied over
 DEVICE_RESIDENT_SHARE = 0.25
-
-
-@dataclass(frozen=True)
-class Augment:
-    """flip: random horizontal flips (p = 1/2); translate: random shift of up to this many pixels per axis."""
-
-    flip: bool = True
-    translate: int = 2
-
-
-def augment(x: torch.Tensor, spec: Augment, generator: torch.Generator) -> torch.Tensor:
-    """Randomly shifted (zero padded) and flipped copy of x (Tensor[B, C, H, W]): one gather for both."""
-    b, c, h, w = x.shape
-    pad = spec.translate
-    if pad:
-        x = torch.nn.functional.pad(x, (pad, pad, pad, pad))
-    rows = torch.arange(h, device=x.device).expand(b, h)
-    cols = torch.arange(w, device=x.device).expand(b, w)
-    if pad:
-        rows = rows + torch.randint(0, 2 * pad + 1, (b, 1), generator=generator, device=x.device)
-        cols = cols + torch.randint(0, 2 * pad + 1, (b, 1), generator=generator, device=x.device)
-    if spec.flip:
-        flipped = torch.rand(b, 1, generator=generator, device=x.device) < 0.5
-        cols = torch.where(flipped, cols.flip(1), cols)
-    source = (rows.unsqueeze(2) * (w + 2 * pad) + cols.unsqueeze(1)).view(b, 1, h * w).expand(b, c, h * w)
-    return x.contiguous().flatten(2).gather(2, source).view(b, c, h, w)
 
 
 class DeviceLoader:

@@ -17,7 +17,7 @@ import torch
 
 from roarfast import ops
 from roarfast.data.base import FileSet
-from roarfast.data.loader import augment
+from roarfast.data.augment import augment
 from roarfast.store import RankRecord
 
 

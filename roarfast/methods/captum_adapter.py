@@ -54,7 +54,7 @@ def captum_maps(model, batch, target, params, name: str) -> torch.Tensor:
     cls = attribution_class(name)
     init = inspect.signature(cls.__init__).parameters
     if "layer" in init:
-        from roarfast.methods.gradcam import cam_layer
+        from roarfast.methods.model_context import cam_layer
 
         method = cls(model, cam_layer(model, params.gradcam_layer))
     else:

@@ -3,25 +3,10 @@ upsampled bilinearly to the input size."""
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from roarfast.errors import UserError
-from roarfast.methods.model_context import logits_of, selected_logits
+from roarfast.methods.model_context import cam_layer, logits_of, selected_logits
 from roarfast.methods.registry import register
-
-
-def cam_layer(model: nn.Module, name: str | None) -> nn.Module:
-    """The module at dotted `name`, or at model.cam_layer when name is None."""
-    if name is None:
-        name = getattr(model, "cam_layer", None)
-        if not isinstance(name, str):
-            raise UserError(f"{type(model).__name__} has no cam_layer attribute; set gradcam_layer to the dotted "
-                            "name of a conv module")
-    try:
-        return model.get_submodule(name)
-    except AttributeError:
-        names = ", ".join(n for n, _ in model.named_modules() if n)
-        raise UserError(f"gradcam_layer {name!r} is not a module of {type(model).__name__}; modules: {names}") from None
 
 
 @register("gradcam", target="own", seeded=False)

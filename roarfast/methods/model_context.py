@@ -59,3 +59,17 @@ def selected_logits(logits: torch.Tensor, target: torch.Tensor | None) -> torch.
     if target is None:
         target = logits.detach().argmax(1)
     return logits.gather(1, target[:, None]).sum()
+
+
+def cam_layer(model: nn.Module, name: str | None) -> nn.Module:
+    """The module at dotted `name`, or at model.cam_layer when name is None."""
+    if name is None:
+        name = getattr(model, "cam_layer", None)
+        if not isinstance(name, str):
+            raise UserError(f"{type(model).__name__} has no cam_layer attribute; set gradcam_layer to the dotted "
+                            "name of a conv module")
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        names = ", ".join(n for n, _ in model.named_modules() if n)
+        raise UserError(f"gradcam_layer {name!r} is not a module of {type(model).__name__}; modules: {names}") from None
