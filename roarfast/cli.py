@@ -259,17 +259,78 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
     click.echo(format_table(rows))
 
 
+def _positive_or_none(ctx, param, value):
+    if value is not None and value < 1:
+        raise click.BadParameter(f"should be a positive int, got {value}")
+    return value
+
+
 @main.command()
 @run_options
+@data_options
+@click.option("--preset", type=click.Choice(["quick", "paper"]), default="quick",
+              help="the grid: quick (what `roarfast run` uses) or paper (14 estimators x 5 fractions x roar,kar x "
+                   "5 seeds); the flags below override its parts")
+@click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: the preset's)")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
-              help="fractions for the retrain stage (default: the embedded benchmark's grid)")
-@click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: a quick set)")
+              help="fractions removed (ROAR) or kept (KAR); repeat or comma-separate (default: the preset's)")
+@click.option("--mode", "modes", default=None, help="roar, kar or roar,kar (default: the preset's)")
+@click.option("--seeds", type=int, default=None, callback=_positive_or_none,
+              help="retrainings per cell, seeds --seed.. (default: the preset's)")
+@click.option("--control/--no-control", default=None,
+              help="the mask-only control beside every cell (default: on)")
+@click.option("--control-seeds", type=int, default=None, callback=_positive_or_none,
+              help="controls for the first N seeds only (a control is tested against chance on the test split, "
+                   "which one seed allows; default: the preset's)")
+@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero"]), default="dataset-mean",
+              help="value that replaces removed pixels")
+@click.option("--model", default=None, help="model to retrain (default: the base model's)")
+@click.option("--epochs", type=int, default=None, callback=_positive_or_none,
+              help="training epochs of each cell (default: the preset's, else the model's recipe)")
+@amp_option
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              help="local: cells one after another in this process; ray: one Ray task per cell")
+@click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
+@click.option("--cpus-per-cell", type=float, default=1.0, help="Ray: CPUs per cell")
+@click.option("--gpus-per-cell", type=float, default=0.0, help="Ray: GPUs per cell, fractions allowed (0.25: four "
+              "small models share a GPU)")
+@click.option("--dry-run", is_flag=True, help="print the plan (cells done, to do, ETA) and stop")
 @_friendly_errors
-def run(run_dir, device, seed, progress, fractions, methods):
-    """The main job on the embedded default dataset: train, extract, retrain (ROAR and KAR), report."""
+def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
+          control, control_seeds, fill, model, epochs, amp, executor, address, cpus_per_cell, gpus_per_cell, dry_run):
+    """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
+    mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
+    directory (cells are claimed before they are trained)."""
+    from roarfast.sweep import preset_grid, run_sweep
+
+    mode_list = None if modes is None else tuple(m.strip() for m in modes.split(",") if m.strip())
+    grid = preset_grid(preset, methods=methods, fractions=tuple(fractions) if fractions else None, modes=mode_list,
+                       seeds=seeds, control=control, control_seeds=control_seeds, fill=fill, model=model,
+                       epochs=epochs, amp=amp, first_seed=seed)
+    run_sweep(run_dir, grid, executor=executor, ray_address=address, cpus_per_cell=cpus_per_cell,
+              gpus_per_cell=gpus_per_cell, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
+              dataset_options=data_option, device=device, seed=seed, progress=progress, echo=click.echo)
+
+
+@main.command()
+@run_options
+@click.option("--data-option", "data_option", multiple=True, callback=_data_options, metavar="KEY=VALUE",
+              help="embedded dataset option, repeatable: num_train, num_test, seed, copies")
+@click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
+              help="fractions of the grid (default: the one covering the object, 0.5)")
+@click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: the quick preset's)")
+@click.option("--seeds", type=int, default=None, callback=_positive_or_none,
+              help="retrainings per cell (default: the quick preset's 3)")
+@click.option("--epochs", type=int, default=None, callback=_positive_or_none,
+              help="training epochs of each cell (default: the quick preset's)")
+@_friendly_errors
+def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds, epochs):
+    """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
+    with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
     from roarfast.pipeline import run_all
 
-    run_all(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods)
+    run_all(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
+            epochs=epochs, dataset_options=data_option)
 
 
 def _not_built(name, issue_hint):
@@ -282,7 +343,6 @@ def _not_built(name, issue_hint):
     return command
 
 
-sweep = _not_built("sweep", "the whole grid, resumable, local or on Ray: a later issue")
 report = _not_built("report", "tables and plots from results.sqlite: a later issue")
 evaluate = _not_built("evaluate", "no-retrain evaluations MoRF/LeRF/ROAD: a later issue")
 

@@ -4,11 +4,19 @@ A cell is (dataset, model, method, mode, fraction, seed, config_hash). Its row g
 running -> done (or failed); a finished cell is written in one transaction, and a rerun skips cells
 that are done. SQLite in WAL mode with a busy timeout lets several processes (sweep workers) write
 the same file at once.
+
+Claims: before training a cell, a process claims it (`claim`): the row becomes `running` with the
+claimant's identity (host, pid, process start time) and a heartbeat it refreshes while it trains. A
+cell claimed by a live process is left alone; a claim whose process is gone (same host: no such
+process; another host: no heartbeat for HEARTBEAT_STALE_S) is taken over. So `kill -9` loses at most
+the cell in flight, and two sweeps on one run directory split the grid.
 """
 
 import json
 import math
+import os
 import platform
+import socket
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -24,7 +32,12 @@ MODES = ("roar", "kar", "roar-mask", "kar-mask")
 STATUSES = ("running", "done", "failed")
 FRACTION_DECIMALS = 9  # fractions computed as i/10 and typed as 0.7 must name the same cell
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: owner and heartbeat columns (claims)
+#: a claimant refreshes its heartbeat this often while it trains a cell
+HEARTBEAT_S = 15.0
+#: a claim from another host whose heartbeat is older than this is taken over (its process cannot be
+#: looked up from here); generous against clock skew and long pauses
+HEARTBEAT_STALE_S = 180.0
 RETRY_S = 0.02  # poll interval while another process holds the lock the busy handler does not cover
 
 KEY_COLUMNS = ("dataset", "model", "method", "mode", "fraction", "seed", "config_hash")
@@ -50,6 +63,8 @@ CREATE TABLE IF NOT EXISTS cells (
     error TEXT,
     created TEXT NOT NULL,
     finished TEXT,
+    owner TEXT,
+    heartbeat REAL,
     PRIMARY KEY (dataset, model, method, mode, fraction, seed, config_hash)
 )
 """
@@ -142,9 +157,12 @@ class ResultsDB:
         self._conn.execute("PRAGMA synchronous = FULL")
         with self._transaction():
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if version not in (0, 1, SCHEMA_VERSION):
                 raise OSError(f"{self.path} has schema version {version}, this roarfast uses {SCHEMA_VERSION}")
             self._conn.execute(_SCHEMA)
+            if version == 1:  # a results file from before claims: same rows, two more columns
+                self._conn.execute("ALTER TABLE cells ADD COLUMN owner TEXT")
+                self._conn.execute("ALTER TABLE cells ADD COLUMN heartbeat REAL")
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _enable_wal(self) -> str:
@@ -196,6 +214,45 @@ class ResultsDB:
             _check_cell(cell), {"status": "failed", "finished": _now(), "error": str(error)}, keep_done=True
         )
 
+    def claim(self, cell: Cell, owner: dict | None = None) -> bool:
+        """Claims `cell` for `owner` (default: this process) in one transaction: True when the caller may
+        train it now (it was new, failed, already ours, or held by a claimant that is gone); False when it
+        is done or a live process holds it."""
+        cell = _check_cell(cell)
+        owner = owner or this_process()
+        where = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
+        with self._transaction():
+            row = self._conn.execute(f"SELECT status, owner, heartbeat FROM cells WHERE {where}", _key(cell)).fetchone()
+            if row is not None:
+                if row["status"] == "done":
+                    return False
+                if row["status"] == "running":
+                    holder = json.loads(row["owner"]) if row["owner"] else None
+                    if holder != owner and owner_alive(holder, row["heartbeat"]):
+                        return False
+            values = {"status": "running", "owner": json.dumps(owner, sort_keys=True), "heartbeat": time.time(),
+                      "finished": None, "error": None}
+            self._conn.execute(_upsert_sql(values, keep_done=False), [*_key(cell), *values.values(), _now()])
+        return True
+
+    def heartbeat(self, cells, owner: dict | None = None) -> None:
+        """Refreshes the heartbeat of `owner`'s running claims among `cells`."""
+        owner_json = json.dumps(owner or this_process(), sort_keys=True)
+        where = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
+        with self._transaction():
+            for cell in cells:
+                self._conn.execute(f"UPDATE cells SET heartbeat = ? WHERE {where} AND status = 'running' AND owner = ?",
+                                   [time.time(), *_key(_check_cell(cell)), owner_json])
+
+    def release(self, cell: Cell, owner: dict | None = None) -> None:
+        """Gives up `owner`'s running claim on `cell` (an interrupted run): the row goes away, as if never
+        started, unless someone else holds or finished it."""
+        owner_json = json.dumps(owner or this_process(), sort_keys=True)
+        where = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
+        with self._transaction():
+            self._conn.execute(f"DELETE FROM cells WHERE {where} AND status = 'running' AND owner = ?",
+                               [*_key(_check_cell(cell)), owner_json])
+
     def record(self, cell: Cell, metrics: dict) -> None:
         """Writes a finished cell in one transaction, replacing any earlier row of the same cell.
 
@@ -232,20 +289,14 @@ class ResultsDB:
             extra=json.dumps(extra, sort_keys=True) if extra else None,
             error=None,
             finished=_now(),
+            owner=None,
+            heartbeat=None,
         )
         self._upsert(cell, values, keep_done=False)
 
     def _upsert(self, cell: Cell, values: dict, keep_done: bool) -> None:
-        columns = [*KEY_COLUMNS, *values, "created"]
-        placeholders = ", ".join("?" for _ in columns)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in values)
-        sql = (
-            f"INSERT INTO cells ({', '.join(columns)}) VALUES ({placeholders}) "
-            f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET {updates}"
-            + (" WHERE cells.status != 'done'" if keep_done else "")
-        )
         with self._transaction():
-            self._conn.execute(sql, [*_key(cell), *values.values(), _now()])
+            self._conn.execute(_upsert_sql(values, keep_done), [*_key(cell), *values.values(), _now()])
 
     def rows(self, **filters) -> list[dict]:
         """Rows as dicts (versions/extra decoded), ordered by cell; filters on cell columns or status,
@@ -305,6 +356,16 @@ def _check_cell(cell) -> Cell:
     return cell
 
 
+def _upsert_sql(values: dict, keep_done: bool) -> str:
+    """INSERT of a cell's row with `values`, or UPDATE of those columns when it exists (not of a done row
+    when keep_done); parameters: the key columns, the values, the creation time."""
+    columns = [*KEY_COLUMNS, *values, "created"]
+    return (f"INSERT INTO cells ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
+            f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in values)
+            + (" WHERE cells.status != 'done'" if keep_done else ""))
+
+
 def _key(cell: Cell) -> list:
     return [getattr(cell, c) for c in KEY_COLUMNS]
 
@@ -313,4 +374,55 @@ def _decode(row: sqlite3.Row) -> dict:
     record = dict(row)
     record["versions"] = json.loads(record["versions"]) if record["versions"] else None
     record["extra"] = json.loads(record["extra"]) if record["extra"] else {}
+    record["owner"] = json.loads(record["owner"]) if record.get("owner") else None
     return record
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process `pid` in clock ticks since boot (Linux /proc), or None where unknown: with
+    the pid it names one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22 of stat; the name in (...) may hold spaces
+
+
+def this_process() -> dict:
+    """The claimant identity of the calling process."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid())}
+
+
+def owner_alive(owner: dict | None, heartbeat: float | None) -> bool:
+    """Whether the claimant `owner` may still be training: on this host, its process exists (same pid and
+    start time); on another host, its heartbeat is fresh."""
+    if not owner:
+        return False
+    if owner.get("host") == socket.gethostname():
+        pid = owner.get("pid")
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # exists, owned by another user
+        start = _start_time(pid)
+        return start is None or owner.get("start") is None or start == owner["start"]
+    return heartbeat is not None and time.time() - heartbeat < HEARTBEAT_STALE_S
+
+
+def load(run_dir, *, status: str | None = "done"):
+    """The cells of `run_dir`'s results.sqlite for a notebook: a pandas DataFrame (one row per cell and
+    seed; `fill` and any other extras as columns, versions as a dict column), or a list of dicts when
+    pandas is not installed. `status=None` includes running and failed cells."""
+    path = Path(run_dir) / "results.sqlite"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: no cell has run in {run_dir}")
+    with ResultsDB(path) as db:
+        rows = db.rows(**({} if status is None else {"status": status}))
+    records = [{**{k: v for k, v in row.items() if k not in ("extra", "owner")}, **row["extra"]} for row in rows]
+    try:
+        import pandas
+    except ImportError:
+        return records
+    return pandas.DataFrame.from_records(records, columns=list(records[0]) if records else [*KEY_COLUMNS, "status"])

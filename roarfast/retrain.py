@@ -4,14 +4,11 @@ runs/<name>/results.sqlite. Finished cells are skipped on a rerun.
 """
 
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from roarfast.cells import IMAGENET_MEAN, fill_values  # noqa: F401  (part of this module's API)
 from roarfast.errors import UserError
-
-#: per-channel ImageNet mean in [0,1] pixel space, for --fill imagenet-mean
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
 
 
 @dataclass(frozen=True)
@@ -27,65 +24,36 @@ class RetrainOptions:
     mask_only: bool = False  # also the mask-only control of every cell (mode "<mode>-mask")
 
 
-def fill_values(fill: str, mean, std) -> tuple:
-    """The replacement value per channel in the normalized space the model sees."""
-    if fill == "dataset-mean":
-        return tuple(0.0 for _ in mean)
-    if fill == "zero":
-        return tuple(-m / s for m, s in zip(mean, std))
-    if fill == "imagenet-mean":
-        if len(mean) != 3:
-            raise UserError(f"--fill imagenet-mean needs 3-channel images, the dataset has {len(mean)}")
-        return tuple((im - m) / s for im, m, s in zip(IMAGENET_MEAN, mean, std))
-    raise UserError(f"--fill should be dataset-mean, imagenet-mean or zero, got {fill!r}")
-
-
-def _methods_to_run(store, options, ds):
-    """Requested methods, or every complete method of both splits; random is always included."""
+def _methods_to_run(store, options):
+    """Requested methods, or every complete method of both splits (random is added by the grid)."""
     if options.methods:
-        from roarfast.methods import parse_methods
-
-        try:
-            methods = parse_methods(options.methods)
-        except ValueError as err:
-            raise UserError(str(err)) from None
-    else:
-        methods = sorted(set(store.methods("train")) & set(store.methods("test")))
-    if "random" not in methods:
-        methods = ["random", *methods]
-    return methods
+        return options.methods
+    methods = sorted(set(store.methods("train")) & set(store.methods("test")))
+    return ",".join(methods) or "random"
 
 
 def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
-                seed=0, progress=True, dataset_obj=None):
-    """Runs every cell not yet in results.sqlite; returns all rows of the requested cells."""
-    import json
-
+                seed=0, progress=True, dataset_obj=None, echo=None):
+    """Runs every cell not yet in results.sqlite (claimed first, as a sweep does); returns all rows of the
+    requested cells, in grid order. Model-free ranks (random, sobel, oracle) are extracted here when
+    missing; other methods need `roarfast extract` first."""
+    from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.extract import ExtractOptions, model_free, run_extract
-    from roarfast.results import ResultsDB, cell_key
+    from roarfast.results import ResultsDB
     from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
-    from roarfast.train import Masking, default_recipe, mask_mode, resolve_amp, train_classifier
+    from roarfast.sweep import Grid, execute_local, make_plan
 
     run_dir = Path(run_dir)
     device = resolve_device(device)
     ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
-    base_meta_path = run_dir / "checkpoints" / "base" / "meta.json"
-    base_meta = json.loads(base_meta_path.read_text()) if base_meta_path.exists() else {}
-    model_name = options.model or base_meta.get("model")
-    recipe = default_recipe(model_name, device) if model_name else None
-    if recipe is None:
-        from roarfast.train import default_model
-
-        model_name = default_model(ds, device)
-        recipe = default_recipe(model_name, device)
-    recipe = recipe.replace(amp=resolve_amp(options.amp, device))
-    if options.epochs:
-        recipe = recipe.replace(epochs=options.epochs)
-
+    model_name, recipe = cell_recipe(run_dir, ds, device, model=options.model, epochs=options.epochs, amp=options.amp)
     store = RankStore(run_dir)
-    methods = _methods_to_run(store, options, ds)
+    grid = Grid(methods=_methods_to_run(store, options), modes=tuple(options.modes), fractions=tuple(options.fractions),
+                seeds=options.seeds, first_seed=seed, control=options.mask_only, fill=options.fill,
+                model=model_name, epochs=recipe.epochs, amp=options.amp)
+    methods = grid.method_list()
     missing = [m for m in methods if m not in store.methods("train") or m not in store.methods("test")]
     cheap = [m for m in missing if model_free(m)]
     if cheap:  # model-free ranks take seconds: make them here rather than send the user back to extract
@@ -95,35 +63,11 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     if missing:
         raise UserError(f"no complete ranks in {run_dir} for {', '.join(missing)}: run "
                         f"`roarfast extract --method {','.join(missing)} --run-dir {run_dir}` first")
-
-    db = ResultsDB(run_dir / "results.sqlite")
-    fill = fill_values(options.fill, ds.mean, ds.std)
-    rows = []
-    for method in methods:
-        train_rec = store.read(method, "train", dataset_fingerprint=ds.fingerprint)
-        test_rec = store.read(method, "test", dataset_fingerprint=ds.fingerprint)
-        # a streamed dataset reads rank rows from the memory maps as batches need them; else all at once
-        train_ranks, test_ranks = (train_rec, test_rec) if ds.streamed else (train_rec.tensor(), test_rec.tensor())
-        for mode in options.modes:
-            for fraction in options.fractions:
-                for cell_seed in range(seed, seed + options.seeds):
-                    for mask_only in (False, True) if options.mask_only else (False,):
-                        masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=fraction,
-                                          keep=(mode == "kar"), fill=fill, mask_only=mask_only)
-                        # the control sees no pixel values, so the fill is not part of its configuration
-                        config = {"recipe": recipe.to_dict(), "dataset": ds.fingerprint,
-                                  "ranks": train_rec.manifest.get("params"),
-                                  **({} if mask_only else {"fill": options.fill})}
-                        cell = cell_key(dataset=ds.name, model=model_name, method=method, mode=mask_mode(masking),
-                                        fraction=fraction, seed=cell_seed, config=config)
-                        if not db.is_done(cell):
-                            started = time.perf_counter()
-                            result = train_classifier(ds, model_name, recipe, device, seed=cell_seed,
-                                                      progress=progress, masking=masking)
-                            db.record(cell, {"test_acc": result.test_acc, "val_acc": result.val_acc,
-                                             "epochs": result.epochs, "seconds": time.perf_counter() - started})
-                        rows.append(db.get(cell))
-    return rows
+    trainer = CellTrainer(run_dir, ds, model_name, recipe, options.fill, device, progress=progress)
+    with ResultsDB(run_dir / "results.sqlite") as db:
+        plan = make_plan(trainer, grid, db)
+        execute_local(trainer, plan, db, progress=False, echo=echo or (lambda line: None))
+        return [db.get(key) for _, key in plan.cells]
 
 
 def summarize(rows) -> dict:
