@@ -5,7 +5,6 @@ Every stage resumes: a rerun reuses the base model, the complete rank stores and
 """
 
 import time
-from pathlib import Path
 
 #: the embedded dataset's checks: oracle ROAR near chance, random far above, oracle KAR near unmodified
 CHANCE_MARGIN = 0.10

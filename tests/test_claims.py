@@ -1,0 +1,102 @@
+"""Claims in results.sqlite: a cell is trained by one live process at a time; a claim whose process is
+gone (or, from another host, whose heartbeat went stale) is taken over; a v1 file gains the columns."""
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+
+from roarfast.results import _SCHEMA, HEARTBEAT_STALE_S, Cell, ResultsDB, this_process
+
+
+def cell(**overrides):
+    fields = dict(dataset="embedded", model="fastnet", method="random", mode="roar", fraction=0.5, seed=0,
+                  config_hash="c" * 64)
+    fields.update(overrides)
+    return Cell(**fields)
+
+
+def metrics():
+    return dict(test_acc=0.5, val_acc=0.5, epochs=1, seconds=1.0, versions={"roarfast": "test"})
+
+
+def dead_process() -> dict:
+    """The identity of a process that has exited (same host)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return {"host": socket.gethostname(), "pid": child.pid, "start": "1"}
+
+
+def test_a_live_claim_blocks_others_and_a_done_cell_is_never_claimed(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        from roarfast.results import _start_time
+
+        live = {"host": socket.gethostname(), "pid": sleeper.pid, "start": _start_time(sleeper.pid)}
+        with ResultsDB(tmp_path / "r.sqlite") as db:
+            assert db.claim(cell(), live)
+            assert not db.claim(cell())  # held by a live process
+            assert db.claim(cell(), live)  # the holder itself may claim again
+            db.record(cell(), metrics())
+            assert not db.claim(cell(), live) and not db.claim(cell())
+            assert db.get(cell())["owner"] is None
+    finally:
+        sleeper.kill()
+
+
+def test_a_dead_claimant_and_a_reused_pid_are_taken_over(tmp_path):
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        assert db.claim(cell(), dead_process())
+        assert db.claim(cell())
+        assert db.get(cell())["owner"] == this_process()
+        # our own pid but another start time: a process that died and whose pid came back
+        impostor = {**this_process(), "start": "0"}
+        assert db.claim(cell(seed=1), impostor)
+        assert db.claim(cell(seed=1))
+
+
+def test_another_hosts_claim_counts_while_its_heartbeat_is_fresh(tmp_path):
+    remote = {"host": "elsewhere-" + socket.gethostname(), "pid": 1, "start": "1"}
+    path = tmp_path / "r.sqlite"
+    with ResultsDB(path) as db:
+        assert db.claim(cell(), remote)
+        assert not db.claim(cell())
+        db.heartbeat([cell()], remote)
+        assert not db.claim(cell())
+    with sqlite3.connect(path) as raw:  # its last heartbeat, long ago
+        raw.execute("UPDATE cells SET heartbeat = ?", (time.time() - HEARTBEAT_STALE_S - 1,))
+    with ResultsDB(path) as db:
+        assert db.claim(cell())
+
+
+def test_release_forgets_only_the_releasers_claim(tmp_path):
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        db.claim(cell())
+        db.release(cell(), dead_process())  # not the holder: nothing happens
+        assert db.status(cell()) == "running"
+        db.release(cell())
+        assert db.status(cell()) is None
+
+
+def test_a_version_1_file_gains_the_claim_columns_and_keeps_its_rows(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with ResultsDB(path) as db:
+        db.record(cell(), metrics())
+    v1_columns = ("dataset, model, method, mode, fraction, seed, config_hash, status, test_acc, val_acc, epochs, "
+                  "seconds, versions, extra, error, created, finished")
+    with sqlite3.connect(path) as raw:  # rebuild it as the v1 layout had it: no owner, no heartbeat
+        raw.execute(_SCHEMA.replace("cells", "old").replace("    owner TEXT,\n    heartbeat REAL,\n", ""))
+        raw.execute(f"INSERT INTO old SELECT {v1_columns} FROM cells")
+        raw.execute("DROP TABLE cells")
+        raw.execute("ALTER TABLE old RENAME TO cells")
+        raw.execute("PRAGMA user_version = 1")
+        assert "owner" not in [c[1] for c in raw.execute("PRAGMA table_info(cells)")]
+    with ResultsDB(path) as db:
+        assert db.is_done(cell()) and db.get(cell())["test_acc"] == 0.5
+        assert db.claim(cell(seed=3))
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
+        owner = raw.execute("SELECT owner FROM cells WHERE seed = 3").fetchone()[0]
+    assert json.loads(owner)["pid"] == this_process()["pid"]

@@ -1,0 +1,165 @@
+"""`roarfast sweep`: the grid, the plan, resumption after kill -9, two processes sharing a run directory,
+the Ray executor, and bad input that writes nothing."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from roarfast.cli import main
+from roarfast.results import ResultsDB
+from roarfast.sweep import Grid, preset_grid
+
+DATA = ["--data-option", "num_train=384", "--data-option", "num_test=128"]
+#: 2 methods x roar x 1 fraction x 3 seeds + a control for seed 0 of each = 8 cells
+GRID = ["--method", "random,sobel", "--mode", "roar", "--fraction", "0.5", "--seeds", "3", "--control-seeds", "1",
+        "--epochs", "1", "--no-progress"]
+CELLS = 8
+LINE = re.compile(r"^\[sweep\] \d+/\d+ (.+): [\d.]+% ")
+
+
+def cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "roarfast.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """A run directory with a (one-epoch) base model and random/sobel ranks, to copy per test."""
+    run_dir = tmp_path_factory.mktemp("sweep") / "base"
+    for args in (["train", "--epochs", "1", *DATA], ["extract", "--method", "random,sobel"]):
+        result = cli(*args, "--run-dir", str(run_dir), "--no-progress")
+        assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def copy_of(prepared, tmp_path, name="run"):
+    target = tmp_path / name
+    shutil.copytree(prepared, target)
+    return target
+
+
+def accuracies(run_dir) -> dict:
+    with ResultsDB(run_dir / "results.sqlite") as db:
+        rows = db.rows()
+    assert all(r["status"] == "done" for r in rows), [(r["method"], r["status"]) for r in rows]
+    keys = [(r["method"], r["mode"], r["fraction"], r["seed"]) for r in rows]
+    assert len(keys) == len(set(keys)), "one row per cell"
+    return {key: r["test_acc"] for key, r in zip(keys, rows)}
+
+
+def test_grid_expands_cells_with_controls_and_presets_hold_the_paper_study():
+    cells = Grid(methods="sobel", modes=("roar", "kar"), fractions=(0.1, 0.5), seeds=2, control_seeds=1).cells()
+    # random joins every grid as the reference; the control follows its cell, for seed 0 only
+    assert [c.describe() for c in cells[:3]] == ["random roar 0.1 seed 0", "random roar-mask 0.1 seed 0",
+                                                 "random roar 0.1 seed 1"]
+    assert len(cells) == 2 * 2 * 2 * 2 + 2 * 2 * 2
+    paper = preset_grid("paper")
+    assert len([c for c in paper.cells() if not c.control]) == 700
+    assert sum(c.control for c in paper.cells()) == 700
+
+
+def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path):
+    run_dir = copy_of(prepared, tmp_path)
+    result = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert f"done: 0, to do: {CELLS}" in result.stdout and "ETA: unknown" in result.stdout
+    assert not (run_dir / "results.sqlite").exists()
+    result = cli("sweep", "--run-dir", str(run_dir), *GRID)
+    assert result.returncode == 0, result.stderr
+    finished = [LINE.match(line).group(1) for line in result.stdout.splitlines() if LINE.match(line)]
+    assert len(finished) == CELLS and "sobel roar-mask 0.5 seed 0" in finished
+    again = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
+    assert f"done: {CELLS}, to do: 0" in again.stdout and "per cell" in again.stdout
+
+
+def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuracies(prepared, tmp_path):
+    reference = copy_of(prepared, tmp_path, "reference")
+    assert cli("sweep", "--run-dir", str(reference), *GRID).returncode == 0
+    run_dir = copy_of(prepared, tmp_path, "killed")
+    proc = subprocess.Popen([sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *GRID],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:  # kill it while it trains, after it finished a cell
+            if (run_dir / "results.sqlite").exists():
+                with ResultsDB(run_dir / "results.sqlite") as db:
+                    statuses = [r["status"] for r in db.rows()]
+                if "done" in statuses and "running" in statuses:
+                    break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    with ResultsDB(run_dir / "results.sqlite") as db:
+        assert 0 < len(db.rows(status="done")) < CELLS
+    result = cli("sweep", "--run-dir", str(run_dir), *GRID)
+    assert result.returncode == 0, result.stderr
+    assert accuracies(run_dir) == accuracies(reference)
+
+
+def test_two_sweeps_split_the_grid_and_never_train_a_cell_twice(prepared, tmp_path):
+    run_dir = copy_of(prepared, tmp_path)
+    grid = [*GRID[:GRID.index("--seeds")], "--seeds", "5", *GRID[GRID.index("--seeds") + 2:]]
+    args = [sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *grid]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "results.sqlite").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the second starts once the first holds a claim
+    second = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outputs = [p.communicate(timeout=600) for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, [o[1][-2000:] for o in outputs]
+    trained = [{LINE.match(line).group(1) for line in out.splitlines() if LINE.match(line)} for out, _ in outputs]
+    assert not trained[0] & trained[1], "a cell was trained by both"
+    assert len(trained[0] | trained[1]) == 2 * 5 + 2
+    assert len(accuracies(run_dir)) == 2 * 5 + 2
+
+
+def test_ray_executor_gives_the_local_rows(prepared, tmp_path):
+    pytest.importorskip("ray")
+    local = copy_of(prepared, tmp_path, "local")
+    assert cli("sweep", "--run-dir", str(local), *GRID).returncode == 0
+    on_ray = copy_of(prepared, tmp_path, "ray")
+    threads = str(__import__("torch").get_num_threads())  # the local run's threads: identical arithmetic
+    result = cli("sweep", "--run-dir", str(on_ray), *GRID, "--executor", "ray", "--cpus-per-cell", threads)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert accuracies(on_ray) == accuracies(local)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--preset", "huge"], "'huge' is not one of"),
+    (["--executor", "slurm"], "'slurm' is not one of"),
+    (["--fraction", "1.5"], "fractions must lie in (0, 1]"),
+    (["--fraction", "0"], "fractions must lie in (0, 1]"),
+    (["--mode", "roar,keep"], "modes are roar and kar"),
+    (["--seeds", "0"], "should be a positive int"),
+    (["--method", "sg-nope"], "sg-nope"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["sweep", "--run-dir", str(run_dir), *DATA, *args])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not (run_dir / "results.sqlite").exists()
+
+
+def test_ray_asked_for_but_missing_says_how_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["sweep", "--run-dir", str(run_dir), "--executor", "ray", *DATA])
+    assert result.exit_code != 0 and "roarfast[ray]" in result.output, result.output
+    assert not run_dir.exists() or not (run_dir / "results.sqlite").exists()
+
+
+def test_unknown_config_key_is_refused(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("sweep: {seeds: 2, sedes: 3}\n")
+    result = CliRunner().invoke(main, ["--config", str(config), "sweep", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code != 0 and "sedes" in result.output
+    assert not (tmp_path / "run" / "results.sqlite").exists()
