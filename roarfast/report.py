@@ -146,13 +146,16 @@ def load_context(run_dir: Path, notes: list) -> Context:
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     if not meta:
         notes.append(f"no base checkpoint meta ({meta_path}): base accuracy unknown")
-    ds = None
-    try:
-        from roarfast.rundir import open_dataset
+    from roarfast.rundir import DATASET_FILE, open_dataset
 
-        ds = open_dataset(run_dir)
-    except UserError as err:
-        notes.append(f"dataset not opened ({err}): chance from the class count, no example images")
+    ds = None
+    if not (run_dir / DATASET_FILE).is_file():  # never guess the dataset: chance and the grid would be wrong
+        notes.append(f"no {DATASET_FILE} in the run directory: chance from the class count, no example images")
+    else:
+        try:
+            ds = open_dataset(run_dir)
+        except UserError as err:
+            notes.append(f"dataset not opened ({err}): chance from the class count, no example images")
     if ds is not None:
         import torch
 

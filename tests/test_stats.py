@@ -30,7 +30,10 @@ def test_welch_by_hand_and_against_scipy():
     df = se2 ** 2 / ((0.0004 / 3) ** 2 / 2 + (0.0025 / 3) ** 2 / 2)
     expected = 2 * sps.t.sf(t, df)
     assert stats.welch_p(a, b) == pytest.approx(expected, rel=1e-9)
-    assert stats.welch_p(a, b) == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue, rel=1e-12)
+    assert stats.welch_p(a, b) == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue, rel=1e-9)
+    # one group without spread: df = n_b - 1 and the test still runs
+    c = [0.5, 0.5, 0.5]
+    assert stats.welch_p(c, b) == pytest.approx(2 * sps.t.sf(abs(0.5 - 0.55) / math.sqrt(0.0025 / 3), 2), rel=1e-9)
 
 
 def test_welch_degenerate_cases_are_decided():
