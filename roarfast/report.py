@@ -553,6 +553,16 @@ def _groups(summary: dict, mode: str, fill) -> dict:
     return {m: sorted(v, key=lambda t: t[0]) for m, v in out.items()}
 
 
+def _colors(summary: dict) -> dict:
+    """method -> colour, the same in every figure: tab20's dark shades first, then its light ones."""
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab20"].colors
+    palette = palette[0::2] + palette[1::2]
+    methods = sorted({g["method"] for g in summary["groups"]} - {"random"})
+    return {m: palette[i % len(palette)] for i, m in enumerate(methods)}
+
+
 def _draw_curve(ax, points, label, color=None, linestyle="-"):
     """One method's mean accuracy (%) against fraction (%), its 95% interval shaded where n >= 2."""
     x = [100 * f for f, _ in points]
@@ -571,8 +581,17 @@ def _draw_random(ax, points):
     y = [100 * g["mean"] for _, g in points]
     lo = [100 * (g["low"] if g["low"] is not None else g["mean"]) for _, g in points]
     hi = [100 * (g["high"] if g["high"] is not None else g["mean"]) for _, g in points]
-    ax.fill_between(x, lo, hi, color="0.6", alpha=0.35, linewidth=0)
+    ax.fill_between(x, lo, hi, color="0.6", alpha=0.35, linewidth=0, label="random, 95% interval")
     ax.plot(x, y, color="0.35", linestyle="--", label="random")
+
+
+def _figure_legend(fig, axes) -> None:
+    """One legend for all panels, right of them: every label drawn in any panel, once."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.legend(list(entries.values()), list(entries), loc="outside right center", fontsize=8)
 
 
 def _decorate(ax, summary, mode, title):
@@ -581,6 +600,8 @@ def _decorate(ax, summary, mode, title):
     if summary["base"].get("test_acc") is not None:
         ax.axhline(100 * summary["base"]["test_acc"], color="tab:green", linestyle="-.", linewidth=1,
                    label="base model (unmodified)")
+    fractions = sorted({100 * g["fraction"] for g in summary["groups"] if g["mode"] in (mode, CONTROL_MODE[mode])})
+    ax.set_xticks(fractions)
     ax.set_xlabel(AXIS.get(mode, "fraction (%)"))
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
@@ -596,18 +617,25 @@ def figure_accuracy(summary: dict, fill: str):
     modes = [m for m in MODES if _groups(summary, m, fill)]
     if not modes:
         return None
-    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.8), squeeze=False)
+    colors = _colors(summary)
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes) + 2.5, 4.8), squeeze=False,
+                             layout="constrained")
     for ax, mode in zip(axes[0], modes):
         curves = _groups(summary, mode, fill)
         if "random" in curves:
             _draw_random(ax, curves["random"])
         for method in sorted(curves, key=_method_order):
             if method != "random":
-                _draw_curve(ax, curves[method], method)
+                _draw_curve(ax, curves[method], method, colors[method])
+        leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"]) == (mode, fill)
+                 and (e.get("control") or {}).get("leaky")]
+        if leaky:  # ringed: the control alone is above chance, the point partly measures the pattern's shape
+            ax.scatter([100 * e["fraction"] for e in leaky], [100 * e["mean"] for e in leaky], s=160,
+                       facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
+                       label="leaky (mask-only control above chance)")
         _decorate(ax, summary, mode, f"{mode.upper()} (fill {fill})")
-    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
+    _figure_legend(fig, axes.flat)
     fig.suptitle("Test accuracy after retraining; shaded: 95% t-interval over seeds")
-    fig.tight_layout()
     return fig
 
 
@@ -632,8 +660,9 @@ def figure_ensembles(summary: dict, fill: str):
             panels.append((base, sorted(members, key=lambda m: (m != base, m))))
     if not panels:
         return None
-    fig, axes = plt.subplots(len(modes), len(panels), figsize=(5.2 * len(panels), 4.2 * len(modes)),
-                             squeeze=False)
+    colors = _colors(summary)
+    fig, axes = plt.subplots(len(modes), len(panels), figsize=(5.2 * len(panels) + 2.5, 4.2 * len(modes)),
+                             squeeze=False, layout="constrained")
     for row, mode in enumerate(modes):
         curves = _groups(summary, mode, fill)
         for col, (base, members) in enumerate(panels):
@@ -642,11 +671,10 @@ def figure_ensembles(summary: dict, fill: str):
                 _draw_random(ax, curves["random"])
             for method in members:
                 if method in curves:
-                    _draw_curve(ax, curves[method], method)
+                    _draw_curve(ax, curves[method], method, colors[method])
             _decorate(ax, summary, mode, f"{base} and its ensembles, {mode.upper()}")
-            ax.legend(fontsize=7, loc="best")
+    _figure_legend(fig, axes.flat)
     fig.suptitle(f"Base estimators against SG / SG-SQ / VAR (fill {fill}); shaded: 95% t-interval over seeds")
-    fig.tight_layout()
     return fig
 
 
@@ -663,7 +691,9 @@ def figure_controls(summary: dict):
         return None
     cols = min(4, len(panels))
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.6 * rows), squeeze=False)
+    leaky = {(e["method"], e["mode"]) for e in summary["leakage"] if e["leaky"]}
+    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols + 2.5, 3.6 * rows), squeeze=False,
+                             layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (mode, method) in zip(axes.flat, panels):
@@ -674,14 +704,16 @@ def figure_controls(summary: dict):
         _draw_curve(ax, _groups(summary, CONTROL_MODE[mode], None)[method], "mask-only control", color="tab:red",
                     linestyle="--")
         _decorate(ax, summary, mode, f"{method}, {mode.upper()}")
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle("ROAR/KAR accuracy beside the mask-only control (trained on the removal pattern alone)")
-    fig.tight_layout()
+        if (method, CONTROL_MODE[mode]) in leaky:
+            ax.set_title(f"{method}, {mode.upper()}: LEAKY control", color="firebrick")
+    _figure_legend(fig, axes.flat)
+    fig.suptitle("ROAR/KAR accuracy beside the mask-only control (trained on the removal pattern alone); "
+                 "shaded: 95% t-interval over seeds")
     return fig
 
 
 def example_grid(summary: dict, context: Context, run_dir: Path):
-    """(images float ndarray[rows, cols, H, W, C] in [0, 1], row labels, column labels) of test image
+    """(images float ndarray[rows, cols, H, W, C] in [0, 1], row labels, column labels, fill name) of test image
     EXAMPLE_INDEX masked as retraining masked it (ops.mask_normalize, retrain.fill_values, then back to
     pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve."""
     import numpy as np
@@ -719,15 +751,16 @@ def example_grid(summary: dict, context: Context, run_dir: Path):
             row.append((x * std + mean).clamp(0, 1)[0].permute(1, 2, 0).numpy())
         rows.append(row)
     labels = ["original"] + [f"{mode.upper()} {f:.0%}" for mode, f in columns]
-    return np.stack([np.stack(r) for r in rows]), methods, labels
+    return np.stack([np.stack(r) for r in rows]), methods, labels, fill_name
 
 
-def figure_examples(images, row_labels: list, col_labels: list):
+def figure_examples(images, row_labels: list, col_labels: list, fill: str):
     """The example grid: rows = methods, columns = original then mode x fraction."""
     import matplotlib.pyplot as plt
 
     rows, cols = images.shape[:2]
-    fig, axes = plt.subplots(rows, cols, figsize=(1.35 * cols + 1.0, 1.4 * rows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(1.35 * cols + 1.0, 1.4 * rows + 0.6), squeeze=False,
+                             layout="constrained")
     for r in range(rows):
         for c in range(cols):
             ax = axes[r][c]
@@ -740,6 +773,5 @@ def figure_examples(images, row_labels: list, col_labels: list):
                 ax.set_title(col_labels[c], fontsize=8)
             if c == 0:
                 ax.set_ylabel(row_labels[r], fontsize=8)
-    fig.suptitle("One test image as retraining saw it (removed pixels take the fill)", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(f"One test image as retraining saw it (removed pixels take the fill: {fill})", fontsize=10)
     return fig

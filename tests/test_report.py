@@ -188,7 +188,7 @@ def test_figures_draw_one_line_per_method(written, tmp_path):
     assert image.shape[1] > image.shape[0]  # two panels side by side
     fig = rpt.figure_controls(summary)
     panels = [ax for ax in fig.axes if ax.get_visible()]
-    assert [ax.get_title() for ax in panels] == ["random, ROAR", "good, ROAR"]
+    assert [ax.get_title() for ax in panels] == ["random, ROAR", "good, ROAR: LEAKY control"]
     assert labelled_lines(panels[1]) == {"ROAR (dataset-mean)", "ROAR (road)", "mask-only control", "chance",
                                          "base model (unmodified)"}
     read_png(fig, tmp_path / "c.png")
@@ -234,8 +234,8 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
                     record(db, method, mode, f, 0, 0.5)
     written = rpt.write_report(run)
     assert (run / "report" / "examples.png").is_file()
-    images, methods, labels = rpt.example_grid(written.summary, rpt.load_context(run, []), run)
-    assert methods == ["random", "oracle"] and labels == ["original", "ROAR 25%", "ROAR 50%", "KAR 25%", "KAR 50%"]
+    images, methods, labels, fill = rpt.example_grid(written.summary, rpt.load_context(run, []), run)
+    assert fill == "dataset-mean" and methods == ["random", "oracle"] and labels == ["original", "ROAR 25%", "ROAR 50%", "KAR 25%", "KAR 50%"]
     original = ds.test.images[rpt.EXAMPLE_INDEX].permute(1, 2, 0).double().numpy() / 255
     mean = np.array(ds.mean)
     for r, method in enumerate(methods):
