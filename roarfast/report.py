@@ -62,13 +62,13 @@ def write_report(run_dir, out_dir=None) -> Report:
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     files = _write_figures(summary, cells, run_dir, context, out_dir)
-    summary["figures"] = [{"file": name, "title": title} for name, title in files]
+    summary["figures"] = files
     _write_csv(cells, out_dir / "cells.csv")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out_dir / "index.md").write_text(render_markdown(summary))
     (out_dir / "index.html").write_text(render_html(summary, out_dir))
-    return Report(out_dir, summary, [name for name, _ in files] + ["cells.csv", "summary.json", "index.md",
-                                                                     "index.html"])
+    return Report(out_dir, summary, [f["file"] for f in files] + ["cells.csv", "summary.json", "index.md",
+                                                                    "index.html"])
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -112,7 +112,7 @@ def load_cells(run_dir: Path) -> tuple[list[dict], list[str]]:
                      f"set aside: the newest of each cell is reported")
     if not newest:
         raise UserError(f"no finished cells of modes {', '.join(KNOWN_MODES)} in {path}")
-    cells = sorted(newest.values(), key=lambda c: (c["mode"], c["fill"] or "", _method_order(c["method"]),
+    cells = sorted(newest.values(), key=lambda c: (_mode_order(c["mode"]), c["fill"] or "", _method_order(c["method"]),
                                                    c["fraction"], c["seed"]))
     for c in cells:
         c["control_acc"] = None
@@ -126,6 +126,10 @@ def load_cells(run_dir: Path) -> tuple[list[dict], list[str]]:
 
 def _method_order(method: str) -> tuple:
     return (method != "random", method)
+
+
+def _mode_order(mode: str) -> int:
+    return KNOWN_MODES.index(mode)
 
 
 @dataclass
@@ -228,7 +232,7 @@ def summarize(cells: list, context: Context, notes: list) -> dict:
                   "leakage": f"{stats.LEAK_T}; with one seed or no spread: {stats.LEAK_BINOMIAL}; leaky when "
                              f"p < {stats.ALPHA} and the control beats chance by >= {stats.LEAK_MARGIN:.0%}",
                   "degenerate": "no spread in both groups: equal means give p = 1, different means p = 0"},
-        "groups": sorted(groups, key=lambda g: (g["mode"], g["fill"] or "", _method_order(g["method"]),
+        "groups": sorted(groups, key=lambda g: (_mode_order(g["mode"]), g["fill"] or "", _method_order(g["method"]),
                                                 g["fraction"])),
         "leakage": leakage,
         "verdicts": verdicts,
@@ -241,8 +245,8 @@ def summarize(cells: list, context: Context, notes: list) -> dict:
 def _leakage(accs: dict, context: Context) -> list:
     """Per control group (method, control mode, fraction): its mean, interval and leak test against chance."""
     out = []
-    for (method, mode, _fill, fraction), by_seed in sorted(accs.items(), key=lambda kv: (kv[0][1], kv[0][0],
-                                                                                          kv[0][3])):
+    for (method, mode, _fill, fraction), by_seed in sorted(accs.items(), key=lambda kv: (
+            _mode_order(kv[0][1]), _method_order(kv[0][0]), kv[0][3])):
         if mode in MODES:
             continue
         values = list(by_seed.values())
@@ -266,7 +270,8 @@ def _verdicts(accs: dict, leakage: list) -> list:
     estimators tested there."""
     controls = {(e["method"], e["mode"], e["fraction"]): e for e in leakage}
     out = []
-    slots = sorted({(mode, fill, fraction) for (_m, mode, fill, fraction) in accs if mode in MODES})
+    slots = sorted({(mode, fill, fraction) for (_m, mode, fill, fraction) in accs if mode in MODES},
+                   key=lambda slot: (_mode_order(slot[0]), *slot[1:]))
     for mode, fill, fraction in slots:
         random = accs.get(("random", mode, fill, fraction))
         entries = []
@@ -301,7 +306,7 @@ def _rankings(accs: dict) -> list:
     """Per (mode, fill): each method's per-seed AUC over the fractions every method of that mode and fill
     has, mean and interval over the seeds complete on them; sorted best first."""
     out = []
-    for mode, fill in sorted({(m, f) for (_x, m, f, _fr) in accs if m in MODES}):
+    for mode, fill in sorted({(m, f) for (_x, m, f, _fr) in accs if m in MODES}, key=lambda t: (_mode_order(t[0]), t[1])):
         by_method = defaultdict(dict)  # method -> fraction -> {seed: acc}
         for (method, m, f, fraction), by_seed in accs.items():
             if (m, f) == (mode, fill):
@@ -377,59 +382,90 @@ def verdict_lines(summary: dict) -> list[str]:
 
 def _interval_text(g: dict) -> str:
     if g["low"] is None:
-        return f"{_pct(g['mean'])} (n=1)"
-    return f"{_pct(g['mean'])} [{g['low']:.1%}, {g['high']:.1%}] n={g['n']}"
+        return f"{_pct(g['mean'])} (1 seed)"
+    return f"{_pct(g['mean'])} [{g['low']:.1%}, {g['high']:.1%}]"
 
 
-def _tables(summary: dict) -> list[tuple[str, list, list]]:
-    """(title, header, rows) of every table the report shows, in order."""
-    tables = []
+def _seeds_text(ns) -> str:
+    return f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
+
+
+def _title_fill(mode: str, fill) -> str:
+    return f"{mode.upper()} (mask-only control)" if fill is None else f"{mode.upper()} (fill {fill})"
+
+
+def _sections(summary: dict) -> list[tuple]:
+    """The report's content in reading order: ("table", title, header, rows), ("figure", file, title) and
+    ("lines", title, lines); index.md and index.html render the same list."""
     base = summary["base"]
-    run = [["dataset(s)", ", ".join(summary["datasets"])], ["model(s)", ", ".join(summary["models"])],
-           ["base model test accuracy", _pct(base["test_acc"])], ["base model validation accuracy",
-                                                                  _pct(base["val_acc"])],
+    figures = {kind: [f for f in summary.get("figures", []) if f["kind"] == kind]
+               for kind in ("accuracy", "ensembles", "controls", "examples")}
+    n_cells = sum(len(g["seeds"]) for g in summary["groups"])
+    run = [["dataset", ", ".join(summary["datasets"])], ["model", ", ".join(summary["models"])],
+           ["base model test / validation accuracy", f"{_pct(base['test_acc'])} / {_pct(base['val_acc'])}"],
            ["chance", f"{_pct(summary['chance'])} ({summary['chance_source']})"],
            ["test images", "-" if summary["n_test"] is None else str(summary["n_test"])],
-           ["fills", ", ".join(summary["fills"]) or "-"]]
-    tables.append(("Run", ["", ""], run))
-    stage_rows = [[s["stage"], "-" if s["seconds"] is None else f"{s['seconds']:.1f}", s["source"]]
-                  for s in summary["stages"]]
-    tables.append(("Stage times", ["stage", "seconds", "source"], stage_rows))
-    by_slot = defaultdict(list)
-    for g in summary["groups"]:
-        by_slot[(g["mode"], g["fill"])].append(g)
-    for (mode, fill), groups in sorted(by_slot.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-        fractions = sorted({g["fraction"] for g in groups})
-        cells = {(g["method"], g["fraction"]): g for g in groups}
-        methods = sorted({g["method"] for g in groups}, key=_method_order)
-        rows = [[m] + [_interval_text(cells[(m, f)]) if (m, f) in cells else "-" for f in fractions]
-                for m in methods]
-        what = "mask-only control" if mode not in MODES else f"fill {fill}"
-        tables.append((f"Test accuracy, {mode.upper()} ({what}): mean [95% interval] over seeds",
-                       ["method"] + [f"{f:.0%}" for f in fractions], rows))
+           ["fills", ", ".join(summary["fills"]) or "-"], ["finished cells (with controls)", str(n_cells)],
+           ["leaky cells", str(sum(bool((e.get("control") or {}).get("leaky")) for e in summary["verdicts"]))]]
+    out = [("table", "Run", ["", ""], run)]
+    for r in summary["rankings"]:
+        span = f"{r['fractions'][0]:.0%}-{r['fractions'][-1]:.0%}" if r["fractions"] else "-"
+        better = "lower" if r["lower_is_better"] else "higher"
+        rows = [[str(i + 1), e["method"], _interval_text(e), str(e["n"])] for i, e in enumerate(r["entries"])]
+        out.append(("table", f"Ranking, {_title_fill(r['mode'], r['fill'])}: AUC over {span}, {better} is better",
+                    ["rank", "method", "AUC [95% interval]", "seeds"], rows))
+    out += [("figure", f["file"], f["title"]) for f in figures["accuracy"]]
     by_verdict = defaultdict(list)
     for e in summary["verdicts"]:
         by_verdict[(e["mode"], e["fill"])].append(e)
-    for (mode, fill), entries in sorted(by_verdict.items()):
+    for (mode, fill), entries in by_verdict.items():
         fractions = sorted({e["fraction"] for e in entries})
         cells = {(e["method"], e["fraction"]): e for e in entries}
         methods = sorted({e["method"] for e in entries}, key=_method_order)
         rows = [[m] + [_verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
-        tables.append((f"Verdict against random, {mode.upper()} (fill {fill}); {summary['tests']['verdict']}",
-                       ["method"] + [f"{f:.0%}" for f in fractions], rows))
-    for r in summary["rankings"]:
-        rows = [[str(i + 1), e["method"], _interval_text(e)] for i, e in enumerate(r["entries"])]
-        span = f"{r['fractions'][0]:.0%}-{r['fractions'][-1]:.0%}" if r["fractions"] else "-"
-        better = "lower" if r["lower_is_better"] else "higher"
-        tables.append((f"Ranking, {r['mode'].upper()} (fill {r['fill']}): AUC over {span}, {better} is better",
-                       ["rank", "method", "AUC [95% interval]"], rows))
-    leak_rows = [[e["method"], e["mode"], f"{e['fraction']:.0%}", _interval_text(e), _p(e["p"]),
-                  {True: "LEAKY", False: "no", None: "not tested"}[e["leaky"]], e["test"] or "-"]
-                 for e in summary["leakage"]]
-    if leak_rows:
-        tables.append((f"Mask-only controls against chance ({_pct(summary['chance'])})",
-                       ["method", "mode", "fraction", "control accuracy", "p", "leaky", "test"], leak_rows))
-    return tables
+        out.append(("table", f"Verdict against random, {_title_fill(mode, fill)} (Holm-corrected p)",
+                    ["method"] + [f"{f:.0%}" for f in fractions], rows))
+    by_control = defaultdict(list)
+    for e in summary["leakage"]:
+        by_control[e["mode"]].append(e)
+    for mode, entries in by_control.items():
+        fractions = sorted({e["fraction"] for e in entries})
+        cells = {(e["method"], e["fraction"]): e for e in entries}
+        methods = sorted({e["method"] for e in entries}, key=_method_order)
+        rows = [[m] + [_leak_cell(cells.get((m, f))) for f in fractions] for m in methods]
+        cell_mode = next(m for m, c in CONTROL_MODE.items() if c == mode)
+        out.append(("table", f"Mask-only controls of the {cell_mode.upper()} cells: accuracy against chance "
+                             f"({_pct(summary['chance'])}), one-sided p", ["method"] + [f"{f:.0%}" for f in fractions],
+                    rows))
+    out += [("figure", f["file"], f["title"]) for f in figures["controls"]]
+    by_slot = defaultdict(list)
+    for g in summary["groups"]:
+        by_slot[(g["mode"], g["fill"])].append(g)
+    for (mode, fill), groups in by_slot.items():
+        fractions = sorted({g["fraction"] for g in groups})
+        cells = {(g["method"], g["fraction"]): g for g in groups}
+        methods = sorted({g["method"] for g in groups}, key=_method_order)
+        rows = [[m] + [_interval_text(cells[(m, f)]) if (m, f) in cells else "-" for f in fractions]
+                + [_seeds_text([cells[(m, f)]["n"] for f in fractions if (m, f) in cells])] for m in methods]
+        out.append(("table", f"Test accuracy, {_title_fill(mode, fill)}: mean [95% interval] over seeds",
+                    ["method"] + [f"{f:.0%}" for f in fractions] + ["seeds"], rows))
+    out += [("figure", f["file"], f["title"]) for f in figures["ensembles"] + figures["examples"]]
+    stage_rows = [[s["stage"], "-" if s["seconds"] is None else f"{s['seconds']:.1f}", s["source"]]
+                  for s in summary["stages"]]
+    out.append(("table", "Stage times", ["stage", "seconds", "source"], stage_rows))
+    out.append(("lines", "All verdicts", verdict_lines(summary)))
+    out.append(("lines", "Methods", _method_notes(summary)))
+    if summary["notes"]:
+        out.append(("lines", "Notes", summary["notes"]))
+    return out
+
+
+def _leak_cell(e: dict | None) -> str:
+    if e is None:
+        return "-"
+    if e["leaky"] is None:
+        return f"{_pct(e['mean'])} (not tested)"
+    return f"{_pct(e['mean'])}" + (" LEAKY" if e["leaky"] else "") + f" (p={_p(e['p'])}, n={e['n']})"
 
 
 def _verdict_cell(e: dict | None) -> str:
@@ -454,48 +490,57 @@ def _method_notes(summary: dict) -> list[str]:
 
 def render_markdown(summary: dict) -> str:
     out = ["# roarfast report", ""]
-    out += [f"- {line}" for line in verdict_lines(summary)] + [""]
-    for title, header, rows in _tables(summary):
-        out += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+    for section in _sections(summary):
+        if section[0] == "table":
+            _, title, header, rows = section
+            out += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+        elif section[0] == "figure":
+            _, name, title = section
+            out += [f"## {title}", "", f"![{title}]({name})"]
+        else:
+            _, title, lines = section
+            out += [f"## {title}", ""] + [f"- {line}" for line in lines]
         out.append("")
-    for fig in summary.get("figures", []):
-        out += [f"## {fig['title']}", "", f"![{fig['title']}]({fig['file']})", ""]
-    out += ["## Methods", ""] + [f"- {n}" for n in _method_notes(summary)]
-    if summary["notes"]:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
-    return "\n".join(out) + "\n"
+    return "\n".join(out)
 
 
-_CSS = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+_CSS = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em;color:#222}"
         "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;"
         "text-align:left;font-size:0.9em}th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}"
         "img{max-width:100%;border:1px solid #ddd}li{margin:2px 0;font-size:0.92em}"
-        ".leaky{color:#a00;font-weight:bold}")
+        ".leaky{color:#a00;font-weight:bold}h2{margin-top:1.4em}")
 
 
 def render_html(summary: dict, out_dir: Path) -> str:
     """The report as one HTML page; figures embedded as base64 PNG data URIs."""
     esc = html.escape
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>roarfast report</title>"
-           f"<style>{_CSS}</style></head><body><h1>roarfast report</h1><h2>Verdicts</h2><ul>"]
-    for line in verdict_lines(summary):
-        cls = " class='leaky'" if "LEAKY" in line else ""
-        out.append(f"<li{cls}>{esc(line)}</li>")
-    out.append("</ul>")
-    for title, header, rows in _tables(summary):
-        out.append(f"<h2>{esc(title)}</h2><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
-        for row in rows:
-            out.append("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in row) + "</tr>")
-        out.append("</table>")
-    for fig in summary.get("figures", []):
-        data = base64.b64encode((out_dir / fig["file"]).read_bytes()).decode("ascii")
-        out.append(f"<h2>{esc(fig['title'])}</h2><img alt='{esc(fig['title'])}' src='data:image/png;base64,{data}'>")
-    out.append("<h2>Methods</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in _method_notes(summary)) + "</ul>")
-    if summary["notes"]:
-        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in summary["notes"]) + "</ul>")
+    out = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>roarfast report</title>"
+           f"<style>{_CSS}</style></head><body><h1>roarfast report</h1>"]
+    for section in _sections(summary):
+        if section[0] == "table":
+            _, title, header, rows = section
+            out.append(f"<h2>{esc(title)}</h2><table>")
+            if any(header):
+                out.append("<tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
+            for row in rows:
+                out.append("<tr>" + "".join(f"<td{_leaky_class(c)}>{esc(str(c))}</td>" for c in row) + "</tr>")
+            out.append("</table>")
+        elif section[0] == "figure":
+            _, name, title = section
+            data = base64.b64encode((out_dir / name).read_bytes()).decode("ascii")
+            out.append(f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{data}'>")
+        else:
+            _, title, lines = section
+            items = "".join(f"<li{_leaky_class(line)}>{esc(line)}</li>" for line in lines)
+            out.append(f"<details open><summary><h2 style='display:inline'>{esc(title)}</h2></summary>"
+                       f"<ul>{items}</ul></details>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _leaky_class(text) -> str:
+    return " class='leaky'" if "LEAKY" in str(text) else ""
 
 
 def _write_csv(cells: list, path: Path) -> None:
@@ -510,7 +555,7 @@ def _write_csv(cells: list, path: Path) -> None:
 # ------------------------------------------------------------------------------------------ figures
 
 def _write_figures(summary: dict, cells: list, run_dir: Path, context: Context, out_dir: Path) -> list:
-    """Draws and saves every figure; returns [(file name, title)]."""
+    """Draws and saves every figure; returns [{file, title, kind}]."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -518,19 +563,20 @@ def _write_figures(summary: dict, cells: list, run_dir: Path, context: Context, 
 
     files = []
 
-    def save(fig, name, title):
+    def save(fig, name, title, kind):
         if fig is None:
             return
         fig.savefig(out_dir / name, dpi=FIGURE_DPI, bbox_inches="tight")
         plt.close(fig)
-        files.append((name, title))
+        files.append({"file": name, "title": title, "kind": kind})
 
     for fill in summary["fills"]:
         save(figure_accuracy(summary, fill), f"accuracy_{fill}.png",
-             f"Test accuracy against the fraction of pixels removed (ROAR) or kept (KAR), fill {fill}")
+             f"Test accuracy against the fraction of pixels removed (ROAR) or kept (KAR), fill {fill}", "accuracy")
         save(figure_ensembles(summary, fill), f"ensembles_{fill}.png",
-             f"Base estimators against their SmoothGrad ensembles, fill {fill}")
-    save(figure_controls(summary), "controls.png", "Each method's ROAR/KAR curve beside its mask-only control")
+             f"Base estimators against their SmoothGrad ensembles, fill {fill}", "ensembles")
+    save(figure_controls(summary), "controls.png", "Each method's ROAR/KAR curve beside its mask-only control",
+         "controls")
     from roarfast._extension import ExtensionError
 
     try:
@@ -540,7 +586,8 @@ def _write_figures(summary: dict, cells: list, run_dir: Path, context: Context, 
         grid = None
     if grid is not None:
         save(figure_examples(*grid), "examples.png",
-             f"Test image {EXAMPLE_INDEX} as retraining saw it (rows: methods; columns: mode and fraction)")
+             f"Test image {EXAMPLE_INDEX} as retraining saw it (rows: methods; columns: mode and fraction)",
+             "examples")
     return files
 
 
