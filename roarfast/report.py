@@ -303,25 +303,27 @@ def _verdicts(accs: dict, leakage: list) -> list:
 
 
 def _rankings(accs: dict) -> list:
-    """Per (mode, fill): each method's per-seed AUC over the fractions every method of that mode and fill
-    has, mean and interval over the seeds complete on them; sorted best first."""
+    """Per (mode, fill): each method's per-seed AUC over every fraction run in that mode and fill, mean and
+    interval over the seeds that have them all; sorted best first. A method lacking a fraction (a sweep
+    still running) is listed as incomplete rather than ranked over a shorter curve."""
     out = []
     for mode, fill in sorted({(m, f) for (_x, m, f, _fr) in accs if m in MODES}, key=lambda t: (_mode_order(t[0]), t[1])):
         by_method = defaultdict(dict)  # method -> fraction -> {seed: acc}
         for (method, m, f, fraction), by_seed in accs.items():
             if (m, f) == (mode, fill):
                 by_method[method][fraction] = by_seed
-        fractions = sorted(set.intersection(*(set(v) for v in by_method.values())))
-        entries = []
-        if fractions:
-            for method, curves in by_method.items():
-                seeds = set.intersection(*(set(curves[fr]) for fr in fractions))
-                aucs = [stats.curve_auc(fractions, [curves[fr][s] for fr in fractions]) for s in sorted(seeds)]
-                if aucs:
-                    entries.append({"method": method, **stats.t_interval(aucs).to_dict()})
+        fractions = sorted({fr for curves in by_method.values() for fr in curves})
+        entries, incomplete = [], []
+        for method, curves in sorted(by_method.items(), key=lambda kv: _method_order(kv[0])):
+            seeds = set.intersection(*(set(curves.get(fr, {})) for fr in fractions))
+            if not seeds:
+                incomplete.append(method)
+                continue
+            aucs = [stats.curve_auc(fractions, [curves[fr][s] for fr in fractions]) for s in sorted(seeds)]
+            entries.append({"method": method, **stats.t_interval(aucs).to_dict()})
         entries.sort(key=lambda e: e["mean"] if LOWER_IS_BETTER[mode] else -e["mean"])
         out.append({"mode": mode, "fill": fill, "fractions": fractions, "lower_is_better": LOWER_IS_BETTER[mode],
-                    "entries": entries})
+                    "entries": entries, "incomplete": incomplete})
     return out
 
 
@@ -376,7 +378,8 @@ def verdict_lines(summary: dict) -> list[str]:
         span = f"{r['fractions'][0]:.0%}-{r['fractions'][-1]:.0%}"
         fill = f" [{r['fill']}]" if len(summary["fills"]) > 1 or r["fill"] != DEFAULT_FILL else ""
         better = "lower" if r["lower_is_better"] else "higher"
-        lines.append(f"ranking {r['mode'].upper()}{fill} (AUC over {span}, {better} is better): {ranked}")
+        missing = f"; not ranked (a fraction or seed missing): {', '.join(r['incomplete'])}" if r["incomplete"] else ""
+        lines.append(f"ranking {r['mode'].upper()}{fill} (AUC over {span}, {better} is better): {ranked}{missing}")
     return lines
 
 
@@ -412,6 +415,7 @@ def _sections(summary: dict) -> list[tuple]:
         span = f"{r['fractions'][0]:.0%}-{r['fractions'][-1]:.0%}" if r["fractions"] else "-"
         better = "lower" if r["lower_is_better"] else "higher"
         rows = [[str(i + 1), e["method"], _interval_text(e), str(e["n"])] for i, e in enumerate(r["entries"])]
+        rows += [["-", m, "not ranked: a fraction or seed missing", "-"] for m in r["incomplete"]]
         out.append(("table", f"Ranking, {_title_fill(r['mode'], r['fill'])}: AUC over {span}, {better} is better",
                     ["rank", "method", "AUC [95% interval]", "seeds"], rows))
     out += [("figure", f["file"], f["title"]) for f in figures["accuracy"]]
@@ -434,9 +438,9 @@ def _sections(summary: dict) -> list[tuple]:
         methods = sorted({e["method"] for e in entries}, key=_method_order)
         rows = [[m] + [_leak_cell(cells.get((m, f))) for f in fractions] for m in methods]
         cell_mode = next(m for m, c in CONTROL_MODE.items() if c == mode)
-        out.append(("table", f"Mask-only controls of the {cell_mode.upper()} cells: accuracy against chance "
-                             f"({_pct(summary['chance'])}), one-sided p", ["method"] + [f"{f:.0%}" for f in fractions],
-                    rows))
+        title = (f"Mask-only controls of the {cell_mode.upper()} cells: accuracy against chance "
+                 f"({_pct(summary['chance'])}), one-sided p")
+        out.append(("table", title, ["method"] + [f"{f:.0%}" for f in fractions], rows))
     out += [("figure", f["file"], f["title"]) for f in figures["controls"]]
     by_slot = defaultdict(list)
     for g in summary["groups"]:
@@ -480,12 +484,14 @@ def _verdict_cell(e: dict | None) -> str:
 
 def _method_notes(summary: dict) -> list[str]:
     tests = summary["tests"]
-    return [f"Intervals: {tests['interval']}.", f"Verdicts: {tests['verdict']} over the estimators compared at "
-            f"each mode and fraction, alpha {summary['alpha']}; ROAR: lower accuracy than random is better, KAR: "
-            f"higher. {tests['degenerate']}. With one seed on either side no verdict is drawn.",
-            f"Ranking: {tests['ranking']}, per seed, over the fractions every method of that mode has.",
-            f"Leakage: {tests['leakage']}. A leaky cell's accuracy partly measures the removal pattern's shape "
-            f"rather than the removed information."]
+    return [f"Intervals: {tests['interval']}.",
+            (f"Verdicts: {tests['verdict']} over the estimators compared at each mode and fraction, alpha "
+             f"{summary['alpha']}; ROAR: lower accuracy than random is better, KAR: higher. {tests['degenerate']}. "
+             f"With one seed on either side no verdict is drawn."),
+            (f"Ranking: {tests['ranking']}, per seed, over every fraction run in that mode; a method lacking one "
+             f"is not ranked."),
+            (f"Leakage: {tests['leakage']}. A leaky cell's accuracy partly measures the removal pattern's shape "
+             f"rather than the removed information.")]
 
 
 def render_markdown(summary: dict) -> str:
@@ -515,8 +521,8 @@ _CSS = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 
 def render_html(summary: dict, out_dir: Path) -> str:
     """The report as one HTML page; figures embedded as base64 PNG data URIs."""
     esc = html.escape
-    out = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>roarfast report</title>"
-           f"<style>{_CSS}</style></head><body><h1>roarfast report</h1>"]
+    out = [("<!DOCTYPE html><html><head><meta charset='utf-8'><title>roarfast report</title>"
+            f"<style>{_CSS}</style></head><body><h1>roarfast report</h1>")]
     for section in _sections(summary):
         if section[0] == "table":
             _, title, header, rows = section
@@ -556,11 +562,7 @@ def _write_csv(cells: list, path: Path) -> None:
 
 def _write_figures(summary: dict, cells: list, run_dir: Path, context: Context, out_dir: Path) -> list:
     """Draws and saves every figure; returns [{file, title, kind}]."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     files = []
 
     def save(fig, name, title, kind):
@@ -589,6 +591,16 @@ def _write_figures(summary: dict, cells: list, run_dir: Path, context: Context, 
              f"Test image {EXAMPLE_INDEX} as retraining saw it (rows: methods; columns: mode and fraction)",
              "examples")
     return files
+
+
+def _pyplot():
+    """matplotlib.pyplot on the Agg backend: files only, no display needed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _groups(summary: dict, mode: str, fill) -> dict:
@@ -659,7 +671,7 @@ def _decorate(ax, summary, mode, title):
 def figure_accuracy(summary: dict, fill: str):
     """The paper's figure: a ROAR and a KAR panel, one line per estimator with its 95% interval, random as
     a shaded band. Returns the Figure (None when neither mode has cells with this fill)."""
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     modes = [m for m in MODES if _groups(summary, m, fill)]
     if not modes:
@@ -697,7 +709,7 @@ def _family(method: str) -> str | None:
 def figure_ensembles(summary: dict, fill: str):
     """Base estimators against their SG / SG-SQ / VAR ensembles: a panel per base estimator present (and
     mode), random as a band. None when no base estimator has an ensemble member in the results."""
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     modes = [m for m in MODES if _groups(summary, m, fill)]
     panels = []
@@ -728,7 +740,7 @@ def figure_ensembles(summary: dict, fill: str):
 def figure_controls(summary: dict):
     """A panel per method and mode: its ROAR (KAR) curve per fill beside its mask-only control and chance.
     None when there are no controls."""
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     panels = []
     for mode in MODES:
@@ -803,7 +815,7 @@ def example_grid(summary: dict, context: Context, run_dir: Path):
 
 def figure_examples(images, row_labels: list, col_labels: list, fill: str):
     """The example grid: rows = methods, columns = original then mode x fraction."""
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     rows, cols = images.shape[:2]
     fig, axes = plt.subplots(rows, cols, figsize=(1.35 * cols + 1.0, 1.4 * rows + 0.6), squeeze=False,

@@ -133,6 +133,6 @@ def leak_test(accuracies, chance: float, n_test: int, alpha: float = ALPHA, marg
     else:
         if n_test < 1:
             raise ValueError(f"n_test must be >= 1 for the binomial test, got {n_test}")
-        correct = int(round(mean * n_test))
+        correct = round(mean * n_test)
         test, p = LEAK_BINOMIAL, float(sps.binomtest(correct, n_test, chance, alternative="greater").pvalue)
     return LeakTest(test, p, bool(p < alpha and mean - chance >= margin))

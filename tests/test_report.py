@@ -5,19 +5,16 @@ import csv
 import json
 import sqlite3
 
-import matplotlib
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy import stats as sps
 
-matplotlib.use("Agg")
-import matplotlib.image as mpimg  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from click.testing import CliRunner  # noqa: E402
-from scipy import stats as sps  # noqa: E402
-
-from roarfast import report as rpt  # noqa: E402
-from roarfast.cli import main  # noqa: E402
-from roarfast.errors import UserError  # noqa: E402
-from roarfast.results import Cell, ResultsDB  # noqa: E402
+from roarfast import report as rpt
+from roarfast.cli import main
+from roarfast.errors import UserError
+from roarfast.results import Cell, ResultsDB
 
 FRACTIONS = (0.1, 0.5, 0.9)
 RANDOM = {"roar": {0.1: [0.90, 0.91, 0.92], 0.5: [0.85, 0.86, 0.88], 0.9: [0.70, 0.72, 0.75]},
@@ -126,6 +123,8 @@ def test_ranking_by_auc_per_seed(written):
     assert good["mean"] == pytest.approx(np.mean(per_seed)) and good["n"] == 3
     assert good["high"] - good["mean"] == pytest.approx(sps.t.ppf(0.975, 2) * np.std(per_seed, ddof=1) / np.sqrt(3))
     assert roar["entries"][0]["n"] == 1 and roar["entries"][0]["low"] is None  # one seed: no interval
+    (road,) = [r for r in written.summary["rankings"] if r["fill"] == "road"]
+    assert road["fractions"] == [0.5] and road["incomplete"] == []
     (kar,) = [r for r in written.summary["rankings"] if r["mode"] == "kar"]
     assert [e["method"] for e in kar["entries"]][:2] == ["good", "solo"]  # higher is better
     assert any(line.startswith("ranking ROAR [dataset-mean]") for line in written.verdict_lines())
@@ -268,3 +267,12 @@ def test_cli_prints_verdicts_and_where_the_report_is(run_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert "ROAR 50% [dataset-mean] good: better than random" in result.output
     assert result.output.strip().endswith(str(tmp_path / "r" / "index.html"))
+
+
+def test_a_method_lacking_a_fraction_is_not_ranked_over_a_shorter_curve():
+    accs = {("a", "roar", "dataset-mean", 0.1): {0: 0.5, 1: 0.6}, ("a", "roar", "dataset-mean", 0.5): {0: 0.4, 1: 0.3},
+            ("b", "roar", "dataset-mean", 0.1): {0: 0.9, 1: 0.8}}
+    (ranking,) = rpt._rankings(accs)
+    assert ranking["fractions"] == [0.1, 0.5] and ranking["incomplete"] == ["b"]
+    (entry,) = ranking["entries"]
+    assert entry["method"] == "a" and entry["mean"] == pytest.approx(np.mean([0.45, 0.45]))
