@@ -343,8 +343,23 @@ def _not_built(name, issue_hint):
     return command
 
 
-report = _not_built("report", "tables and plots from results.sqlite: a later issue")
 evaluate = _not_built("evaluate", "no-retrain evaluations MoRF/LeRF/ROAD: a later issue")
+
+
+@main.command()
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
+              show_default=True, help="the run directory to report on")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where to write the report  [default: RUN_DIR/report]")
+@_friendly_errors
+def report(run_dir, out_dir):
+    """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite."""
+    from roarfast.report import write_report
+
+    written = write_report(run_dir, out_dir)
+    for line in written.verdict_lines():
+        click.echo(line)
+    click.echo(f"report: {written.index_html}")
 
 
 @main.command()

@@ -1,0 +1,138 @@
+"""Statistics over seeds for the report (DESIGN.md section 10): intervals, estimator-vs-random tests,
+the Holm correction, the area under an accuracy curve and the mask-leakage test.
+
+Each function names the test it runs, so the report can say which one decided a verdict.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+ALPHA = 0.05
+CONFIDENCE = 0.95
+#: a control must beat chance by this much accuracy, as well as significantly, to be flagged leaky: a
+#: control that only learned the class prior (or a hair more) is not leakage worth a warning
+LEAK_MARGIN = 0.02
+
+T_INTERVAL = "95% Student t-interval over seeds (mean +- t(0.975, n-1) * sd / sqrt(n))"
+WELCH = "Welch's two-sample t-test (two-sided, unequal variances) across seeds, Holm-corrected"
+AUC_TEXT = "trapezoid area under accuracy vs fraction, divided by the fraction span (the curve's mean height)"
+LEAK_T = "one-sided one-sample t-test across seeds (control accuracy > chance)"
+LEAK_BINOMIAL = "one-sided exact binomial test of the control's correct test predictions (> chance)"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean of n values and its t-interval; low/high are None with fewer than 2 values."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n}
+
+
+def t_interval(values, confidence: float = CONFIDENCE) -> Interval:
+    """The mean of `values` with its Student t confidence interval (None bounds for one value)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("t_interval needs at least one value")
+    mean = float(x.mean())
+    if x.size < 2:
+        return Interval(mean, None, None, 1)
+    half = float(sps.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return Interval(mean, mean - half, mean + half, int(x.size))
+
+
+def welch_p(a, b) -> float:
+    """Two-sided p-value of Welch's t-test that a and b (>= 2 values each) have equal means.
+
+    Degenerate case, decided here: with no spread in either group the t statistic is 0/0 (equal means:
+    p = 1, nothing to tell apart) or d/0 (different means: p = 0, every seed of one lies on one side of
+    every seed of the other with no noise at all).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size < 2 or b.size < 2:
+        raise ValueError(f"Welch's test needs >= 2 values per group, got {a.size} and {b.size}")
+    if a.mean() == b.mean():  # t = 0 exactly (scipy would warn of cancellation on identical samples)
+        return 1.0
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    if va == 0 and vb == 0:
+        return 0.0
+    # by hand rather than scipy.stats.ttest_ind, which warns of cancellation when one group has no spread
+    t = (a.mean() - b.mean()) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    return float(2 * sps.t.sf(abs(t), df))
+
+
+def holm(pvalues) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the input order: the i-th smallest of m is multiplied by
+    (m - i), running maxima keep them monotone, capped at 1."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    m = p.size
+    adjusted = np.empty(m)
+    running = 0.0
+    for i, index in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (m - i) * p[index]))
+        adjusted[index] = running
+    return adjusted.tolist()
+
+
+def verdict(estimator_mean: float, random_mean: float, p_adjusted: float, lower_is_better: bool,
+            alpha: float = ALPHA) -> str:
+    """"better than random", "no different" or "worse" from a corrected p-value and the direction."""
+    if p_adjusted >= alpha:
+        return "no different"
+    better = estimator_mean < random_mean if lower_is_better else estimator_mean > random_mean
+    return "better than random" if better else "worse"
+
+
+def curve_auc(fractions, accuracies) -> float:
+    """Trapezoid area under accuracy vs fraction divided by the fraction span, i.e. the curve's mean
+    height (the same order as the raw area over one grid); a single fraction gives its accuracy."""
+    f = np.asarray(fractions, dtype=np.float64)
+    a = np.asarray(accuracies, dtype=np.float64)
+    if f.size == 0 or f.size != a.size:
+        raise ValueError(f"curve_auc needs equal, non-empty fraction and accuracy lists, got {f.size} and {a.size}")
+    order = np.argsort(f)
+    f, a = f[order], a[order]
+    if f.size == 1:
+        return float(a[0])
+    area = float(np.sum((f[1:] - f[:-1]) * (a[1:] + a[:-1]) / 2))
+    return area / float(f[-1] - f[0])
+
+
+@dataclass(frozen=True)
+class LeakTest:
+    """Whether a mask-only control is above chance: its test, one-sided p-value and the decision."""
+
+    test: str
+    p: float
+    leaky: bool
+
+
+def leak_test(accuracies, chance: float, n_test: int, alpha: float = ALPHA, margin: float = LEAK_MARGIN) -> LeakTest:
+    """Tests control accuracies (one per seed) against chance, one-sided (greater).
+
+    >= 2 seeds with spread: one-sample t-test across seeds. One seed, or no spread: exact binomial test
+    of round(mean accuracy x n_test) correct predictions out of n_test against chance. Leaky when
+    p < alpha AND the mean beats chance by at least `margin` (a control that learned only the class
+    prior is not flagged).
+    """
+    x = np.asarray(accuracies, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("leak_test needs at least one accuracy")
+    mean = float(x.mean())
+    if x.size >= 2 and x.var(ddof=1) > 0:
+        test, p = LEAK_T, float(sps.ttest_1samp(x, chance, alternative="greater").pvalue)
+    else:
+        if n_test < 1:
+            raise ValueError(f"n_test must be >= 1 for the binomial test, got {n_test}")
+        correct = round(mean * n_test)
+        test, p = LEAK_BINOMIAL, float(sps.binomtest(correct, n_test, chance, alternative="greater").pvalue)
+    return LeakTest(test, p, bool(p < alpha and mean - chance >= margin))

@@ -1,0 +1,86 @@
+"""Report statistics against hand-worked values and scipy called directly."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from roarfast import stats
+
+
+def test_t_interval_by_hand():
+    # mean 2, sd 1, n 3: half width = t(0.975, 2) * 1 / sqrt(3) = 4.302653 / 1.732051 = 2.484138
+    interval = stats.t_interval([1.0, 2.0, 3.0])
+    assert interval.mean == 2.0 and interval.n == 3
+    assert interval.low == pytest.approx(2.0 - 2.484138, abs=1e-6)
+    assert interval.high == pytest.approx(2.0 + 2.484138, abs=1e-6)
+
+
+def test_t_interval_of_one_value_has_no_bounds():
+    interval = stats.t_interval([0.7])
+    assert (interval.mean, interval.low, interval.high, interval.n) == (0.7, None, None, 1)
+
+
+def test_welch_by_hand_and_against_scipy():
+    a, b = [0.80, 0.82, 0.84], [0.50, 0.55, 0.60]
+    # var_a = 0.0004, var_b = 0.0025; se^2 = (0.0004 + 0.0025) / 3; t = 0.27 / se
+    se2 = (0.0004 + 0.0025) / 3
+    t = 0.27 / math.sqrt(se2)
+    df = se2 ** 2 / ((0.0004 / 3) ** 2 / 2 + (0.0025 / 3) ** 2 / 2)
+    expected = 2 * sps.t.sf(t, df)
+    assert stats.welch_p(a, b) == pytest.approx(expected, rel=1e-9)
+    assert stats.welch_p(a, b) == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue, rel=1e-9)
+    # one group without spread: df = n_b - 1 and the test still runs
+    c = [0.5, 0.5, 0.5]
+    assert stats.welch_p(c, b) == pytest.approx(2 * sps.t.sf(abs(0.5 - 0.55) / math.sqrt(0.0025 / 3), 2), rel=1e-9)
+
+
+def test_welch_degenerate_cases_are_decided():
+    assert stats.welch_p([0.5, 0.5, 0.5], [0.5, 0.5]) == 1.0
+    assert stats.welch_p([0.1, 0.1], [0.9, 0.9, 0.9]) == 0.0
+    with pytest.raises(ValueError, match=">= 2 values"):
+        stats.welch_p([0.5], [0.4, 0.6])
+
+
+def test_holm_on_a_known_vector():
+    # sorted 0.01, 0.02, 0.03, 0.04 times 4, 3, 2, 1 -> 0.04, 0.06, 0.06, 0.04 -> running max 0.04 0.06 0.06 0.06
+    assert stats.holm([0.03, 0.01, 0.04, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
+    assert stats.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert stats.holm([]) == []
+
+
+def test_verdict_direction_per_mode():
+    assert stats.verdict(0.3, 0.8, 0.01, lower_is_better=True) == "better than random"
+    assert stats.verdict(0.9, 0.8, 0.01, lower_is_better=True) == "worse"
+    assert stats.verdict(0.9, 0.8, 0.01, lower_is_better=False) == "better than random"
+    assert stats.verdict(0.3, 0.8, 0.05, lower_is_better=True) == "no different"
+
+
+def test_auc_trapezoid_by_hand():
+    # (0.1..0.5: (0.9 + 0.5)/2 * 0.4 = 0.28) + (0.5..0.9: (0.5 + 0.3)/2 * 0.4 = 0.16) = 0.44 over span 0.8
+    assert stats.curve_auc([0.9, 0.1, 0.5], [0.3, 0.9, 0.5]) == pytest.approx(0.55)
+    assert stats.curve_auc([0.1, 0.9], [0.4, 0.4]) == pytest.approx(0.4)
+    assert stats.curve_auc([0.5], [0.7]) == 0.7
+    area = np.trapezoid([0.9, 0.5, 0.3], [0.1, 0.5, 0.9])
+    assert stats.curve_auc([0.1, 0.5, 0.9], [0.9, 0.5, 0.3]) == pytest.approx(area / 0.8)
+
+
+def test_leak_t_test_across_seeds():
+    values = [0.40, 0.45, 0.50]
+    result = stats.leak_test(values, chance=0.1, n_test=200)
+    assert result.test == stats.LEAK_T and result.leaky
+    assert result.p == pytest.approx(sps.ttest_1samp(values, 0.1, alternative="greater").pvalue)
+    at_chance = stats.leak_test([0.09, 0.11, 0.10], chance=0.1, n_test=200)
+    assert not at_chance.leaky and at_chance.p > 0.05
+
+
+def test_leak_binomial_with_one_seed_and_the_practical_margin():
+    # 30 of 200 right at chance 0.1: P(X >= 30), X ~ Bin(200, 0.1), is small, and 15% beats chance by 5 points
+    result = stats.leak_test([0.15], chance=0.1, n_test=200)
+    assert result.test == stats.LEAK_BINOMIAL
+    assert result.p == pytest.approx(sps.binom.sf(29, 200, 0.1))
+    assert result.leaky
+    # 11.5% of 10,000 is significant (p ~ 1e-6) but within the 2-point margin: the class prior, not leakage
+    prior = stats.leak_test([0.115, 0.115], chance=0.1, n_test=10_000)
+    assert prior.test == stats.LEAK_BINOMIAL and prior.p < 1e-4 and not prior.leaky
