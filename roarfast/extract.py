@@ -194,8 +194,10 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
                 out = {}
                 for m in wanted:
                     summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
-                    out[m] = (rank_maps(maps[m], reduction).cpu(),
-                              _picture_map(maps[m], reduction).cpu() if options.keep_maps else None)
+                    # ranked per value, a one-value-per-pixel map (sobel, oracle) scores a pixel's channels alike
+                    unit_maps = maps[m].expand(-1, c, -1, -1) if reduction == "value" else maps[m]
+                    out[m] = (rank_maps(unit_maps, reduction).cpu(),
+                              _picture_map(unit_maps, reduction).cpu() if options.keep_maps else None)
                 for chunk, done in chunks.add(index.cpu(), out):
                     for m, (ranks, pictures) in done.items():
                         writers[m].write_chunk(chunk, ranks, maps=pictures)
