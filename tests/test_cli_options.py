@@ -8,7 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from roarfast import _reference
+from roarfast import _reference, ops
 from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps
@@ -35,8 +35,7 @@ def invoke(args):
 def _test_maps(dataset, method):
     """The model-free estimator's maps of the test split, computed directly (seed 0, global indices)."""
     split = dataset.split("test")
-    x = (split.images.float() / 255 - torch.tensor(dataset.mean).view(1, 3, 1, 1)) / torch.tensor(dataset.std).view(
-        1, 3, 1, 1)
+    x = ops.mask_normalize(split.images, None, mean=dataset.mean, std=dataset.std)  # as extraction normalizes
     batch = ExplainBatch(x=x, target=split.labels, index=torch.arange(len(split)), gt_mask=split.masks)
     return compute_maps(None, batch, [method], MethodParams(seed=0))[method]
 

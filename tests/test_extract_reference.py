@@ -37,7 +37,8 @@ def _maps(run_dir, dataset, method):
     split = dataset.split("test")
     x = ops.mask_normalize(split.images, None, mean=dataset.mean, std=dataset.std)
     batch = ExplainBatch(x=x, target=split.labels, index=torch.arange(len(split)))
-    return compute_maps(model, batch, [method], MethodParams(ig_baseline=black_baseline(dataset.mean, dataset.std)))[method]
+    params = MethodParams(ig_baseline=black_baseline(dataset.mean, dataset.std))
+    return compute_maps(model, batch, [method], params)[method]
 
 
 @pytest.mark.parametrize("granularity, reduction", [("pixel", "sum_sq"), ("value", "value")])
