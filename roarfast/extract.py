@@ -119,6 +119,9 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         methods = parse_methods(options.methods)
     except ValueError as err:
         raise UserError(str(err)) from None
+    bad = [split for split in options.splits if split not in ("train", "test")]
+    if bad:  # before any work, so that `--split train,val` does not extract train first
+        raise UserError(f"--split takes train and test, got {bad[0]!r}")
     ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
     ckpt_dir = run_dir / "checkpoints" / "base"
     needs_model = not all(model_free(m) for m in methods)
@@ -144,8 +147,6 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     store = RankStore(run_dir)
     summary = {}
     for split in options.splits:
-        if split not in ("train", "test"):
-            raise UserError(f"--split takes train and test, got {split!r}")
         summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed,
                                       ckpt_sha, device, progress))
     return summary
@@ -193,8 +194,10 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
                 out = {}
                 for m in wanted:
                     summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
-                    out[m] = (rank_maps(maps[m], reduction).cpu(),
-                              _picture_map(maps[m], reduction).cpu() if options.keep_maps else None)
+                    # ranked per value, a one-value-per-pixel map (sobel, oracle) scores a pixel's channels alike
+                    unit_maps = maps[m].expand(-1, c, -1, -1) if reduction == "value" else maps[m]
+                    out[m] = (rank_maps(unit_maps, reduction).cpu(),
+                              _picture_map(unit_maps, reduction).cpu() if options.keep_maps else None)
                 for chunk, done in chunks.add(index.cpu(), out):
                     for m, (ranks, pictures) in done.items():
                         writers[m].write_chunk(chunk, ranks, maps=pictures)

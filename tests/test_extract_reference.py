@@ -1,0 +1,56 @@
+"""Extraction's stored ranks against the independent plain-PyTorch path (roarfast._reference), not against
+the ranking function extraction itself calls: pixel ranks by the sum of squares over channels (the
+default), every C*H*W value with --granularity value."""
+
+import pytest
+import torch
+
+from roarfast import _reference, ops
+from roarfast.checkpoint import load_checkpoint, save_checkpoint
+from roarfast.data import load_dataset
+from roarfast.extract import ExtractOptions, run_extract
+from roarfast.methods import ExplainBatch, MethodParams, compute_maps
+from roarfast.methods.params import black_baseline
+from roarfast.models import build_model
+from roarfast.store import RankStore
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return load_dataset("embedded", num_train=10, num_test=20)
+
+
+@pytest.fixture()
+def run_dir(tmp_path, dataset):
+    """A run directory holding an untrained base model of the dataset."""
+    torch.manual_seed(0)
+    model = build_model("fastnet", dataset.num_classes)
+    save_checkpoint(tmp_path / "checkpoints" / "base", model,
+                    {"model": "fastnet", "num_classes": dataset.num_classes, "image_size": 32, "in_channels": 3,
+                     "dataset_fingerprint": dataset.fingerprint})
+    return tmp_path
+
+
+def _maps(run_dir, dataset, method):
+    """The estimator's maps of the whole test split, computed directly."""
+    model, _ = load_checkpoint(run_dir / "checkpoints" / "base")
+    split = dataset.split("test")
+    x = ops.mask_normalize(split.images, None, mean=dataset.mean, std=dataset.std)
+    batch = ExplainBatch(x=x, target=split.labels, index=torch.arange(len(split)))
+    params = MethodParams(ig_baseline=black_baseline(dataset.mean, dataset.std))
+    return compute_maps(model, batch, [method], params)[method]
+
+
+@pytest.mark.parametrize("granularity, reduction", [("pixel", "sum_sq"), ("value", "value")])
+def test_stored_ranks_equal_the_reference_ranking(run_dir, dataset, granularity, reduction):
+    run_extract(run_dir, ExtractOptions(methods="grad", splits=("test",), granularity=granularity, batch_size=8),
+                dataset_obj=dataset, device="cpu", progress=False)
+    maps = _maps(run_dir, dataset, "grad")
+    assert maps.shape[1] == 3 and (maps < 0).any()  # signed, multi-channel: the reductions disagree here
+    stored = RankStore(run_dir).read("grad", "test", dataset_fingerprint=dataset.fingerprint).tensor().long()
+    expected = _reference.rank(maps, reduction)
+    assert stored.shape == expected.shape
+    assert torch.equal(stored, expected)
+    if granularity == "pixel":  # the check can tell the documented reduction from the others
+        for other in ("abs_sum", "max"):
+            assert not torch.equal(stored, _reference.rank(maps, other)), other
