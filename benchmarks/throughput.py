@@ -229,6 +229,78 @@ def bench_jpeg(args, device):
     return rows
 
 
+#: the paper preset on CIFAR-10-size data: train images (the validation split among them), test images
+PAPER_TRAIN, PAPER_TEST = 50_000, 10_000
+#: model passes per image of each paper estimator (random and sobel need none); one set of noisy samples
+#: serves sg, sg-sq and var of a base estimator
+PAPER_PASSES = {"grad": 1, "ig": 25, "gb": 1, "sg/sg-sq/var of grad": 15, "sg/sg-sq/var of ig": 15 * 25,
+                "sg/sg-sq/var of gb": 15}
+
+
+def estimate_paper(args, device):
+    """Wall time of `roarfast sweep --preset paper` on CIFAR-10-size data on this machine: measures the
+    training rate (images/s, one short run of the default model and recipe on synthetic 32x32 data) and
+    the attribution pass rate (forward + input-backward, images/s), then extrapolates to the preset's
+    counts. Returns (rows, total seconds)."""
+    from roarfast.data import ImageSet, make_dataset
+    from roarfast.recipe import default_model, default_recipe
+    from roarfast.sweep import preset_grid
+    from roarfast.train import train_classifier
+
+    grid = preset_grid("paper")
+    cells = grid.cells()
+    n = 4096 if device.type == "cpu" else 16384
+    gen = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=gen)
+    labels = torch.randint(0, 10, (n,), generator=gen)
+    split = ImageSet(images=images, labels=labels, masks=None, classes=[str(i) for i in range(10)])
+    ds = make_dataset("synthetic", split, split, {"n": n})
+    model_name = default_model(ds, device)
+    recipe = default_recipe(model_name, device)
+    short = recipe.replace(epochs=2)
+    start = time.perf_counter()
+    train_classifier(ds, model_name, short, device, seed=0, progress=False)
+    took = time.perf_counter() - start
+    # per epoch: the training images once, plus val evaluation; test evaluation once per model
+    seen = short.epochs * len(ds.train) + n
+    train_rate = seen / took
+    # evaluation images counted at the training rate: an over-estimate, forward passes cost less
+    per_model = (recipe.epochs * PAPER_TRAIN + PAPER_TEST) / train_rate
+    model = trained_free_model(model_name, device)
+    x = torch.randn(256 if device.type == "cpu" else 1024, 3, 32, 32, device=device)
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+    def forward_input_backward():
+        xi = x.detach().requires_grad_(True)
+        torch.autograd.grad(model(xi).max(1).values.sum(), xi)
+
+    pass_rate = x.shape[0] / seconds(forward_input_backward, device, args.repeats)
+    passes = sum(PAPER_PASSES.values())
+    extract_s = passes * (PAPER_TRAIN + PAPER_TEST) / pass_rate
+    rows = [
+        {"what": f"training rate, {model_name} ({recipe.epochs} epochs/model)", "measured": f"{train_rate:,.0f} img/s",
+         "count": "1 base model", "seconds": per_model},
+        {"what": "attribution passes (fwd + input bwd)", "measured": f"{pass_rate:,.0f} img/s",
+         "count": f"{passes} passes x {PAPER_TRAIN + PAPER_TEST:,} images", "seconds": extract_s},
+        {"what": "retraining cells (roar, kar)", "measured": f"{per_model:,.0f} s/model (extrapolated)",
+         "count": f"{sum(not c.control for c in cells)} cells", "seconds": per_model * sum(not c.control for c in cells)},
+        {"what": "mask-only controls", "measured": f"{per_model:,.0f} s/model (extrapolated)",
+         "count": f"{sum(c.control for c in cells)} controls", "seconds": per_model * sum(c.control for c in cells)},
+    ]
+    return rows, sum(r["seconds"] for r in rows)
+
+
+def format_estimate(rows, total) -> str:
+    from roarfast.sweep import format_duration
+
+    lines = ["| stage | measured here | count | extrapolated wall time |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['what']} | {r['measured']} | {r['count']} | {format_duration(r['seconds'])} |")
+    lines.append(f"| **total** (one process, one device) | | | **{format_duration(total)}** |")
+    return "\n".join(lines)
+
+
 def format_rows(rows):
     lines = ["| stage | ours | baseline | unit | ratio | baseline is | target |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -237,6 +309,11 @@ def format_rows(rows):
         lines.append(f"| {r['stage']} | {fmt(r['ours'])} | {fmt(r['baseline'])} | {r['unit']} | {ratio} | "
                      f"{r['baseline_name']} | {r['target']} |")
     return "\n".join(lines)
+
+
+def _machine(device) -> str:
+    return (torch.cuda.get_device_name(device) if device.type == "cuda"
+            else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
 
 
 def main(argv=None):
@@ -256,8 +333,19 @@ def main(argv=None):
     parser.add_argument("--jpeg-crop", type=int, default=224)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    parser.add_argument("--estimate", choices=["paper"], default=None,
+                        help="instead of the stages: the wall time of `roarfast sweep --preset paper` on CIFAR-10-size "
+                             "data here, from measured training and attribution rates")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
+    if args.estimate:
+        rows, total = estimate_paper(args, device)
+        print(f"roarfast paper-preset estimate: {_machine(device)}, torch {torch.__version__}, "
+              f"{time.strftime('%Y-%m-%d')}")
+        print("Measured: the two rates. Extrapolated: everything else (counts x measured rates; data loading, "
+              "ranking and masking assumed free beside the passes).")
+        print(format_estimate(rows, total))
+        return
     stages = set(args.stages.split(","))
     rows = []
     if "extract" in stages:
@@ -275,8 +363,7 @@ def main(argv=None):
         rows.append(bench_retrain(args, device))
     if "jpeg" in stages and args.jpeg_dir:
         rows.extend(bench_jpeg(args, device))
-    machine = (torch.cuda.get_device_name(device) if device.type == "cuda"
-               else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
+    machine = _machine(device)
     print(f"roarfast throughput: {machine}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
     print(format_rows(rows))
     if args.json:

@@ -25,10 +25,11 @@ PAPER_METHODS = ("grad", "ig", "gb", "sg", "sg-sq", "var", "sg-ig", "sg-sq-ig", 
 PRESETS = {
     "paper": {"methods": ",".join(PAPER_METHODS), "fractions": (0.1, 0.3, 0.5, 0.7, 0.9), "modes": GRID_MODES,
               "seeds": 5, "control": True, "control_seeds": None, "epochs": None},
-    # controls are tested against chance on the test split, which one seed already allows (binomial test),
-    # and the embedded dataset is learned well within 4 epochs
-    "quick": {"methods": "oracle,random,sobel,grad,sg-sq", "fractions": (0.1, 0.5), "modes": GRID_MODES,
-              "seeds": 3, "control": True, "control_seeds": 1, "epochs": 4},
+    # the ground truth, the reference, a base estimator and its best ensemble; controls are tested against
+    # chance on the test split, which one seed already allows (binomial test); the embedded dataset is
+    # learned in 3 epochs (base model 96.5% test, random ROAR at 0.5: 70%)
+    "quick": {"methods": "oracle,random,grad,sg-sq", "fractions": (0.1, 0.5), "modes": GRID_MODES,
+              "seeds": 3, "control": True, "control_seeds": 1, "epochs": 3},
 }
 EXECUTORS = ("local", "ray")
 #: how often a sweep waiting on cells that other processes train looks again

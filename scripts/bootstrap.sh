@@ -2,7 +2,8 @@
 # Sets up everything roarfast needs in ./.venv, idempotently: the venv, torch (the local wheel:
 # torch 2.14.1 / torchvision 0.29.1), the Python dependencies, and the C++/CUDA extension build.
 # Each step is skipped when its inputs have not changed since it last succeeded.
-# Usage: bash scripts/bootstrap.sh   (sourced by scripts/test.sh and scripts/run.sh)
+# Usage: bash scripts/bootstrap.sh [--test]   (run by scripts/run.sh; scripts/test.sh adds --test for the
+# test extra: captum, DALI, pandas, Ray)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -21,18 +22,25 @@ if ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
 fi
 
 stamp() { cat "$@" | sha256sum | cut -c1-16; }
-deps_stamp=$(stamp pyproject.toml)
-if [ "$(cat "$VENV/.roarfast-deps" 2>/dev/null)" != "$deps_stamp" ]; then
-  log "installing Python dependencies"
-  deps=$("$PY" - <<'PYEOF'
-import tomllib
+# the runtime dependencies always; the test extra (captum, DALI, pandas, Ray) only for the tests
+install_deps() {  # $1: "runtime" or "test"
+  local marker="$VENV/.roarfast-deps-$1" deps_stamp
+  deps_stamp=$(stamp pyproject.toml)
+  [ "$(cat "$marker" 2>/dev/null)" != "$deps_stamp" ] || return 0
+  log "installing Python dependencies ($1)"
+  deps=$(EXTRA="$1" "$PY" - <<'PYEOF'
+import os, tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print(" ".join(d for d in project["dependencies"] + project["optional-dependencies"]["test"]
-               if not d.startswith(("torch", "torchvision"))))
+deps = project["dependencies"] if os.environ["EXTRA"] == "runtime" else project["optional-dependencies"]["test"]
+print(" ".join(d for d in deps if not d.startswith(("torch", "torchvision"))))
 PYEOF
 )
   "$PY" -m pip install -q $deps
-  echo "$deps_stamp" > "$VENV/.roarfast-deps"
+  echo "$deps_stamp" > "$marker"
+}
+install_deps runtime
+if [ "${1:-}" = "--test" ]; then
+  install_deps test
 fi
 
 build_stamp=$( (find csrc -type f | sort | xargs cat; cat setup.py; "$PY" -c "import torch; print(torch.__version__)"; echo "${ROARFAST_CUDA:-}") | sha256sum | cut -c1-16)

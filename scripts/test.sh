@@ -3,6 +3,6 @@
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k mask`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh --test
 bash scripts/ctest.sh
 exec "${ROARFAST_VENV:-$PWD/.venv}/bin/python" -m pytest "$@"

@@ -1,0 +1,84 @@
+"""`roarfast run` for real, on an embedded dataset small enough for CI: the quick sweep (ROAR and KAR at
+the fraction covering the object and at 0.5, three seeds, mask-only controls), the report, the verdicts
+and the dataset's checks; then a rerun that reuses everything."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from roarfast.cli import main
+from roarfast.methods import registry
+from roarfast.methods.baselines import random as random_scores
+
+#: enough images and epochs for the model to learn the embedded task, few enough for CI
+ARGS = ["--data-option", "num_train=2000", "--data-option", "num_test=500", "--method", "oracle,random,random-twin",
+        "--epochs", "5", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished `roarfast run`, with `random-twin`: random's own scores under another name, which must
+    come out no different from random."""
+    run_dir = tmp_path_factory.mktemp("run") / "default"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
+        registry.register("random-twin", target="none")(random_scores)
+        first = CliRunner().invoke(main, ["run", "--run-dir", str(run_dir), *ARGS], catch_exceptions=False)
+        assert first.exit_code == 0, first.output
+        stamps = {p.name: p.stat().st_mtime_ns for p in (run_dir / "checkpoints" / "base").iterdir()}
+        again = CliRunner().invoke(main, ["run", "--run-dir", str(run_dir), *ARGS], catch_exceptions=False)
+        assert again.exit_code == 0, again.output
+    return run_dir, first.output, again.output, stamps
+
+
+def verdicts(output: str) -> dict:
+    """{(mode, method, fraction text): verdict line} from the printed verdict lines."""
+    out = {}
+    for line in output.splitlines():
+        for mode in ("ROAR", "KAR"):
+            if line.startswith(mode + " "):
+                fraction, method = line.split()[1:3]
+                out[(mode, method.rstrip(":"), fraction)] = line
+    return out
+
+
+def test_oracle_beats_random_everywhere_and_its_control_is_not_leaky(finished):
+    _, output, _, _ = finished
+    lines = verdicts(output)
+    oracle = {key: line for key, line in lines.items() if key[1] == "oracle"}
+    assert len(oracle) == 4, output  # roar and kar at two fractions
+    for key, line in oracle.items():
+        assert "better than random" in line, line
+        assert "not leaky" in line and "LEAKY" not in line, line
+
+
+def test_a_copy_of_random_is_no_different(finished):
+    _, output, _, _ = finished
+    twin = {key: line for key, line in verdicts(output).items() if key[1] == "random-twin"}
+    assert len(twin) == 4, output
+    assert all("no different" in line for line in twin.values()), twin
+
+
+def test_checks_pass_and_the_report_is_written(finished):
+    run_dir, output, _, _ = finished
+    checks = [line for line in output.splitlines() if line.startswith("check: ")]
+    # oracle ROAR ~ chance, random ROAR 0.5 far above, oracle KAR ~ unmodified, oracle control ~ chance
+    assert len(checks) == 4 and all(line.split(": ")[-1].startswith("ok") for line in checks), checks
+    assert (run_dir / "report" / "index.html").exists() and str(run_dir / "report" / "index.html") in output
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert summary
+
+
+def test_rerun_reuses_the_base_model_ranks_and_cells(finished):
+    run_dir, first, again, stamps = finished
+    assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "checkpoints" / "base").iterdir()} == stamps
+    assert "reusing" in again and "done: 48, to do: 0" in again
+    assert "[sweep] 1/" not in again  # no cell trained again
+    from roarfast.results import ResultsDB
+
+    with ResultsDB(run_dir / "results.sqlite") as db:
+        rows = db.rows()
+    # 3 methods x (roar, kar) x 2 fractions x 3 seeds, plus one control per method, mode and fraction
+    assert len(rows) == 36 + 12 and all(r["status"] == "done" for r in rows)
+    assert {r["fraction"] for r in rows if r["mode"] == "kar"} == {0.0625, 0.5}
