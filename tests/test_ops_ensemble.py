@@ -143,7 +143,7 @@ def test_ensemble_cuda_matches_cpu(case):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_ensemble_cuda_large_non_contiguous_and_non_finite_match_cpu(dtype):
     # 15 samples of 8 x 3 x 224 x 224 (18 M values), read through a strided view, with NaN and +-Inf
     grads = random_grads((8, 3, 224, 448), 15, dtype, seed=12)[..., ::2]

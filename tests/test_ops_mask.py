@@ -400,7 +400,7 @@ def test_mask_cuda_uint16_ranks_65536_units_and_k_65536(value_units):
     units_shape = shape[1:] if value_units else shape[2:]
     images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
     ranks = random_ranks(2, units_shape, torch.uint16, g)
-    assert int(ranks.max()) == 65535
+    assert int(ranks.long().max()) == 65535
     fill = torch.tensor([10.0, 20.0, 30.0, 40.0][:shape[1]])
     for k_value in (65536, 65535, 0):
         k = torch.full((2,), k_value)
@@ -426,7 +426,7 @@ def test_mask_cuda_non_contiguous_ranks_and_k():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_mask_cuda_unaligned_rows_and_odd_planes(dtype):
     # images[1:] of 15x15 images starts 675 elements into its storage and every channel row is 225
     # long: no row is 16-byte aligned throughout, so the vector path must fall back at row ends.

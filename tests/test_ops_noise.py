@@ -202,7 +202,7 @@ def test_noise_cuda_matches_cpu(sample):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_noise_cuda_repeated_grid_stride_and_odd_counts_match_cpu(dtype):
     # 3*61*67 = 12261 elements per image (not divisible by 4): 3066 Philox groups, the last partial;
     # x 96 images x 8 samples = 2.35 M groups, twice the threads of the capped grid on an H100

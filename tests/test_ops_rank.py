@@ -158,7 +158,7 @@ def assert_rank_cuda_matches_cpu(scores, reduction=None):
 @pytest.mark.cuda
 @pytest.mark.parametrize("sort", SORTS)
 @pytest.mark.parametrize("units", [1025, 2048, 3072, 4096, 4097])
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_rank_cuda_block_sort_sizes(units, dtype, sort, monkeypatch):
     # 1025 and 2048: 8 items per thread; 3072 (CIFAR value granularity) and 4096: 16; 4097: the large sort
     monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
@@ -197,7 +197,7 @@ def test_rank_cuda_value_3x224x224(sort, monkeypatch):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("sort", SORTS)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_rank_cuda_half_precision_large_sort(dtype, sort, monkeypatch):
     monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
     scores = with_ties_and_nan(torch.randn(3, 150, 150, generator=torch.Generator().manual_seed(4))).to(dtype)
@@ -211,7 +211,7 @@ def test_rank_cuda_uint16_boundary(sort, monkeypatch):
     monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
     g = torch.Generator().manual_seed(5)
     at_limit = assert_rank_cuda_matches_cpu(torch.randn(2, 256, 256, generator=g))
-    assert at_limit.dtype == torch.uint16 and int(at_limit.max()) == 65535
+    assert at_limit.dtype == torch.uint16 and int(at_limit.long().max()) == 65535
     past = assert_rank_cuda_matches_cpu(torch.randn(2, 1, 65537, generator=g))
     assert past.dtype == torch.int32 and int(past.max()) == 65536
 

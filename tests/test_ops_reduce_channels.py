@@ -80,7 +80,7 @@ def test_sum_sq_is_float32_in_channel_order_without_fused_multiply_add():
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_cuda_nan_and_strided_match_cpu_bit_for_bit(reduction, dtype):
     scores = torch.randn(3, 8, 30, 30, generator=torch.Generator().manual_seed(4)).to(dtype)[:, ::2, :, 1::2]
     scores[0, 1, 2, 3] = float("nan")
