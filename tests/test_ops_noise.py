@@ -156,6 +156,9 @@ out = []
 for shape, dtype in [((3, 3, 17, 19), torch.float32), ((2, 3, 32, 32), torch.float16), ((2, 1, 9, 11), torch.bfloat16)]:
     x = (torch.randn(shape, generator=g) * 3).to(dtype)
     out.append(ops.noise(x, 3, 0.15, seed=2**40 + 3, offset=7))
+z = torch.zeros(2, 1, 13, 13)
+z[:, 0, 0, 0] = 1.0  # range 1, noise level 1: out - x is z itself, every bit of it exposed
+out.append(ops.noise(z, 2, 1.0, seed=5))
 torch.save(out, sys.argv[1])
 """
 
