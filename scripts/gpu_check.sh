@@ -60,7 +60,7 @@ if command -v cuobjdump >/dev/null; then  # the numerics policy: no float32 FMA 
     | tee -a "$SUMMARY"
 fi
 stage cuda-tests 150 $PY -m pytest -q -m cuda -p no:cacheprovider --junitxml="$RESULTS/cuda-tests.xml" tests
-SMALL="not 224 and not large and not grid_stride and not uint16_boundary and not 65536 and not batch_sizes"
+SMALL="not 224 and not large and not grid_stride and not uint16_boundary and not 65536 and not batch_sizes and not opcheck and not stream"
 if command -v compute-sanitizer >/dev/null; then
   stage memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 3 --target-processes all \
     $PY -m pytest -q -x -m cuda -p no:cacheprovider -k "$SMALL" tests/test_ops_rank.py tests/test_ops_mask.py \
