@@ -5,6 +5,7 @@ for tests and benchmarks only, live in roarfast._reference.
 
 import functools
 import math
+import struct
 from typing import NamedTuple
 
 import torch
@@ -102,9 +103,11 @@ def per_image_k(k, images: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=64)
-def _channel_tensor(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
-    """The float32 Tensor[C] of `values` on `device`, built once: a list given on every call (a fill,
-    a mean) then costs no host-to-device copy after the first. Callers never write to it."""
+def _channel_tensor(bits: bytes, device: torch.device) -> torch.Tensor:
+    """The float32 Tensor[C] of the float64 values packed in `bits`, on `device`, built once: a list
+    given on every call (a fill, a mean) then costs no host-to-device copy after the first. Keyed by
+    bits, not ==, so -0.0 and 0.0 stay apart. Callers never write to it."""
+    values = struct.unpack(f"{len(bits) // 8}d", bits)
     return torch.tensor(values, dtype=torch.float32, device=device)
 
 
@@ -127,7 +130,7 @@ def per_channel(values, images: torch.Tensor, name: str) -> torch.Tensor:
         raise UserError(f"{name} should have {channels} values (one per channel), got {len(values)}")
     if torch.compiler.is_compiling():  # traced: the tensor becomes a constant of the graph anyway
         return torch.tensor(values, dtype=torch.float32, device=images.device)
-    return _channel_tensor(values, images.device)
+    return _channel_tensor(struct.pack(f"{len(values)}d", *values), images.device)
 
 
 def mask(images: torch.Tensor, ranks: torch.Tensor, k, fill, keep: bool = False) -> torch.Tensor:

@@ -322,6 +322,10 @@ def test_per_channel_list_is_converted_once_per_device():
     assert ops.per_channel((0.1, 0.2, 0.3), images, "std") is first  # the same numbers: the same tensor
     assert ops.per_channel([0.1, 0.2, 0.4], images, "mean") is not first
     assert first.dtype == torch.float32 and first.tolist() == torch.tensor([0.1, 0.2, 0.3]).tolist()
+    # -0.0 == 0.0, but a fill of -0.0 must stay -0.0 (its bits reach float images)
+    positive = ops.per_channel([0.0, 1.0, 2.0], images, "fill")
+    negative = ops.per_channel([-0.0, 1.0, 2.0], images, "fill")
+    assert not positive[0].signbit() and negative[0].signbit()
 
 
 @pytest.mark.parametrize("fill,message", [
