@@ -91,7 +91,9 @@ def extension():
     csrc = ROOT / "csrc"
     sources = sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cpp"))
     cu_sources = sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cu"))
-    cxx = ["-O3", "-fno-math-errno"]  # no errno from sqrtf & co.: they vectorize (roarfast never reads errno)
+    # no errno from sqrtf & co.: they vectorize (roarfast never reads errno). No a*b+c contracted into
+    # an FMA, on the host or the device: CPU and CUDA then round every op alike and give the same bits.
+    cxx = ["-O3", "-fno-math-errno", "-ffp-contract=off"]
     include_dirs = [str(csrc)]
     config = {
         "torch": torch.__version__,
@@ -110,7 +112,7 @@ def extension():
             include_dirs=include_dirs,
             extra_compile_args={
                 "cxx": cxx + ["-DROARFAST_WITH_CUDA"],
-                "nvcc": ["-O3", "-lineinfo", "--expt-relaxed-constexpr", "-DROARFAST_WITH_CUDA"],
+                "nvcc": ["-O3", "-lineinfo", "--expt-relaxed-constexpr", "-fmad=false", "-DROARFAST_WITH_CUDA"],
             }
         )
     else:

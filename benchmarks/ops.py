@@ -1,15 +1,19 @@
 """Benchmarks each custom op against its plain-PyTorch composition at CIFAR and ImageNet sizes.
 
-    python benchmarks/ops.py [--device cuda|cpu] [--sizes cifar,imagenet] [--json PATH]
+    python benchmarks/ops.py [--device cuda|cpu] [--sizes cifar,imagenet] [--ops rank,mask,...]
+                             [--rank-sort device,segmented] [--json PATH]
 
 Reports per op: median time of ours and of the baseline, the speedup, our effective bandwidth
 (bytes an ideal kernel must move / time) and, on CUDA, that bandwidth as a fraction of a measured
 device-to-device copy. Timing: torch.utils.benchmark (synchronizes CUDA), median of blocked runs.
+--rank-sort measures the rank rows once per CUDA sort of large images (ROARFAST_RANK_SORT: the
+device-wide sort on 64-bit keys, today's default, or the segmented sort on 32-bit keys).
 """
 
 import argparse
 import datetime
 import json
+import os
 import platform
 import sys
 from pathlib import Path
@@ -83,8 +87,12 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--sizes", default="cifar,imagenet", help="comma-separated: " + ",".join(SIZES))
     parser.add_argument("--min-run-time", type=float, default=None, help="seconds per measurement")
+    parser.add_argument("--ops", default=None, help="comma-separated op names to run (default: all)")
+    parser.add_argument("--rank-sort", default="device", help="comma-separated: device, segmented (CUDA, rank rows)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args(argv)
+    wanted = set(args.ops.split(",")) if args.ops else None
+    sorts = args.rank_sort.split(",")
     device = torch.device(args.device)
     min_run_time = args.min_run_time or (1.0 if device.type == "cuda" else 0.5)
     copy_gbps = copy_bandwidth(device, min_run_time) if device.type == "cuda" else None
@@ -92,11 +100,19 @@ def main(argv=None):
     for size in args.sizes.split(","):
         shape = SIZES[size]
         for name, ours, baseline, nbytes in cases(shape, device):
-            t_ours, t_base = median_seconds(ours, min_run_time), median_seconds(baseline, min_run_time)
-            gbps = nbytes / t_ours / 1e9
-            rows.append(dict(op=name, size=size, shape=list(shape), ours_ms=t_ours * 1e3, baseline_ms=t_base * 1e3,
-                             speedup=t_base / t_ours, ours_gbps=gbps,
-                             copy_fraction=gbps / copy_gbps if copy_gbps else None))
+            if wanted is not None and name not in wanted:
+                continue
+            t_base = median_seconds(baseline, min_run_time)
+            for sort in sorts if name.startswith("rank") and device.type == "cuda" else [None]:
+                if sort is not None:
+                    os.environ["ROARFAST_RANK_SORT"] = sort  # read by the CUDA rank on every call
+                t_ours = median_seconds(ours, min_run_time)
+                gbps = nbytes / t_ours / 1e9
+                label = name if sort is None or len(sorts) == 1 else f"{name} [{sort} sort]"
+                rows.append(dict(op=label, size=size, shape=list(shape), ours_ms=t_ours * 1e3,
+                                 baseline_ms=t_base * 1e3, speedup=t_base / t_ours, ours_gbps=gbps,
+                                 copy_fraction=gbps / copy_gbps if copy_gbps else None, rank_sort=sort))
+            os.environ.pop("ROARFAST_RANK_SORT", None)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"

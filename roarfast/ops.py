@@ -3,12 +3,15 @@ fake implementation so that torch.compile can trace it. Plain-PyTorch versions o
 for tests and benchmarks only, live in roarfast._reference.
 """
 
+import functools
 import math
+import struct
 from typing import NamedTuple
 
 import torch
 
 from roarfast import _extension
+from roarfast.errors import UserError
 
 _extension.load()
 
@@ -99,15 +102,35 @@ def per_image_k(k, images: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
     return torch.full((images.shape[0],), k, dtype=torch.int64, device=images.device)
 
 
+@functools.lru_cache(maxsize=64)
+def _channel_tensor(bits: bytes, device: torch.device) -> torch.Tensor:
+    """The float32 Tensor[C] of the float64 values packed in `bits`, on `device`, built once: a list
+    given on every call (a fill, a mean) then costs no host-to-device copy after the first. Keyed by
+    bits, not ==, so -0.0 and 0.0 stay apart. Callers never write to it."""
+    values = struct.unpack(f"{len(bits) // 8}d", bits)
+    return torch.tensor(values, dtype=torch.float32, device=device)
+
+
 def per_channel(values, images: torch.Tensor, name: str) -> torch.Tensor:
-    """A sequence or Tensor[C] as float32 Tensor[C] on the images' device (pass a device tensor to
-    spare a host-to-device copy per call)."""
+    """A sequence or Tensor[C] as float32 Tensor[C] on the images' device. A tensor must already be
+    there (no hidden copy per call); a sequence is converted once per device and reused."""
+    channels = images.shape[1]
     if isinstance(values, torch.Tensor):
-        return values.to(device=images.device, dtype=torch.float32)
+        if values.device != images.device:
+            raise UserError(f"{name} should be on the images' device ({images.device}), got {values.device}")
+        if values.shape != (channels,):
+            raise UserError(f"{name} should be a Tensor[{channels}] (one value per channel), got shape "
+                            f"{tuple(values.shape)}")
+        return values.to(torch.float32)
     try:
-        return torch.tensor(list(values), dtype=torch.float32, device=images.device)
+        values = tuple(float(v) for v in values)
     except (TypeError, ValueError) as err:
         raise TypeError(f"{name} should be a sequence of numbers or a Tensor[C], got {values!r}") from err
+    if len(values) != channels:
+        raise UserError(f"{name} should have {channels} values (one per channel), got {len(values)}")
+    if torch.compiler.is_compiling():  # traced: the tensor becomes a constant of the graph anyway
+        return torch.tensor(values, dtype=torch.float32, device=images.device)
+    return _channel_tensor(struct.pack(f"{len(values)}d", *values), images.device)
 
 
 def mask(images: torch.Tensor, ranks: torch.Tensor, k, fill, keep: bool = False) -> torch.Tensor:
@@ -120,8 +143,9 @@ def mask(images: torch.Tensor, ranks: torch.Tensor, k, fill, keep: bool = False)
         k: units to replace (ROAR) or keep (KAR) per image: an int, a float fraction in [0, 1]
             (k = floor(fraction * units)), or an int64 Tensor[B] on the images' device (range-checked
             on CPU only: checking a GPU tensor would stall the stream).
-        fill (sequence or Tensor[C]): the replacement in the images' own value space
-            (uint8 images: rounded to nearest, saturated to [0, 255]).
+        fill (sequence or Tensor[C] on the images' device): the replacement in the images' own value
+            space (uint8 images: rounded to nearest, saturated to [0, 255]); a sequence is copied to
+            the device once and reused.
         keep: False (ROAR) replaces units with rank < k; True (KAR) replaces those with rank >= k.
 
     Returns:
@@ -143,6 +167,7 @@ def mask_normalize(images: torch.Tensor, ranks: torch.Tensor | None, k=None, fil
         k, keep: as for `mask` (k unused when ranks is None).
         fill (sequence or Tensor[C]): replacement in the NORMALIZED space (0 = the dataset mean).
         mean, std (sequence or Tensor[C]): per channel, in [0, 1] pixel space (torchvision convention).
+            Tensors must be on the images' device; sequences are copied there once and reused.
         out_dtype: float32, float16 or bfloat16.
         channels_last: memory format of the output.
 
@@ -193,9 +218,9 @@ def noise(x: torch.Tensor, n: int, noise_level: float, seed: int, offset: int = 
     """n noisy copies of every image for SmoothGrad: out[s*B + b] = x[b] + sigma_b * z.
 
     sigma_b = noise_level * (max(x[b]) - min(x[b])); z ~ N(0, 1) from Philox4x32-10 keyed by seed with
-    counter (element, image b, sample s + offset), so the same seed gives the same noise on CPU and
-    CUDA (up to float rounding of log/sin/cos), and drawing samples in chunks (offset = samples
-    already drawn) gives the same samples as one call.
+    counter (element, image b, sample s + offset), so the same seed gives the same noise, bit for bit,
+    on CPU and CUDA (the same uncontracted float32 arithmetic on both), and drawing samples in chunks
+    (offset = samples already drawn) gives the same samples as one call.
 
     Args:
         x (Tensor[B, C, H, W]): float32, float16 or bfloat16.

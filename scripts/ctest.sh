@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds csrc/ against libtorch with CMake and runs the GoogleTest unit tests (ctest).
+# Builds csrc/ against libtorch with CMake and runs the GoogleTest unit tests (ctest), then checks
+# that the CPU kernels compile for aarch64 (scripts/check_aarch64.sh).
 # Installs Debian's libgtest-dev when it is missing and we are root.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,3 +17,4 @@ fi
 cmake -S . -B cmake-build -G Ninja -DPython3_EXECUTABLE="$PY" >/dev/null
 cmake --build cmake-build -j "${MAX_JOBS:-2}"
 ctest --test-dir cmake-build --output-on-failure
+PYTHON="$PY" bash scripts/check_aarch64.sh

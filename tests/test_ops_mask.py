@@ -6,6 +6,7 @@ import torch
 
 from roarfast import _reference as ref
 from roarfast import ops
+from roarfast.errors import UserError
 
 DTYPES = [torch.uint8, torch.float32, torch.float16, torch.bfloat16]
 RANK_DTYPES = [torch.uint16, torch.int32, torch.int64]
@@ -292,3 +293,163 @@ def test_mask_wrong_device_names_argument():
     with pytest.raises(RuntimeError, match="ranks should be on the same device as images"):
         torch.ops.roarfast.mask.default(args["images"].cuda(), args["ranks"], args["k"].cuda(),
                                         args["fill"].cuda(), False)
+
+
+def wrapper_inputs():
+    g = torch.Generator().manual_seed(5)
+    images = torch.randint(0, 256, (2, 3, 6, 5), dtype=torch.uint8, generator=g)
+    return images, random_ranks(2, (6, 5), torch.uint16, g)
+
+
+def test_per_channel_tensors_and_lists_give_the_same_output():
+    images, ranks = wrapper_inputs()
+    fill, mean, std = [9.0, 200.0, 77.0], [0.5, 0.4, 0.3], [0.2, 0.25, 0.3]
+    as_tensor = dict(dtype=torch.float32, device=images.device)
+    assert torch.equal(ops.mask(images, ranks, 0.4, fill), ops.mask(images, ranks, 0.4, torch.tensor(fill, **as_tensor)))
+    from_lists = ops.mask_normalize(images, ranks, 11, [0.0, 1.0, -1.0], mean=mean, std=std)
+    from_tensors = ops.mask_normalize(images, ranks, 11, torch.tensor([0.0, 1.0, -1.0], **as_tensor),
+                                      mean=torch.tensor(mean, **as_tensor), std=torch.tensor(std, **as_tensor))
+    assert torch.equal(from_lists, from_tensors)
+    # a float64 tensor is taken at float32, as a list is
+    assert torch.equal(ops.mask(images, ranks, 0.4, torch.tensor(fill, dtype=torch.float64)),
+                       ops.mask(images, ranks, 0.4, fill))
+
+
+def test_per_channel_list_is_converted_once_per_device():
+    images, _ = wrapper_inputs()
+    first = ops.per_channel([0.1, 0.2, 0.3], images, "mean")
+    assert ops.per_channel([0.1, 0.2, 0.3], images, "mean") is first
+    assert ops.per_channel((0.1, 0.2, 0.3), images, "std") is first  # the same numbers: the same tensor
+    assert ops.per_channel([0.1, 0.2, 0.4], images, "mean") is not first
+    assert first.dtype == torch.float32 and first.tolist() == torch.tensor([0.1, 0.2, 0.3]).tolist()
+    # -0.0 == 0.0, but a fill of -0.0 must stay -0.0 (its bits reach float images)
+    positive = ops.per_channel([0.0, 1.0, 2.0], images, "fill")
+    negative = ops.per_channel([-0.0, 1.0, 2.0], images, "fill")
+    assert not positive[0].signbit() and negative[0].signbit()
+
+
+@pytest.mark.parametrize("fill,message", [
+    (torch.zeros(3, device="meta"), r"fill should be on the images' device \(cpu\), got meta"),
+    (torch.zeros(4), r"fill should be a Tensor\[3\] \(one value per channel\), got shape \(4,\)"),
+    (torch.zeros(1, 3), r"fill should be a Tensor\[3\]"),
+    ([1.0, 2.0], "fill should have 3 values"),
+], ids=["device", "length", "2d", "list-length"])
+def test_per_channel_wrong_device_or_shape_names_the_argument(fill, message):
+    images, ranks = wrapper_inputs()
+    with pytest.raises(UserError, match=message):
+        ops.mask(images, ranks, 0.5, fill)
+
+
+def test_per_channel_wrong_mean_names_it():
+    images, ranks = wrapper_inputs()
+    with pytest.raises(UserError, match="mean should be on the images' device"):
+        ops.mask_normalize(images, None, mean=torch.zeros(3, device="meta"), std=[1.0] * 3)
+
+
+def assert_mask_cuda_matches_cpu(images, ranks, k, fill, keep):
+    cpu = torch.ops.roarfast.mask.default(images, ranks, k, fill, keep)
+    cuda = torch.ops.roarfast.mask.default(images.cuda(), ranks.cuda(), k.cuda(), fill.cuda(), keep)
+    assert torch.equal(cuda.cpu(), cpu) and cuda.stride() == cpu.stride()
+    return cpu
+
+
+def assert_normalize_cuda_matches_cpu(images, ranks, k, fill, keep, out_dtype, channels_last):
+    mean, std = torch.tensor([0.485, 0.456, 0.406, 0.5][:images.shape[1]]), torch.tensor([0.229, 0.224, 0.225, 0.3][:images.shape[1]])
+    if images.shape[1] > 4:
+        mean, std = torch.linspace(0.3, 0.6, images.shape[1]), torch.linspace(0.2, 0.3, images.shape[1])
+    args = (images, ranks, k, fill, keep, mean, std, out_dtype, channels_last)
+    cpu = torch.ops.roarfast.mask_normalize.default(*args)
+    cuda = torch.ops.roarfast.mask_normalize.default(*(t.cuda() if isinstance(t, torch.Tensor) else t for t in args))
+    # the table's entries are normalize_u8 itself: the same bits
+    assert torch.equal(cuda.cpu().view(torch.int16 if out_dtype != torch.float32 else torch.int32),
+                       cpu.view(torch.int16 if out_dtype != torch.float32 else torch.int32))
+    assert cuda.stride() == cpu.stride()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("value_units", [False, True])
+def test_mask_cuda_multi_block_224(value_units):
+    g = torch.Generator().manual_seed(6)
+    b, c = 6, 3
+    images = torch.randint(0, 256, (b, c, 224, 224), dtype=torch.uint8, generator=g)
+    units_shape = (c, 224, 224) if value_units else (224, 224)
+    ranks = random_ranks(b, units_shape, ops.rank_dtype(torch.Size(units_shape).numel()), g)
+    k = torch.randint(0, torch.Size(units_shape).numel() + 1, (b,), generator=g)
+    for keep in (False, True):
+        assert_mask_cuda_matches_cpu(images, ranks, k, torch.tensor([1.4, 128.5, 254.6]), keep)
+        assert_mask_cuda_matches_cpu(images.float(), ranks, k, torch.tensor([-1.0, 0.5, 2.0]), keep)
+        for out_dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for channels_last in (False, True):
+                assert_normalize_cuda_matches_cpu(images, ranks, k, torch.tensor([0.0, -1.5, 2.0]), keep, out_dtype,
+                                                  channels_last)
+                assert_normalize_cuda_matches_cpu(images.contiguous(memory_format=torch.channels_last), ranks, k,
+                                                  torch.tensor([0.0, -1.5, 2.0]), keep, out_dtype, channels_last)
+
+
+@pytest.mark.cuda
+def test_mask_cuda_cifar_batch_several_images_per_block():
+    g = torch.Generator().manual_seed(7)
+    images = torch.randint(0, 256, (512, 3, 32, 32), dtype=torch.uint8, generator=g)
+    ranks = random_ranks(512, (32, 32), torch.uint16, g)
+    k = torch.randint(0, 1025, (512,), generator=g)
+    assert_mask_cuda_matches_cpu(images, ranks, k, torch.tensor([3.0, 4.0, 5.0]), False)
+    assert_normalize_cuda_matches_cpu(images, ranks, k, torch.tensor([0.0, 0.0, 0.0]), False, torch.bfloat16, True)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("value_units", [False, True])
+def test_mask_cuda_uint16_ranks_65536_units_and_k_65536(value_units):
+    g = torch.Generator().manual_seed(8)
+    shape = (2, 4, 128, 128) if value_units else (2, 3, 256, 256)
+    units_shape = shape[1:] if value_units else shape[2:]
+    images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
+    ranks = random_ranks(2, units_shape, torch.uint16, g)
+    assert int(ranks.long().max()) == 65535
+    fill = torch.tensor([10.0, 20.0, 30.0, 40.0][:shape[1]])
+    for k_value in (65536, 65535, 0):
+        k = torch.full((2,), k_value)
+        roar = assert_mask_cuda_matches_cpu(images, ranks, k, fill, False)
+        kar = assert_mask_cuda_matches_cpu(images, ranks, k, fill, True)
+        if k_value == 65536:  # ROAR replaces every unit, KAR none
+            assert torch.equal(roar, fill.to(torch.uint8).view(1, -1, 1, 1).expand(shape))
+            assert torch.equal(kar, images)
+        assert_normalize_cuda_matches_cpu(images, ranks, k, fill[:shape[1]] / 100, True, torch.float32, False)
+
+
+@pytest.mark.cuda
+def test_mask_cuda_non_contiguous_ranks_and_k():
+    g = torch.Generator().manual_seed(9)
+    images = torch.randint(0, 256, (4, 3, 20, 24), dtype=torch.uint8, generator=g)
+    ranks = layout(random_ranks(4, (20, 24), torch.int32, g), "strided")
+    k = torch.tensor([0, 100, 7, 300, 480, 5, 1, 2])[::2]  # [0, 7, 480, 1]
+    assert not ranks.is_contiguous() and not k.is_contiguous()
+    for keep in (False, True):
+        cpu = assert_mask_cuda_matches_cpu(images, ranks, k, torch.tensor([1.0, 2.0, 3.0]), keep)
+        assert torch.equal(cpu, ref.mask(images, ranks.contiguous(), k.contiguous(), torch.tensor([1.0, 2.0, 3.0]),
+                                         keep))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_mask_cuda_unaligned_rows_and_odd_planes(dtype):
+    # images[1:] of 15x15 images starts 675 elements into its storage and every channel row is 225
+    # long: no row is 16-byte aligned throughout, so the vector path must fall back at row ends.
+    g = torch.Generator().manual_seed(10)
+    images = random_images((5, 3, 15, 15), dtype, g)[1:]
+    ranks = random_ranks(5, (3, 15, 15), torch.uint16, g)[1:]  # value units, also unaligned
+    k = torch.tensor([0, 50, 333, 675])
+    fill = torch.tensor([7.0, 8.0, 9.0])
+    for keep in (False, True):
+        assert_mask_cuda_matches_cpu(images, ranks, k, fill, keep)
+        if dtype == torch.uint8:
+            assert_normalize_cuda_matches_cpu(images, ranks, k, fill / 10, keep, torch.float16, False)
+
+
+@pytest.mark.cuda
+def test_mask_normalize_cuda_many_channels_without_table():
+    # more channels than the shared-memory tables hold: the direct normalize_u8 path, same bits
+    g = torch.Generator().manual_seed(11)
+    images = torch.randint(0, 256, (3, 40, 9, 9), dtype=torch.uint8, generator=g)
+    ranks = random_ranks(3, (9, 9), torch.int64, g)
+    assert_normalize_cuda_matches_cpu(images, ranks, torch.tensor([0, 40, 81]), torch.linspace(-1, 1, 40), False,
+                                      torch.float32, True)

@@ -2,6 +2,11 @@
 chunking invariance, the distribution of z, per-image sigma, opcheck, compile, CUDA vs CPU."""
 
 import math
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -132,13 +137,82 @@ def test_noise_compiles_fullgraph():
     assert torch.equal(compiled(x), ops.noise(x, 3, 0.15, seed=1, offset=2) * 2)
 
 
+def has_avx2() -> bool:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    try:
+        return " avx2" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+# Shapes for the two CPU paths: 8-block AVX2 batches (32 elements) plus a block-by-block tail,
+# the last Philox block partial (elements per image not divisible by 4).
+PATH_SCRIPT = """
+import sys, torch
+from roarfast import ops
+g = torch.Generator().manual_seed(1)
+out = []
+for shape, dtype in [((3, 3, 17, 19), torch.float32), ((2, 3, 32, 32), torch.float16), ((2, 1, 9, 11), torch.bfloat16)]:
+    x = (torch.randn(shape, generator=g) * 3).to(dtype)
+    out.append(ops.noise(x, 3, 0.15, seed=2**40 + 3, offset=7))
+z = torch.zeros(2, 1, 13, 13)
+z[:, 0, 0, 0] = 1.0  # range 1, noise level 1: out - x is z itself, every bit of it exposed
+out.append(ops.noise(z, 2, 1.0, seed=5))
+torch.save(out, sys.argv[1])
+"""
+
+
+def noise_in_subprocess(tmp_path, scalar: bool):
+    path = tmp_path / f"noise-scalar{int(scalar)}.pt"
+    env = {**os.environ, "ROARFAST_NOISE_SCALAR": "1" if scalar else "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+                                                       os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, "-c", PATH_SCRIPT, str(path)], env=env, check=True, timeout=300)
+    return torch.load(path)
+
+
+@pytest.mark.skipif(not has_avx2(), reason="the 8-block path needs an x86-64 CPU with AVX2")
+def test_noise_avx2_and_scalar_paths_give_the_same_bits(tmp_path):
+    # ROARFAST_NOISE_SCALAR=1 forces the block-by-block path (read once per process, so each path
+    # runs in a process of its own). With no FMA contraction anywhere both round every op alike.
+    vector, scalar = noise_in_subprocess(tmp_path, False), noise_in_subprocess(tmp_path, True)
+    for a, b in zip(vector, scalar, strict=True):
+        assert_same_bits(a, b)
+
+
+def ulps_apart(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Units in the last place of the dtype between a and b, elementwise (same sign assumed for
+    nonzero gaps, which holds for values this close)."""
+    int_dtype = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}[a.dtype]
+    return (a.view(int_dtype).long() - b.view(int_dtype).long()).abs()
+
+
+def assert_same_bits(a: torch.Tensor, b: torch.Tensor):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    gap = ulps_apart(a, b)
+    assert gap.max().item() == 0, f"{int((gap > 0).sum())} elements differ, by up to {int(gap.max())} ulps"
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("sample", noise_samples(), ids=sample_id)
 def test_noise_cuda_matches_cpu(sample):
+    # the same uncontracted float32 arithmetic on both devices: the same bits, in every dtype
     cpu = ops.noise(*sample)
     cuda = ops.noise(sample[0].cuda(), *sample[1:])
-    torch.testing.assert_close(cuda.cpu(), cpu, rtol=1e-5, atol=1e-5)
+    assert_same_bits(cuda.cpu(), cpu)
     torch.library.opcheck(torch.ops.roarfast.noise.default, op_args((sample[0].cuda(), *sample[1:])))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_noise_cuda_repeated_grid_stride_and_odd_counts_match_cpu(dtype):
+    # 3*61*67 = 12261 elements per image (not divisible by 4): 3066 Philox groups, the last partial;
+    # x 96 images x 8 samples = 2.35 M groups, twice the threads of the capped grid on an H100
+    # (132 SMs x 2048 x 4 = 1.08 M): the grid-stride loop goes round three times.
+    x = (torch.randn(96, 3, 61, 67, generator=torch.Generator().manual_seed(3)) * 2).to(dtype)
+    cpu = ops.noise(x, 8, 0.15, seed=99, offset=11)
+    assert_same_bits(ops.noise(x.cuda(), 8, 0.15, seed=99, offset=11).cpu(), cpu)
 
 
 @pytest.mark.parametrize("args,message", [

@@ -142,3 +142,120 @@ def test_rank_cuda_device_sort_path_matches_cpu():
 def test_rank_bad_arguments_name_the_argument(args, message):
     with pytest.raises(RuntimeError, match=message):
         torch.ops.roarfast.rank.default(*args)
+
+
+SORTS = ["device", "segmented"]  # ROARFAST_RANK_SORT: the two sorts of images above 4096 units
+
+
+def assert_rank_cuda_matches_cpu(scores, reduction=None):
+    cpu = ops.rank(scores, reduction)
+    cuda = ops.rank(scores.cuda(), reduction)
+    assert cuda.dtype == cpu.dtype and cuda.shape == cpu.shape
+    assert torch.equal(cuda.cpu(), cpu)
+    return cpu
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("units", [1025, 2048, 3072, 4096, 4097])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rank_cuda_block_sort_sizes(units, dtype, sort, monkeypatch):
+    # 1025 and 2048: 8 items per thread; 3072 (CIFAR value granularity) and 4096: 16; 4097: the large sort
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    g = torch.Generator().manual_seed(units)
+    for content in (torch.randn(3, 1, units, generator=g), with_ties_and_nan(torch.randn(3, 1, units, generator=g))):
+        cpu = assert_rank_cuda_matches_cpu(content.to(dtype))
+        assert torch.equal(cpu.long(), ref.rank(content.to(dtype)))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+def test_rank_cuda_cifar_value_granularity(sort, monkeypatch):
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    scores = torch.randn(64, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    assert_rank_cuda_matches_cpu(scores, "value")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+def test_rank_cuda_sum_sq_224_fp32(sort, monkeypatch):
+    # the case the FMA contraction broke: identical float32 sums now, so identical ranks
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    scores = torch.randn(8, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(ops.reduce_channels(scores.cuda(), "sum_sq").cpu(), ops.reduce_channels(scores, "sum_sq"))
+    assert_rank_cuda_matches_cpu(scores, "sum_sq")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+def test_rank_cuda_value_3x224x224(sort, monkeypatch):
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    scores = with_ties_and_nan(torch.randn(3, 3, 224, 224, generator=torch.Generator().manual_seed(3)))
+    cpu = assert_rank_cuda_matches_cpu(scores, "value")
+    assert cpu.dtype == torch.int32
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_rank_cuda_half_precision_large_sort(dtype, sort, monkeypatch):
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    scores = with_ties_and_nan(torch.randn(3, 150, 150, generator=torch.Generator().manual_seed(4))).to(dtype)
+    cpu = assert_rank_cuda_matches_cpu(scores)
+    assert torch.equal(cpu.long(), ref.rank(scores))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+def test_rank_cuda_uint16_boundary(sort, monkeypatch):
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    g = torch.Generator().manual_seed(5)
+    at_limit = assert_rank_cuda_matches_cpu(torch.randn(2, 256, 256, generator=g))
+    assert at_limit.dtype == torch.uint16 and int(at_limit.long().max()) == 65535
+    past = assert_rank_cuda_matches_cpu(torch.randn(2, 1, 65537, generator=g))
+    assert past.dtype == torch.int32 and int(past.max()) == 65536
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("batch", [1, 2, 257, 300])
+def test_rank_cuda_batch_sizes(batch, sort, monkeypatch):
+    # B=1: no image bit in the device sort's keys; B >= 257: nine or more image bits
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    scores = torch.randn(batch, 65, 65, generator=torch.Generator().manual_seed(batch))
+    assert_rank_cuda_matches_cpu(scores)
+    assert_rank_cuda_matches_cpu(scores[:, :32, :32].contiguous())  # the block sort too
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("side", [60, 250])
+def test_rank_cuda_all_equal_all_nan_and_signed_zero_rows(side, sort, monkeypatch):
+    # every row ties throughout: ranks follow the flat index (60x60 block sort, 250x250 large sort)
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    scores = torch.empty(3, side, side)
+    scores[0] = 3.5
+    scores[1] = float("nan")
+    scores[2].view(-1)[0::2] = 0.0
+    scores[2].view(-1)[1::2] = -0.0
+    cpu = assert_rank_cuda_matches_cpu(scores)
+    assert torch.equal(cpu.long().view(3, -1), torch.arange(side * side).expand(3, -1))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("side", [50, 100])
+def test_rank_cuda_subnormal_scores(side, sort, monkeypatch):
+    # distinct subnormals must keep their order (no flush to zero on either device)
+    monkeypatch.setenv("ROARFAST_RANK_SORT", sort)
+    scores = torch.randn(2, side, side, generator=torch.Generator().manual_seed(side)) * 1e-39
+    assert (scores.abs() < torch.finfo(torch.float32).tiny).float().mean() > 0.5
+    cpu = assert_rank_cuda_matches_cpu(scores)
+    assert torch.equal(cpu.long(), ref.rank(scores))
+
+
+@pytest.mark.cuda
+def test_rank_cuda_unknown_sort_names_the_variable(monkeypatch):
+    monkeypatch.setenv("ROARFAST_RANK_SORT", "bitonic")
+    with pytest.raises(RuntimeError, match="ROARFAST_RANK_SORT should be device or segmented"):
+        ops.rank(torch.randn(1, 100, 100, device="cuda"))

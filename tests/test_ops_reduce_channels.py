@@ -61,3 +61,32 @@ def test_compiles_fullgraph():
 def test_bad_arguments_name_the_argument(args, message):
     with pytest.raises(RuntimeError, match=message):
         torch.ops.roarfast.reduce_channels.default(*args)
+
+
+def test_sum_sq_is_float32_in_channel_order_without_fused_multiply_add():
+    # The numerics policy (csrc/ops/common.h): no a*b+c contracted into an FMA, so the CPU and the
+    # CUDA kernel both give exactly ((x0*x0) + (x1*x1)) + (x2*x2), each op rounded to float32.
+    x = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    x0, x1, x2 = x.unbind(1)
+    expected = ((x0 * x0) + (x1 * x1)) + (x2 * x2)
+    out = ops.reduce_channels(x, "sum_sq")
+    assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
+    # The data tells the two roundings apart: fma(x, x, acc) (x*x exact in float64) differs on some pixels.
+    fused = x0 * x0
+    for xc in (x1, x2):
+        fused = (xc.double() * xc.double() + fused.double()).float()
+    assert (fused != expected).sum() > 100
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_cuda_nan_and_strided_match_cpu_bit_for_bit(reduction, dtype):
+    scores = torch.randn(3, 8, 30, 30, generator=torch.Generator().manual_seed(4)).to(dtype)[:, ::2, :, 1::2]
+    scores[0, 1, 2, 3] = float("nan")
+    scores[2, :, 5, 5] = float("nan")
+    assert not scores.is_contiguous()
+    cpu = ops.reduce_channels(scores, reduction)
+    cuda = ops.reduce_channels(scores.cuda(), reduction).cpu()
+    assert torch.equal(cuda.isnan(), cpu.isnan()) and cpu[0, 2, 3].isnan()
+    assert torch.equal(cuda.nan_to_num(7.0).view(torch.int32), cpu.nan_to_num(7.0).view(torch.int32))

@@ -1,5 +1,8 @@
 // Shared by every op: the host/device qualifier for math that CPU and CUDA both run,
 // and the argument-check helpers whose messages name the argument and what came.
+// Numerics policy: the *_math.h arithmetic is compiled with no contraction of a*b+c into an FMA on
+// either side (-ffp-contract=off for host compilers, -fmad=false for nvcc: setup.py, CMakeLists.txt),
+// so every operation rounds alike and CPU and CUDA give the same bits.
 #pragma once
 
 #include <cstdint>

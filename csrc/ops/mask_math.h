@@ -36,24 +36,6 @@ ROARFAST_HD int64_t rank_offset(const MaskShape& s, int64_t b, int64_t c, int64_
   return s.value_units ? (b * s.channels + c) * s.plane + p : b * s.plane + p;
 }
 
-// Image b, channel c, pixel p of the i-th element of the output in its own memory order.
-// index_t is int32 where the whole tensor fits: GPU integer division is much cheaper in 32 bits.
-template <typename index_t>
-ROARFAST_HD void output_coords(const MaskShape& s, index_t i, index_t& b, index_t& c, index_t& p) {
-  const index_t channels = static_cast<index_t>(s.channels), plane = static_cast<index_t>(s.plane);
-  if (s.out_nhwc) {
-    const index_t pixel = i / channels;
-    c = i - pixel * channels;
-    b = pixel / plane;
-    p = pixel - b * plane;
-  } else {
-    const index_t row = i / plane;
-    p = i - row * plane;
-    b = row / channels;
-    c = row - b * channels;
-  }
-}
-
 // Plain mask of one channel: the image's own value, or the fill (already in the image dtype).
 // The per-channel constants are plain values so a row loop keeps them in registers.
 template <typename T>

@@ -25,17 +25,12 @@ TEST(NormalizeU8, TorchvisionFormula) {
   EXPECT_FLOAT_EQ(roarfast::normalize_u8(255, 0.5f, 0.25f), 2.0f);
 }
 
-TEST(OutputCoords, InvertsTheOffsetInBothLayouts) {
-  for (const bool nhwc : {false, true}) {
-    const MaskShape s{3, 6, false, false, nhwc, false};
-    for (int64_t i = 0; i < 2 * 3 * 6; ++i) {
-      int64_t b, c, p;
-      roarfast::output_coords(s, i, b, c, p);
-      EXPECT_EQ(roarfast::image_offset(nhwc, 3, 6, b, c, p), i) << "nhwc " << nhwc;
-      EXPECT_LT(c, 3);
-      EXPECT_LT(p, 6);
-    }
-  }
+TEST(ImageOffset, BothLayouts) {
+  // [B=2, C=3, H*W=6]: NCHW walks pixels within a channel plane, NHWC channels within a pixel
+  EXPECT_EQ(roarfast::image_offset(false, 3, 6, 1, 2, 4), (1 * 3 + 2) * 6 + 4);
+  EXPECT_EQ(roarfast::image_offset(true, 3, 6, 1, 2, 4), (1 * 6 + 4) * 3 + 2);
+  EXPECT_EQ(roarfast::image_offset(false, 3, 6, 0, 0, 5), 5);
+  EXPECT_EQ(roarfast::image_offset(true, 3, 6, 0, 0, 5), 15);
 }
 
 TEST(RankOffset, PixelUnitsShareAcrossChannels) {

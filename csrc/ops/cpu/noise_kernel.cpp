@@ -1,9 +1,17 @@
 // CPU noise: output images (sample-major) in parallel, each filled 4 elements per Philox block.
+// On x86-64 with AVX2, 8 blocks at a time; elsewhere (aarch64, older x86) block by block. Both paths
+// give the same bits: the build contracts no a*b+c into an FMA (-ffp-contract=off, setup.py).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define ROARFAST_NOISE_AVX2 1
 #include <immintrin.h>
+#endif
 
 #include "ops/noise.h"
 #include "ops/noise_math.h"
@@ -12,6 +20,21 @@ namespace roarfast {
 
 namespace {
 
+// Whether the 8-block AVX2 path runs: where the CPU has AVX2, unless ROARFAST_NOISE_SCALAR=1 forces
+// the block-by-block path (tests compare the two). Read once per process.
+bool use_avx2() {
+#if defined(ROARFAST_NOISE_AVX2)
+  static const bool avx2 = [] {
+    const char* forced = std::getenv("ROARFAST_NOISE_SCALAR");
+    return !(forced != nullptr && std::strcmp(forced, "1") == 0) && __builtin_cpu_supports("avx2");
+  }();
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+#if defined(ROARFAST_NOISE_AVX2)
 constexpr int kLanes = 8;  // Philox blocks per AVX2 batch (8 x 32-bit lanes)
 
 // High halves of the 8 lane products a * m: even lanes from one 32x32->64 multiply, odd from another.
@@ -49,9 +72,9 @@ __attribute__((target("avx2"))) void philox8_avx2(uint32_t g0, uint32_t image, u
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[3]), v3);
 }
 
-// The 32 normals of 8 Philox blocks, element order: the Box-Muller math inlined into an AVX2+FMA
+// The 32 normals of 8 Philox blocks, element order: the Box-Muller math inlined into an AVX2
 // function, lane i of each half-pair in its own array, so the compiler runs the 8 blocks as vectors.
-__attribute__((target("avx2,fma"))) void normals8_avx2(const uint32_t w[4][kLanes], float z[4 * kLanes]) {
+__attribute__((target("avx2"))) void normals8_avx2(const uint32_t w[4][kLanes], float z[4 * kLanes]) {
   float a0[kLanes], a1[kLanes], b0[kLanes], b1[kLanes];
   for (int i = 0; i < kLanes; ++i) {
     box_muller(w[0][i], w[1][i], a0[i], a1[i]);
@@ -64,6 +87,7 @@ __attribute__((target("avx2,fma"))) void normals8_avx2(const uint32_t w[4][kLane
     z[4 * i + 3] = b1[i];
   }
 }
+#endif
 
 // One noisy image: batches of 8 Philox blocks (32 elements) on AVX2, the rest group by group.
 // The normals go through a local array so the add loop vectorizes and nothing aliases.
@@ -71,6 +95,7 @@ template <typename T>
 void noise_image(const T* __restrict__ src, T* __restrict__ dst, int64_t image_elems, int64_t groups, uint32_t image,
                  uint64_t sample, uint64_t seed, float sigma, bool avx2) {
   int64_t g = 0;
+#if defined(ROARFAST_NOISE_AVX2)
   if (avx2) {
     uint32_t w[4][kLanes];
     float z[4 * kLanes];
@@ -82,6 +107,7 @@ void noise_image(const T* __restrict__ src, T* __restrict__ dst, int64_t image_e
       for (int j = 0; j < 4 * kLanes; ++j) d[j] = static_cast<T>(static_cast<float>(s[j]) + sigma * z[j]);
     }
   }
+#endif
   for (; g < groups; ++g) noise_group(src, dst, image_elems, g, image, sample, seed, sigma);
 }
 
@@ -91,7 +117,7 @@ at::Tensor noise_cpu(const at::Tensor& x, int64_t n, double noise_level, int64_t
   NoisePlan plan = plan_noise(x, n, noise_level, seed, offset);
   if (plan.out.numel() == 0) return plan.out;
   const float* sigma = plan.sigma.const_data_ptr<float>();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx2 = use_avx2();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.x.scalar_type(), "noise_cpu", [&] {
     const scalar_t* src = plan.x.const_data_ptr<scalar_t>();
     scalar_t* dst = plan.out.data_ptr<scalar_t>();

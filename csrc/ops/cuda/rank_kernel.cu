@@ -1,14 +1,22 @@
 // CUDA rank. Up to kBlockSortMaxUnits units an image is sorted by one block in shared memory
 // (cub::BlockRadixSort); larger images go through one device-wide radix sort whose 64-bit keys
 // carry the image index above the score key, so every image is sorted in a single pass.
+// ROARFAST_RANK_SORT=segmented (read per call; for benchmarks/ops.py) sorts larger images instead by
+// cub::DeviceSegmentedRadixSort on 32-bit keys, one segment per image: half the key bytes, but one
+// block per image. The default stays the device-wide sort until a GPU measures both.
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/rank.h"
 #include "ops/rank_math.h"
@@ -59,6 +67,18 @@ __global__ void rank_keys_kernel(const scalar_t* __restrict__ scores, uint64_t* 
   }
 }
 
+template <typename scalar_t>
+__global__ void rank_keys32_kernel(const scalar_t* __restrict__ scores, uint32_t* __restrict__ keys,
+                                   int32_t* __restrict__ index, int64_t batch, int64_t units, int64_t channels,
+                                   int64_t plane, ChannelReduce reduce) {
+  const int64_t total = batch * units;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t b = i / units, u = i - b * units;
+    keys[i] = rank_key(unit_score(scores + b * channels * plane, channels, plane, u, reduce));
+    index[i] = static_cast<int32_t>(u);
+  }
+}
+
 template <typename rank_t>
 __global__ void rank_scatter_kernel(const int32_t* __restrict__ sorted_index, rank_t* __restrict__ ranks,
                                     int64_t batch, int64_t units) {
@@ -104,7 +124,7 @@ void launch_device_sort(const at::Tensor& scores, rank_t* ranks, const RankPlan&
   rank_keys_kernel<<<grid_for(total, threads), threads, 0, stream>>>(
       scores.const_data_ptr<scalar_t>(), k_in, index.data_ptr<int32_t>(), p.batch, p.units, p.channels, p.plane, p.reduce);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  int end_bit = 33;  // score key bits + at least one image bit
+  int end_bit = 32;  // score key bits + ceil(log2(batch)) image bits: no image bit at all for one image
   while (end_bit < 64 && (int64_t{1} << (end_bit - 32)) < p.batch) ++end_bit;
   size_t temp_bytes = 0;
   C10_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k_in, k_out, index.data_ptr<int32_t>(),
@@ -116,6 +136,57 @@ void launch_device_sort(const at::Tensor& scores, rank_t* ranks, const RankPlan&
                                                  stream));
   rank_scatter_kernel<<<grid_for(total, threads), threads, 0, stream>>>(index_out.data_ptr<int32_t>(), ranks, p.batch, p.units);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The same order as launch_device_sort by a segmented radix sort of 32-bit keys, one segment per image.
+template <typename scalar_t, typename rank_t>
+void launch_segmented_sort(const at::Tensor& scores, rank_t* ranks, const RankPlan& p, cudaStream_t stream) {
+  const int64_t total = p.batch * p.units;
+  TORCH_CHECK(total <= INT32_MAX, "scores should have at most 2^31-1 units in one call for the segmented sort, got ",
+              total, "; rank in smaller batches");
+  auto opts = scores.options();
+  at::Tensor keys = at::empty({total}, opts.dtype(at::kInt));
+  at::Tensor keys_out = at::empty({total}, opts.dtype(at::kInt));
+  at::Tensor index = at::empty({total}, opts.dtype(at::kInt));
+  at::Tensor index_out = at::empty({total}, opts.dtype(at::kInt));
+  // segment b is [offsets[b], offsets[b+1])
+  at::Tensor offsets = at::arange(0, total + 1, p.units, opts.dtype(at::kInt));
+  auto* k_in = reinterpret_cast<uint32_t*>(keys.data_ptr<int32_t>());
+  auto* k_out = reinterpret_cast<uint32_t*>(keys_out.data_ptr<int32_t>());
+  const int32_t* seg = offsets.const_data_ptr<int32_t>();
+  constexpr int threads = 256;
+  rank_keys32_kernel<<<grid_for(total, threads), threads, 0, stream>>>(
+      scores.const_data_ptr<scalar_t>(), k_in, index.data_ptr<int32_t>(), p.batch, p.units, p.channels, p.plane, p.reduce);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int items = static_cast<int>(total), segments = static_cast<int>(p.batch);
+  size_t temp_bytes = 0;
+  C10_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, temp_bytes, k_in, k_out, index.data_ptr<int32_t>(),
+                                                          index_out.data_ptr<int32_t>(), items, segments, seg, seg + 1,
+                                                          0, 32, stream));
+  at::Tensor temp = at::empty({static_cast<int64_t>(temp_bytes)}, opts.dtype(at::kByte));
+  C10_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(temp.data_ptr(), temp_bytes, k_in, k_out,
+                                                          index.data_ptr<int32_t>(), index_out.data_ptr<int32_t>(),
+                                                          items, segments, seg, seg + 1, 0, 32, stream));
+  rank_scatter_kernel<<<grid_for(total, threads), threads, 0, stream>>>(index_out.data_ptr<int32_t>(), ranks, p.batch, p.units);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ROARFAST_RANK_SORT: "device" (default) or "segmented", the sort of images above kBlockSortMaxUnits.
+bool segmented_sort_requested() {
+  const char* choice = std::getenv("ROARFAST_RANK_SORT");
+  if (choice == nullptr || *choice == '\0' || std::strcmp(choice, "device") == 0) return false;
+  TORCH_CHECK(std::strcmp(choice, "segmented") == 0, "ROARFAST_RANK_SORT should be device or segmented, got '",
+              choice, "'");
+  return true;
+}
+
+template <typename scalar_t, typename rank_t>
+void launch_large_sort(const at::Tensor& scores, rank_t* ranks, const RankPlan& p, cudaStream_t stream) {
+  if (segmented_sort_requested()) {
+    launch_segmented_sort<scalar_t>(scores, ranks, p, stream);
+  } else {
+    launch_device_sort<scalar_t>(scores, ranks, p, stream);
+  }
 }
 
 }  // namespace
@@ -133,11 +204,11 @@ at::Tensor rank_cuda(const at::Tensor& scores_in, c10::string_view reduction) {
     if (plan.out_dtype == at::kUInt16) {
       auto* out = static_cast<uint16_t*>(ranks.data_ptr());
       small ? launch_block_sort(scores.const_data_ptr<scalar_t>(), out, plan, stream)
-            : launch_device_sort<scalar_t>(scores, out, plan, stream);
+            : launch_large_sort<scalar_t>(scores, out, plan, stream);
     } else {
       auto* out = static_cast<int32_t*>(ranks.data_ptr());
       small ? launch_block_sort(scores.const_data_ptr<scalar_t>(), out, plan, stream)
-            : launch_device_sort<scalar_t>(scores, out, plan, stream);
+            : launch_large_sort<scalar_t>(scores, out, plan, stream);
     }
   });
   return ranks;
