@@ -51,7 +51,8 @@ def train_one_cell(seed: int, epochs: int, device: str, n_train: int, n_test: in
     """One ROAR cell (random ranks, fraction 0.5) of fastnet-gpu with its default recipe on `device`."""
     from roarfast import ops
     from roarfast.data.base import make_dataset
-    from roarfast.train import Masking, default_recipe, train_classifier
+    from roarfast.recipe import default_recipe
+    from roarfast.train import Masking, train_classifier
 
     dataset = make_dataset("synthetic-cifar10", synthetic_split(n_train, 1, device),
                            synthetic_split(n_test, 2, device), {"seed": 0})
@@ -130,7 +131,7 @@ def main(argv=None):
         args.result.write_text(json.dumps(train_one_cell(args.seed, args.epochs, args.device, args.n_train,
                                                          args.n_test, args.barrier, int(args.cells))))
         return
-    from roarfast.train import default_recipe
+    from roarfast.recipe import default_recipe
 
     args.out.mkdir(parents=True, exist_ok=True)
     epochs = args.epochs or default_recipe("fastnet-gpu", args.device).epochs
