@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from roarfast.cells import GRID_MODES, CellSpec, CellTrainer, cell_recipe
+from roarfast.cells import FILLS, GRID_MODES, CellSpec, CellTrainer, cell_recipe
 from roarfast.errors import UserError
 
 #: estimators of the paper's study: three base estimators and their SmoothGrad ensembles, and the controls
@@ -65,6 +65,8 @@ class Grid:
             raise UserError(f"--seeds should be a positive int, got {self.seeds!r}")
         if self.control_seeds is not None and self.control_seeds < 1:
             raise UserError(f"--control-seeds should be a positive int, got {self.control_seeds!r}")
+        if self.fill not in FILLS:
+            raise UserError(f"--fill should be one of {', '.join(FILLS)}, got {self.fill!r}")
 
     def method_list(self) -> list[str]:
         """The methods, parsed and checked; random is always part of a grid (the reference)."""

@@ -12,8 +12,8 @@ from roarfast.methods import registry
 from roarfast.methods.baselines import random as random_scores
 
 #: enough images and epochs for the model to learn the embedded task, few enough for CI
-ARGS = ["--data-option", "num_train=2000", "--data-option", "num_test=500", "--method", "oracle,random,random-twin",
-        "--epochs", "5", "--no-progress"]
+ARGS = ["--data-option", "num_train=3000", "--data-option", "num_test=500", "--method", "oracle,random,random-twin",
+        "--epochs", "6", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
