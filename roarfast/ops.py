@@ -279,10 +279,8 @@ def _ensemble_finalize_fake(mean, m2, count, reduction="none"):
     return tuple(mean.new_empty(shape) for _ in range(3))
 
 
-#: impute's conjugate gradients stop once every plane's residual norm is below this fraction of its start.
+#: impute's conjugate gradients stop once a plane's residual norm is below this fraction of its start.
 IMPUTE_RTOL = 1e-6
-#: residual checks cost a device sync, so the convergence test runs every this many iterations.
-IMPUTE_CHECK_EVERY = 8
 
 
 def _impute_max_iterations(height: int, width: int) -> int:
@@ -307,10 +305,11 @@ def impute(images: torch.Tensor, removed: torch.Tensor, noise: float = 0.0, seed
     """ROAD's noisy linear imputation of the removed pixels of a batch (DESIGN.md section 11).
 
     Every removed pixel becomes the weighted mean of its in-bounds 8 neighbours (1/6 edge, 1/12
-    diagonal), all removed pixels of an image and channel solved jointly, for the whole batch at once
-    by conjugate gradients over the impute_stencil kernel; then N(0, noise^2) is added to the removed
-    pixels. A removed region with no kept neighbour takes the channel mean of the image's kept pixels
-    (0 when nothing is kept: the dataset mean after normalization).
+    diagonal), all removed pixels of an image and channel solved jointly by conjugate gradients, then
+    N(0, noise^2) added to them; every plane of the batch in one impute_solve kernel (the noise is
+    Philox4x32-10 with counter (element, id, "ROAD"), CPU and CUDA alike).
+    A removed region with no kept neighbour takes the channel mean of the image's kept pixels (0 when
+    nothing is kept: the dataset mean after normalization).
 
     Args:
         images (Tensor[B, C, H, W]): float32, float64, float16 or bfloat16 (solved in float32, float64 in float64).
@@ -328,49 +327,22 @@ def impute(images: torch.Tensor, removed: torch.Tensor, noise: float = 0.0, seed
         raise ValueError(f"noise should be >= 0 (an absolute std), got {noise!r}")
     if not -2**63 <= seed < 2**64:
         raise ValueError(f"seed should be in [-2**63, 2**64), got {seed}")
-    work = images.to(torch.float64 if images.dtype == torch.float64 else torch.float32).contiguous()
-    removed = removed.contiguous()
-    rem = removed.unsqueeze(1)
-    kept = (~rem).to(work.dtype)
-    mean = (work * kept).sum((2, 3), keepdim=True) / kept.sum((2, 3), keepdim=True).clamp(min=1)
-    x = torch.where(rem, mean, work)
-    x = _impute_solve(x, removed, _impute_max_iterations(*images.shape[2:]))
-    if noise > 0.0:
-        seed = seed - 2**64 if seed >= 2**63 else seed  # the schema's int is signed; the key is its 64 bits
-        if ids is None:
-            ids = torch.arange(images.shape[0], dtype=torch.int64, device=images.device)
-        x = torch.ops.roarfast.impute_noise.default(x, removed, ids, float(noise), seed)
-    return torch.where(rem, x.to(images.dtype), images).contiguous()
+    if ids is None:
+        ids = torch.arange(images.shape[0], dtype=torch.int64, device=images.device)
+    seed = seed - 2**64 if seed >= 2**63 else seed  # the schema's int is signed; the key is its 64 bits
+    work = images if images.dtype in (torch.float32, torch.float64) else images.float()
+    out = torch.ops.roarfast.impute_solve.default(work, removed, ids, _impute_max_iterations(*images.shape[2:]),
+                                                  IMPUTE_RTOL, float(noise), seed)
+    if work is images:
+        return out
+    return torch.where(removed.unsqueeze(1), out.to(images.dtype), images).contiguous()  # kept bits as given
 
 
-def _impute_solve(x: torch.Tensor, removed: torch.Tensor, max_iterations: int) -> torch.Tensor:
-    """Conjugate gradients from x (kept pixels fixed, removed ones at their start) to the solution,
-    each [H, W] plane its own system (own step sizes), all planes in the same kernel calls."""
-    stencil = torch.ops.roarfast.impute_stencil.default
-    r = -stencil(x, removed)  # zero on kept pixels, so every direction below is too
-    p = r.clone()
-    rs = (r * r).sum((2, 3), keepdim=True)
-    target = rs * IMPUTE_RTOL**2
-    for iteration in range(max_iterations):
-        ap = stencil(p, removed)
-        pap = (p * ap).sum((2, 3), keepdim=True)
-        alpha = torch.where(pap > 0, rs / pap, torch.zeros_like(pap))
-        x.addcmul_(alpha, p)
-        r.addcmul_(alpha, ap, value=-1.0)
-        rs_next = (r * r).sum((2, 3), keepdim=True)
-        if iteration % IMPUTE_CHECK_EVERY == IMPUTE_CHECK_EVERY - 1 and bool((rs_next <= target).all()):
-            break
-        beta = torch.where(rs > 0, rs_next / rs, torch.zeros_like(rs))
-        p = torch.addcmul(r, beta, p)
-        rs = rs_next
-    return x
+@torch.library.register_fake("roarfast::impute_solve")
+def _impute_solve_fake(images, removed, ids, max_iterations, rtol, noise, seed):
+    return torch.empty_like(images, memory_format=torch.contiguous_format)
 
 
 @torch.library.register_fake("roarfast::impute_stencil")
 def _impute_stencil_fake(v, removed):
     return torch.empty_like(v, memory_format=torch.contiguous_format)
-
-
-@torch.library.register_fake("roarfast::impute_noise")
-def _impute_noise_fake(images, removed, ids, std, seed):
-    return torch.empty_like(images, memory_format=torch.contiguous_format)

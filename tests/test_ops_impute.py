@@ -1,6 +1,7 @@
 """roarfast.ops.impute (ROAD's noisy linear imputation): against scipy's sparse direct solve of the
 same system, hand-worked stencils and single pixels, kept pixels bit for bit, the Philox noise
-against the reference, opcheck on every sample, torch.compile, CUDA vs CPU, bad arguments."""
+against the reference, the iteration cap, opcheck on every sample, torch.compile, CUDA vs CPU, bad
+arguments."""
 
 import pytest
 import torch
@@ -127,23 +128,34 @@ def test_impute_noise_is_reproducible_per_seed_and_id():
 def test_impute_opcheck(sample):
     _, images, removed = sample
     v = images.float() if images.dtype == torch.float16 else images
-    torch.library.opcheck(torch.ops.roarfast.impute_stencil.default, (v, removed))
     ids = torch.arange(images.shape[0], device=images.device)
-    torch.library.opcheck(torch.ops.roarfast.impute_noise.default, (v, removed, ids, 0.1, 5))
+    torch.library.opcheck(torch.ops.roarfast.impute_solve.default, (v, removed, ids, 50, 1e-6, 0.1, 5))
+    torch.library.opcheck(torch.ops.roarfast.impute_stencil.default, (v, removed))
 
 
-def test_impute_compiles():
+def test_impute_solve_stops_at_max_iterations():
+    # One kept pixel in the centre: the solution is that value everywhere, and the start is it too (the
+    # kept pixels' mean), so 0 iterations already solve it; a kept pair needs iterations.
+    solve = torch.ops.roarfast.impute_solve.default
+    images, removed, ids = torch.rand(1, 1, 5, 5), torch.ones(1, 5, 5, dtype=torch.bool), torch.zeros(1).long()
+    removed[0, 2, 2] = False
+    torch.testing.assert_close(solve(images, removed, ids, 0, 1e-6, 0.0, 0), images[:, :, 2:3, 2:3].expand_as(images))
+    removed[0, 0, 0] = False
+    start = solve(images, removed, ids, 0, 1e-6, 0.0, 0)
+    mean = (images[0, 0, 2, 2] + images[0, 0, 0, 0]) / 2
+    assert start[0, 0, 4, 4].item() == pytest.approx(mean.item())
+    one = solve(images, removed, ids, 1, 1e-6, 0.0, 0)
+    converged = solve(images, removed, ids, 100, 1e-6, 0.0, 0)
+    assert not torch.allclose(one, start) and not torch.allclose(one, converged, atol=1e-4)
+    torch.testing.assert_close(converged.double(), ref.impute(images, removed), atol=1e-4, rtol=0)
+
+
+def test_impute_compiles_fullgraph():
     images, removed = torch.rand(2, 3, 6, 6), torch.rand(2, 6, 6) < 0.5
-    ids = torch.arange(2)
-
-    def ops_only(v, removed):
-        return torch.ops.roarfast.impute_noise.default(torch.ops.roarfast.impute_stencil.default(v, removed) * 2,
-                                                       removed, ids, 0.1, 1)
-
-    compiled = torch.compile(ops_only, fullgraph=True, backend="aot_eager")
-    assert torch.equal(compiled(images, removed), ops_only(images, removed))
-    # The CG loop's convergence test is a data-dependent break: a graph break, not a failure.
-    whole = torch.compile(lambda x, r: ops.impute(x, r, noise=0.01, seed=2), backend="aot_eager")
+    stencil = torch.compile(lambda v, r: torch.ops.roarfast.impute_stencil.default(v, r) * 2, fullgraph=True,
+                            backend="aot_eager")
+    assert torch.equal(stencil(images, removed), torch.ops.roarfast.impute_stencil.default(images, removed) * 2)
+    whole = torch.compile(lambda x, r: ops.impute(x, r, noise=0.01, seed=2), fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(whole(images, removed), ops.impute(images, removed, noise=0.01, seed=2))
 
 
@@ -176,10 +188,17 @@ def test_impute_stencil_bad_arguments_name_the_argument(args, message):
         torch.ops.roarfast.impute_stencil.default(*args)
 
 
-def test_impute_noise_bad_ids():
-    with pytest.raises(RuntimeError, match=r"ids should be \[B\]"):
-        torch.ops.roarfast.impute_noise.default(torch.zeros(2, 1, 3, 3), torch.zeros(2, 3, 3, dtype=torch.bool),
-                                                torch.arange(3), 0.1, 0)
+@pytest.mark.parametrize("args,message", [
+    ((torch.arange(2), -1, 1e-6, 0.0), "max_iterations should be >= 0"),
+    ((torch.arange(2), 5, -1.0, 0.0), "rtol should be >= 0"),
+    ((torch.arange(2), 5, 1e-6, -0.5), "noise should be >= 0"),
+    ((torch.arange(3), 5, 1e-6, 0.0), r"ids should be \[B\] with B = 2"),
+    ((torch.arange(2).int(), 5, 1e-6, 0.0), "ids should be int64"),
+], ids=["max_iterations", "rtol", "noise", "ids_shape", "ids_dtype"])
+def test_impute_solve_bad_arguments_name_the_argument(args, message):
+    x, removed = torch.zeros(2, 1, 3, 3), torch.zeros(2, 3, 3, dtype=torch.bool)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.roarfast.impute_solve.default(x, removed, *args, 0)
 
 
 @pytest.mark.cuda
@@ -192,6 +211,6 @@ def test_impute_cuda_matches_spsolve_and_cpu(sample):
     torch.testing.assert_close(ops.impute(images.cuda(), removed.cuda()).cpu().double(), ref.impute(images, removed),
                                atol=tolerance(images.dtype), rtol=0)
     v = images.float().cuda() if images.dtype == torch.float16 else images.cuda()
-    torch.library.opcheck(torch.ops.roarfast.impute_stencil.default, (v, removed.cuda()))
     ids = torch.arange(images.shape[0], device="cuda")
-    torch.library.opcheck(torch.ops.roarfast.impute_noise.default, (v, removed.cuda(), ids, 0.1, 5))
+    torch.library.opcheck(torch.ops.roarfast.impute_solve.default, (v, removed.cuda(), ids, 50, 1e-6, 0.1, 5))
+    torch.library.opcheck(torch.ops.roarfast.impute_stencil.default, (v, removed.cuda()))

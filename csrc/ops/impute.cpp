@@ -1,4 +1,4 @@
-// Schemas and argument checks of roarfast::impute_stencil and roarfast::impute_noise.
+// Schemas and argument checks of roarfast::impute_solve and roarfast::impute_stencil.
 // Kernels: cpu/impute_kernel.cpp, cuda/impute_kernel.cu.
 #include "ops/impute.h"
 
@@ -27,20 +27,29 @@ ImputePlan plan_impute(const at::Tensor& v, const at::Tensor& removed, const cha
   return plan;
 }
 
+ImputeSolveArgs check_impute_solve(int64_t max_iterations, double rtol, double noise, int64_t seed) {
+  TORCH_CHECK(max_iterations >= 0, "max_iterations should be >= 0, got ", max_iterations);
+  TORCH_CHECK(rtol >= 0.0, "rtol should be >= 0, got ", rtol);
+  TORCH_CHECK(noise >= 0.0, "noise should be >= 0 (an absolute std), got ", noise);
+  return ImputeSolveArgs{max_iterations, rtol, noise, static_cast<uint64_t>(seed)};
+}
+
 at::Tensor check_impute_ids(const at::Tensor& ids, const at::Tensor& v) {
   check_same_device(v, "images", ids, "ids");
   TORCH_CHECK(ids.scalar_type() == at::kLong, "ids should be int64, got ", ids.scalar_type());
   TORCH_CHECK(ids.dim() == 1 && ids.size(0) == v.size(0), "ids should be [B] with B = ", v.size(0),
               " (one noise id per image), got shape ", ids.sizes());
   // The Philox counter holds the element group in one 32-bit word.
-  TORCH_CHECK(v.size(1) * v.size(2) * v.size(3) / 4 < UINT32_MAX, "images should have at most 2^34 elements per image, got ",
-              v.size(1) * v.size(2) * v.size(3));
+  const int64_t image_elems = v.size(1) * v.size(2) * v.size(3);
+  TORCH_CHECK(image_elems / 4 < UINT32_MAX, "images should have at most 2^34 elements per image, got ", image_elems);
   return ids.contiguous();
 }
 
 }  // namespace roarfast
 
 TORCH_LIBRARY_FRAGMENT(roarfast, m) {
+  m.def(
+      "impute_solve(Tensor images, Tensor removed, Tensor ids, int max_iterations, float rtol, float noise, int seed) "
+      "-> Tensor");
   m.def("impute_stencil(Tensor v, Tensor removed) -> Tensor");
-  m.def("impute_noise(Tensor images, Tensor removed, Tensor ids, float std, int seed) -> Tensor");
 }

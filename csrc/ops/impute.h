@@ -1,5 +1,5 @@
-// impute_stencil and impute_noise: the pieces of ROAD's noisy linear imputation that run as kernels
-// (the conjugate-gradient loop over them is roarfast.ops.impute). Schemas and checks in impute.cpp.
+// impute_solve (ROAD's noisy linear imputation, roarfast.ops.impute) and impute_stencil (its matrix,
+// for tests). Schemas and checks in impute.cpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,8 +21,18 @@ ImputePlan plan_impute(const at::Tensor& v, const at::Tensor& removed, const cha
 // ids: int64 [B] on v's device, the noise counter of each image.
 at::Tensor check_impute_ids(const at::Tensor& ids, const at::Tensor& v);
 
+// impute_solve's scalars, checked: the conjugate-gradient stop and the noise.
+struct ImputeSolveArgs {
+  int64_t max_iterations;  // >= 0
+  double rtol;             // >= 0: stop once the residual norm is below rtol times its start
+  double noise;            // >= 0: std of the noise added to removed pixels
+  uint64_t seed;           // the Philox key
+};
+
+ImputeSolveArgs check_impute_solve(int64_t max_iterations, double rtol, double noise, int64_t seed);
+
+at::Tensor impute_solve_cpu(const at::Tensor& images, const at::Tensor& removed, const at::Tensor& ids,
+                            int64_t max_iterations, double rtol, double noise, int64_t seed);
 at::Tensor impute_stencil_cpu(const at::Tensor& v, const at::Tensor& removed);
-at::Tensor impute_noise_cpu(const at::Tensor& images, const at::Tensor& removed, const at::Tensor& ids, double std,
-                            int64_t seed);
 
 }  // namespace roarfast

@@ -39,26 +39,35 @@ ROARFAST_HD T impute_stencil_at(const T* plane, int64_t height, int64_t width, i
   return static_cast<T>(kImputeEdge) * edge + static_cast<T>(kImputeDiagonal) * diagonal;
 }
 
+// impute_stencil_at for a pixel whose 8 neighbours are all in bounds (c points at it), without the
+// bounds tests so that rows of them vectorize; same sums in the same order, so the same bits.
+template <typename T>
+ROARFAST_HD T impute_stencil_interior(const T* c, int64_t width) {
+  const T centre = c[0];
+  const T edge = (centre - c[-width]) + (centre - c[-1]) + (centre - c[1]) + (centre - c[width]);
+  const T diagonal =
+      (centre - c[-width - 1]) + (centre - c[-width + 1]) + (centre - c[width - 1]) + (centre - c[width + 1]);
+  return static_cast<T>(kImputeEdge) * edge + static_cast<T>(kImputeDiagonal) * diagonal;
+}
+
+// Conjugate-gradient step sizes, 0 where the denominator is 0 (a plane with nothing left to solve).
+template <typename A>
+ROARFAST_HD A impute_ratio(A numerator, A denominator) {
+  return denominator > A(0) ? numerator / denominator : A(0);
+}
+
 // The Philox counter of impute's noise: (element group, image id lo, image id hi, a tag), so the
 // noise of an image depends on its id and the seed only, and differs from ops.noise's streams.
 constexpr uint32_t kImputeNoiseTag = 0x524F4144u;  // "ROAD"
 
-// Adds std * z to the removed elements 4*group .. 4*group+3 (fewer at the image's end) of one image.
-template <typename T>
-ROARFAST_HD void impute_noise_group(T* image, const bool* removed, int64_t plane, int64_t image_elems, int64_t group,
-                                    uint64_t id, uint64_t seed, float std) {
+// The 4 normals of Philox block `group` (elements 4*group .. 4*group+3 of an image, channel-major) of
+// the image with noise id `id` under `seed`.
+ROARFAST_HD void impute_normals4(uint64_t seed, uint64_t id, int64_t group, float z[4]) {
   const Philox4 counter{{static_cast<uint32_t>(group), static_cast<uint32_t>(id), static_cast<uint32_t>(id >> 32),
                          kImputeNoiseTag}};
   const Philox4 w = philox4x32_10(counter, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  float z[4];
   box_muller(w.v[0], w.v[1], z[0], z[1]);
   box_muller(w.v[2], w.v[3], z[2], z[3]);
-  const int64_t first = group * 4;
-  const int64_t count = image_elems - first < 4 ? image_elems - first : 4;
-  for (int64_t e = 0; e < count; ++e) {
-    const int64_t element = first + e;
-    if (removed[element % plane]) image[element] += static_cast<T>(std * z[e]);
-  }
 }
 
 }  // namespace roarfast
