@@ -27,8 +27,13 @@ class RetrainOptions:
     mask_only: bool = False  # also the mask-only control of every cell (mode "<mode>-mask")
 
 
-def fill_values(fill: str, mean, std) -> tuple:
-    """The replacement value per channel in the normalized space the model sees."""
+def fill_values(fill: str, mean, std) -> tuple | str:
+    """The replacement value per channel in the normalized space the model sees, or "road" (the
+    loaders impute the removed pixels instead, roarfast.fill)."""
+    from roarfast.fill import ROAD_FILL
+
+    if fill == ROAD_FILL:
+        return ROAD_FILL
     if fill == "dataset-mean":
         return tuple(0.0 for _ in mean)
     if fill == "zero":
@@ -37,7 +42,7 @@ def fill_values(fill: str, mean, std) -> tuple:
         if len(mean) != 3:
             raise UserError(f"--fill imagenet-mean needs 3-channel images, the dataset has {len(mean)}")
         return tuple((im - m) / s for im, m, s in zip(IMAGENET_MEAN, mean, std))
-    raise UserError(f"--fill should be dataset-mean, imagenet-mean or zero, got {fill!r}")
+    raise UserError(f"--fill should be dataset-mean, imagenet-mean, zero or road, got {fill!r}")
 
 
 def _methods_to_run(store, options, ds):
