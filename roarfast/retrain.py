@@ -101,8 +101,14 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
         raise UserError(f"no complete ranks in {run_dir} for {', '.join(missing)}: run "
                         f"`roarfast extract --method {','.join(missing)} --run-dir {run_dir}` first")
 
-    db = ResultsDB(run_dir / "results.sqlite")
     fill = fill_values(options.fill, ds.mean, ds.std)
+    if isinstance(fill, str):  # the imputation fills whole pixels: refuse value ranks before writing anything
+        for method in methods:
+            shape = store.read(method, "train", dataset_fingerprint=ds.fingerprint).ranks.shape
+            if len(shape) != 3:
+                raise UserError(f"--fill {fill} imputes whole pixels and needs pixel ranks, but {method}'s are "
+                                f"{tuple(shape)} (extract with --granularity pixel)")
+    db = ResultsDB(run_dir / "results.sqlite")
     rows = []
     for method in methods:
         train_rec = store.read(method, "train", dataset_fingerprint=ds.fingerprint)
