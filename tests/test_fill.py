@@ -51,6 +51,28 @@ def test_road_loader_fills_each_image_the_same_in_every_batch():
         assert all(any(torch.equal(row, w) for w in whole) for row in x)
 
 
+def test_road_streamed_equals_in_memory(tmp_path):
+    """The streamed path imputes per batch with the noise keyed by sample index: the same images as the
+    in-memory loader's whole-split fill, in any batch order."""
+    from roarfast.data import load_dataset
+    from roarfast.data.loader import split_loader
+    from tests.test_data_streamed import CROP, RESIZE, _write_tree
+
+    root = _write_tree(tmp_path / "tree")
+    memory, streamed = (load_dataset("imagefolder", root, resize=RESIZE, crop=CROP, device="cpu", stream=stream)
+                        for stream in (False, True))
+    g = torch.Generator().manual_seed(0)
+    n = len(memory.train)
+    ranks = torch.stack([torch.randperm(CROP * CROP, generator=g) for _ in range(n)]).view(n, CROP, CROP)
+    loaders = [split_loader(ds, "train", "cpu", ranks=ranks.to(torch.int32), fraction=0.6, fill="road")
+               for ds in (memory, streamed)]
+    order = torch.randperm(n, generator=g)
+    (x_memory, _, i_memory), (x_stream, _, i_stream) = (
+        next(iter(loader.batches(order, n, with_index=True))) for loader in loaders)
+    assert torch.equal(i_memory, i_stream)
+    torch.testing.assert_close(x_stream, x_memory, atol=1e-5, rtol=0)
+
+
 def test_removed_pixels_counts_and_value_ranks():
     _, _, ranks = split(n=2, h=4, w=5)
     assert removed_pixels(ranks, 0.3, keep=False).sum((1, 2)).tolist() == [6, 6]
