@@ -6,7 +6,7 @@
 
 namespace roarfast {
 
-// Checks v [B,C,H,W] (float32/float64) against removed [B,H,W] (bool, same device); both contiguous.
+// v [B,C,H,W] (float32/float64) and removed [B,H,W] (bool, same device) as plan_impute checked them, contiguous.
 struct ImputePlan {
   at::Tensor v;
   at::Tensor removed;
