@@ -146,3 +146,72 @@ def ensemble(grads: torch.Tensor, reduction: str = "none", dtype: torch.dtype = 
     if reduction == "none":
         return sg, sg_sq, var
     return tuple(reduce_channels(m, reduction, dtype) for m in (sg, sg_sq, var))
+
+
+#: ROAD's 8 neighbours (dy, dx, weight): 1/6 for the edge neighbours, 1/12 for the diagonal ones.
+IMPUTE_NEIGHBOURS = tuple((dy, dx, 1 / 6 if dy == 0 or dx == 0 else 1 / 12)
+                          for dy in (-1, 0, 1) for dx in (-1, 0, 1) if (dy, dx) != (0, 0))
+
+
+def impute(images: torch.Tensor, removed: torch.Tensor) -> torch.Tensor:
+    """Same contract as roarfast.ops.impute with noise 0, the ROAD reference way: per image, the
+    sparse system of its removed pixels assembled with numpy and solved by scipy's direct solver
+    (all channels as right-hand sides), in float64. Regions with no kept neighbour take the
+    channel mean of the kept pixels (0 when none). Returns float64 [B,C,H,W] on the CPU."""
+    import numpy as np
+    from scipy import ndimage, sparse
+    from scipy.sparse import linalg
+
+    x = images.detach().cpu().double().numpy().copy()
+    rem_all = removed.detach().cpu().numpy()
+    _, channels, height, width = x.shape
+    ring = np.ones((3, 3), dtype=bool)
+    for b in range(x.shape[0]):
+        rem, known, img = rem_all[b], ~rem_all[b], x[b]
+        labels, _ = ndimage.label(rem, structure=ring)
+        touching = np.unique(labels[rem & ndimage.binary_dilation(known, structure=ring)])
+        isolated = rem & ~np.isin(labels, touching)
+        if isolated.any():
+            img[:, isolated] = (img[:, known].mean(1) if known.any() else np.zeros(channels))[:, None]
+        solve = rem & ~isolated
+        m = int(solve.sum())
+        if m == 0:
+            continue
+        index = np.full((height, width), -1)
+        index[solve] = np.arange(m)
+        ys, xs = np.nonzero(solve)
+        diagonal, rhs = np.zeros(m), np.zeros((m, channels))
+        rows, cols, vals = [np.arange(m)], [np.arange(m)], []
+        for dy, dx, w in IMPUTE_NEIGHBOURS:
+            y, xx = ys + dy, xs + dx
+            inside = np.nonzero((y >= 0) & (y < height) & (xx >= 0) & (xx < width))[0]
+            y, xx = y[inside], xx[inside]
+            diagonal[inside] += w
+            neighbour = index[y, xx]
+            unknown = neighbour >= 0
+            rows.append(inside[unknown])
+            cols.append(neighbour[unknown])
+            vals.append(np.full(int(unknown.sum()), -w))
+            rhs[inside[~unknown]] += w * img[:, y[~unknown], xx[~unknown]].T
+        a = sparse.csc_matrix((np.concatenate([diagonal, *vals]), (np.concatenate(rows), np.concatenate(cols))),
+                              shape=(m, m))
+        img[:, ys, xs] = np.asarray(linalg.spsolve(a, rhs)).reshape(m, channels).T
+    return torch.from_numpy(x)
+
+
+#: the fourth Philox counter word of impute's noise ("ROAD"), as in csrc/ops/impute_math.h.
+IMPUTE_NOISE_TAG = 0x524F4144
+
+
+def impute_noise_normals(ids: torch.Tensor, image_elems: int, seed: int) -> torch.Tensor:
+    """The z of roarfast.ops.impute's noise as float32 [B, image_elems]: counter (element group, id lo, id hi, tag)."""
+    groups = (image_elems + 3) // 4
+    g = torch.arange(groups, dtype=torch.int64).view(1, -1)
+    i = ids.cpu().to(torch.int64).view(-1, 1)
+    shape = (i.shape[0], groups)
+    counter = (g.expand(shape), (i & _MASK32).expand(shape), ((i >> 32) & _MASK32).expand(shape),
+               torch.full(shape, IMPUTE_NOISE_TAG, dtype=torch.int64))
+    seed &= 2**64 - 1
+    w = philox4x32_10(counter, (seed & _MASK32, seed >> 32))
+    z = torch.stack([*_box_muller(w[0], w[1]), *_box_muller(w[2], w[3])], dim=-1)
+    return z.view(i.shape[0], groups * 4)[:, :image_elems]

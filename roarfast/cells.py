@@ -18,7 +18,8 @@ from roarfast.errors import UserError
 GRID_MODES = ("roar", "kar")
 #: per-channel ImageNet mean in [0,1] pixel space, for --fill imagenet-mean
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
-FILLS = ("dataset-mean", "imagenet-mean", "zero")
+#: constant fills, and "road": ROAD's noisy linear imputation (roarfast.fill), done by the loaders
+FILLS = ("dataset-mean", "imagenet-mean", "zero", "road")
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,13 @@ class CellSpec:
         return f"{self.method} {self.result_mode} {self.fraction:g} seed {self.seed}"
 
 
-def fill_values(fill: str, mean, std) -> tuple:
-    """The replacement value per channel in the normalized space the model sees."""
+def fill_values(fill: str, mean, std) -> tuple | str:
+    """The replacement value per channel in the normalized space the model sees, or "road" (the loaders
+    impute the removed pixels instead)."""
+    from roarfast.fill import ROAD_FILL
+
+    if fill == ROAD_FILL:
+        return ROAD_FILL
     if fill == "dataset-mean":
         return tuple(0.0 for _ in mean)
     if fill == "zero":
@@ -106,6 +112,19 @@ class CellTrainer:
             loaded = (train, test) if self.ds.streamed else (train.tensor(), test.tensor())
             self._records[method] = (train, test, *loaded)
         return self._records[method]
+
+    def check_fill(self, methods) -> None:
+        """Refuses, before any cell is written, ranks the fill cannot use: the imputation fills whole
+        pixels, so it needs pixel ranks, not --granularity value."""
+        from roarfast.fill import ROAD_FILL
+
+        if self.fill != ROAD_FILL:
+            return
+        for method in methods:
+            shape = self.store.read(method, "train", dataset_fingerprint=self.ds.fingerprint).ranks.shape
+            if len(shape) != 3:
+                raise UserError(f"--fill {ROAD_FILL} imputes whole pixels and needs pixel ranks, but {method}'s are "
+                                f"{tuple(shape)} (extract with --granularity pixel)")
 
     def ranks_params(self, method: str):
         """The parameters the method's stored ranks were made with, or None when the store lacks them."""

@@ -234,8 +234,8 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--seeds", type=click.IntRange(min=1), default=1, help="retrainings per cell (seeds 0..N-1)")
 @click.option("--model", default=None, help="model to retrain (default: the base model's)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
-@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero"]), default="dataset-mean",
-              help="value that replaces removed pixels")
+@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero", "road"]), default="dataset-mean",
+              help="value that replaces removed pixels; road: ROAD's noisy linear imputation from kept neighbours")
 @click.option("--mask-only/--no-mask-only", default=False,
               help="beside every cell, a control trained and tested on its removal pattern alone (mode "
                    "roar-mask / kar-mask): how much the mask's shape tells about the class")
@@ -282,8 +282,8 @@ def _positive_or_none(ctx, param, value):
 @click.option("--control-seeds", type=int, default=None, callback=_positive_or_none,
               help="controls for the first N seeds only (a control is tested against chance on the test split, "
                    "which one seed allows; default: the preset's)")
-@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero"]), default="dataset-mean",
-              help="value that replaces removed pixels")
+@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero", "road"]), default="dataset-mean",
+              help="what replaces removed pixels: a constant, or road (ROAD's noisy linear imputation)")
 @click.option("--model", default=None, help="model to retrain (default: the base model's)")
 @click.option("--epochs", type=int, default=None, callback=_positive_or_none,
               help="training epochs of each cell (default: the preset's, else the model's recipe)")
@@ -333,17 +333,54 @@ def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds,
             epochs=epochs, dataset_options=data_option)
 
 
-def _not_built(name, issue_hint):
-    @main.command(name=name, help=f"[not built yet] {issue_hint}.",
-                  context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-    def command():
-        raise click.ClickException(f"`roarfast {name}` is not built yet ({issue_hint}). "
-                                   f"Use train / extract / retrain / run for now.")
+@main.command()
+@run_options
+@data_options
+@click.option("--metric", "metrics", default="morf,lerf,road",
+              help="morf, lerf, road (= MoRF and LeRF with the imputation fill), comma-separated")
+@click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=["0.1,0.3,0.5,0.7,0.9"],
+              help="fraction(s) of pixels replaced; repeat or comma-separate")
+@click.option("--method", "methods", default=None, help="methods to evaluate (default: every method with test ranks)")
+@click.option("--batch-size", type=int, default=None, help="images per batch (default: by device)")
+@_friendly_errors
+def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, metrics, fractions, methods, batch_size):
+    """No-retrain evaluations of the base model on the rank store: MoRF, LeRF, ROAD (results.sqlite)."""
+    from roarfast.evaluate import (
+        EvaluateOptions,
+        format_table,
+        parse_metrics,
+        run_evaluate,
+    )
 
-    return command
+    options = EvaluateOptions(metrics=parse_metrics(metrics), fractions=tuple(fractions), methods=methods,
+                              batch_size=batch_size)
+    rows = run_evaluate(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
+                        device=device, progress=progress)
+    click.echo(format_table(rows))
 
 
-evaluate = _not_built("evaluate", "no-retrain evaluations MoRF/LeRF/ROAD: a later issue")
+@main.command()
+@run_options
+@data_options
+@click.option("--fill", "fills", default="dataset-mean,road", help="fills to compare, comma-separated: "
+              "dataset-mean, imagenet-mean, zero, road")
+@click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=["0.3,0.5,0.7"],
+              help="fraction(s) of pixels removed; repeat or comma-separate")
+@click.option("--method", default="random", help="whose stored ranks give the removal patterns")
+@click.option("--max-images", type=click.IntRange(min=1), default=5000, help="train and test images used, each")
+@_friendly_errors
+def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fills, fractions, method, max_images):
+    """Fill leakage: a per-pixel detector's accuracy at finding removed pixels after each fill, vs the base rate."""
+    from roarfast.leakage import format_table, parse_fills, run_leakage
+
+    rows = run_leakage(run_dir, parse_fills(fills), tuple(fractions), method=method, dataset=dataset,
+                       data_dir=data_dir, dataset_options=data_option, device=device, seed=seed,
+                       max_images=max_images)
+    click.echo(format_table(rows))
+
+
+
+
 
 
 @main.command()

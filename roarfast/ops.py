@@ -302,3 +302,72 @@ def _ensemble_update_fake(mean, m2, count, grads):
 def _ensemble_finalize_fake(mean, m2, count, reduction="none"):
     shape = mean.shape if reduction == "none" else (mean.shape[0], mean.shape[2], mean.shape[3])
     return tuple(mean.new_empty(shape) for _ in range(3))
+
+
+#: impute's conjugate gradients stop once a plane's residual norm is below this fraction of its start.
+IMPUTE_RTOL = 1e-6
+
+
+def _impute_max_iterations(height: int, width: int) -> int:
+    """A cap on the CG iterations: CG on a grid Laplacian needs O(H + W); the cap only bounds stagnation."""
+    return 4 * (height + width) + 64
+
+
+def _check_impute_args(images, removed):
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
+        raise ValueError(f"images should be a float Tensor[B, C, H, W], got "
+                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
+    b, _, h, w = images.shape
+    if not isinstance(removed, torch.Tensor) or removed.dtype != torch.bool or tuple(removed.shape) != (b, h, w):
+        got = f"{removed.dtype} {tuple(removed.shape)}" if isinstance(removed, torch.Tensor) else type(removed).__name__
+        raise ValueError(f"removed should be a bool Tensor[B, H, W] = [{b}, {h}, {w}] matching images, got {got}")
+    if removed.device != images.device:
+        raise ValueError(f"removed should be on the images' device ({images.device}), got {removed.device}")
+
+
+def impute(images: torch.Tensor, removed: torch.Tensor, noise: float = 0.0, seed: int = 0,
+           ids: torch.Tensor | None = None) -> torch.Tensor:
+    """ROAD's noisy linear imputation of the removed pixels of a batch (DESIGN.md section 11).
+
+    Every removed pixel becomes the weighted mean of its in-bounds 8 neighbours (1/6 edge, 1/12
+    diagonal), all removed pixels of an image and channel solved jointly by conjugate gradients, then
+    N(0, noise^2) added to them; every plane of the batch in one impute_solve kernel (the noise is
+    Philox4x32-10 with counter (element, id, "ROAD"), CPU and CUDA alike).
+    A removed region with no kept neighbour takes the channel mean of the image's kept pixels (0 when
+    nothing is kept: the dataset mean after normalization).
+
+    Args:
+        images (Tensor[B, C, H, W]): float32, float64, float16 or bfloat16 (solved in float32, float64 in float64).
+        removed (Tensor[B, H, W]): bool, True where a pixel (all its channels) is replaced.
+        noise: absolute std of the Gaussian noise, in the images' units (>= 0).
+        seed: the Philox key, any integer in [-2**63, 2**64).
+        ids (Tensor[B] int64, optional): each image's noise counter (default 0..B-1); pass dataset
+            indices so an image gets the same noise in whatever batch it comes.
+
+    Returns:
+        imputed (Tensor[B, C, H, W]): contiguous, images' dtype; kept pixels bit for bit as given.
+    """
+    _check_impute_args(images, removed)
+    if not noise >= 0.0:
+        raise ValueError(f"noise should be >= 0 (an absolute std), got {noise!r}")
+    if not -2**63 <= seed < 2**64:
+        raise ValueError(f"seed should be in [-2**63, 2**64), got {seed}")
+    if ids is None:
+        ids = torch.arange(images.shape[0], dtype=torch.int64, device=images.device)
+    seed = seed - 2**64 if seed >= 2**63 else seed  # the schema's int is signed; the key is its 64 bits
+    work = images if images.dtype in (torch.float32, torch.float64) else images.float()
+    out = torch.ops.roarfast.impute_solve.default(work, removed, ids, _impute_max_iterations(*images.shape[2:]),
+                                                  IMPUTE_RTOL, float(noise), seed)
+    if work is images:
+        return out
+    return torch.where(removed.unsqueeze(1), out.to(images.dtype), images).contiguous()  # kept bits as given
+
+
+@torch.library.register_fake("roarfast::impute_solve")
+def _impute_solve_fake(images, removed, ids, max_iterations, rtol, noise, seed):
+    return torch.empty_like(images, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake("roarfast::impute_stencil")
+def _impute_stencil_fake(v, removed):
+    return torch.empty_like(v, memory_format=torch.contiguous_format)

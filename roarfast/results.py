@@ -27,8 +27,9 @@ from pathlib import Path
 from roarfast.fingerprint import config_hash
 
 #: roar removes the top fraction, kar keeps it; "<mode>-mask" is that cell's mask-only control: a model
-#: trained and tested on the removal pattern alone, no pixel values (how much the pattern leaks the class)
-MODES = ("roar", "kar", "roar-mask", "kar-mask")
+#: trained and tested on the removal pattern alone, no pixel values (how much the pattern leaks the class);
+#: morf / lerf / road-morf / road-lerf: the no-retrain evaluations of roarfast.evaluate (base model only)
+MODES = ("roar", "kar", "roar-mask", "kar-mask", "morf", "lerf", "road-morf", "road-lerf")
 STATUSES = ("running", "done", "failed")
 FRACTION_DECIMALS = 9  # fractions computed as i/10 and typed as 0.7 must name the same cell
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
@@ -257,7 +258,8 @@ class ResultsDB:
         """Writes a finished cell in one transaction, replacing any earlier row of the same cell.
 
         Args:
-            metrics: test_acc, val_acc (floats in [0, 1]), epochs (int), seconds (float), optionally
+            metrics: test_acc, val_acc (floats in [0, 1]; val_acc None for an evaluation without
+                training), epochs (int), seconds (float), optionally
                 versions (dict; default `runtime_versions()`); any other JSON-able keys go to `extra`.
         """
         cell = _check_cell(cell)
@@ -269,6 +271,9 @@ class ResultsDB:
         values = {}
         for name in ("test_acc", "val_acc"):
             value = metrics[name]
+            if name == "val_acc" and value is None:
+                values[name] = None
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"metrics[{name!r}] must be an accuracy in [0, 1], got {value!r}")
             values[name] = float(value)

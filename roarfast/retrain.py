@@ -64,6 +64,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
         raise UserError(f"no complete ranks in {run_dir} for {', '.join(missing)}: run "
                         f"`roarfast extract --method {','.join(missing)} --run-dir {run_dir}` first")
     trainer = CellTrainer(run_dir, ds, model_name, recipe, options.fill, device, progress=progress)
+    trainer.check_fill(methods)
     with ResultsDB(run_dir / "results.sqlite") as db:
         plan = make_plan(trainer, grid, db)
         execute_local(trainer, plan, db, progress=False, echo=echo or (lambda line: None))

@@ -197,6 +197,8 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray_address: str 
         _ensure_ranks(run_dir, ds, methods, device, seed, progress, extract_options, echo)
     model_name, recipe = cell_recipe(run_dir, ds, device, model=grid.model, epochs=grid.epochs, amp=grid.amp)
     trainer = CellTrainer(run_dir, ds, model_name, recipe, grid.fill, device, progress=False)
+    if not dry_run:
+        trainer.check_fill(methods)
     if dry_run:
         if not (run_dir / "results.sqlite").exists():
             plan = Plan(cells=[(spec, None) for spec in grid.cells()])

@@ -30,14 +30,14 @@ class Masking:
     train_ranks (Tensor[N_train, H, W] or [N_train, C, H, W], or the RankRecord holding them), test_ranks
     (same for the test split),
     fraction in [0, 1] removed (keep=False) or kept (keep=True), fill per channel in the normalized
-    space (None = 0, the training-split mean).
+    space (None = 0, the training-split mean) or "road" (imputed, roarfast.fill).
     """
 
     train_ranks: "torch.Tensor | RankRecord"
     test_ranks: "torch.Tensor | RankRecord"
     fraction: float
     keep: bool = False
-    fill: tuple | None = None
+    fill: tuple | str | None = None
     mask_only: bool = False  # the control: train on the removal pattern alone (data.loader.pattern_loader)
 
 

@@ -139,7 +139,7 @@ def test_row_filters(tmp_path):
 @pytest.mark.parametrize(
     "fields, match",
     [
-        ({"mode": "keep"}, r"mode must be one of \('roar', 'kar', 'roar-mask', 'kar-mask'\), got 'keep'"),
+        ({"mode": "keep"}, r"mode must be one of \('roar', 'kar', 'roar-mask', 'kar-mask', 'morf', .*\), got 'keep'"),
         ({"fraction": 1.5}, r"fraction must be in \[0, 1\], got 1.5"),
         ({"fraction": "0.5"}, "fraction must be a number"),
         ({"seed": -1}, "seed must be a non-negative int, got -1"),

@@ -13,6 +13,7 @@ import torch
 
 from roarfast import ops
 from roarfast.data.augment import Augment, augment  # noqa: F401  (Augment: part of the loader's API)
+from roarfast.fill import is_road
 
 #: share of free GPU memory a split's uint8 images may take to live on the device; beyond it they stay in
 #: pinned host memory and each batch is gathered there and copied over
@@ -28,7 +29,8 @@ class DeviceLoader:
         ranks (Tensor[N, H, W] or Tensor[N, C, H, W], the RankRecord holding them (read whole), or None):
             per-image ranks from the rank store; None = no masking.
         fraction: share of units removed (keep=False, ROAR) or kept (keep=True, KAR).
-        fill (sequence[C]): replacement in the normalized space (default 0 = the dataset mean).
+        fill (sequence[C]): replacement in the normalized space (default 0 = the dataset mean); or "road":
+            ROAD's imputation (roarfast.fill), computed for the whole split once, here.
         out_dtype, channels_last: what the model takes (bf16 / channels_last on a GPU).
     """
 
@@ -46,22 +48,40 @@ class DeviceLoader:
         self.fraction = fraction
         self.keep = keep
         channels = images.shape[1]
-        self.fill = torch.tensor(fill if fill is not None else [0.0] * channels, dtype=torch.float32,
-                                 device=self.device)
+        self.road = is_road(fill)
+        self.fill = None if self.road else torch.tensor(fill if fill is not None else [0.0] * channels,
+                                                        dtype=torch.float32, device=self.device)
         self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device)
         self.std = torch.tensor(std, dtype=torch.float32, device=self.device)
         self.out_dtype = out_dtype
         self.channels_last = channels_last
+        # imputation is a solve, not a copy: once per image and fraction, not once per epoch
+        self.filled = self._road_split() if self.road and self.ranks is not None else None
 
     def __len__(self) -> int:
         return self.images.shape[0]
 
     def gather(self, index: torch.Tensor) -> torch.Tensor:
         """Masked, normalized images at `index` (int64 Tensor[B]) -> Tensor[B, C, H, W] of out_dtype."""
+        if self.filled is not None:
+            memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+            return self.filled[index].contiguous(memory_format=memory_format)
         ranks = self.ranks[index] if self.ranks is not None else None
         images = self.images[index.to(self.images.device)].to(self.device, non_blocking=True)
         return ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean,
                                   std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
+
+    def _road_split(self) -> torch.Tensor:
+        """The whole split with its removed pixels imputed (roarfast.fill), normalized, on the device."""
+        from roarfast.fill import ROAD_CHUNK, road_normalize
+
+        parts = []
+        for start in range(0, len(self), ROAD_CHUNK):
+            rows = torch.arange(start, min(len(self), start + ROAD_CHUNK), device=self.device)
+            images = self.images[start:start + ROAD_CHUNK].to(self.device)
+            parts.append(road_normalize(images, self.ranks[rows], self.fraction, self.keep, mean=self.mean,
+                                        std=self.std, ids=rows, out_dtype=self.out_dtype))
+        return torch.cat(parts)
 
     def batches(self, index: torch.Tensor, batch_size: int, *, shuffle: bool = False, augment_spec=None,
                 generator: torch.Generator | None = None, drop_last: bool = False, shard: tuple[int, int] = (0, 1),

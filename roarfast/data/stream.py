@@ -1,6 +1,6 @@
 """Batches streamed from a JPEG tree too large for memory (a FileSet from load_imagefolder): DALI
 decodes each batch to the evaluation canvas (resize-shorter + center crop), then ROAR/KAR masking
-(ops.mask_normalize) and augmentation as in DeviceLoader.
+(ops.mask_normalize, or roarfast.fill's imputation per batch) and augmentation as in DeviceLoader.
 
 Alignment: the per-sample source of roarfast.data.dali maps DALI's `sample_info.idx_in_epoch` to a
 sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
@@ -18,6 +18,7 @@ import torch
 from roarfast import ops
 from roarfast.data.base import FileSet
 from roarfast.data.augment import augment
+from roarfast.fill import is_road, road_normalize
 from roarfast.store import RankRecord
 
 
@@ -46,7 +47,9 @@ class StreamLoader:
         self.device = torch.device(device)
         self.labels = files.labels.to(self.device)
         self.fraction, self.keep = fraction, keep
-        self.fill = torch.tensor(fill if fill is not None else [0.0] * 3, dtype=torch.float32, device=self.device)
+        self.road = is_road(fill)
+        self.fill = None if self.road else torch.tensor(fill if fill is not None else [0.0] * 3, dtype=torch.float32,
+                                                        device=self.device)
         self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device)
         self.std = torch.tensor(std, dtype=torch.float32, device=self.device)
         self.out_dtype, self.channels_last = out_dtype, channels_last
@@ -94,8 +97,12 @@ class StreamLoader:
             images = batch["images"].to(self.device, non_blocking=True)
             rows = batch["index"].to(self.device, non_blocking=True)
             ranks = batch["ranks"].to(self.device, non_blocking=True) if self.ranks is not None else None
-            x = ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean, std=self.std,
+            if self.road and ranks is not None:  # imputed per batch, noise keyed by the sample: alike every epoch
+                x = road_normalize(images, ranks, self.fraction, self.keep, mean=self.mean, std=self.std, ids=rows,
                                    out_dtype=self.out_dtype, channels_last=self.channels_last)
+            else:
+                x = ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean,
+                                       std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
             if augment_spec is not None:
                 x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
             yield (x, self.labels[rows], rows) if with_index else (x, self.labels[rows])
