@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roarfast import stats
+from roarfast import report_extras, stats
 from roarfast.errors import UserError
 
 MODES = ("roar", "kar")
@@ -59,6 +59,8 @@ def write_report(run_dir, out_dir=None) -> Report:
     cells, notes = load_cells(run_dir)
     context = load_context(run_dir, notes)
     summary = summarize(cells, context, notes)
+    summary["no_retrain"] = report_extras.no_retrain(_done_rows(run_dir))
+    summary["fill_leakage"] = report_extras.fill_leakage(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     files = _write_figures(summary, cells, run_dir, context, out_dir)
@@ -73,21 +75,25 @@ def write_report(run_dir, out_dir=None) -> Report:
 
 # ---------------------------------------------------------------------------------------------- inputs
 
+def _done_rows(run_dir: Path) -> list[dict]:
+    from roarfast.results import ResultsDB
+
+    with ResultsDB(run_dir / "results.sqlite") as db:
+        return db.rows(status="done")
+
+
 def load_cells(run_dir: Path) -> tuple[list[dict], list[str]]:
     """The finished cells of known modes, one per (method, mode, fraction, seed, fill): the newest when
     several configuration hashes hold the same cell. Returns (cells, notes about what was dropped)."""
-    from roarfast.results import ResultsDB
-
     path = run_dir / "results.sqlite"
     if not path.is_file():  # checked first: opening the database would create it
         raise UserError(f"no results.sqlite in {run_dir}: run `roarfast retrain` or `roarfast sweep` first "
                         f"(--run-dir names the run directory)")
-    with ResultsDB(path) as db:
-        rows = db.rows(status="done")
+    rows = _done_rows(run_dir)
     if not rows:
         raise UserError(f"no finished cells in {path}: run `roarfast retrain` or `roarfast sweep` first")
     notes = []
-    unknown = sorted({r["mode"] for r in rows if r["mode"] not in KNOWN_MODES})
+    unknown = sorted({r["mode"] for r in rows if r["mode"] not in (*KNOWN_MODES, *report_extras.EVALUATE_MODES)})
     if unknown:
         notes.append(f"rows of modes this report does not read were left out: {', '.join(unknown)}")
     newest = {}
@@ -454,6 +460,7 @@ def _sections(summary: dict) -> list[tuple]:
         out.append(("table", f"Test accuracy, {_title_fill(mode, fill)}: mean [95% interval] over seeds",
                     ["method"] + [f"{f:.0%}" for f in fractions] + ["seeds"], rows))
     out += [("figure", f["file"], f["title"]) for f in figures["ensembles"] + figures["examples"]]
+    out += report_extras.sections(summary)
     stage_rows = [[s["stage"], "-" if s["seconds"] is None else f"{s['seconds']:.1f}", s["source"]]
                   for s in summary["stages"]]
     out.append(("table", "Stage times", ["stage", "seconds", "source"], stage_rows))

@@ -83,7 +83,7 @@ def test_removed_pixels_counts_and_value_ranks():
 
 def test_fill_names():
     assert fill_values("road", MEAN, STD) == "road"
-    with pytest.raises(UserError, match="dataset-mean, imagenet-mean, zero or road"):
+    with pytest.raises(UserError, match="dataset-mean, imagenet-mean, zero, road"):
         fill_values("roads", MEAN, STD)
     images, labels, ranks = split()
     with pytest.raises(ValueError, match="fill should be a sequence of numbers or 'road'"):

@@ -59,8 +59,9 @@ def run_dir(tmp_path_factory):
     with sqlite3.connect(run / "results.sqlite") as raw:
         raw.execute("UPDATE cells SET finished = '2000-01-01T00:00:00+00:00' WHERE config_hash = ?", ("b" * 64,))
         # a mode from a later roarfast: copied from a done row
-        raw.execute("INSERT INTO cells SELECT dataset, model, method, 'morf', fraction, seed, config_hash, status, "
-                    "test_acc, val_acc, epochs, seconds, versions, extra, error, created, finished FROM cells "
+        raw.execute("INSERT INTO cells SELECT dataset, model, method, 'future-mode', fraction, seed, config_hash, "
+                    "status, test_acc, val_acc, epochs, seconds, versions, extra, error, created, finished, owner, "
+                    "heartbeat FROM cells "
                     "WHERE method = 'good' AND mode = 'roar' AND config_hash = ?", (HASH,))
     return run
 
@@ -139,8 +140,8 @@ def test_newest_config_wins_fills_stay_apart_and_unknown_modes_are_ignored(writt
     road = verdict(summary, "good", "roar", 0.5, fill="road")
     assert road["random_mean"] == pytest.approx(0.51)
     assert any("config hashes" in n for n in summary["notes"])
-    assert any("morf" in n for n in summary["notes"])
-    assert not any(g["mode"] == "morf" for g in summary["groups"])
+    assert any("future-mode" in n for n in summary["notes"])
+    assert not any(g["mode"] == "future-mode" for g in summary["groups"])
     assert summary["chance"] == pytest.approx(0.1) and summary["base"]["test_acc"] == 0.95
 
 
