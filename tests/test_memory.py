@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(memory.glibc() is None or not hasattr(memory.gli
 # reports glibc's own accounting (mallinfo2) and the process's minor page faults.
 PROBE = r"""
 import ctypes, json, resource, sys
-how = sys.argv[1]
+how, block, passes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 state = None
 if how == "direct":
     from roarfast.memory import keep_freed_memory
@@ -38,7 +38,7 @@ elif how == "run_extract":
     from roarfast.errors import UserError
     from roarfast.extract import ExtractOptions, run_extract
     try:
-        run_extract(sys.argv[2], ExtractOptions(methods="no-such-method"), device="cpu")
+        run_extract(sys.argv[4], ExtractOptions(methods="no-such-method"), device="cpu")
     except UserError:
         pass
 
@@ -54,7 +54,6 @@ libc.mallinfo2.restype = MallInfo2
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = (ctypes.c_size_t,)
 libc.free.argtypes = (ctypes.c_void_p,)
-block = %d
 before = libc.mallinfo2()
 p = libc.malloc(block)
 held = libc.mallinfo2()
@@ -62,14 +61,14 @@ ctypes.memset(p, 1, block)
 libc.free(p)
 freed = libc.mallinfo2()
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(%d):
+for _ in range(passes):
     p = libc.malloc(block)
     ctypes.memset(p, 1, block)
     libc.free(p)
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 print(json.dumps({"state": state, "mmapped_while_held": held.hblkhd - before.hblkhd,
                   "free_in_heap_after": freed.fordblks, "faults": faults}))
-""" % (BLOCK, PASSES)
+"""
 
 
 def probe(how, *args, tuning=None):
@@ -77,8 +76,8 @@ def probe(how, *args, tuning=None):
     env.pop(memory.ENV_VAR, None)
     if tuning is not None:
         env[memory.ENV_VAR] = tuning
-    out = subprocess.run([sys.executable, "-c", PROBE, how, *map(str, args)], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", PROBE, how, str(BLOCK), str(PASSES), *map(str, args)], env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
