@@ -6,7 +6,7 @@ zero-fills every page again: half of a CPU extraction's time went to the kernel 
 settings, made once per process through `mallopt`, keep those blocks on the heap for reuse instead:
 no `mmap` for large blocks, and a heap top of up to 2 GiB that is not trimmed. The heap grows during
 the first batch and then stays: its peak is that of one batch plus fragmentation (torch's 64-byte
-aligned blocks do not refit exactly into the holes they leave), 1.7-1.8x the untuned peak for IG and
+aligned blocks do not refit exactly into the holes they leave), 1.5-1.85x the untuned peak for IG and
 SmoothGrad at extract's CPU batch of 256 on 32px images. Other C libraries are left as they are.
 Setting ROARFAST_MALLOC_TUNING=0 leaves glibc's defaults (for comparison, or to share memory back).
 
