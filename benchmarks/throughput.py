@@ -9,6 +9,12 @@ Stages (DESIGN.md section 9):
   jpeg-load        DALI decode to the canvas vs torchvision ImageFolder + DataLoader (with --jpeg-dir)
   retrain          seconds to train one model on the embedded dataset with the default recipe
   impute           ops.impute (ROAD fill, batched CG) vs a per-image scipy spsolve loop, 50% removed
+  extract-cli      `roarfast extract --method M` as a whole command (a subprocess on a freshly trained base
+                   model) with roarfast.memory's allocator tuning vs the same command with it turned off
+                   (ROARFAST_MALLOC_TUNING=0): wall, user, system, page faults, max RSS, identical ranks
+
+A second table gives each stage's CPU cost: user and system seconds and minor page faults of this
+process over the stage (resource.getrusage), so time spent in the kernel is visible.
 
 Usage: python benchmarks/throughput.py [--device cpu|cuda] [--quick] [--json out.json]
 Ratios are only meaningful within one run; absolute figures only with the machine named beside them.
@@ -16,15 +22,21 @@ Ratios are only meaningful within one run; absolute figures only with the machin
 
 import argparse
 import json
+import os
 import platform
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 
@@ -45,6 +57,27 @@ def seconds(fn, device, repeats=3, warmup=1):
         sync(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+class StageUsage:
+    """Wall, user and system seconds and minor page faults of this process (all its threads) over a block."""
+
+    def __init__(self, stage):
+        self.stage = stage
+
+    def __enter__(self):
+        self.start = (time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF))
+        return self
+
+    def __exit__(self, *exc):
+        wall, before = self.start
+        self.row = usage_row(self.stage, time.perf_counter() - wall, before, resource.getrusage(resource.RUSAGE_SELF))
+
+
+def usage_row(stage, wall, before, after, max_rss_kib=None):
+    return {"stage": stage, "wall_s": wall, "user_s": after.ru_utime - before.ru_utime,
+            "sys_s": after.ru_stime - before.ru_stime, "minflt": int(after.ru_minflt - before.ru_minflt),
+            "max_rss_mib": None if max_rss_kib is None else max_rss_kib / 1024}
 
 
 def trained_free_model(name, device, num_classes=10, image_size=32):
@@ -170,6 +203,62 @@ def bench_retrain(args, device):
     return {"stage": f"retrain embedded ({model_name}, {result.epochs} ep, test {result.test_acc:.1%})",
             "ours": took, "baseline": None, "unit": "s/model", "ratio": None, "baseline_name": "-",
             "target": "CPU <= 30 s" if device.type == "cpu" else "-", "images_per_s": n * result.epochs / took}
+
+
+def roarfast_command(argv, tuning: bool):
+    """Runs `roarfast ARGV` in a subprocess (this checkout's package) with the allocator tuning on or off;
+    returns its usage row (wall, user, sys, faults, max RSS of that process alone)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env["ROARFAST_MALLOC_TUNING"] = "1" if tuning else "0"
+    zero = resource.struct_rusage((0.0,) * 16)
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "roarfast.cli", *argv], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"roarfast {' '.join(argv)} failed ({process.returncode}):\n{output}")
+    return usage_row(" ".join(argv), wall, zero, usage, max_rss_kib=usage.ru_maxrss)
+
+
+def same_ranks(dir_a: Path, dir_b: Path) -> bool:
+    """Whether two run directories' rank stores hold identical ranks for every method and split."""
+    import numpy as np
+
+    files = sorted(p.relative_to(dir_a) for p in (dir_a / "attributions").rglob("ranks.npy"))
+    return bool(files) and all(np.array_equal(np.load(dir_a / f), np.load(dir_b / f)) for f in files)
+
+
+def bench_extract_cli(args, device, usage_rows):
+    """Each --cli-methods entry as a whole `roarfast extract` command, with the allocator tuning and then,
+    back to back, without it, each on a copy of one freshly trained base model (1 epoch is enough: the
+    passes cost the same)."""
+    data = ["--data-option", f"num_train={args.cli_images}", "--data-option", f"num_test={max(1, args.cli_images // 5)}"]
+    common = ["--device", device.type, "--no-progress"]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="roarfast-bench-") as tmp:
+        base = Path(tmp) / "base"
+        roarfast_command(["train", "--run-dir", str(base), "--epochs", "1", *data, *common], tuning=True)
+        for methods in args.cli_methods.split(";"):
+            runs = {}
+            for tuning in (True, False):
+                run_dir = Path(tmp) / f"{methods}-{tuning}"
+                shutil.copytree(base, run_dir)
+                usage = roarfast_command(["extract", "--method", methods, "--run-dir", str(run_dir), *common], tuning)
+                usage["stage"] = f"extract-cli {methods}, tuning {'on' if tuning else 'off'}"
+                usage_rows.append(usage)
+                runs[tuning] = (run_dir, usage)
+            (dir_on, on), (dir_off, off) = runs[True], runs[False]
+            identical = same_ranks(dir_on, dir_off)
+            rows.append({"stage": f"extract-cli --method {methods} ({args.cli_images} + {args.cli_images // 5} "
+                                  f"images; ranks {'identical' if identical else 'DIFFER'}; sys/user "
+                                  f"{on['sys_s'] / on['user_s']:.0%} vs {off['sys_s'] / off['user_s']:.0%})",
+                         "ours": on["wall_s"], "baseline": off["wall_s"], "unit": "s", "ratio": off["wall_s"] / on["wall_s"],
+                         "baseline_name": "same command, ROARFAST_MALLOC_TUNING=0",
+                         "target": "CPU >= 2x, sys <= 10% of user", "identical_ranks": identical})
+    return rows
 
 
 #: JPEG stages: one timed pass after one untimed one, which pays worker start-up and DALI's initialization
@@ -338,11 +427,22 @@ def _machine(device) -> str:
             else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
 
 
+def format_usage(rows):
+    lines = ["| stage | wall s | user s | sys s | sys/user | minor faults | max RSS MiB |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = f"{r['sys_s'] / r['user_s']:.0%}" if r["user_s"] else "-"
+        rss = "-" if r["max_rss_mib"] is None else f"{r['max_rss_mib']:,.0f}"
+        lines.append(f"| {r['stage']} | {r['wall_s']:.1f} | {r['user_s']:.1f} | {r['sys_s']:.1f} | {ratio} | "
+                     f"{r['minflt']:,} | {rss} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="CIFAR sizes only (skip 224px op benchmarks)")
-    parser.add_argument("--stages", default="extract,ops,retrain,jpeg,impute", help="comma-separated subset")
+    parser.add_argument("--stages", default="extract,ops,retrain,jpeg,impute,extract-cli", help="comma-separated subset")
     parser.add_argument("--model", default=None, help="model for the extract stages (default: the device's default)")
     parser.add_argument("--batch", type=int, default=None, help="images per extract batch")
     parser.add_argument("--samples", type=int, default=15)
@@ -354,11 +454,18 @@ def main(argv=None):
     parser.add_argument("--jpeg-resize", type=int, default=256)
     parser.add_argument("--jpeg-crop", type=int, default=224)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cli-methods", default="ig;sg-sq,var",
+                        help="extract-cli: --method values, separated by ';', each timed as one command")
+    parser.add_argument("--cli-images", type=int, default=1000,
+                        help="extract-cli: embedded train images (test: a fifth); 5000 is the default dataset")
     parser.add_argument("--json", default=None, help="also write the rows as JSON here")
     parser.add_argument("--estimate", choices=["paper"], default=None,
                         help="instead of the stages: the wall time of `roarfast sweep --preset paper` on CIFAR-10-size "
                              "data here, from measured training and attribution rates")
     args = parser.parse_args(argv)
+    from roarfast.memory import keep_freed_memory
+
+    malloc = keep_freed_memory()  # the in-process stages run as the CLI runs them
     device = torch.device(args.device)
     if args.estimate:
         rows, total = estimate_paper(args, device)
@@ -369,7 +476,7 @@ def main(argv=None):
         print(format_estimate(rows, total))
         return
     stages = set(args.stages.split(","))
-    rows = []
+    rows, usage = [], []
     if "extract" in stages:
         model_name = args.model or ("fastnet-gpu" if device.type == "cuda" else "fastnet")
         batch = args.batch or (512 if device.type == "cuda" else 64)
@@ -377,26 +484,40 @@ def main(argv=None):
         torch.manual_seed(1)
         x = torch.randn(batch, 3, 32, 32, device=device)
         labels = torch.randint(0, 10, (batch,), device=device)
-        rows.append(bench_extract_sg3(model, x, labels, args, device))
-        rows.extend(bench_extract_methods(model, x, labels, args, device))
+        with StageUsage("extract-sg3 (ours + Captum)") as stage:
+            rows.append(bench_extract_sg3(model, x, labels, args, device))
+        usage.append(stage.row)
+        with StageUsage("extract-<method> (ours + baselines)") as stage:
+            rows.extend(bench_extract_methods(model, x, labels, args, device))
+        usage.append(stage.row)
     if "ops" in stages:
-        rows.extend(bench_ops(args, device))
+        with StageUsage("ops (ours + baselines)") as stage:
+            rows.extend(bench_ops(args, device))
+        usage.append(stage.row)
     if "retrain" in stages:
-        rows.append(bench_retrain(args, device))
+        with StageUsage("retrain") as stage:
+            rows.append(bench_retrain(args, device))
+        usage.append(stage.row)
     if "jpeg" in stages and args.jpeg_dir:
-        rows.extend(bench_jpeg(args, device))
-    machine = _machine(device)
-
-
+        with StageUsage("jpeg (ours + baselines)") as stage:
+            rows.extend(bench_jpeg(args, device))
+        usage.append(stage.row)
     if "impute" in stages:
-        rows.append(bench_impute(args, device))
-    machine = (torch.cuda.get_device_name(device) if device.type == "cuda"
-               else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
-    print(f"roarfast throughput: {machine}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
+        with StageUsage("impute (ours + scipy)") as stage:
+            rows.append(bench_impute(args, device))
+        usage.append(stage.row)
+    if "extract-cli" in stages:
+        rows.extend(bench_extract_cli(args, device, usage))
+    machine = _machine(device)
+    print(f"roarfast throughput: {machine}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}, "
+          f"malloc tuning {malloc}")
     print(format_rows(rows))
+    print()
+    print(format_usage(usage))
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine, "torch": torch.__version__,
-                                               "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1))
+                                               "date": time.strftime("%Y-%m-%d"), "rows": rows, "usage": usage},
+                                              indent=1))
 
 
 if __name__ == "__main__":

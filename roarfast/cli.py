@@ -167,6 +167,9 @@ def main():
     A session on the embedded dataset: `roarfast train`, then `roarfast extract --method sg-sq`,
     then `roarfast retrain --fraction 0.7`; or everything at once with `roarfast run`.
     """
+    from roarfast.memory import keep_freed_memory
+
+    keep_freed_memory()  # before torch loads: every command's CPU work reuses freed memory (issue 13)
 
 
 @main.command()

@@ -24,6 +24,7 @@ def report_lines() -> list[str]:
     import torch
 
     from roarfast import __version__, _extension
+    from roarfast.memory import keep_freed_memory
 
     lines = [
         f"roarfast     {__version__}",
@@ -56,4 +57,5 @@ def report_lines() -> list[str]:
     lines.append(f"dali         {_first_installed('nvidia-dali-cuda130', 'nvidia-dali-cuda120', 'nvidia-dali-cuda110')}")
     lines.append(f"ray          {_version('ray')}")
     lines.append(f"captum       {_version('captum')}")
+    lines.append(f"malloc       freed memory kept for reuse: {keep_freed_memory()}")
     return lines

@@ -109,10 +109,12 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
 
     from roarfast.checkpoint import checkpoint_sha256, load_checkpoint
     from roarfast.device import resolve_device
+    from roarfast.memory import keep_freed_memory
     from roarfast.methods import parse_methods
     from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
 
+    keep_freed_memory()
     run_dir = Path(run_dir)
     device = resolve_device(device)
     try:

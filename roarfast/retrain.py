@@ -40,11 +40,13 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.extract import ExtractOptions, model_free, run_extract
+    from roarfast.memory import keep_freed_memory
     from roarfast.results import ResultsDB
     from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
     from roarfast.sweep import Grid, execute_local, make_plan
 
+    keep_freed_memory()
     run_dir = Path(run_dir)
     device = resolve_device(device)
     ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)

@@ -251,8 +251,10 @@ def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, bat
 
     from roarfast.checkpoint import save_checkpoint
     from roarfast.device import resolve_device
+    from roarfast.memory import keep_freed_memory
     from roarfast.rundir import open_dataset, remember_dataset
 
+    keep_freed_memory()
     device = _join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
     model_name = model or default_model(ds, device)

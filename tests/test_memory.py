@@ -1,0 +1,121 @@
+"""roarfast.memory: on glibc, a freed large block stays in the process and is reused (no fresh mmap, no
+page faults on reuse); ROARFAST_MALLOC_TUNING=0 leaves glibc's defaults; the CLI and run_extract apply it.
+
+Each check runs in a fresh interpreter, since the tuning is process-wide and applies once.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roarfast import memory
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = 64 * 2**20  # far above glibc's default mmap threshold (128 KiB, at most 32 MiB when it adapts)
+PASSES = 10
+PAGES = BLOCK // 4096
+
+pytestmark = pytest.mark.skipif(memory.glibc() is None or not hasattr(memory.glibc(), "mallinfo2"),
+                                reason="the tuning is for glibc (mallinfo2: glibc >= 2.33)")
+
+# Applies the tuning the way `how` says, then mallocs one BLOCK, fills it, frees it, PASSES times and
+# reports glibc's own accounting (mallinfo2) and the process's minor page faults.
+PROBE = r"""
+import ctypes, json, resource, sys
+how, block, passes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+state = None
+if how == "direct":
+    from roarfast.memory import keep_freed_memory
+    state = keep_freed_memory()
+elif how == "cli":
+    from roarfast.cli import main
+    main(["doctor"], standalone_mode=False)
+elif how == "run_extract":
+    from roarfast.errors import UserError
+    from roarfast.extract import ExtractOptions, run_extract
+    try:
+        run_extract(sys.argv[4], ExtractOptions(methods="no-such-method"), device="cpu")
+    except UserError:
+        pass
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = (ctypes.c_size_t,)
+libc.free.argtypes = (ctypes.c_void_p,)
+before = libc.mallinfo2()
+p = libc.malloc(block)
+held = libc.mallinfo2()
+ctypes.memset(p, 1, block)
+libc.free(p)
+freed = libc.mallinfo2()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(passes):
+    p = libc.malloc(block)
+    ctypes.memset(p, 1, block)
+    libc.free(p)
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+print(json.dumps({"state": state, "mmapped_while_held": held.hblkhd - before.hblkhd,
+                  "free_in_heap_after": freed.fordblks, "faults": faults}))
+"""
+
+
+def probe(how, *args, tuning=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop(memory.ENV_VAR, None)
+    if tuning is not None:
+        env[memory.ENV_VAR] = tuning
+    out = subprocess.run([sys.executable, "-c", PROBE, how, str(BLOCK), str(PASSES), *map(str, args)], env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def assert_kept(result):
+    assert result["mmapped_while_held"] == 0  # served from the heap, not a fresh mmap
+    assert result["free_in_heap_after"] >= BLOCK  # and kept there after free
+    assert result["faults"] < 2 * PAGES  # so the passes reuse pages already mapped: at most one pass faults
+
+
+def test_tuning_keeps_freed_block_in_the_process():
+    result = probe("direct")
+    assert result["state"] == "on"
+    assert_kept(result)
+
+
+def test_untuned_glibc_maps_and_unmaps_every_block():
+    # the reference behaviour the tuning removes: every pass pays a fresh mapping's faults
+    result = probe("none")
+    assert result["mmapped_while_held"] >= BLOCK
+    assert result["faults"] >= (PASSES - 1) * PAGES
+
+
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_env_var_turns_it_off(value):
+    result = probe("direct", tuning=value)
+    assert result["state"] == f"off ({memory.ENV_VAR}={value})"
+    assert result["mmapped_while_held"] >= BLOCK
+    assert result["faults"] >= (PASSES - 1) * PAGES
+
+
+def test_cli_command_applies_it():
+    assert_kept(probe("cli"))
+
+
+def test_cli_command_respects_env_var():
+    assert probe("cli", tuning="0")["mmapped_while_held"] >= BLOCK
+
+
+def test_run_extract_applies_it(tmp_path):
+    assert_kept(probe("run_extract", tmp_path))
