@@ -181,9 +181,11 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray_address: str 
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done. Returns
     {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
     from roarfast.device import resolve_device
+    from roarfast.memory import keep_freed_memory
     from roarfast.results import ResultsDB
     from roarfast.rundir import open_dataset
 
+    keep_freed_memory()
     if executor not in EXECUTORS:
         raise UserError(f"--executor should be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if executor == "ray":
