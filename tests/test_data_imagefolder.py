@@ -53,18 +53,23 @@ def test_samples_in_imagefolder_order(tree):
         assert (got - expected).abs().max() <= JPEG_TOLERANCE, split
 
 
+def canvas_of(tmp_path, image, wide: bool):
+    """The 12 px canvas (resize shorter side 16, center crop 12) of `image` as int Tensor[H, W, 3], read
+    along the image's long axis (transposed back when the image is tall)."""
+    _save(tmp_path / "train" / "x" / "a.jpg", image)
+    _save(tmp_path / "test" / "x" / "a.jpg", image)
+    train, _ = load_imagefolder(tmp_path, resize=16, crop=12, device="cpu")
+    canvas = train.images[0].permute(1, 2, 0).int()
+    return canvas if wide else canvas.transpose(0, 1)
+
+
 @pytest.mark.parametrize("wide", [True, False])
 def test_canvas_is_shorter_side_resize_then_center_crop(tmp_path, wide):
     """A 20x40 (or 40x20) image split into two colours along its long side: resize shorter side to 16
     (-> 16x32), center crop 12: the crop's first half is the first colour, its second half the second."""
     first, second = (200, 30, 30), (30, 30, 200)
     image = np.concatenate([_solid(first, 20, 20), _solid(second, 20, 20)], axis=1 if wide else 0)
-    _save(tmp_path / "train" / "x" / "a.jpg", image)
-    _save(tmp_path / "test" / "x" / "a.jpg", image)
-    train, _ = load_imagefolder(tmp_path, resize=16, crop=12, device="cpu")
-    canvas = train.images[0].permute(1, 2, 0).int()  # [H, W, 3]
-    if not wide:
-        canvas = canvas.transpose(0, 1)
+    canvas = canvas_of(tmp_path, image, wide)
     # away from the seam (4 px each side: antialiased resize blurs it)
     assert (canvas[:, :4] - torch.tensor(first)).abs().max() <= JPEG_TOLERANCE
     assert (canvas[:, 8:] - torch.tensor(second)).abs().max() <= JPEG_TOLERANCE

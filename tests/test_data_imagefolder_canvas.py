@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from roarfast.data.imagefolder import load_imagefolder
-from tests.test_data_imagefolder import JPEG_TOLERANCE, _save, _solid
+from tests.test_data_imagefolder import JPEG_TOLERANCE, _solid, canvas_of
 
 BACKGROUND, STRIPE = (200, 30, 30), (30, 30, 200)
 
@@ -24,12 +23,7 @@ def test_off_centre_stripe_lands_where_shorter_side_resize_and_center_crop_put_i
     image[:, 20:30] = STRIPE
     if not wide:
         image = np.ascontiguousarray(image.transpose(1, 0, 2))
-    _save(tmp_path / "train" / "x" / "a.jpg", image)
-    _save(tmp_path / "test" / "x" / "a.jpg", image)
-    train, _ = load_imagefolder(tmp_path, resize=16, crop=12, device="cpu")
-    canvas = train.images[0].permute(1, 2, 0).int()  # [H, W, 3]
-    if not wide:
-        canvas = canvas.transpose(0, 1)
+    canvas = canvas_of(tmp_path, image, wide)
     # 2 px either side of the stripe's edge at canvas column 6 are left out (antialiased resize blurs it)
     assert (canvas[:, :4] - torch.tensor(BACKGROUND)).abs().max() <= JPEG_TOLERANCE
     assert (canvas[:, 8:] - torch.tensor(STRIPE)).abs().max() <= JPEG_TOLERANCE

@@ -24,12 +24,17 @@ def dataset():
 def run_dir(tmp_path, dataset, monkeypatch):
     """A run directory holding an (untrained) base model of the dataset; small store chunks."""
     monkeypatch.setattr(extract, "CHUNK_IMAGES", 64)
+    return untrained_base(tmp_path, dataset)
+
+
+def untrained_base(run_dir, dataset):
+    """run_dir with an untrained fastnet of the dataset saved as its base model."""
     torch.manual_seed(0)
     model = build_model("fastnet", dataset.num_classes)
-    save_checkpoint(tmp_path / "checkpoints" / "base", model,
+    save_checkpoint(run_dir / "checkpoints" / "base", model,
                     {"model": "fastnet", "num_classes": dataset.num_classes, "image_size": 32, "in_channels": 3,
                      "dataset_fingerprint": dataset.fingerprint})
-    return tmp_path
+    return run_dir
 
 
 def extract_quiet(run_dir, dataset, **options):

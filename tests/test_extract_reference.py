@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from roarfast import _reference, ops
-from roarfast.checkpoint import load_checkpoint, save_checkpoint
+from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.extract import ExtractOptions, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps
 from roarfast.methods.params import black_baseline
-from roarfast.models import build_model
 from roarfast.store import RankStore
+from tests.test_extract import untrained_base
 
 
 @pytest.fixture(scope="module")
@@ -23,12 +23,7 @@ def dataset():
 @pytest.fixture()
 def run_dir(tmp_path, dataset):
     """A run directory holding an untrained base model of the dataset."""
-    torch.manual_seed(0)
-    model = build_model("fastnet", dataset.num_classes)
-    save_checkpoint(tmp_path / "checkpoints" / "base", model,
-                    {"model": "fastnet", "num_classes": dataset.num_classes, "image_size": 32, "in_channels": 3,
-                     "dataset_fingerprint": dataset.fingerprint})
-    return tmp_path
+    return untrained_base(tmp_path, dataset)
 
 
 def _maps(run_dir, dataset, method):
