@@ -320,7 +320,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
 @click.option("--data-option", "data_option", multiple=True, callback=_data_options, metavar="KEY=VALUE",
               help="embedded dataset option, repeatable: num_train, num_test, seed, copies")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
-              help="fractions of the grid (default: the one covering the object, 0.5)")
+              help="fractions of the grid (default: the one covering the object, 0.25, 0.5)")
 @click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: the quick preset's)")
 @click.option("--seeds", type=int, default=None, callback=_positive_or_none,
               help="retrainings per cell (default: the quick preset's 3)")

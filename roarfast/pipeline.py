@@ -11,6 +11,8 @@ CHANCE_MARGIN = 0.10
 RANDOM_MARGIN = 0.40
 #: the fraction at which random's ROAR accuracy is checked (half the pixels gone, the object mostly not)
 RANDOM_CHECK_FRACTION = 0.5
+#: the quick grid's fractions after the one covering the object
+LATER_FRACTIONS = (0.25, RANDOM_CHECK_FRACTION)
 
 
 def object_fraction(ds) -> float:
@@ -36,7 +38,7 @@ def run_all(run_dir, *, device="auto", seed=0, progress=True, fractions=None, me
          f"device {device}")
     covering = round(object_fraction(ds), 4)
     # the smallest fraction that removes (ROAR) or keeps (KAR) the whole object is where the checks bite
-    fractions = tuple(fractions) if fractions else (covering, RANDOM_CHECK_FRACTION)
+    fractions = tuple(fractions) if fractions else (covering, *LATER_FRACTIONS)
     grid = preset_grid("quick", methods=methods, fractions=fractions, seeds=seeds, epochs=epochs, first_seed=seed)
     result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo)
     meta = base_meta(run_dir)
