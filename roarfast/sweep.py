@@ -289,7 +289,7 @@ class _Heartbeat:
 
         with ResultsDB(self.db_path) as db:
             while not self._stop.wait(self.interval):
-                db.heartbeat(list(self.cells))
+                db.heartbeat(self.cells.copy())  # one C-level copy: the trainer thread adds and removes cells
 
     def __enter__(self):
         self._thread.start()
