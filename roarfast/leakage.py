@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from roarfast.atomic import write_json
 from roarfast.errors import UserError
 
 FILLS = ("dataset-mean", "imagenet-mean", "zero", "road")
@@ -93,10 +94,15 @@ def run_leakage(run_dir, fills, fractions, *, method: str = "random", dataset=No
     """The detector per fill and fraction on `method`'s removal patterns (its stored ranks) of the
     first `max_images` train and test images; writes <run_dir>/leakage.json and returns its rows."""
     from roarfast.device import resolve_device
+    from roarfast.methods import parse_methods
     from roarfast.rundir import open_dataset
     from roarfast.store import RankStore
 
     fills = parse_fills(",".join(fills))
+    try:
+        (method,) = parse_methods(method)  # its stored name: sg-sq is stored as sg-sq-grad
+    except ValueError as err:
+        raise UserError(f"--method names one estimator: {err}") from None
     if not fractions or any(isinstance(f, bool) or not 0.0 < f <= 1.0 for f in fractions):
         raise UserError(f"--fraction should be numbers in (0, 1], got {fractions!r}")
     run_dir = Path(run_dir)
@@ -114,7 +120,12 @@ def run_leakage(run_dir, fills, fractions, *, method: str = "random", dataset=No
         ranks = store.read(method, split, dataset_fingerprint=ds.fingerprint).tensor()[:max_images]
         pairs.append((ds.split(split).images[:max_images].to(device), ranks.to(device)))
     rows = [{"method": method, **row} for row in measure(*pairs, fills, fractions, ds.mean, ds.std, seed=seed)]
-    (run_dir / "leakage.json").write_text(json.dumps(rows, indent=1) + "\n")
+    # leakage.json keeps what earlier runs measured for other methods, fills and fractions
+    path = run_dir / "leakage.json"
+    fresh = {(r["method"], r["fill"], r["fraction"]) for r in rows}
+    kept = [r for r in (json.loads(path.read_text()) if path.exists() else [])
+            if (r["method"], r["fill"], r["fraction"]) not in fresh]
+    write_json(path, kept + rows)
     return rows
 
 

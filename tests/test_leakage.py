@@ -46,3 +46,29 @@ def test_detector_finds_block_holes_after_mean_fill_not_after_road():
 def test_bad_fill_names():
     with pytest.raises(UserError, match="--fill should be a comma-separated subset of"):
         parse_fills("dataset-mean,blur")
+
+
+def test_run_leakage_names_methods_as_stored_and_keeps_earlier_rows(tmp_path):
+    """leakage.json gains the rows of a second method instead of losing the first's; a method alias is
+    read under its stored name; an unknown method is one clear error."""
+    import json
+
+    from roarfast import leakage
+    from roarfast.data import load_dataset
+    from roarfast.extract import ExtractOptions, run_extract
+
+    options = {"num_train": 64, "num_test": 32}
+    ds = load_dataset("embedded", **options)
+    run_extract(tmp_path, ExtractOptions(methods="random,sobel"), dataset_obj=ds, device="cpu", progress=False)
+    for method in ("random", "sobel"):
+        leakage.run_leakage(tmp_path, ["dataset-mean"], (0.25,), method=method, dataset="embedded",
+                            dataset_options=options, device="cpu", max_images=32)
+    rows = json.loads((tmp_path / "leakage.json").read_text())
+    assert sorted((r["method"], r["fill"], r["fraction"]) for r in rows) == [
+        ("random", "dataset-mean", 0.25), ("sobel", "dataset-mean", 0.25)]
+    with pytest.raises(UserError, match="no complete train and test ranks of 'sg-sq-grad'"):
+        leakage.run_leakage(tmp_path, ["dataset-mean"], (0.25,), method="sg-sq", dataset="embedded",
+                            dataset_options=options, device="cpu")
+    with pytest.raises(UserError, match="--method names one estimator"):
+        leakage.run_leakage(tmp_path, ["dataset-mean"], (0.25,), method="nope", dataset="embedded",
+                            dataset_options=options, device="cpu")
