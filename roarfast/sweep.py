@@ -219,7 +219,9 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray_address: str 
         else:
             execute_local(trainer, plan, db, progress, echo)
         rows = [db.get(key) for _, key in plan.cells]
-    _record_stage(run_dir, "retrain", sum(r["seconds"] for r in rows))
+        # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
+        retrained = db.rows(status="done", mode=["roar", "kar", "roar-mask", "kar-mask"])
+    _record_stage(run_dir, "retrain", sum(r["seconds"] for r in retrained))
     return {"plan": plan, "rows": rows}
 
 
