@@ -179,23 +179,20 @@ def test_cli_session_on_a_streamed_tree(tree, tmp_path):
 
 
 def _ddp_worker(rank, world, init_file, root, out_dir):
-    import torch.distributed as dist
     from safetensors.torch import save_file
 
     from roarfast.recipe import Recipe
     from roarfast.train import train_classifier
+    from tests.ddp import gloo_group
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
+    with gloo_group(rank, world, init_file):
         recipe = Recipe(epochs=1, batch_size=8, lr=0.05, eval_batch_size=16)
         for kind, stream in (("memory", False), ("streamed", True)):
             result = train_classifier(_load(root, stream), "fastnet", recipe, "cpu", seed=1, progress=False)
             state = {k: v.contiguous() for k, v in result.model.state_dict().items()}
             save_file(state, str(out_dir / f"{kind}{rank}.safetensors"),
                       metadata={"val_acc": repr(result.val_acc), "test_acc": repr(result.test_acc)})
-    finally:
-        dist.destroy_process_group()
 
 
 def test_data_parallel_streamed_equals_in_memory(tree, tmp_path):

@@ -140,19 +140,17 @@ def test_cpu_default_learns_the_embedded_dataset_from_the_object_only():
 
 
 def _ddp_worker(rank, world, init_file, out_dir):
-    import torch.distributed as dist
     from safetensors.torch import save_file
 
+    from tests.ddp import gloo_group
+
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
+    with gloo_group(rank, world, init_file):
         ds = load_dataset("embedded", num_train=120, num_test=40, seed=0)
         result = train_classifier(ds, "fastnet", TINY.replace(epochs=1), "cpu", seed=0, progress=False)
         state = {k: v.contiguous() for k, v in result.model.state_dict().items()}
         save_file(state, str(out_dir / f"rank{rank}.safetensors"),
                   metadata={"val_acc": repr(result.val_acc), "test_acc": repr(result.test_acc)})
-    finally:
-        dist.destroy_process_group()
 
 
 def test_data_parallel_ranks_end_identical(tmp_path):
