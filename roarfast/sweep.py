@@ -139,9 +139,9 @@ def make_plan(trainer: CellTrainer, grid: Grid, db) -> Plan:
             plan.done.add(spec)
         elif row is not None and row["status"] == "running" and owner_alive(row["owner"], row["heartbeat"]):
             plan.running.add(spec)
+    measured = db.rows(status="done", model=trainer.model_name, dataset=trainer.ds.name)
     for kind, control in (("cell", False), ("control", True)):
-        seconds = [r["seconds"] for r in db.rows(status="done", model=trainer.model_name, dataset=trainer.ds.name)
-                   if r["mode"].endswith("-mask") == control]
+        seconds = [r["seconds"] for r in measured if r["mode"].endswith("-mask") == control]
         if seconds:
             plan.seconds[kind] = sum(seconds) / len(seconds)
     return plan
