@@ -334,7 +334,7 @@ def estimate_paper(args, device):
     counts. Returns (rows, total seconds)."""
     from roarfast.data import ImageSet, make_dataset
     from roarfast.recipe import default_model, default_recipe
-    from roarfast.sweep import preset_grid
+    from roarfast.grid import preset_grid
     from roarfast.train import train_classifier
 
     grid = preset_grid("paper")
@@ -382,7 +382,7 @@ def estimate_paper(args, device):
 
 
 def format_estimate(rows, total) -> str:
-    from roarfast.sweep import format_duration
+    from roarfast.progress import format_duration
 
     lines = ["| stage | measured here | count | extrapolated wall time |", "|---|---|---|---|"]
     for r in rows:

@@ -1,31 +1,28 @@
-"""One retraining cell (DESIGN.md section 10): which cell it is, its key in results.sqlite, and how it is
-trained. A cell is (method, mode, fraction, seed) under one configuration; its control (`control=True`)
-is the same cell trained and tested on the removal pattern alone (mode "<mode>-mask").
+"""The retraining step (DESIGN.md section 10): a cell is (method, mode, fraction, seed) under one
+configuration, a classifier trained from scratch on masked train images and tested on masked test images;
+its control (`control=True`) is the same cell trained and tested on the removal pattern alone (mode
+"<mode>-mask").
 
-`CellTrainer` holds what every cell of a run directory shares (the dataset, the recipe, the rank
-records) so that a sweep loads them once; the retrain and sweep stages and the Ray workers all train
-cells through it, so a cell's configuration and its training are written in one place.
+`CellOptions` says which cells and how they train (retrain's options and the sweep's grid are both
+CellOptions, checked here once). `CellTrainer` holds what every cell of a run directory shares (the
+dataset, the recipe, the rank records) so that a sweep loads them once; `roarfast retrain`, the sweep and
+the Ray workers all train cells through it, so a cell's configuration and its training are written once.
 """
 
-import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from roarfast.errors import UserError
-
-#: modes a grid may hold: roar removes the top fraction, kar keeps it
-GRID_MODES = ("roar", "kar")
-#: per-channel ImageNet mean in [0,1] pixel space, for --fill imagenet-mean
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-#: constant fills, and "road": ROAD's noisy linear imputation (roarfast.fill), done by the loaders
-FILLS = ("dataset-mean", "imagenet-mean", "zero", "road")
+from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL, fill_values
+from roarfast.modes import KAR, ROAR, check_modes, control_mode
+from roarfast.options import check_choice, check_fractions, check_positive
+from roarfast.recipe import AMP_CHOICES
 
 
 @dataclass(frozen=True)
-class CellSpec:
-    """One retraining of a grid: `method`'s ranks, `mode` roar/kar at `fraction`, training seed `seed`;
-    `control`: the mask-only control of that cell."""
+class Cell:
+    """One retraining: `method`'s ranks, `mode` roar/kar at `fraction`, training seed `seed`; `control`: the
+    mask-only control of that cell."""
 
     method: str
     mode: str
@@ -34,66 +31,85 @@ class CellSpec:
     control: bool = False
 
     @property
-    def result_mode(self) -> str:
-        """The mode of its row in results.sqlite: roar, kar, roar-mask or kar-mask."""
-        return self.mode + ("-mask" if self.control else "")
+    def measured_mode(self) -> str:
+        """The mode of its measurement in results.sqlite: roar, kar, roar-mask or kar-mask."""
+        return control_mode(self.mode) if self.control else self.mode
 
     def describe(self) -> str:
-        return f"{self.method} {self.result_mode} {self.fraction:g} seed {self.seed}"
+        return f"{self.method} {self.measured_mode} {self.fraction:g} seed {self.seed}"
 
 
-def fill_values(fill: str, mean, std) -> tuple | str:
-    """The replacement value per channel in the normalized space the model sees, or "road" (the loaders
-    impute the removed pixels instead)."""
-    from roarfast.fill import ROAD_FILL
+def cell_methods(text: str) -> list[str]:
+    """The methods of comma-separated `text` (as --method), parsed and checked; random is always among a
+    run's cells (the reference every verdict compares with), first when it was not asked for."""
+    from roarfast.methods import parse_methods
 
-    if fill == ROAD_FILL:
-        return ROAD_FILL
-    if fill == "dataset-mean":
-        return tuple(0.0 for _ in mean)
-    if fill == "zero":
-        return tuple(-m / s for m, s in zip(mean, std))
-    if fill == "imagenet-mean":
-        if len(mean) != 3:
-            raise UserError(f"--fill imagenet-mean needs 3-channel images, the dataset has {len(mean)}")
-        return tuple((im - m) / s for im, m, s in zip(IMAGENET_MEAN, mean, std))
-    raise UserError(f"--fill should be one of {', '.join(FILLS)}, got {fill!r}")
+    try:
+        methods = parse_methods(text)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    return methods if "random" in methods else ["random", *methods]
 
 
-def base_meta(run_dir) -> dict:
-    """The base model's meta.json in run_dir, or {} when there is none."""
-    path = Path(run_dir) / "checkpoints" / "base" / "meta.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+@dataclass(frozen=True)
+class CellOptions:
+    """Which cells and how they train: `methods` (comma-separated, as --method; None: the caller's
+    default) x `modes` x `fractions` x `seeds` seeds; `model` (None: the base model's), `epochs` (None: the
+    recipe's), `fill` and `amp` of every cell. Each value is checked here, once."""
+
+    methods: str | None = None
+    modes: tuple = (ROAR,)
+    fractions: tuple = (0.7,)
+    seeds: int = 1
+    model: str | None = None
+    epochs: int | None = None
+    fill: str = DEFAULT_FILL
+    amp: str = "auto"
+
+    def __post_init__(self):
+        object.__setattr__(self, "modes", check_modes(self.modes))
+        object.__setattr__(self, "fractions", check_fractions(self.fractions))
+        check_positive("--seeds", self.seeds)
+        check_positive("--epochs", self.epochs, optional=True)
+        check_choice("--fill", self.fill, FILLS)
+        check_choice("--amp", self.amp, AMP_CHOICES)
+
+    def expand(self, methods: list, first_seed: int = 0, control: bool = False,
+               control_seeds: int | None = None) -> list[Cell]:
+        """Every cell of `methods` in run order: by method, mode, fraction, seed `first_seed`..; a cell's
+        control right after it when `control` (for the first `control_seeds` seeds only, when given)."""
+        out = []
+        for method in methods:
+            for mode in self.modes:
+                for fraction in self.fractions:
+                    for seed in range(first_seed, first_seed + self.seeds):
+                        out.append(Cell(method, mode, fraction, seed))
+                        if control and (control_seeds is None or seed < first_seed + control_seeds):
+                            out.append(Cell(method, mode, fraction, seed, control=True))
+        return out
 
 
-def cell_recipe(run_dir, ds, device, *, model=None, epochs=None, amp="auto"):
-    """(model name, Recipe) of the retraining cells: the base model's architecture unless `model` names
-    another, its tuned recipe on `device`, with `amp` and `epochs` applied."""
-    from roarfast.recipe import default_model, default_recipe, resolve_amp
+def cell_recipe(run, ds, device, options: CellOptions):
+    """(model name, Recipe) of the retraining cells in RunDir `run`: the base model's architecture unless
+    options.model names another, its tuned recipe on `device`, with options.amp and options.epochs."""
+    from roarfast.recipe import default_model, recipe_for
 
-    model_name = model or base_meta(run_dir).get("model") or default_model(ds, device)
-    recipe = default_recipe(model_name, device).replace(amp=resolve_amp(amp, device))
-    if epochs is not None:
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-            raise UserError(f"--epochs should be a positive int, got {epochs!r}")
-        recipe = recipe.replace(epochs=epochs)
-    return model_name, recipe
+    model_name = options.model or run.base_meta().get("model") or default_model(ds, device)
+    return model_name, recipe_for(model_name, device, amp=options.amp, epochs=options.epochs)
 
 
 class CellTrainer:
     """Trains the cells of one run directory on one device.
 
     Args:
-        run_dir: the run directory (rank store, results).
+        run: the RunDir (rank store, base model).
         ds: the dataset (roarfast.data.load_dataset), the one the ranks were computed on.
         model_name, recipe: what every cell trains (cell_recipe).
         fill: name of the replacement of removed pixels (FILLS); part of each cell's configuration.
     """
 
-    def __init__(self, run_dir, ds, model_name: str, recipe, fill: str, device, progress: bool = False):
-        from roarfast.store import RankStore
-
-        self.run_dir = Path(run_dir)
+    def __init__(self, run, ds, model_name: str, recipe, fill: str, device, progress: bool = False):
+        self.run = run
         self.ds = ds
         self.model_name = model_name
         self.recipe = recipe
@@ -101,7 +117,7 @@ class CellTrainer:
         self.fill_values = fill_values(fill, ds.mean, ds.std)
         self.device = device
         self.progress = progress
-        self.store = RankStore(run_dir)
+        self.store = run.rank_store
         self._records = {}  # method -> (train RankRecord, test RankRecord, train ranks, test ranks)
 
     def _ranks(self, method: str):
@@ -116,8 +132,6 @@ class CellTrainer:
     def check_fill(self, methods) -> None:
         """Refuses, before any cell is written, ranks the fill cannot use: the imputation fills whole
         pixels, so it needs pixel ranks, not --granularity value."""
-        from roarfast.fill import ROAD_FILL
-
         if self.fill != ROAD_FILL:
             return
         for method in methods:
@@ -128,34 +142,30 @@ class CellTrainer:
 
     def ranks_params(self, method: str):
         """The parameters the method's stored ranks were made with, or None when the store lacks them."""
-        manifest_path = self.store.path(method, "train") / "manifest.json"
-        if not manifest_path.exists():
-            return None
-        return json.loads(manifest_path.read_text()).get("params")
+        manifest = self.store.manifest(method, "train")
+        return None if manifest is None else manifest.get("params")
 
-    def cell(self, spec: CellSpec, ranks_params=None):
-        """The results.sqlite key of `spec` (ranks_params: the stored ranks' parameters, read when None)."""
-        from roarfast.results import cell_key
+    def key(self, cell: Cell, ranks_params=None):
+        """The results.sqlite key of `cell` (ranks_params: the stored ranks' parameters, read when None)."""
+        from roarfast.results import RETRAIN, MeasurementKey
 
-        params = ranks_params if ranks_params is not None else self.ranks_params(spec.method)
+        params = ranks_params if ranks_params is not None else self.ranks_params(cell.method)
         # the control sees no pixel values, so the fill is not part of its configuration
         config = {"recipe": self.recipe.to_dict(), "dataset": self.ds.fingerprint, "ranks": params,
-                  **({} if spec.control else {"fill": self.fill})}
-        return cell_key(dataset=self.ds.name, model=self.model_name, method=spec.method, mode=spec.result_mode,
-                        fraction=spec.fraction, seed=spec.seed, config=config)
+                  **({} if cell.control else {"fill": self.fill})}
+        return MeasurementKey.of(kind=RETRAIN, dataset=self.ds.name, model=self.model_name, method=cell.method,
+                                 mode=cell.measured_mode, fill=None if cell.control else self.fill,
+                                 fraction=cell.fraction, seed=cell.seed, config=config)
 
-    def train(self, spec: CellSpec) -> dict:
-        """Trains `spec` from scratch; returns its metrics row (test_acc, val_acc, epochs, seconds, fill)."""
+    def train(self, cell: Cell) -> dict:
+        """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images)."""
         from roarfast.train import Masking, train_classifier
 
-        _, _, train_ranks, test_ranks = self._ranks(spec.method)
-        masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=spec.fraction,
-                          keep=(spec.mode == "kar"), fill=self.fill_values, mask_only=spec.control)
+        _, _, train_ranks, test_ranks = self._ranks(cell.method)
+        masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=cell.fraction,
+                          keep=(cell.mode == KAR), fill=self.fill_values, mask_only=cell.control)
         started = time.perf_counter()
-        result = train_classifier(self.ds, self.model_name, self.recipe, self.device, seed=spec.seed,
+        result = train_classifier(self.ds, self.model_name, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)
-        metrics = {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs,
-                   "seconds": time.perf_counter() - started, "test_images": len(self.ds.test)}
-        if not spec.control:
-            metrics["fill"] = self.fill
-        return metrics
+        return {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs,
+                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test)}

@@ -5,9 +5,10 @@ device and written chunk by chunk into the rank store (resumable; a no-op on a c
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from roarfast.errors import UserError
+from roarfast.options import check_choice, check_positive
+from roarfast.recipe import AMP_CHOICES
 
 #: images per store chunk: the unit of resumption after a kill
 CHUNK_IMAGES = 512
@@ -15,6 +16,9 @@ CHUNK_IMAGES = 512
 
 @dataclass(frozen=True)
 class ExtractOptions:
+    """What to extract and how (the flags of `roarfast extract`); each value is checked here, once. The
+    estimator parameters (samples, noise level, IG steps, target) are checked by MethodParams."""
+
     methods: str = "sg-sq"
     splits: tuple = ("train", "test")
     batch_size: int | None = None
@@ -29,6 +33,14 @@ class ExtractOptions:
     keep_maps: bool = False
     force: bool = False
     compile: bool = False
+
+    def __post_init__(self):
+        bad = [split for split in self.splits if split not in ("train", "test")]
+        if bad:  # before any work, so that `--split train,val` does not extract train first
+            raise UserError(f"--split takes train and test, got {bad[0]!r}")
+        check_positive("--batch-size", self.batch_size, optional=True)
+        check_choice("--granularity", self.granularity, ("pixel", "value"))
+        check_choice("--amp", self.amp, AMP_CHOICES)
 
 
 def model_free(method: str) -> bool:
@@ -46,14 +58,6 @@ def default_batch_size(device, image_size: int) -> int:
     return 256 if image_size <= 64 else 16
 
 
-def autocast_dtype(amp: str, device):
-    import torch
-
-    if amp == "off" or (amp == "auto" and device.type != "cuda"):
-        return None
-    return {"auto": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
-
-
 def rank_reduction(options: ExtractOptions) -> str:
     return "value" if options.granularity == "value" else options.reduction
 
@@ -61,6 +65,7 @@ def rank_reduction(options: ExtractOptions) -> str:
 def method_params(options: ExtractOptions, seed: int, device, ds):
     from roarfast.methods import MethodParams
     from roarfast.methods.params import black_baseline
+    from roarfast.recipe import autocast_dtype
 
     return MethodParams(noise_level=options.noise_level, n_samples=options.samples, ig_steps=options.ig_steps,
                         ig_baseline=black_baseline(ds.mean, ds.std), target=options.target,
@@ -102,41 +107,30 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     """Extracts `options.methods` for `options.splits` into run_dir's rank store.
 
     Returns {(method, split): {"images": N, "seconds": s, "nonfinite": count, "skipped": bool}}.
-    The dataset defaults to the one `train` recorded in run_dir (roarfast.rundir).
+    The dataset defaults to the one `train` recorded in run_dir (RunDir.open_dataset).
     `model` / `dataset_obj` let a caller that already holds them (roarfast run) skip reloading.
     """
     import torch
 
-    from roarfast.checkpoint import checkpoint_sha256, load_checkpoint
     from roarfast.device import resolve_device
     from roarfast.memory import keep_freed_memory
     from roarfast.methods import parse_methods
-    from roarfast.rundir import open_dataset
-    from roarfast.store import RankStore
+    from roarfast.rundir import RunDir
 
     keep_freed_memory()
-    run_dir = Path(run_dir)
+    run = RunDir(run_dir)
     device = resolve_device(device)
     try:
         methods = parse_methods(options.methods)
     except ValueError as err:
         raise UserError(str(err)) from None
-    bad = [split for split in options.splits if split not in ("train", "test")]
-    if bad:  # before any work, so that `--split train,val` does not extract train first
-        raise UserError(f"--split takes train and test, got {bad[0]!r}")
-    ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
-    ckpt_dir = run_dir / "checkpoints" / "base"
+    ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     needs_model = not all(model_free(m) for m in methods)
     ckpt_sha = None
     if needs_model:
         if model is None:
-            if not (ckpt_dir / "meta.json").exists():
-                raise UserError(f"no base model in {ckpt_dir}: run `roarfast train --run-dir {run_dir}` first")
-            model, meta = load_checkpoint(ckpt_dir, device=device)
-            if meta.get("dataset_fingerprint") != ds.fingerprint:
-                raise UserError(f"the base model in {ckpt_dir} was trained on dataset {meta.get('dataset_fingerprint')} "
-                                f"but this dataset is {ds.fingerprint}; retrain it or pick the matching --dataset")
-        ckpt_sha = checkpoint_sha256(ckpt_dir)
+            model, _ = run.load_base_model(ds, device)
+        ckpt_sha = run.base_checkpoint_sha256()
         model = model.to(device).eval()
     if "oracle" in methods and ds.train.masks is None:
         raise UserError(f"dataset {ds.name} has no ground-truth masks, so it has no 'oracle' method")
@@ -146,7 +140,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators
     # that hook modules keep the plain model, whose hooks a compiled graph would drop
     compiled = torch.compile(model) if options.compile and model is not None else None
-    store = RankStore(run_dir)
+    store = run.rank_store
     summary = {}
     for split in options.splits:
         summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed,

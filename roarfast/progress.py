@@ -1,6 +1,8 @@
-"""Progress bars for long steps: images/s and ETA, quiet when disabled or not on a terminal."""
+"""Progress bars for long steps (images/s and ETA, quiet when disabled or not on a terminal) and durations
+as people read them."""
 
 import contextlib
+import math
 import sys
 
 
@@ -15,3 +17,15 @@ def progress_bar(total: int, desc: str, unit: str = "img", enabled: bool = True)
         yield bar
     finally:
         bar.close()
+
+
+def format_duration(seconds: float | None) -> str:
+    """42s, 3m05s, 2h07m; "unknown" for None (no rate measured yet)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -1,12 +1,12 @@
 """What to train: the Recipe (every setting of a training run besides data, model and seed), the tuned
 recipe of each model on CPU and GPU, the mixed-precision choice, and the default model of a dataset.
 How to train (the loop, EMA, DDP) lives in roarfast.train.
+
+torch is imported where it is used, so that the CLI can build its --amp choices (AMP_CHOICES) from here.
 """
 
 import dataclasses
 from dataclasses import dataclass
-
-import torch
 
 from roarfast.errors import UserError
 
@@ -48,41 +48,68 @@ _CPU_RECIPES = {
 _GPU_BATCH_SCALE = 4
 
 
+def _on_cuda(device) -> bool:
+    import torch
+
+    return torch.device(device).type == "cuda"
+
+
 def default_recipe(model_name: str, device) -> Recipe:
     """The tuned recipe of `model_name` on `device` ("cpu", "cuda", torch.device): fp32 on CPU; on CUDA
     bf16 autocast and a 4x batch with a 4x learning rate."""
     if model_name not in _CPU_RECIPES:
         raise UserError(f"model should be one of {', '.join(_CPU_RECIPES)}, got {model_name!r}")
     recipe = _CPU_RECIPES[model_name]
-    if torch.device(device).type == "cuda":
+    if _on_cuda(device):
         recipe = recipe.replace(batch_size=recipe.batch_size * _GPU_BATCH_SCALE, lr=recipe.lr * _GPU_BATCH_SCALE,
                                 eval_batch_size=2048)
     return recipe.replace(amp=resolve_amp("auto", device))
 
 
+def recipe_for(model_name: str, device, *, amp: str = "auto", epochs: int | None = None,
+               batch_size: int | None = None) -> Recipe:
+    """The recipe a run trains `model_name` with: its tuned recipe on `device` with the --amp choice and,
+    where given, the --epochs and --batch-size (checked by the options that carry them)."""
+    recipe = default_recipe(model_name, device).replace(amp=resolve_amp(amp, device))
+    if epochs is not None:
+        recipe = recipe.replace(epochs=epochs)
+    if batch_size is not None:
+        recipe = recipe.replace(batch_size=batch_size)
+    return recipe
+
+
 #: --amp choices: "auto" is bf16 on CUDA and fp32 elsewhere
 AMP_CHOICES = ("auto", "off", "bf16", "fp16")
-_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_AMP_PRECISIONS = ("bf16", "fp16")
 
 
 def resolve_amp(amp: str, device) -> str | None:
     """The Recipe.amp of an --amp choice on device: None (fp32), "bf16" or "fp16"."""
-    if amp not in AMP_CHOICES:
-        raise UserError(f"--amp should be one of {', '.join(AMP_CHOICES)}, got {amp!r}")
     if amp == "auto":
-        return "bf16" if torch.device(device).type == "cuda" else None
+        return "bf16" if _on_cuda(device) else None
     return None if amp == "off" else amp
 
 
 def amp_dtype(recipe: Recipe):
     """The autocast dtype of recipe (None: fp32); the loaders hand the model inputs in it."""
-    if recipe.amp not in (None, *_AMP_DTYPES):
+    if recipe.amp not in (None, *_AMP_PRECISIONS):
         raise UserError(f"recipe amp should be None, bf16 or fp16, got {recipe.amp!r}")
-    return _AMP_DTYPES.get(recipe.amp)
+    return _precision_dtype(recipe.amp)
+
+
+def autocast_dtype(amp: str, device):
+    """The autocast dtype of an --amp choice on device (None: fp32), for passes outside training."""
+    return _precision_dtype(resolve_amp(amp, device))
+
+
+def _precision_dtype(amp: str | None):
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
 
 
 def default_model(dataset, device) -> str:
     """fastnet on CPU and fastnet-gpu on CUDA for images up to 64 px; resnet18 for larger canvases."""
     if dataset.image_size > 64:
         return "resnet18"
-    return "fastnet-gpu" if torch.device(device).type == "cuda" else "fastnet"
+    return "fastnet-gpu" if _on_cuda(device) else "fastnet"

@@ -1,15 +1,29 @@
-"""Results database: one row per retraining cell in `<run_dir>/results.sqlite` (DESIGN.md section 7).
+"""Results database: every measurement of a run directory in `<run_dir>/results.sqlite` (DESIGN.md
+section 7), one row each, in the table `measurements`.
 
-A cell is (dataset, model, method, mode, fraction, seed, config_hash). Its row goes
-running -> done (or failed); a finished cell is written in one transaction, and a rerun skips cells
-that are done. SQLite in WAL mode with a busy timeout lets several processes (sweep workers) write
-the same file at once.
+A measurement is identified by explicit columns (MeasurementKey): its kind, dataset, model, method, mode,
+fill, fraction, seed and the hash of the rest of its configuration. Three kinds:
+- retrain: a retraining cell or its mask-only control (roarfast.cells); model = the retrained network,
+  fill = NULL for a control (it sees no pixel values), epochs and val_acc of the training.
+- no-retrain: the base model on modified test images (roarfast.noretrain, MoRF / LeRF / ROAD); seed,
+  epochs and val_acc NULL (nothing is trained or drawn); extra: mean_probability.
+- fill-leakage: a per-pixel detector finding the removed pixels after a fill (roarfast.fill_leakage);
+  model = "detector", mode = "detect", test_acc = its pixel accuracy; extra: base_rate.
+
+A row goes running -> done (or failed); a finished measurement is written in one transaction, and a
+rerun skips those that are done. SQLite in WAL mode with a busy timeout lets several processes (sweep
+workers) write the same file at once.
 
 Claims: before training a cell, a process claims it (`claim`): the row becomes `running` with the
 claimant's identity (host, pid, process start time) and a heartbeat it refreshes while it trains. A
 cell claimed by a live process is left alone; a claim whose process is gone (same host: no such
 process; another host: no heartbeat for HEARTBEAT_STALE_S) is taken over. So `kill -9` loses at most
 the cell in flight, and two sweeps on one run directory split the grid.
+
+Schema versions: 1 (cells), 2 (+ owner, heartbeat: claims), 3 (the table `measurements`: kind, fill and
+NULL seeds and epochs where they do not apply, instead of no-retrain rows posing as seed-0 cells and the
+fill in `extra`). An older file is migrated in place when opened, its rows kept; a run directory's
+leakage.json (fill leakage before v3) moves into the database when it is opened with open_results.
 """
 
 import json
@@ -24,16 +38,20 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from roarfast.fills import DEFAULT_FILL, FILLS
 from roarfast.fingerprint import config_hash
+from roarfast.modes import DETECT, NO_RETRAIN_METRICS, NO_RETRAIN_MODES, RETRAIN_MODES, is_control
 
-#: roar removes the top fraction, kar keeps it; "<mode>-mask" is that cell's mask-only control: a model
-#: trained and tested on the removal pattern alone, no pixel values (how much the pattern leaks the class);
-#: morf / lerf / road-morf / road-lerf: the no-retrain evaluations of roarfast.evaluate (base model only)
-MODES = ("roar", "kar", "roar-mask", "kar-mask", "morf", "lerf", "road-morf", "road-lerf")
+RETRAIN, NO_RETRAIN, FILL_LEAKAGE = "retrain", "no-retrain", "fill-leakage"
+#: the kinds of measurement, each with the modes it takes
+KIND_MODES = {RETRAIN: RETRAIN_MODES, NO_RETRAIN: NO_RETRAIN_MODES, FILL_LEAKAGE: (DETECT,)}
+KINDS = tuple(KIND_MODES)
+#: the model column of a fill-leakage measurement: the network trained there is the hole detector
+DETECTOR = "detector"
 STATUSES = ("running", "done", "failed")
-FRACTION_DECIMALS = 9  # fractions computed as i/10 and typed as 0.7 must name the same cell
+FRACTION_DECIMALS = 9  # fractions computed as i/10 and typed as 0.7 must name the same measurement
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
-SCHEMA_VERSION = 2  # 2: owner and heartbeat columns (claims)
+SCHEMA_VERSION = 3
 #: a claimant refreshes its heartbeat this often while it trains a cell
 HEARTBEAT_S = 15.0
 #: a claim from another host whose heartbeat is older than this is taken over (its process cannot be
@@ -41,18 +59,23 @@ HEARTBEAT_S = 15.0
 HEARTBEAT_STALE_S = 180.0
 RETRY_S = 0.02  # poll interval while another process holds the lock the busy handler does not cover
 
-KEY_COLUMNS = ("dataset", "model", "method", "mode", "fraction", "seed", "config_hash")
+KEY_COLUMNS = ("kind", "dataset", "model", "method", "mode", "fill", "fraction", "seed", "config_hash")
 METRIC_COLUMNS = ("test_acc", "val_acc", "epochs", "seconds")
-_ORDER = "dataset, model, method, mode, fraction, seed, config_hash"
+#: the order of rows(): within a kind as schema v2 ordered its cells (the report's sums depend on it)
+_ORDER = "kind, dataset, model, method, mode, fraction, seed, config_hash"
+#: a key column is matched with IS, so that NULL (no fill, no seed) matches NULL
+_WHERE_KEY = " AND ".join(f"{c} IS ?" for c in KEY_COLUMNS)
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS cells (
+CREATE TABLE IF NOT EXISTS measurements (
+    kind TEXT NOT NULL,
     dataset TEXT NOT NULL,
     model TEXT NOT NULL,
     method TEXT NOT NULL,
     mode TEXT NOT NULL,
+    fill TEXT,
     fraction REAL NOT NULL,
-    seed INTEGER NOT NULL,
+    seed INTEGER,
     config_hash TEXT NOT NULL,
     status TEXT NOT NULL,
     test_acc REAL,
@@ -65,9 +88,10 @@ CREATE TABLE IF NOT EXISTS cells (
     created TEXT NOT NULL,
     finished TEXT,
     owner TEXT,
-    heartbeat REAL,
-    PRIMARY KEY (dataset, model, method, mode, fraction, seed, config_hash)
-)
+    heartbeat REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS measurement_key ON measurements
+    (kind, dataset, model, method, mode, IFNULL(fill, ''), fraction, IFNULL(seed, -1), config_hash);
 """
 
 
@@ -82,44 +106,51 @@ def _nonempty_str(name: str, value) -> str:
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One retraining: `method`'s ranks, `mode` ("roar" removes / "kar" keeps; "-mask": the mask-only
-    control of that cell) the top `fraction` of units, training seed `seed`, under the training
-    configuration hashed as `config_hash`."""
+class MeasurementKey:
+    """What identifies one measurement in results.sqlite: its `kind` (retrain, no-retrain, fill-leakage),
+    `method`'s ranks, `mode` and `fraction`, the `fill` of the removed pixels (None where no pixel value
+    is seen: a mask-only control), the `seed` (None where nothing is drawn), on `dataset` with `model`,
+    and the rest of its configuration hashed as `config_hash`. `MeasurementKey.of` hashes a config."""
 
+    kind: str
     dataset: str
     model: str
     method: str
     mode: str
+    fill: str | None
     fraction: float
-    seed: int
+    seed: int | None
     config_hash: str
 
     def __post_init__(self):
+        if self.kind not in KIND_MODES:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         for name in ("dataset", "model", "method", "config_hash"):
             _nonempty_str(name, getattr(self, name))
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode not in KIND_MODES[self.kind]:
+            raise ValueError(f"mode of a {self.kind} measurement must be one of {KIND_MODES[self.kind]}, "
+                             f"got {self.mode!r}")
+        without_fill = self.kind == RETRAIN and is_control(self.mode)
+        if (self.fill is None) != without_fill or (self.fill is not None and self.fill not in FILLS):
+            raise ValueError(f"fill must be {'None for a mask-only control' if without_fill else f'one of {FILLS}'}, "
+                             f"got {self.fill!r}")
         if isinstance(self.fraction, bool) or not isinstance(self.fraction, (int, float)):
             raise ValueError(f"fraction must be a number in [0, 1], got {self.fraction!r}")
         if not (math.isfinite(self.fraction) and 0.0 <= self.fraction <= 1.0):
             raise ValueError(f"fraction must be in [0, 1], got {self.fraction!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if self.seed is None:
+            if self.kind == RETRAIN:  # fill leakage imported from leakage.json never recorded its seed
+                raise ValueError("seed must be a non-negative int for a retraining, got None")
+        elif self.kind == NO_RETRAIN:
+            raise ValueError(f"a no-retrain measurement draws nothing: seed must be None, got {self.seed!r}")
+        elif isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         object.__setattr__(self, "fraction", round(float(self.fraction), FRACTION_DECIMALS))
 
-    @property
-    def key(self) -> str:
-        """A short readable name for logs and task names."""
-        return (
-            f"{self.dataset}/{self.model}/{self.method}/{self.mode}/"
-            f"{self.fraction:g}/seed{self.seed}/{self.config_hash[:12]}"
-        )
-
-
-def cell_key(*, dataset: str, model: str, method: str, mode: str, fraction: float, seed: int, config: dict) -> Cell:
-    """The Cell of one retraining, with `config` (recipe, fill, ranks' params, ...) folded into its hash."""
-    return Cell(dataset, model, method, mode, fraction, seed, config_hash(config))
+    @classmethod
+    def of(cls, *, config: dict, **fields) -> "MeasurementKey":
+        """The key with `config` (recipe, fill, ranks' params, ...) folded into its hash."""
+        return cls(**fields, config_hash=config_hash(config))
 
 
 def runtime_versions() -> dict:
@@ -154,16 +185,19 @@ class ResultsDB:
             raise OSError(
                 f"{self.path}: SQLite could not enable WAL mode (got {mode!r}); is it on a network filesystem?"
             )
-        # FULL: a finished cell survives a power loss, at one fsync per cell.
+        # FULL: a finished measurement survives a power loss, at one fsync per row.
         self._conn.execute("PRAGMA synchronous = FULL")
         with self._transaction():
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, SCHEMA_VERSION):
+            if version not in (0, 1, 2, SCHEMA_VERSION):
                 raise OSError(f"{self.path} has schema version {version}, this roarfast uses {SCHEMA_VERSION}")
-            self._conn.execute(_SCHEMA)
             if version == 1:  # a results file from before claims: same rows, two more columns
                 self._conn.execute("ALTER TABLE cells ADD COLUMN owner TEXT")
                 self._conn.execute("ALTER TABLE cells ADD COLUMN heartbeat REAL")
+            for statement in _SCHEMA.split(";")[:-1]:  # executescript would commit the open transaction
+                self._conn.execute(statement)
+            if version in (1, 2):
+                _migrate_cells(self._conn)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _enable_wal(self) -> str:
@@ -189,41 +223,36 @@ class ResultsDB:
             raise
         self._conn.execute("COMMIT")
 
-    cell_key = staticmethod(cell_key)
-
-    def get(self, cell: Cell) -> dict | None:
-        """The cell's row as `rows()` gives it, or None when the cell was never started."""
-        where = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
-        row = self._conn.execute(f"SELECT * FROM cells WHERE {where}", _key(_check_cell(cell))).fetchone()
+    def get(self, key: MeasurementKey) -> dict | None:
+        """The measurement's row as `rows()` gives it, or None when it was never started."""
+        row = self._conn.execute(f"SELECT * FROM measurements WHERE {_WHERE_KEY}", _key(_check_key(key))).fetchone()
         return None if row is None else _decode(row)
 
-    def status(self, cell: Cell) -> str | None:
-        """"running", "done", "failed", or None when the cell was never started."""
-        row = self.get(cell)
+    def status(self, key: MeasurementKey) -> str | None:
+        """"running", "done", "failed", or None when the measurement was never started."""
+        row = self.get(key)
         return None if row is None else row["status"]
 
-    def is_done(self, cell: Cell) -> bool:
-        return self.status(cell) == "done"
+    def is_done(self, key: MeasurementKey) -> bool:
+        return self.status(key) == "done"
 
-    def mark_running(self, cell: Cell) -> None:
-        """Marks a cell started (a rerun after a crash re-marks it); a done cell stays done."""
-        self._upsert(_check_cell(cell), {"status": "running", "finished": None, "error": None}, keep_done=True)
+    def mark_running(self, key: MeasurementKey) -> None:
+        """Marks a measurement started (a rerun after a crash re-marks it); a done one stays done."""
+        self._upsert(_check_key(key), {"status": "running", "finished": None, "error": None}, keep_done=True)
 
-    def mark_failed(self, cell: Cell, error: str) -> None:
-        """Marks a cell failed with `error` (one line: the exception); a done cell stays done."""
-        self._upsert(
-            _check_cell(cell), {"status": "failed", "finished": _now(), "error": str(error)}, keep_done=True
-        )
+    def mark_failed(self, key: MeasurementKey, error: str) -> None:
+        """Marks a measurement failed with `error` (one line: the exception); a done one stays done."""
+        self._upsert(_check_key(key), {"status": "failed", "finished": _now(), "error": str(error)}, keep_done=True)
 
-    def claim(self, cell: Cell, owner: dict | None = None) -> bool:
-        """Claims `cell` for `owner` (default: this process) in one transaction: True when the caller may
+    def claim(self, key: MeasurementKey, owner: dict | None = None) -> bool:
+        """Claims `key` for `owner` (default: this process) in one transaction: True when the caller may
         train it now (it was new, failed, already ours, or held by a claimant that is gone); False when it
         is done or a live process holds it."""
-        cell = _check_cell(cell)
+        key = _check_key(key)
         owner = owner or this_process()
-        where = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
         with self._transaction():
-            row = self._conn.execute(f"SELECT status, owner, heartbeat FROM cells WHERE {where}", _key(cell)).fetchone()
+            row = self._conn.execute(f"SELECT status, owner, heartbeat FROM measurements WHERE {_WHERE_KEY}",
+                                     _key(key)).fetchone()
             if row is not None:
                 if row["status"] == "done":
                     return False
@@ -231,38 +260,35 @@ class ResultsDB:
                     holder = json.loads(row["owner"]) if row["owner"] else None
                     if holder != owner and owner_alive(holder, row["heartbeat"]):
                         return False
-            values = {"status": "running", "owner": json.dumps(owner, sort_keys=True), "heartbeat": time.time(),
-                      "finished": None, "error": None}
-            self._conn.execute(_upsert_sql(values, keep_done=False), [*_key(cell), *values.values(), _now()])
+            self._write(key, {"status": "running", "owner": json.dumps(owner, sort_keys=True),
+                              "heartbeat": time.time(), "finished": None, "error": None}, keep_done=False)
         return True
 
-    def heartbeat(self, cells, owner: dict | None = None) -> None:
-        """Refreshes the heartbeat of `owner`'s running claims among `cells`."""
+    def heartbeat(self, keys, owner: dict | None = None) -> None:
+        """Refreshes the heartbeat of `owner`'s running claims among `keys`."""
         owner_json = json.dumps(owner or this_process(), sort_keys=True)
-        where = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
         with self._transaction():
-            for cell in cells:
-                self._conn.execute(f"UPDATE cells SET heartbeat = ? WHERE {where} AND status = 'running' AND owner = ?",
-                                   [time.time(), *_key(_check_cell(cell)), owner_json])
+            for key in keys:
+                self._conn.execute(f"UPDATE measurements SET heartbeat = ? WHERE {_WHERE_KEY} AND status = 'running' "
+                                   f"AND owner = ?", [time.time(), *_key(_check_key(key)), owner_json])
 
-    def release(self, cell: Cell, owner: dict | None = None) -> None:
-        """Gives up `owner`'s running claim on `cell` (an interrupted run): the row goes away, as if never
+    def release(self, key: MeasurementKey, owner: dict | None = None) -> None:
+        """Gives up `owner`'s running claim on `key` (an interrupted run): the row goes away, as if never
         started, unless someone else holds or finished it."""
         owner_json = json.dumps(owner or this_process(), sort_keys=True)
-        where = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
         with self._transaction():
-            self._conn.execute(f"DELETE FROM cells WHERE {where} AND status = 'running' AND owner = ?",
-                               [*_key(_check_cell(cell)), owner_json])
+            self._conn.execute(f"DELETE FROM measurements WHERE {_WHERE_KEY} AND status = 'running' AND owner = ?",
+                               [*_key(_check_key(key)), owner_json])
 
-    def record(self, cell: Cell, metrics: dict) -> None:
-        """Writes a finished cell in one transaction, replacing any earlier row of the same cell.
+    def record(self, key: MeasurementKey, metrics: dict) -> None:
+        """Writes a finished measurement in one transaction, replacing any earlier row of the same key.
 
         Args:
-            metrics: test_acc, val_acc (floats in [0, 1]; val_acc None for an evaluation without
-                training), epochs (int), seconds (float), optionally
+            metrics: test_acc (float in [0, 1]), val_acc (the same, or None without a validation split),
+                epochs (int, or None when nothing was trained by epochs), seconds (float), optionally
                 versions (dict; default `runtime_versions()`); any other JSON-able keys go to `extra`.
         """
-        cell = _check_cell(cell)
+        key = _check_key(key)
         if not isinstance(metrics, dict):
             raise ValueError(f"metrics must be a dict, got {type(metrics).__name__}")
         missing = [name for name in METRIC_COLUMNS if name not in metrics]
@@ -278,34 +304,51 @@ class ResultsDB:
                 raise ValueError(f"metrics[{name!r}] must be an accuracy in [0, 1], got {value!r}")
             values[name] = float(value)
         epochs = metrics["epochs"]
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
-            raise ValueError(f"metrics['epochs'] must be a non-negative int, got {epochs!r}")
+        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0):
+            raise ValueError(f"metrics['epochs'] must be a non-negative int or None, got {epochs!r}")
         seconds = metrics["seconds"]
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
             raise ValueError(f"metrics['seconds'] must be a non-negative number, got {seconds!r}")
         versions = metrics.get("versions")
         versions = runtime_versions() if versions is None else versions
         extra = {k: v for k, v in metrics.items() if k not in METRIC_COLUMNS and k != "versions"}
-        values.update(
-            status="done",
-            epochs=epochs,
-            seconds=float(seconds),
-            versions=json.dumps(versions, sort_keys=True),
-            extra=json.dumps(extra, sort_keys=True) if extra else None,
-            error=None,
-            finished=_now(),
-            owner=None,
-            heartbeat=None,
-        )
-        self._upsert(cell, values, keep_done=False)
+        values.update(status="done", epochs=epochs, seconds=float(seconds), versions=json.dumps(versions, sort_keys=True),
+                      extra=json.dumps(extra, sort_keys=True) if extra else None, error=None, finished=_now(),
+                      owner=None, heartbeat=None)
+        self._upsert(key, values, keep_done=False)
 
-    def _upsert(self, cell: Cell, values: dict, keep_done: bool) -> None:
+    def import_fill_leakage(self, rows: list, dataset: str) -> None:
+        """Moves rows of a leakage.json (method, fill, fraction, accuracy, base_rate; written before schema
+        v3) in as done fill-leakage measurements: their seed and seconds were never recorded (NULL)."""
         with self._transaction():
-            self._conn.execute(_upsert_sql(values, keep_done), [*_key(cell), *values.values(), _now()])
+            for row in rows:
+                key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=dataset, model=DETECTOR, method=row["method"],
+                                        mode=DETECT, fill=row["fill"], fraction=row["fraction"], seed=None,
+                                        config={"imported_from": "leakage.json"})
+                self._write(key, {"status": "done", "test_acc": float(row["accuracy"]),
+                                  "extra": json.dumps({"base_rate": row["base_rate"]}), "finished": _now()},
+                            keep_done=False)
+
+    def _upsert(self, key: MeasurementKey, values: dict, keep_done: bool) -> None:
+        with self._transaction():
+            self._write(key, values, keep_done)
+
+    def _write(self, key: MeasurementKey, values: dict, keep_done: bool) -> None:
+        """Inside a transaction: inserts the row of `key` with `values`, or updates those columns of its row
+        (not of a done row when keep_done)."""
+        exists = self._conn.execute(f"SELECT 1 FROM measurements WHERE {_WHERE_KEY}", _key(key)).fetchone()
+        if exists is None:
+            columns = [*KEY_COLUMNS, *values, "created"]
+            self._conn.execute(f"INSERT INTO measurements ({', '.join(columns)}) "
+                               f"VALUES ({', '.join('?' for _ in columns)})", [*_key(key), *values.values(), _now()])
+        else:
+            self._conn.execute(f"UPDATE measurements SET {', '.join(f'{c} = ?' for c in values)} WHERE {_WHERE_KEY}"
+                               + (" AND status != 'done'" if keep_done else ""), [*values.values(), *_key(key)])
 
     def rows(self, **filters) -> list[dict]:
-        """Rows as dicts (versions/extra decoded), ordered by cell; filters on cell columns or status,
-        each a value or a list/tuple of accepted values: `rows(method=["sg", "random"], status="done")`."""
+        """Rows as dicts (versions/extra decoded), ordered by key; filters on key columns or status, each a
+        value or a list/tuple of accepted values (None matches NULL):
+        `rows(kind="retrain", method=["sg", "random"], status="done")`."""
         clauses, params = [], []
         for name, wanted in filters.items():
             if name not in (*KEY_COLUMNS, "status"):
@@ -315,35 +358,14 @@ class ResultsDB:
                 wanted = [round(float(f), FRACTION_DECIMALS) for f in wanted]
             if not wanted:
                 return []
-            clauses.append(f"{name} IN ({', '.join('?' for _ in wanted)})")
-            params.extend(wanted)
+            values = [w for w in wanted if w is not None]
+            matches = [f"{name} IN ({', '.join('?' for _ in values)})"] if values else []
+            matches += [f"{name} IS NULL"] if len(values) < len(wanted) else []
+            clauses.append(f"({' OR '.join(matches)})")
+            params.extend(values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        query = f"SELECT * FROM cells{where} ORDER BY {_ORDER}"
-        return [_decode(row) for row in self._conn.execute(query, params)]
-
-    def table(self, **filters) -> str:
-        """The rows as an aligned text table (one line per cell), for printing."""
-        header = ("dataset", "model", "method", "mode", "fraction", "seed", "status")
-        header += ("test_acc", "val_acc", "epochs", "seconds")
-        lines = [header]
-        for row in self.rows(**filters):
-            lines.append(
-                (
-                    row["dataset"],
-                    row["model"],
-                    row["method"],
-                    row["mode"],
-                    f"{row['fraction']:g}",
-                    str(row["seed"]),
-                    row["status"],
-                    "" if row["test_acc"] is None else f"{row['test_acc']:.4f}",
-                    "" if row["val_acc"] is None else f"{row['val_acc']:.4f}",
-                    "" if row["epochs"] is None else str(row["epochs"]),
-                    "" if row["seconds"] is None else f"{row['seconds']:.1f}",
-                )
-            )
-        widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-        return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines)
+        return [_decode(row) for row in self._conn.execute(f"SELECT * FROM measurements{where} ORDER BY {_ORDER}",
+                                                           params)]
 
     def close(self) -> None:
         self._conn.close()
@@ -355,24 +377,36 @@ class ResultsDB:
         self.close()
 
 
-def _check_cell(cell) -> Cell:
-    if not isinstance(cell, Cell):
-        raise ValueError(f"cell must be a roarfast.results.Cell, got {type(cell).__name__}")
-    return cell
+def _migrate_cells(conn) -> None:
+    """Schema 2 -> 3 inside the open transaction: every row of the table `cells` moves to `measurements`
+    with its kind, its fill out of `extra` (the fill a no-retrain mode names; the default for a cell that
+    never recorded one; none for a control) and NULL where a v2 row held a placeholder (a no-retrain row's
+    seed 0 and epochs 0). Keys keep their config hashes, so finished measurements stay finished."""
+    for row in conn.execute("SELECT * FROM cells").fetchall():
+        row = dict(row)
+        extra = json.loads(row["extra"]) if row["extra"] else {}
+        if row["mode"] in NO_RETRAIN_MODES:
+            kind, seed, epochs = NO_RETRAIN, None, None
+            fill = next(f for modes in NO_RETRAIN_METRICS.values() for m, _, f in modes if m == row["mode"])
+        else:
+            kind, seed, epochs = RETRAIN, row["seed"], row["epochs"]
+            fill = None if is_control(row["mode"]) else extra.get("fill", DEFAULT_FILL)
+        extra.pop("fill", None)
+        values = {**row, "kind": kind, "fill": fill, "seed": seed, "epochs": epochs,
+                  "extra": json.dumps(extra, sort_keys=True) if extra else None}
+        conn.execute(f"INSERT INTO measurements ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                     list(values.values()))
+    conn.execute("DROP TABLE cells")
 
 
-def _upsert_sql(values: dict, keep_done: bool) -> str:
-    """INSERT of a cell's row with `values`, or UPDATE of those columns when it exists (not of a done row
-    when keep_done); parameters: the key columns, the values, the creation time."""
-    columns = [*KEY_COLUMNS, *values, "created"]
-    return (f"INSERT INTO cells ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
-            f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in values)
-            + (" WHERE cells.status != 'done'" if keep_done else ""))
+def _check_key(key) -> MeasurementKey:
+    if not isinstance(key, MeasurementKey):
+        raise ValueError(f"key must be a roarfast.results.MeasurementKey, got {type(key).__name__}")
+    return key
 
 
-def _key(cell: Cell) -> list:
-    return [getattr(cell, c) for c in KEY_COLUMNS]
+def _key(key: MeasurementKey) -> list:
+    return [getattr(key, c) for c in KEY_COLUMNS]
 
 
 def _decode(row: sqlite3.Row) -> dict:
@@ -416,15 +450,34 @@ def owner_alive(owner: dict | None, heartbeat: float | None) -> bool:
     return heartbeat is not None and time.time() - heartbeat < HEARTBEAT_STALE_S
 
 
-def load(run_dir, *, status: str | None = "done"):
-    """The cells of `run_dir`'s results.sqlite for a notebook: a pandas DataFrame (one row per cell and
-    seed; `fill` and any other extras as columns, versions as a dict column), or a list of dicts when
-    pandas is not installed. `status=None` includes running and failed cells."""
-    path = Path(run_dir) / "results.sqlite"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: no cell has run in {run_dir}")
-    with ResultsDB(path) as db:
-        rows = db.rows(**({} if status is None else {"status": status}))
+def open_results(run) -> ResultsDB:
+    """The results database of a run directory (a RunDir or its path), with the run directory's
+    leakage.json (fill leakage before schema v3) moved into it."""
+    from roarfast.rundir import RunDir
+
+    run = run if isinstance(run, RunDir) else RunDir(run)
+    db = ResultsDB(run.results_path)
+    legacy = run.legacy_fill_leakage_path
+    if legacy.is_file():
+        db.import_fill_leakage(json.loads(legacy.read_text()), (run.dataset_record() or {}).get("name", "unknown"))
+        legacy.unlink(missing_ok=True)  # another process may have moved it in at the same time
+    return db
+
+
+def load(run_dir, *, status: str | None = "done", kind: str | None = None):
+    """Every measurement of `run_dir`'s results.sqlite for a notebook: a pandas DataFrame (one row per
+    measurement: retraining cells and controls per seed, no-retrain evaluations, fill leakage; `kind`
+    tells them apart, extras such as mean_probability and base_rate as columns, versions as a dict column),
+    or a list of dicts when pandas is not installed. `status=None` includes running and failed ones;
+    `kind` keeps one kind."""
+    from roarfast.rundir import RunDir
+
+    run = RunDir(run_dir)
+    if not run.results_path.exists():
+        raise FileNotFoundError(f"{run.results_path} does not exist: nothing has been measured in {run_dir}")
+    filters = {name: value for name, value in (("status", status), ("kind", kind)) if value is not None}
+    with open_results(run) as db:
+        rows = db.rows(**filters)
     records = [{**{k: v for k, v in row.items() if k not in ("extra", "owner")}, **row["extra"]} for row in rows]
     try:
         import pandas

@@ -1,41 +1,152 @@
-"""What a run directory remembers about its dataset, so that `extract` and `retrain` after
-`train --dataset cifar10 --data-dir X` need no repeated flags: `<run_dir>/dataset.json`."""
+"""A run directory (`runs/<name>/`, DESIGN.md sections 6-7): the one object that knows where everything
+in it lives. No other module spells one of these paths.
+
+    checkpoints/base/   the base model (model.safetensors + meta.json; roarfast.checkpoint)
+    attributions/       the rank store (roarfast.store)
+    results.sqlite      every measurement (roarfast.results)
+    stages.json         seconds per stage, merged by the sweep (the report's stage times)
+    dataset.json        the dataset `train` used, so later commands need no dataset flags
+    report/             the report's default output
+    leakage.json        fill leakage before results schema v3; moved into results.sqlite when met
+
+It also loads the base model for a dataset (refusing one trained on another dataset) and keeps the
+stage-time record.
+"""
 
 import json
 from pathlib import Path
 
 from roarfast.atomic import write_json
-
-DATASET_FILE = "dataset.json"
-
-
-def remember_dataset(run_dir, ds, data_dir=None) -> None:
-    """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and data_dir,
-    replacing the file atomically."""
-    options = {**ds.options, **ds.read_options}
-    record = {"name": ds.name, "data_dir": None if data_dir is None else str(data_dir),
-              "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint}
-    path = Path(run_dir) / DATASET_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, record)
+from roarfast.errors import UserError
 
 
-def dataset_spec(run_dir, name=None, data_dir=None, options=None) -> tuple:
-    """(name, data_dir, options) to load: explicit arguments win; otherwise what `train` recorded in
-    run_dir; otherwise the embedded dataset with its defaults."""
-    options = dict(options or {})
-    path = Path(run_dir) / DATASET_FILE
-    if name is None and path.exists():
-        record = json.loads(path.read_text())
-        name = record["name"]
-        data_dir = data_dir if data_dir is not None else record["data_dir"]
-        options = {**record["options"], **options}
-    return name or "embedded", data_dir, options
+class RunDir:
+    """The run directory at `root` (created by the first command that writes into it)."""
 
+    def __init__(self, root):
+        self.root = Path(root)
 
-def open_dataset(run_dir, name=None, data_dir=None, options=None):
-    """load_dataset on dataset_spec(...)."""
-    from roarfast.data import load_dataset
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.root)!r})"
 
-    name, data_dir, options = dataset_spec(run_dir, name, data_dir, options)
-    return load_dataset(name, data_dir, **options)
+    # ------------------------------------------------------------------------------------------- paths
+
+    @property
+    def base_checkpoint(self) -> Path:
+        return self.root / "checkpoints" / "base"
+
+    @property
+    def rank_store_root(self) -> Path:
+        return self.root / "attributions"
+
+    @property
+    def results_path(self) -> Path:
+        return self.root / "results.sqlite"
+
+    @property
+    def stage_times_path(self) -> Path:
+        return self.root / "stages.json"
+
+    @property
+    def dataset_path(self) -> Path:
+        return self.root / "dataset.json"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def legacy_fill_leakage_path(self) -> Path:
+        """Where `roarfast leakage` wrote its rows before they went into results.sqlite (schema v3)."""
+        return self.root / "leakage.json"
+
+    @property
+    def rank_store(self):
+        """The rank store of this run directory (roarfast.store.RankStore)."""
+        from roarfast.store import RankStore
+
+        return RankStore(self.rank_store_root)
+
+    # -------------------------------------------------------------------------------------- base model
+
+    def base_meta(self) -> dict:
+        """The base model's meta.json, or {} when there is none."""
+        path = self.base_checkpoint / "meta.json"
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def save_base_model(self, model, meta: dict) -> Path:
+        from roarfast.checkpoint import save_checkpoint
+
+        return save_checkpoint(self.base_checkpoint, model, meta)
+
+    def check_base_model(self) -> None:
+        """A UserError saying to train first when the run directory has no base model."""
+        if not (self.base_checkpoint / "meta.json").exists():
+            raise UserError(f"no base model in {self.base_checkpoint}: run `roarfast train --run-dir {self.root}` "
+                            f"first")
+
+    def load_base_model(self, ds, device="cpu"):
+        """(model in eval mode on `device`, meta) of the base model, which must have been trained on `ds`
+        (same fingerprint); a UserError saying what to do otherwise."""
+        from roarfast.checkpoint import load_checkpoint
+
+        self.check_base_model()
+        model, meta = load_checkpoint(self.base_checkpoint, device=device)
+        if meta.get("dataset_fingerprint") != ds.fingerprint:
+            raise UserError(f"the base model in {self.base_checkpoint} was trained on dataset "
+                            f"{meta.get('dataset_fingerprint')} but this dataset is {ds.fingerprint}; retrain it or "
+                            f"pick the matching --dataset")
+        return model, meta
+
+    def base_checkpoint_sha256(self) -> str:
+        """The hash of the base model's weights: what its ranks and no-retrain measurements are tied to."""
+        from roarfast.checkpoint import checkpoint_sha256
+
+        return checkpoint_sha256(self.base_checkpoint)
+
+    # ----------------------------------------------------------------------------------------- dataset
+
+    def remember_dataset(self, ds, data_dir=None) -> None:
+        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and data_dir,
+        replacing dataset.json atomically."""
+        options = {**ds.options, **ds.read_options}
+        record = {"name": ds.name, "data_dir": None if data_dir is None else str(data_dir),
+                  "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint}
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_json(self.dataset_path, record)
+
+    def dataset_record(self) -> dict | None:
+        """What `train` recorded about the dataset (name, data_dir, options, fingerprint), or None."""
+        return json.loads(self.dataset_path.read_text()) if self.dataset_path.is_file() else None
+
+    def dataset_spec(self, name=None, data_dir=None, options=None) -> tuple:
+        """(name, data_dir, options) to load: explicit arguments win; otherwise what `train` recorded;
+        otherwise the embedded dataset with its defaults."""
+        options = dict(options or {})
+        record = self.dataset_record() if name is None else None
+        if record is not None:
+            name = record["name"]
+            data_dir = data_dir if data_dir is not None else record["data_dir"]
+            options = {**record["options"], **options}
+        return name or "embedded", data_dir, options
+
+    def open_dataset(self, name=None, data_dir=None, options=None):
+        """load_dataset on dataset_spec(...)."""
+        from roarfast.data import load_dataset
+
+        name, data_dir, options = self.dataset_spec(name, data_dir, options)
+        return load_dataset(name, data_dir, **options)
+
+    # ------------------------------------------------------------------------------------- stage times
+
+    def record_stage_time(self, stage: str, value) -> None:
+        """Merges one stage's seconds (a number, or {part: seconds} merged into earlier parts) into
+        stages.json."""
+        stages = self.stage_times() or {}
+        stages[stage] = {**stages.get(stage, {}), **value} if isinstance(value, dict) else value
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_json(self.stage_times_path, stages)
+
+    def stage_times(self) -> dict | None:
+        """stages.json's content, or None when no sweep recorded any."""
+        return json.loads(self.stage_times_path.read_text()) if self.stage_times_path.is_file() else None

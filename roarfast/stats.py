@@ -1,14 +1,19 @@
-"""Statistics over seeds for the report (DESIGN.md section 10): intervals, estimator-vs-random tests,
-the Holm correction, the area under an accuracy curve and the mask-leakage test.
+"""The statistics of the benchmark (DESIGN.md sections 10-11): means over seeds, intervals,
+estimator-vs-random tests, the Holm correction, the area under an accuracy curve, the mask-leakage test of
+a mask-only control, and the agreement (Kendall tau) between the estimator rankings of the benchmarks.
 
-Each function names the test it runs, so the report can say which one decided a verdict.
+Each test has a name (the *_TEXT and LEAK_* strings), so the report can say which one decided a verdict.
+Plain numbers in, plain numbers out: no run directory, no model.
 """
 
 import math
+import statistics
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
+
+from roarfast.modes import KAR, NO_RETRAIN_METRICS, ROAR
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -136,3 +141,69 @@ def leak_test(accuracies, chance: float, n_test: int, alpha: float = ALPHA, marg
         correct = round(mean * n_test)
         test, p = LEAK_BINOMIAL, float(sps.binomtest(correct, n_test, chance, alternative="greater").pvalue)
     return LeakTest(test, p, bool(p < alpha and mean - chance >= margin))
+
+
+def accuracy_over_seeds(rows) -> dict:
+    """{(method, mode, fraction): (mean test accuracy, population std over seeds, seeds)} of result rows."""
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["method"], row["mode"], row["fraction"]), []).append(row["test_acc"])
+    return {key: (statistics.fmean(v), statistics.pstdev(v) if len(v) > 1 else 0.0, len(v))
+            for key, v in groups.items()}
+
+
+#: the benchmarks rank_agreement compares, each scoring an estimator from its rows (higher = better)
+BENCHMARKS = (ROAR, KAR, *NO_RETRAIN_METRICS)
+
+
+def estimator_scores(rows) -> dict:
+    """{benchmark: {method: score}} from results rows, higher = better estimator: ROAR and MoRF the
+    accuracy lost (minus the mean accuracy over fractions and seeds), KAR and LeRF the accuracy kept,
+    ROAD its LeRF mean minus its MoRF mean. A benchmark or method without rows is absent. Rows of
+    several configurations of a mode (fills, models) are averaged together: filter them first."""
+    means = {}
+    for row in rows:
+        if row.get("status", "done") == "done" and row.get("test_acc") is not None:
+            means.setdefault((row["mode"], row["method"]), []).append(row["test_acc"])
+    mean = {key: sum(v) / len(v) for key, v in means.items()}
+    signs = {ROAR: -1, KAR: 1, "morf": -1, "lerf": 1}
+    scores = {}
+    for benchmark, sign in signs.items():
+        found = {method: sign * acc for (m, method), acc in mean.items() if m == benchmark}
+        if found:
+            scores[benchmark] = found
+    road = {method: acc - mean[("road-morf", method)] for (m, method), acc in mean.items()
+            if m == "road-lerf" and ("road-morf", method) in mean}
+    if road:
+        scores["road"] = road
+    return scores
+
+
+def kendall_tau(a: dict, b: dict) -> float:
+    """Kendall's tau-b between two scorings of the same items (dicts item -> score); NaN below 2 items
+    or when either scoring is all ties."""
+    items = sorted(set(a) & set(b))
+    concordant = discordant = ties_a = ties_b = 0
+    for i, x in enumerate(items):
+        for y in items[i + 1:]:
+            da, db = a[x] - a[y], b[x] - b[y]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b))
+    return (concordant - discordant) / denominator if denominator else math.nan
+
+
+def rank_agreement(rows) -> dict:
+    """{(benchmark a, benchmark b): Kendall tau} between the estimator rankings of every pair of the
+    BENCHMARKS present in the rows (ROAR, KAR, MoRF, LeRF, ROAD), over the methods both scored."""
+    scores = estimator_scores(rows)
+    present = [b for b in BENCHMARKS if b in scores]
+    return {(a, b): kendall_tau(scores[a], scores[b]) for i, a in enumerate(present) for b in present[i + 1:]}

@@ -1,6 +1,6 @@
 """Rank store: per-method, per-split attribution ranks on disk, written chunk by chunk, resumable.
 
-Layout (DESIGN.md section 6): `<run_dir>/attributions/<method>/<split>/` holds
+Layout (DESIGN.md section 6): `<root>/<method>/<split>/` holds (a run directory's store is RunDir.rank_store):
 - `ranks.npy`: a plain .npy file, Tensor[N, H, W] (pixel units) or Tensor[N, C, H, W] (value units),
   uint16 or int32, rank 0 = most important; read back as a read-only memory map.
 - `maps.npy` (optional): the float16 maps the ranks came from, same shape, for pictures.
@@ -291,11 +291,10 @@ class RankRecord:
 
 
 class RankStore:
-    """All rank stores of one run directory: `<run_dir>/attributions/<method>/<split>/`."""
+    """All rank stores under `root` (a run directory's is RunDir.rank_store): `<root>/<method>/<split>/`."""
 
-    def __init__(self, run_dir):
-        self.run_dir = Path(run_dir)
-        self.root = self.run_dir / "attributions"
+    def __init__(self, root):
+        self.root = Path(root)
 
     def path(self, method: str, split: str) -> Path:
         return self.root / _check_name("method", method) / _check_name("split", split)
@@ -462,7 +461,7 @@ class RankStore:
         return RankRecord(method=method, split=split, ranks=ranks, maps=maps, manifest=manifest)
 
     def _manifests(self):
-        """(method, split, manifest) of every store under the run directory, sorted."""
+        """(method, split, manifest) of every store under the root, sorted."""
         if not self.root.is_dir():
             return
         for method_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
@@ -470,6 +469,15 @@ class RankStore:
                 manifest = _read_manifest(split_dir)
                 if manifest is not None:
                     yield method_dir.name, split_dir.name, manifest
+
+    def manifest(self, method: str, split: str) -> dict | None:
+        """The manifest of (method, split) as stored (complete or not), or None when there is none."""
+        return _read_manifest(self.path(method, split))
+
+    def missing(self, methods) -> list[str]:
+        """The `methods` whose ranks are not complete in every split, in the given order."""
+        complete = set(self.methods())
+        return [m for m in methods if m not in complete]
 
     def methods(self, split: str | None = None) -> list[str]:
         """Methods with complete ranks for `split`; split None: complete for every split in SPLITS."""

@@ -17,7 +17,9 @@ import torch
 
 import roarfast
 from roarfast.errors import UserError
-from roarfast.recipe import Recipe, amp_dtype, default_model, default_recipe, resolve_amp
+from roarfast.modes import mode_of
+from roarfast.options import check_choice, check_positive
+from roarfast.recipe import AMP_CHOICES, Recipe, amp_dtype, default_model, recipe_for
 
 if TYPE_CHECKING:
     from roarfast.store import RankRecord
@@ -30,7 +32,7 @@ class Masking:
     train_ranks (Tensor[N_train, H, W] or [N_train, C, H, W], or the RankRecord holding them), test_ranks
     (same for the test split),
     fraction in [0, 1] removed (keep=False) or kept (keep=True), fill per channel in the normalized
-    space (None = 0, the training-split mean) or "road" (imputed, roarfast.fill).
+    space (None = 0, the training-split mean) or "road" (imputed, roarfast.imputation).
     """
 
     train_ranks: "torch.Tensor | RankRecord"
@@ -39,11 +41,6 @@ class Masking:
     keep: bool = False
     fill: tuple | str | None = None
     mask_only: bool = False  # the control: train on the removal pattern alone (data.loader.pattern_loader)
-
-
-def mask_mode(masking: Masking) -> str:
-    """The results-database mode of a masking: roar, kar, roar-mask or kar-mask."""
-    return ("kar" if masking.keep else "roar") + ("-mask" if masking.mask_only else "")
 
 
 @dataclass
@@ -102,7 +99,7 @@ def _all_reduce_sum(tensor):
 
 
 @torch.no_grad()
-def evaluate(model, loader, index, recipe: Recipe) -> float:
+def accuracy(model, loader, index, recipe: Recipe) -> float:
     """Top-1 accuracy of model on loader's samples `index` (int64 Tensor[M]), no augmentation; under a
     process group each rank scores a share and the counts are summed."""
     was_training = model.training
@@ -202,7 +199,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
     best = (-1.0, 0, None)  # (val accuracy, epoch, state dict on CPU)
     history = []
-    desc = f"train {model_name}" + (f" ({mask_mode(masking)} {masking.fraction:g})" if masking else "")
+    desc = f"train {model_name}" + (f" ({mode_of(masking.keep, masking.mask_only)} {masking.fraction:g})" if masking else "")
     with progress_bar(total=total_steps * batch_size, desc=desc, unit="img", enabled=progress and rank == 0) as bar:
         for epoch in range(1, recipe.epochs + 1):
             epoch_start = time.perf_counter()
@@ -226,7 +223,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
                 bar.update(batch_size)
             selected = ema if ema is not None else net
             _average_buffers(selected, world)
-            val_acc = evaluate(selected, loaders["train"], val_index, recipe)
+            val_acc = accuracy(selected, loaders["train"], val_index, recipe)
             seen = steps_per_epoch * batch_size
             history.append({"epoch": epoch, "lr": optimizer.param_groups[0]["lr"],
                             "train_loss": float(_all_reduce_sum(loss_sum)) / seen,
@@ -237,34 +234,43 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
                 best = (val_acc, epoch, {k: v.detach().to("cpu", copy=True) for k, v in selected.state_dict().items()})
     net.load_state_dict(best[2])
     net.eval()
-    test_acc = evaluate(net, loaders["test"], test_index, recipe)
+    test_acc = accuracy(net, loaders["test"], test_index, recipe)
     return TrainResult(model=net, val_acc=best[0], test_acc=test_acc, epochs=recipe.epochs,
                        seconds=time.perf_counter() - started, best_epoch=best[1], history=history)
 
 
-def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, batch_size=None, seed=0,
-              device=None, progress=True, dataset_obj=None, dataset_options=None, amp="auto") -> dict:
-    """The `roarfast train` command: loads the dataset (or takes `dataset_obj`), trains the base model on
-    the unmodified images and saves it to run_dir/checkpoints/base/. Returns a summary dict (model,
-    val_acc, test_acc, best_epoch, epochs, seconds, checkpoint)."""
-    from pathlib import Path
+@dataclass(frozen=True)
+class TrainOptions:
+    """The base model: `model` (None: the dataset's default on the device), `epochs` and `batch_size` (None:
+    its recipe's), `amp`. Each value is checked here, once."""
 
-    from roarfast.checkpoint import save_checkpoint
+    model: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    amp: str = "auto"
+
+    def __post_init__(self):
+        check_positive("--epochs", self.epochs, optional=True)
+        check_positive("--batch-size", self.batch_size, optional=True)
+        check_choice("--amp", self.amp, AMP_CHOICES)
+
+
+def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device=None,
+              seed=0, progress=True, dataset_obj=None) -> dict:
+    """The `roarfast train` command: loads the dataset (or takes `dataset_obj`), trains the base model on
+    the unmodified images and saves it as the run directory's base checkpoint. Returns a summary dict
+    (model, val_acc, test_acc, best_epoch, epochs, seconds, checkpoint)."""
     from roarfast.device import resolve_device
     from roarfast.memory import keep_freed_memory
-    from roarfast.rundir import open_dataset, remember_dataset
+    from roarfast.rundir import RunDir
 
     keep_freed_memory()
+    run = RunDir(run_dir)
     device = _join_torchrun(resolve_device(device))
-    ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
-    model_name = model or default_model(ds, device)
-    recipe = default_recipe(model_name, device).replace(amp=resolve_amp(amp, device))
-    if epochs is not None:
-        recipe = recipe.replace(epochs=_positive("epochs", epochs))
-    if batch_size is not None:
-        recipe = recipe.replace(batch_size=_positive("batch_size", batch_size))
+    ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
+    model_name = options.model or default_model(ds, device)
+    recipe = recipe_for(model_name, device, amp=options.amp, epochs=options.epochs, batch_size=options.batch_size)
     result = train_classifier(ds, model_name, recipe, device, seed=seed, progress=progress)
-    directory = Path(run_dir) / "checkpoints" / "base"
     meta = {"model": model_name, "num_classes": ds.num_classes, "image_size": ds.image_size,
             "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
             "dataset_fingerprint": ds.fingerprint, "mean": list(ds.mean), "std": list(ds.std),
@@ -273,13 +279,13 @@ def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, bat
             "epochs": result.epochs, "seconds": result.seconds, "history": result.history,
             "versions": {"torch": torch.__version__, "roarfast": roarfast.__version__}}
     if distributed()[0] == 0:
-        save_checkpoint(directory, result.model, meta)
-        remember_dataset(run_dir, ds, data_dir)
+        run.save_base_model(result.model, meta)
+        run.remember_dataset(ds, data_dir)
     if distributed()[1] > 1:
         torch.distributed.barrier()  # no rank returns before the checkpoint exists
     return {"model": model_name, "val_acc": result.val_acc, "test_acc": result.test_acc,
             "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": result.seconds,
-            "checkpoint": str(directory)}
+            "checkpoint": str(run.base_checkpoint)}
 
 
 def _join_torchrun(device: torch.device) -> torch.device:
@@ -296,9 +302,3 @@ def _join_torchrun(device: torch.device) -> torch.device:
         torch.cuda.set_device(device)
     dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return device
-
-
-def _positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"--{name.replace('_', '-')} should be a positive int, got {value!r}")
-    return value

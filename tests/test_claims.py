@@ -1,21 +1,21 @@
 """Claims in results.sqlite: a cell is trained by one live process at a time; a claim whose process is
-gone (or, from another host, whose heartbeat went stale) is taken over; a v1 file gains the columns."""
+gone (or, from another host, whose heartbeat went stale) is taken over. (Files of earlier schema versions:
+tests/test_results_migration.py.)"""
 
-import json
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
 
-from roarfast.results import _SCHEMA, HEARTBEAT_STALE_S, Cell, ResultsDB, this_process
+from roarfast.results import HEARTBEAT_STALE_S, RETRAIN, MeasurementKey, ResultsDB, this_process
 
 
 def cell(**overrides):
-    fields = dict(dataset="embedded", model="fastnet", method="random", mode="roar", fraction=0.5, seed=0,
-                  config_hash="c" * 64)
+    fields = dict(kind=RETRAIN, dataset="embedded", model="fastnet", method="random", mode="roar",
+                  fill="dataset-mean", fraction=0.5, seed=0, config_hash="c" * 64)
     fields.update(overrides)
-    return Cell(**fields)
+    return MeasurementKey(**fields)
 
 
 def metrics():
@@ -66,7 +66,7 @@ def test_another_hosts_claim_counts_while_its_heartbeat_is_fresh(tmp_path):
         db.heartbeat([cell()], remote)
         assert not db.claim(cell())
     with sqlite3.connect(path) as raw:  # its last heartbeat, long ago
-        raw.execute("UPDATE cells SET heartbeat = ?", (time.time() - HEARTBEAT_STALE_S - 1,))
+        raw.execute("UPDATE measurements SET heartbeat = ?", (time.time() - HEARTBEAT_STALE_S - 1,))
     with ResultsDB(path) as db:
         assert db.claim(cell())
 
@@ -78,25 +78,3 @@ def test_release_forgets_only_the_releasers_claim(tmp_path):
         assert db.status(cell()) == "running"
         db.release(cell())
         assert db.status(cell()) is None
-
-
-def test_a_version_1_file_gains_the_claim_columns_and_keeps_its_rows(tmp_path):
-    path = tmp_path / "r.sqlite"
-    with ResultsDB(path) as db:
-        db.record(cell(), metrics())
-    v1_columns = ("dataset, model, method, mode, fraction, seed, config_hash, status, test_acc, val_acc, epochs, "
-                  "seconds, versions, extra, error, created, finished")
-    with sqlite3.connect(path) as raw:  # rebuild it as the v1 layout had it: no owner, no heartbeat
-        raw.execute(_SCHEMA.replace("cells", "old").replace("    owner TEXT,\n    heartbeat REAL,\n", ""))
-        raw.execute(f"INSERT INTO old SELECT {v1_columns} FROM cells")
-        raw.execute("DROP TABLE cells")
-        raw.execute("ALTER TABLE old RENAME TO cells")
-        raw.execute("PRAGMA user_version = 1")
-        assert "owner" not in [c[1] for c in raw.execute("PRAGMA table_info(cells)")]
-    with ResultsDB(path) as db:
-        assert db.is_done(cell()) and db.get(cell())["test_acc"] == 0.5
-        assert db.claim(cell(seed=3))
-    with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
-        owner = raw.execute("SELECT owner FROM cells WHERE seed = 3").fetchone()[0]
-    assert json.loads(owner)["pid"] == this_process()["pid"]

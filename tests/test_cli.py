@@ -43,12 +43,12 @@ def test_bad_mode_is_a_usage_error():
 def test_config_file_sets_defaults_and_flags_override(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_run_all(run_dir, **kwargs):
+    def fake_run_demo(run_dir, **kwargs):
         seen.update(run_dir=str(run_dir), **kwargs)
 
-    import roarfast.pipeline
+    import roarfast.demo
 
-    monkeypatch.setattr(roarfast.pipeline, "run_all", fake_run_all)
+    monkeypatch.setattr(roarfast.demo, "run_demo", fake_run_demo)
     config = tmp_path / "c.yaml"
     config.write_text("run-dir: from-top-level\nseed: 3\nrun:\n  seed: 5\n  fraction: '0.2,0.4'\n")
     result = CliRunner().invoke(main, ["--config", str(config), "run"])
@@ -77,11 +77,11 @@ def test_doctor_lists_kernels_per_op():
 
 
 
-def test_run_without_fraction_uses_the_pipeline_default(monkeypatch):
+def test_run_without_fraction_uses_the_demo_default(monkeypatch):
     seen = {}
-    import roarfast.pipeline
+    import roarfast.demo
 
-    monkeypatch.setattr(roarfast.pipeline, "run_all", lambda run_dir, **kw: seen.update(kw))
+    monkeypatch.setattr(roarfast.demo, "run_demo", lambda run_dir, **kw: seen.update(kw))
     result = CliRunner().invoke(main, ["run"])
     assert result.exit_code == 0, result.output
     assert seen["fractions"] is None

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.data import load_dataset
-from roarfast.store import RankStore
+from roarfast.rundir import RunDir
 from tests.test_data_cifar import fabricate
 
 #: a tiny embedded dataset on the CPU: each command below takes about a second
@@ -52,7 +52,7 @@ def test_bad_split_is_named_before_any_work(tmp_path):
     line = fails_with_one_line(["extract", "--run-dir", str(tmp_path), "--method", "random", "--split", "train,val",
                                 *TINY])
     assert "--split takes train and test, got 'val'" in line
-    assert RankStore(tmp_path).methods("train") == []  # refused up front, not after extracting train
+    assert RunDir(tmp_path).rank_store.methods("train") == []  # refused up front, not after extracting train
 
 
 def test_oracle_on_a_dataset_without_masks(tmp_path):

@@ -12,7 +12,7 @@ from roarfast import _reference, ops
 from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps
-from roarfast.store import RankStore
+from roarfast.rundir import RunDir
 from tests.model_inputs import record_eval_inputs
 
 #: a tiny embedded dataset on the CPU
@@ -44,7 +44,7 @@ def _test_maps(dataset, method):
 def test_reduction_ranks_as_the_reference(tmp_path, dataset, reduction):
     invoke(["extract", "--run-dir", str(tmp_path), "--method", "random", "--split", "test", "--reduction", reduction,
             *TINY])
-    stored = RankStore(tmp_path).read("random", "test").tensor().long()
+    stored = RunDir(tmp_path).rank_store.read("random", "test").tensor().long()
     maps = _test_maps(dataset, "random")
     assert torch.equal(stored, _reference.rank(maps, reduction))
     assert not torch.equal(stored, _reference.rank(maps, "sum_sq"))  # the option changed the ranks
@@ -56,7 +56,7 @@ def test_granularity_value_ranks_every_value(tmp_path, dataset, method):
     pixel with the pixel's score."""
     invoke(["extract", "--run-dir", str(tmp_path), "--method", method, "--split", "test", "--granularity", "value",
             *TINY])
-    stored = RankStore(tmp_path).read(method, "test").tensor().long()
+    stored = RunDir(tmp_path).rank_store.read(method, "test").tensor().long()
     maps = _test_maps(dataset, method).expand(-1, 3, -1, -1)
     assert stored.shape == (10, 3, 32, 32)
     assert torch.equal(stored, _reference.rank(maps, "value"))
@@ -65,8 +65,8 @@ def test_granularity_value_ranks_every_value(tmp_path, dataset, method):
 def test_seeds_trains_one_cell_per_seed(tmp_path):
     result = invoke(["retrain", "--run-dir", str(tmp_path), "--method", "random", "--fraction", "0.5", "--seeds", "2",
                      "--epochs", "1", *TINY])
-    with sqlite3.connect(tmp_path / "results.sqlite") as db:
-        cells = db.execute("SELECT method, mode, fraction, seed, status FROM cells ORDER BY seed").fetchall()
+    with sqlite3.connect(RunDir(tmp_path).results_path) as db:
+        cells = db.execute("SELECT method, mode, fraction, seed, status FROM measurements ORDER BY seed").fetchall()
     assert cells == [("random", "roar", 0.5, 0, "done"), ("random", "roar", 0.5, 1, "done")]
     assert "±" in result.output  # the table reports the spread over the two seeds
 
@@ -83,6 +83,6 @@ def test_fill_replaces_with_the_chosen_pixel(tmp_path, monkeypatch, dataset, fil
     std = train.std(dim=(0, 2, 3), unbiased=False).view(1, 3, 1, 1)
     image = (dataset.test.images.double() / 255 - mean) / std
     filled = (torch.tensor(pixel, dtype=torch.float64).view(1, 3, 1, 1) - mean) / std
-    removed = RankStore(tmp_path).read("random", "test").tensor().long().unsqueeze(1) < 512  # floor(0.5 * 1024)
+    removed = RunDir(tmp_path).rank_store.read("random", "test").tensor().long().unsqueeze(1) < 512  # floor(0.5 * 1024)
     expected = torch.where(removed, filled, image).float()
     torch.testing.assert_close(seen[0][-1], expected, rtol=1e-5, atol=1e-5)

@@ -3,8 +3,6 @@ memory: same fingerprint, statistics, labels; training, extraction and retrainin
 on CPU; the measurement cache is reused and invalidated by a changed file; the `stream` option, corrupt
 files and the CLI's remembered dataset behave as for the in-memory path."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -137,19 +135,20 @@ def test_extract_and_retrain_streamed_equal_in_memory(both, tmp_path, monkeypatc
     from roarfast import extract
     from roarfast.extract import ExtractOptions, run_extract
     from roarfast.retrain import RetrainOptions, run_retrain
-    from roarfast.store import RankStore
-    from roarfast.train import run_train
+    from roarfast.rundir import RunDir
+    from roarfast.train import TrainOptions, run_train
 
     monkeypatch.setattr(extract, "CHUNK_IMAGES", 7)  # batches of 4 straddle chunk boundaries
     out = {}
     for kind, ds in zip(("memory", "streamed"), both):
         run_dir = tmp_path / kind
-        run_train(run_dir, dataset_obj=ds, model="fastnet", epochs=1, batch_size=8, device="cpu", progress=False)
+        run_train(run_dir, TrainOptions(model="fastnet", epochs=1, batch_size=8), dataset_obj=ds, device="cpu",
+                  progress=False)
         run_extract(run_dir, ExtractOptions(methods="grad,sg-sq,random", samples=2, batch_size=4), dataset_obj=ds,
                     device="cpu", progress=False)
         rows = run_retrain(run_dir, RetrainOptions(fractions=(0.5,), methods="sg-sq", epochs=1), dataset_obj=ds,
                            device="cpu", progress=False)
-        store = RankStore(run_dir)
+        store = RunDir(run_dir).rank_store
         out[kind] = ({(m, s): store.read(m, s).tensor() for m in ("grad", "sg-sq-grad", "random")
                       for s in ("train", "test")},
                      {row["method"]: row["test_acc"] for row in rows})
@@ -161,6 +160,7 @@ def test_extract_and_retrain_streamed_equal_in_memory(both, tmp_path, monkeypatc
 
 def test_cli_session_on_a_streamed_tree(tree, tmp_path):
     from roarfast.cli import main
+    from roarfast.rundir import RunDir
 
     run_dir = tmp_path / "run"
     common = ["--run-dir", str(run_dir), "--device", "cpu", "--no-progress"]
@@ -169,7 +169,7 @@ def test_cli_session_on_a_streamed_tree(tree, tmp_path):
                                        "--data-option", "device=cpu", "--data-option", "stream=true",
                                        "--epochs", "1", "--batch-size", "8"])
     assert result.exit_code == 0, result.output
-    remembered = json.loads((run_dir / "dataset.json").read_text())
+    remembered = RunDir(run_dir).dataset_record()
     assert remembered["options"]["stream"] is True and remembered["name"] == "imagefolder"
     result = CliRunner().invoke(main, ["extract", *common, "--method", "random"])
     assert result.exit_code == 0, result.output

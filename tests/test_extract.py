@@ -12,7 +12,7 @@ from roarfast.extract import ExtractOptions, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, registry
 from roarfast.methods.params import black_baseline
 from roarfast.models import build_model
-from roarfast.store import RankStore
+from roarfast.rundir import RunDir
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def untrained_base(run_dir, dataset):
     """run_dir with an untrained fastnet of the dataset saved as its base model."""
     torch.manual_seed(0)
     model = build_model("fastnet", dataset.num_classes)
-    save_checkpoint(run_dir / "checkpoints" / "base", model,
+    save_checkpoint(RunDir(run_dir).base_checkpoint, model,
                     {"model": "fastnet", "num_classes": dataset.num_classes, "image_size": 32, "in_channels": 3,
                      "dataset_fingerprint": dataset.fingerprint})
     return run_dir
@@ -47,8 +47,8 @@ def test_store_equals_ranking_the_maps_directly(run_dir, dataset):
     extract_quiet(run_dir, dataset, methods="grad,sg-sq,sobel")
     from roarfast.checkpoint import load_checkpoint
 
-    model, _ = load_checkpoint(run_dir / "checkpoints" / "base")
-    store = RankStore(run_dir)
+    model, _ = load_checkpoint(RunDir(run_dir).base_checkpoint)
+    store = RunDir(run_dir).rank_store
     split = dataset.split("test")
     rows = torch.arange(50, 60)  # rows of the second store chunk (chunks of 64) and of the second batch (32)
     x = ops.mask_normalize(split.images[rows], None, mean=dataset.mean, std=dataset.std)
@@ -94,10 +94,10 @@ def test_resume_after_a_kill_redoes_only_unfinished_chunks(run_dir, dataset, mon
     monkeypatch.setattr(roarfast.methods, "compute_maps", counting)
     extract_quiet(run_dir, dataset, methods="grad", splits=("train",))
     assert min(computed) >= 128  # chunks 0 and 1 (rows 0..127) were finished before the kill
-    resumed = RankStore(run_dir).read("grad", "train").tensor()
+    resumed = RunDir(run_dir).rank_store.read("grad", "train").tensor()
 
     extract_quiet(run_dir, dataset, methods="grad", splits=("train",), force=True)
-    assert torch.equal(resumed, RankStore(run_dir).read("grad", "train").tensor())
+    assert torch.equal(resumed, RunDir(run_dir).rank_store.read("grad", "train").tensor())
 
 
 def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir, dataset, monkeypatch):
@@ -119,11 +119,11 @@ def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir,
     extract_quiet(run_dir, dataset, methods="grad,sobel", splits=("train",), batch_size=24)
     expected = [(i, ("sobel",)) for i in range(128)] + [(i, ("grad", "sobel")) for i in range(128, 200)]
     assert sorted(computed) == expected
-    resumed = {m: RankStore(run_dir).read(m, "train").tensor() for m in ("grad", "sobel")}
+    resumed = {m: RunDir(run_dir).rank_store.read(m, "train").tensor() for m in ("grad", "sobel")}
     monkeypatch.setattr(roarfast.methods, "compute_maps", original)
     extract_quiet(run_dir, dataset, methods="grad,sobel", splits=("train",), force=True)
     for m, ranks in resumed.items():
-        assert torch.equal(ranks, RankStore(run_dir).read(m, "train").tensor()), m
+        assert torch.equal(ranks, RunDir(run_dir).rank_store.read(m, "train").tensor()), m
 
 
 def test_complete_store_is_a_noop_unless_forced(run_dir, dataset, monkeypatch):
@@ -153,7 +153,7 @@ def test_checkpoint_of_another_dataset_is_refused(run_dir, dataset):
 def test_store_made_from_another_dataset_is_refused_on_read(run_dir, dataset):
     extract_quiet(run_dir, dataset, methods="random", splits=("test",))
     with pytest.raises(UserError, match="another dataset"):
-        RankStore(run_dir).read("random", "test", dataset_fingerprint="0" * 64)
+        RunDir(run_dir).rank_store.read("random", "test", dataset_fingerprint="0" * 64)
 
 
 def _nan_corner(model, batch, target, params):
@@ -170,7 +170,7 @@ def test_nan_maps_are_counted_and_ranked_last(run_dir, dataset, monkeypatch):
                         registry.Estimator("test-nan-corner", _nan_corner, target="none"))
     summary = extract_quiet(run_dir, dataset, methods="test-nan-corner", splits=("test",))
     assert summary[("test-nan-corner", "test")]["nonfinite"] == 60
-    ranks = RankStore(run_dir).read("test-nan-corner", "test").tensor().long()
+    ranks = RunDir(run_dir).rank_store.read("test-nan-corner", "test").tensor().long()
     assert (ranks[:, 0, 0] == 32 * 32 - 1).all()
     assert (ranks[:, 31, 0] == 0).all()  # highest score (last row), lowest index of that row first
 
@@ -180,7 +180,7 @@ def test_compiled_model_gives_the_same_maps(run_dir, dataset):
     import numpy as np
 
     def maps():
-        store = RankStore(run_dir)
+        store = RunDir(run_dir).rank_store
         return {m: np.array(store.read(m, "test").maps, dtype=np.float32) for m in ("grad", "gb")}
 
     extract_quiet(run_dir, dataset, methods="grad,gb", splits=("test",), keep_maps=True)

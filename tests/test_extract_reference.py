@@ -11,7 +11,7 @@ from roarfast.data import load_dataset
 from roarfast.extract import ExtractOptions, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps
 from roarfast.methods.params import black_baseline
-from roarfast.store import RankStore
+from roarfast.rundir import RunDir
 from tests.test_extract import untrained_base
 
 
@@ -28,7 +28,7 @@ def run_dir(tmp_path, dataset):
 
 def _maps(run_dir, dataset, method):
     """The estimator's maps of the whole test split, computed directly."""
-    model, _ = load_checkpoint(run_dir / "checkpoints" / "base")
+    model, _ = load_checkpoint(RunDir(run_dir).base_checkpoint)
     split = dataset.split("test")
     x = ops.mask_normalize(split.images, None, mean=dataset.mean, std=dataset.std)
     batch = ExplainBatch(x=x, target=split.labels, index=torch.arange(len(split)))
@@ -42,7 +42,7 @@ def test_stored_ranks_equal_the_reference_ranking(run_dir, dataset, granularity,
                 dataset_obj=dataset, device="cpu", progress=False)
     maps = _maps(run_dir, dataset, "grad")
     assert maps.shape[1] == 3 and (maps < 0).any()  # signed, multi-channel: the reductions disagree here
-    stored = RankStore(run_dir).read("grad", "test", dataset_fingerprint=dataset.fingerprint).tensor().long()
+    stored = RunDir(run_dir).rank_store.read("grad", "test", dataset_fingerprint=dataset.fingerprint).tensor().long()
     expected = _reference.rank(maps, reduction)
     assert stored.shape == expected.shape
     assert torch.equal(stored, expected)

@@ -11,10 +11,12 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats as sps
 
-from roarfast import report as rpt
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.results import Cell, ResultsDB
+from roarfast.report import analysis, figures, write_report
+from roarfast.report.load import load_run
+from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
+from roarfast.rundir import RunDir
 
 FRACTIONS = (0.1, 0.5, 0.9)
 RANDOM = {"roar": {0.1: [0.90, 0.91, 0.92], 0.5: [0.85, 0.86, 0.88], 0.9: [0.70, 0.72, 0.75]},
@@ -26,10 +28,14 @@ RANDOM_CONTROL = [0.09, 0.11, 0.10]  # roar-mask at 0.5: at chance
 HASH = "a" * 64
 
 
-def record(db, method, mode, fraction, seed, acc, fill=None, config_hash=HASH):
-    extra = {} if fill is None else {"fill": fill}
-    db.record(Cell("embedded", "fastnet", method, mode, fraction, seed, config_hash),
-              {"test_acc": acc, "val_acc": acc, "epochs": 2, "seconds": 1.5, "versions": {}, **extra})
+def key(method, mode, fraction, seed, fill="dataset-mean", config_hash=HASH):
+    fill = None if mode.endswith("-mask") else fill
+    return MeasurementKey(RETRAIN, "embedded", "fastnet", method, mode, fill, fraction, seed, config_hash)
+
+
+def record(db, method, mode, fraction, seed, acc, fill="dataset-mean", config_hash=HASH):
+    db.record(key(method, mode, fraction, seed, fill, config_hash),
+              {"test_acc": acc, "val_acc": acc, "epochs": 2, "seconds": 1.5, "versions": {}})
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +43,11 @@ def run_dir(tmp_path_factory):
     """random, `copy` (random's rows under another name), `good` (clearly better), `solo` (one seed),
     controls for good and random at ROAR 50%, plus a stale config, an unknown mode and a second fill."""
     run = tmp_path_factory.mktemp("run")
-    (run / "checkpoints" / "base").mkdir(parents=True)
-    (run / "checkpoints" / "base" / "meta.json").write_text(json.dumps(
+    RunDir(run).base_checkpoint.mkdir(parents=True)
+    (RunDir(run).base_checkpoint / "meta.json").write_text(json.dumps(
         {"model": "fastnet", "dataset": "embedded", "num_classes": 10, "test_acc": 0.95, "val_acc": 0.96,
          "seconds": 12.0}))
-    with ResultsDB(run / "results.sqlite") as db:
+    with ResultsDB(RunDir(run).results_path) as db:
         for mode in ("roar", "kar"):
             for f in FRACTIONS:
                 for seed in range(3):
@@ -55,20 +61,20 @@ def run_dir(tmp_path_factory):
             record(db, "good", "roar", 0.5, seed, 0.99, config_hash="b" * 64)  # stale: made older below
             record(db, "good", "roar", 0.5, seed, 0.5, fill="road", config_hash="c" * 64)
             record(db, "random", "roar", 0.5, seed, 0.5 + 0.01 * seed, fill="road", config_hash="c" * 64)
-        db.mark_running(Cell("embedded", "fastnet", "good", "kar", 0.7, 0, HASH))  # not done: not reported
-    with sqlite3.connect(run / "results.sqlite") as raw:
-        raw.execute("UPDATE cells SET finished = '2000-01-01T00:00:00+00:00' WHERE config_hash = ?", ("b" * 64,))
+        db.mark_running(key("good", "kar", 0.7, 0))  # not done: not reported
+    with sqlite3.connect(RunDir(run).results_path) as raw:
+        raw.execute("UPDATE measurements SET finished = '2000-01-01T00:00:00+00:00' WHERE config_hash = ?", ("b" * 64,))
         # a mode from a later roarfast: copied from a done row
-        raw.execute("INSERT INTO cells SELECT dataset, model, method, 'future-mode', fraction, seed, config_hash, "
-                    "status, test_acc, val_acc, epochs, seconds, versions, extra, error, created, finished, owner, "
-                    "heartbeat FROM cells "
+        raw.execute("INSERT INTO measurements SELECT kind, dataset, model, method, 'future-mode', fill, fraction, seed, "
+                    "config_hash, status, test_acc, val_acc, epochs, seconds, versions, extra, error, created, "
+                    "finished, owner, heartbeat FROM measurements "
                     "WHERE method = 'good' AND mode = 'roar' AND config_hash = ?", (HASH,))
     return run
 
 
 @pytest.fixture(scope="module")
 def written(run_dir):
-    return rpt.write_report(run_dir)
+    return write_report(run_dir)
 
 
 def verdict(summary, method, mode, fraction, fill="dataset-mean"):
@@ -146,7 +152,7 @@ def test_newest_config_wins_fills_stay_apart_and_unknown_modes_are_ignored(writt
 
 
 def test_files_are_written_and_self_contained(written, run_dir):
-    out = run_dir / "report"
+    out = RunDir(run_dir).report_dir
     assert written.index_html == out / "index.html"
     for name in ("index.md", "index.html", "cells.csv", "summary.json", "accuracy_dataset-mean.png",
                  "accuracy_road.png", "controls.png"):
@@ -179,20 +185,20 @@ def read_png(fig, path):
 
 def test_figures_draw_one_line_per_method(written, tmp_path):
     summary = written.summary
-    fig = rpt.figure_accuracy(summary, "dataset-mean")
+    fig = figures.figure_accuracy(summary, "dataset-mean")
     roar, kar = fig.axes[:2]
     expected = {"random", "copy", "good", "solo", "chance", "base model (unmodified)"}
     assert labelled_lines(roar) == expected and labelled_lines(kar) == expected
     assert roar.get_xlabel() == "fraction of pixels removed (%)" and kar.get_xlabel() == "fraction of pixels kept (%)"
     image = read_png(fig, tmp_path / "a.png")
     assert image.shape[1] > image.shape[0]  # two panels side by side
-    fig = rpt.figure_controls(summary)
+    fig = figures.figure_controls(summary)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["random, ROAR", "good, ROAR: LEAKY control"]
     assert labelled_lines(panels[1]) == {"ROAR (dataset-mean)", "ROAR (road)", "mask-only control", "chance",
                                          "base model (unmodified)"}
     read_png(fig, tmp_path / "c.png")
-    assert rpt.figure_ensembles(summary, "dataset-mean") is None  # no grad family in these results
+    assert figures.figure_ensembles(summary, "dataset-mean") is None  # no grad family in these results
 
 
 def test_ensemble_panels_per_base_estimator(tmp_path):
@@ -201,7 +207,7 @@ def test_ensemble_panels_per_base_estimator(tmp_path):
                                                           ("var-grad", 0.35), ("ig", 0.7), ("random", 0.8))
               for f in FRACTIONS]
     summary = {"groups": groups, "chance": 0.1, "base": {"test_acc": 0.9}, "fills": ["dataset-mean"]}
-    fig = rpt.figure_ensembles(summary, "dataset-mean")
+    fig = figures.figure_ensembles(summary, "dataset-mean")
     (panel,) = fig.axes  # ig has no ensemble member here: no panel
     assert labelled_lines(panel) == {"grad", "sg-grad", "sg-sq-grad", "var-grad", "random", "chance",
                                      "base model (unmodified)"}
@@ -213,33 +219,31 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
 
     from roarfast import ops
     from roarfast.data import load_dataset
-    from roarfast.rundir import remember_dataset
-    from roarfast.store import RankStore
 
-    run = tmp_path / "run"
+    run = RunDir(tmp_path / "run")
     ds = load_dataset("embedded", None, num_train=40, num_test=20)
-    remember_dataset(run, ds)
+    run.remember_dataset(ds)
     h, w = ds.test.shape[1:]
     ranks = {}
-    store = RankStore(run)
+    store = run.rank_store
     for i, method in enumerate(("random", "oracle")):
         ranks[method] = ops.rank(torch.rand(len(ds.test), h, w, generator=torch.Generator().manual_seed(i)))
         with store.open_writer(method, "test", shape=ranks[method].shape, dtype=ranks[method].dtype, chunk_size=20,
                                params={}, checkpoint_sha256=None, dataset_fingerprint=ds.fingerprint) as writer:
             writer.write_chunk(0, ranks[method])
-    with ResultsDB(run / "results.sqlite") as db:
+    with ResultsDB(run.results_path) as db:
         for method in ranks:
             for mode in ("roar", "kar"):
                 for f in (0.25, 0.5):
                     record(db, method, mode, f, 0, 0.5)
-    written = rpt.write_report(run)
-    assert (run / "report" / "examples.png").is_file()
-    images, methods, labels, fill = rpt.example_grid(written.summary, rpt.load_context(run, []), run)
+    written = write_report(run.root)
+    assert (run.report_dir / "examples.png").is_file()
+    images, methods, labels, fill = figures.example_grid(written.summary, load_run(run).context, run)
     assert fill == "dataset-mean" and methods == ["random", "oracle"] and labels == ["original", "ROAR 25%", "ROAR 50%", "KAR 25%", "KAR 50%"]
-    original = ds.test.images[rpt.EXAMPLE_INDEX].permute(1, 2, 0).double().numpy() / 255
+    original = ds.test.images[figures.EXAMPLE_INDEX].permute(1, 2, 0).double().numpy() / 255
     mean = np.array(ds.mean)
     for r, method in enumerate(methods):
-        rank = ranks[method][rpt.EXAMPLE_INDEX].numpy()
+        rank = ranks[method][figures.EXAMPLE_INDEX].numpy()
         assert np.allclose(images[r, 0], original, atol=1e-6)
         for c, (keep, f) in enumerate(((False, 0.25), (False, 0.5), (True, 0.25), (True, 0.5)), start=1):
             top = rank < int(f * h * w)
@@ -252,15 +256,15 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(UserError, match="no results.sqlite"):
-        rpt.write_report(empty)
+        write_report(empty)
     assert list(empty.iterdir()) == []
     result = CliRunner().invoke(main, ["report", "--run-dir", str(empty)])
     assert result.exit_code != 0 and "no results.sqlite" in result.output and "Traceback" not in result.output
-    with ResultsDB(empty / "results.sqlite") as db:
-        db.mark_running(Cell("embedded", "fastnet", "random", "roar", 0.5, 0, HASH))
+    with ResultsDB(RunDir(empty).results_path) as db:
+        db.mark_running(key("random", "roar", 0.5, 0))
     with pytest.raises(UserError, match="no finished cells"):
-        rpt.write_report(empty, out_dir=tmp_path / "out")
-    assert not (empty / "report").exists() and not (tmp_path / "out").exists()
+        write_report(empty, out_dir=tmp_path / "out")
+    assert not RunDir(empty).report_dir.exists() and not (tmp_path / "out").exists()
 
 
 def test_cli_prints_verdicts_and_where_the_report_is(run_dir, tmp_path):
@@ -273,7 +277,7 @@ def test_cli_prints_verdicts_and_where_the_report_is(run_dir, tmp_path):
 def test_a_method_lacking_a_fraction_is_not_ranked_over_a_shorter_curve():
     accs = {("a", "roar", "dataset-mean", 0.1): {0: 0.5, 1: 0.6}, ("a", "roar", "dataset-mean", 0.5): {0: 0.4, 1: 0.3},
             ("b", "roar", "dataset-mean", 0.1): {0: 0.9, 1: 0.8}}
-    (ranking,) = rpt._rankings(accs)
+    (ranking,) = analysis.rankings(accs)
     assert ranking["fractions"] == [0.1, 0.5] and ranking["incomplete"] == ["b"]
     (entry,) = ranking["entries"]
     assert entry["method"] == "a" and entry["mean"] == pytest.approx(np.mean([0.45, 0.45]))

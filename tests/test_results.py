@@ -1,4 +1,5 @@
-"""Results database: cells, upserts, rerun skipping, filters, concurrent writers in several processes."""
+"""Results database: measurement keys, upserts, rerun skipping, filters, concurrent writers in several
+processes."""
 
 import sqlite3
 import subprocess
@@ -10,18 +11,17 @@ from pathlib import Path
 import pytest
 
 from roarfast.fingerprint import config_hash
-from roarfast.results import Cell, ResultsDB, cell_key
+from roarfast.results import FILL_LEAKAGE, NO_RETRAIN, RETRAIN, MeasurementKey, ResultsDB
 
 REPO = Path(__file__).resolve().parents[1]
 VERSIONS = {"roarfast": "test"}
 
 
 def cell(**overrides):
-    fields = dict(
-        dataset="embedded", model="fastnet", method="sg-sq", mode="roar", fraction=0.5, seed=0, config_hash="h" * 64
-    )
+    fields = dict(kind=RETRAIN, dataset="embedded", model="fastnet", method="sg-sq", mode="roar", fill="dataset-mean",
+                  fraction=0.5, seed=0, config_hash="h" * 64)
     fields.update(overrides)
-    return Cell(**fields)
+    return MeasurementKey(**fields)
 
 
 def metrics(**overrides):
@@ -83,13 +83,14 @@ def test_fractions_typed_or_computed_name_the_same_cell(tmp_path):
         assert len(db.rows(fraction=0.7)) == 1
 
 
-def test_cell_key_hashes_the_config_and_get_returns_the_row(tmp_path):
-    fields = dict(dataset="embedded", model="fastnet", method="sg", mode="kar", fraction=0.3, seed=2)
+def test_key_of_hashes_the_config_and_get_returns_the_row(tmp_path):
+    fields = dict(kind=RETRAIN, dataset="embedded", model="fastnet", method="sg", mode="kar", fill="dataset-mean",
+                  fraction=0.3, seed=2)
     config = {"recipe": {"epochs": 8, "lr": 0.4}, "fill": "dataset-mean"}
-    key = cell_key(**fields, config=config)
-    assert key == Cell(**fields, config_hash=config_hash(config))
-    assert key == ResultsDB.cell_key(**fields, config={"fill": "dataset-mean", "recipe": {"lr": 0.4, "epochs": 8}})
-    assert key != cell_key(**fields, config={**config, "fill": "zero"})
+    key = MeasurementKey.of(**fields, config=config)
+    assert key == MeasurementKey(**fields, config_hash=config_hash(config))
+    assert key == MeasurementKey.of(**fields, config={"fill": "dataset-mean", "recipe": {"lr": 0.4, "epochs": 8}})
+    assert key != MeasurementKey.of(**fields, config={**config, "fill": "zero"})
     with ResultsDB(tmp_path / "r.sqlite") as db:
         assert db.get(key) is None
         db.record(key, metrics())
@@ -97,26 +98,31 @@ def test_cell_key_hashes_the_config_and_get_returns_the_row(tmp_path):
         assert row == db.rows()[0] and row["config_hash"] == config_hash(config) and row["versions"] == VERSIONS
 
 
-def test_every_key_column_separates_cells(tmp_path):
+def test_every_key_column_separates_measurements(tmp_path):
     variants = [
         cell(),
         cell(dataset="cifar10"),
         cell(model="resnet8"),
         cell(method="random"),
         cell(mode="kar"),
+        cell(fill="zero"),
         cell(fraction=0.9),
         cell(seed=1),
         cell(config_hash="g" * 64),
+        cell(mode="roar-mask", fill=None),  # a control: no fill (NULL), told apart from the cell all the same
+        cell(kind=NO_RETRAIN, mode="morf", seed=None),  # no seed (NULL)
+        cell(kind=FILL_LEAKAGE, model="detector", mode="detect"),
     ]
     with ResultsDB(tmp_path / "r.sqlite") as db:
         for i, c in enumerate(variants):
-            db.record(c, metrics(test_acc=i / 10))
+            db.record(c, metrics(test_acc=i / 20))
         assert len(db.rows()) == len(variants)
         for i, c in enumerate(variants):
             assert db.is_done(c)
-            (row,) = [r for r in db.rows() if all(r[k] == getattr(c, k) for k in ("dataset", "model", "method",
-                      "mode", "fraction", "seed", "config_hash"))]
-            assert row["test_acc"] == i / 10
+            assert db.get(c)["test_acc"] == i / 20
+            (row,) = [r for r in db.rows() if all(r[k] == getattr(c, k) for k in ("kind", "dataset", "model",
+                      "method", "mode", "fill", "fraction", "seed", "config_hash"))]
+            assert row["test_acc"] == i / 20
 
 
 def test_row_filters(tmp_path):
@@ -127,26 +133,35 @@ def test_row_filters(tmp_path):
         db.mark_running(cell(method="gb"))
         assert {r["method"] for r in db.rows(method=["sg", "random"])} == {"sg", "random"}
         assert len(db.rows(method=("sg", "random"), mode="kar")) == 2
+        db.record(cell(method="ig", mode="kar-mask", fill=None), metrics())
         assert [r["method"] for r in db.rows(status="running")] == ["gb"]
         assert db.rows(method=[]) == []
+        # None matches the NULL of a control's fill
+        assert [r["mode"] for r in db.rows(fill=None)] == ["kar-mask"]
+        assert len(db.rows(method="ig", fill=["dataset-mean", None])) == 3
         with pytest.raises(ValueError, match="cannot filter on 'accuracy'"):
             db.rows(accuracy=0.5)
-        table = db.table(method="ig").splitlines()
-        assert len(table) == 3 and table[0].split()[:4] == ["dataset", "model", "method", "mode"]
-        assert {line.split()[3] for line in table[1:]} == {"roar", "kar"}
 
 
 @pytest.mark.parametrize(
     "fields, match",
     [
-        ({"mode": "keep"}, r"mode must be one of \('roar', 'kar', 'roar-mask', 'kar-mask', 'morf', .*\), got 'keep'"),
+        ({"mode": "keep"}, r"mode of a retrain measurement must be one of \('roar', 'kar', 'roar-mask', 'kar-mask'\), "
+                           r"got 'keep'"),
+        ({"mode": "morf"}, "mode of a retrain measurement must be one of"),  # a no-retrain mode
+        ({"kind": "guess"}, "kind must be one of"),
         ({"fraction": 1.5}, r"fraction must be in \[0, 1\], got 1.5"),
         ({"fraction": "0.5"}, "fraction must be a number"),
         ({"seed": -1}, "seed must be a non-negative int, got -1"),
+        ({"seed": None}, "seed must be a non-negative int for a retraining"),
+        ({"kind": NO_RETRAIN, "mode": "lerf", "seed": 0}, "a no-retrain measurement draws nothing"),
+        ({"fill": "blur"}, "fill must be one of"),
+        ({"fill": None}, "fill must be one of"),
+        ({"mode": "roar-mask"}, "fill must be None for a mask-only control"),
         ({"method": ""}, "method must be a non-empty str"),
     ],
 )
-def test_cell_rejects_bad_fields(fields, match):
+def test_key_rejects_bad_fields(fields, match):
     with pytest.raises(ValueError, match=match):
         cell(**fields)
 
@@ -168,18 +183,27 @@ def test_record_rejects_bad_metrics_and_writes_nothing(tmp_path, bad, match):
         assert db.rows() == []
 
 
+def test_a_measurement_without_training_records_no_epochs_and_no_validation(tmp_path):
+    key = cell(kind=NO_RETRAIN, mode="road-lerf", fill="road", seed=None)
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        db.record(key, metrics(val_acc=None, epochs=None, mean_probability=0.4))
+        row = db.get(key)
+    assert (row["seed"], row["epochs"], row["val_acc"]) == (None, None, None)
+    assert row["extra"] == {"mean_probability": 0.4} and row["fill"] == "road"
+
+
 CONCURRENT_WRITER = textwrap.dedent(
     """
     import os, sys, time
-    from roarfast.results import Cell, ResultsDB
+    from roarfast.results import MeasurementKey, ResultsDB
 
     path, go, worker = sys.argv[1], sys.argv[2], int(sys.argv[3])
     while not os.path.exists(go):
         time.sleep(0.01)
     db = ResultsDB(path)  # both workers may create the file at the same moment
     for i in range(150):
-        own = Cell("embedded", "fastnet", f"m{worker}", "roar", i / 150, i % 3, "h")
-        shared = Cell("embedded", "fastnet", "shared", "kar", i / 150, 0, "h")
+        own = MeasurementKey("retrain", "embedded", "fastnet", f"m{worker}", "roar", "zero", i / 150, i % 3, "h")
+        shared = MeasurementKey("retrain", "embedded", "fastnet", "shared", "kar", "zero", i / 150, 0, "h")
         db.mark_running(own)
         db.record(own, {"test_acc": i / 150, "val_acc": worker / 10, "epochs": i, "seconds": 1.0,
                         "versions": {"worker": worker}})

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from roarfast.data.base import ImageSet, make_dataset
-from roarfast.retrain import RetrainOptions, fill_values, run_retrain
-from roarfast.store import RankStore
+from roarfast.fills import fill_values
+from roarfast.retrain import RetrainOptions, run_retrain
+from roarfast.rundir import RunDir
 from tests.model_inputs import record_eval_inputs
 
 #: pixel colour of each class: per channel the train split is half one value, half the other, so its mean
@@ -38,7 +39,7 @@ def test_roar_and_kar_cells_see_hand_worked_masked_images(tmp_path, monkeypatch,
     seen = record_eval_inputs(monkeypatch)
     run_retrain(tmp_path, RetrainOptions(fractions=(0.25,), modes=("roar", "kar"), epochs=1, fill=fill), dataset_obj=ds,
                 device="cpu", progress=False)
-    ranks = RankStore(tmp_path).read("random", "test").tensor().long()  # [6, 32, 32], made by run_retrain
+    ranks = RunDir(tmp_path).rank_store.read("random", "test").tensor().long()  # [6, 32, 32], made by run_retrain
     sign = torch.tensor([-1.0, 1.0])[ds.test.labels].view(6, 1, 1, 1)
     k = 256  # floor(0.25 * 1024)
     assert len(seen) == 2  # random x (roar, kar), one training each

@@ -1,4 +1,5 @@
-"""Report statistics against hand-worked values and scipy called directly."""
+"""The benchmark's statistics against hand-worked values and scipy called directly: intervals, tests,
+Holm, AUC, the mask-leakage test, means over seeds, estimator scores and the Kendall tau between rankings."""
 
 import math
 
@@ -84,3 +85,45 @@ def test_leak_binomial_with_one_seed_and_the_practical_margin():
     # 11.5% of 10,000 is significant (p ~ 1e-6) but within the 2-point margin: the class prior, not leakage
     prior = stats.leak_test([0.115, 0.115], chance=0.1, n_test=10_000)
     assert prior.test == stats.LEAK_BINOMIAL and prior.p < 1e-4 and not prior.leaky
+
+
+def test_kendall_tau_hand_worked():
+    a = {"x": 1.0, "y": 2.0, "z": 3.0}
+    assert stats.kendall_tau(a, a) == 1.0
+    assert stats.kendall_tau(a, {"x": 3.0, "y": 2.0, "z": 1.0}) == -1.0
+    # pairs (x,y) concordant, (x,z) concordant, (y,z) discordant: (2 - 1) / 3
+    assert stats.kendall_tau(a, {"x": 0.0, "y": 2.0, "z": 1.0}) == pytest.approx(1 / 3)
+    # a tie in b: tau-b = (2 - 0) / sqrt(3 * 2)
+    assert stats.kendall_tau(a, {"x": 0.0, "y": 1.0, "z": 1.0}) == pytest.approx(2 / math.sqrt(6))
+    assert math.isnan(stats.kendall_tau({"x": 1.0}, {"x": 2.0}))
+
+
+def row(method, mode, fraction, acc):
+    return {"method": method, "mode": mode, "fraction": fraction, "test_acc": acc, "status": "done"}
+
+
+def test_estimator_scores_and_agreement_from_rows():
+    rows = [row("oracle", "roar", 0.5, 0.1), row("random", "roar", 0.5, 0.8), row("grad", "roar", 0.5, 0.5),
+            row("oracle", "morf", 0.3, 0.2), row("oracle", "morf", 0.7, 0.0), row("random", "morf", 0.5, 0.9),
+            row("grad", "morf", 0.5, 0.95),
+            row("oracle", "road-lerf", 0.5, 0.9), row("oracle", "road-morf", 0.5, 0.2),
+            row("random", "road-lerf", 0.5, 0.6), row("random", "road-morf", 0.5, 0.6),
+            row("grad", "road-lerf", 0.5, 0.7), row("grad", "road-morf", 0.5, 0.5)]
+    scores = stats.estimator_scores(rows)
+    assert scores["morf"] == {"oracle": -0.1, "random": -0.9, "grad": -0.95}
+    assert scores["road"] == pytest.approx({"oracle": 0.7, "random": 0.0, "grad": 0.2})
+    assert set(scores) == {"roar", "morf", "road"}
+    tau = stats.rank_agreement(rows)
+    assert set(tau) == {("roar", "morf"), ("roar", "road"), ("morf", "road")}
+    assert tau[("roar", "road")] == 1.0  # oracle > grad > random in both
+    assert tau[("roar", "morf")] == pytest.approx(1 / 3)  # morf: oracle > random > grad
+
+
+def test_accuracy_over_seeds_by_hand():
+    rows = [{"method": "a", "mode": "roar", "fraction": 0.5, "test_acc": acc} for acc in (0.2, 0.4, 0.9)]
+    rows.append({"method": "a", "mode": "kar", "fraction": 0.5, "test_acc": 0.7})
+    summary = stats.accuracy_over_seeds(rows)
+    mean, std, n = summary[("a", "roar", 0.5)]
+    # population std of 0.2, 0.4, 0.9 around 0.5: sqrt((0.09 + 0.01 + 0.16) / 3)
+    assert (mean, n) == (pytest.approx(0.5), 3) and std == pytest.approx(math.sqrt(0.26 / 3))
+    assert summary[("a", "kar", 0.5)] == (0.7, 0.0, 1)

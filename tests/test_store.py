@@ -70,7 +70,7 @@ def test_round_trip_torch_chunks_out_of_order_with_maps(tmp_path):
     assert torch.equal(record.rows(slice(4, 8)), ranks[4:8])
     assert record.manifest["params"] == {"noise_level": 0.15, "n": 15}
     # A plain .npy file: numpy reads it without the store.
-    np.testing.assert_array_equal(np.load(tmp_path / "attributions/sg-sq/train/ranks.npy"), ranks.numpy())
+    np.testing.assert_array_equal(np.load(tmp_path / "sg-sq/train/ranks.npy"), ranks.numpy())
 
 
 def test_round_trip_int32_value_units(tmp_path):
@@ -145,7 +145,7 @@ def test_resume_after_sigkill_mid_chunk(tmp_path, stall_at):
         "sg", "train", **writer_args(shape=ranks.shape, chunk_size=3, params={"n": 15})
     )
     assert writer.pending_chunks() == [2, 3]
-    on_disk = np.load(tmp_path / "attributions/sg/train/ranks.npy", mmap_mode="r")
+    on_disk = np.load(tmp_path / "sg/train/ranks.npy", mmap_mode="r")
     np.testing.assert_array_equal(on_disk[:6], ranks[:6])
     with pytest.raises(UserError, match="incomplete .*2/4 chunks"):
         RankStore(tmp_path).read("sg", "train")
@@ -304,7 +304,7 @@ def test_manifest_replacement_leaves_no_temp_files(tmp_path):
     store = RankStore(tmp_path)
     with store.open_writer("sg", "train", **writer_args()) as writer:
         write_chunks(writer, random_ranks((10, 4, 5), np.uint16), [0, 1])
-    directory = tmp_path / "attributions/sg/train"
+    directory = tmp_path / "sg/train"
     assert sorted(p.name for p in directory.iterdir()) == [".lock", "manifest.json", "ranks.npy"]
     manifest = json.loads((directory / "manifest.json").read_text())
     assert manifest["chunks_done"] == [[0, 2]] and manifest["complete"] is False
@@ -314,7 +314,7 @@ def test_truncated_ranks_file_is_refused_on_resume(tmp_path):
     store = RankStore(tmp_path)
     with store.open_writer("sg", "train", **writer_args()) as writer:
         write_chunks(writer, random_ranks((10, 4, 5), np.uint16), [0])
-    path = tmp_path / "attributions/sg/train/ranks.npy"
+    path = tmp_path / "sg/train/ranks.npy"
     os.truncate(path, path.stat().st_size - 2)
     with pytest.raises(UserError, match="start this store over with --force"):
         store.open_writer("sg", "train", **writer_args())

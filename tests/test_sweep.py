@@ -13,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.grid import Grid, preset_grid
 from roarfast.results import ResultsDB
-from roarfast.sweep import Grid, preset_grid
+from roarfast.rundir import RunDir
 
 DATA = ["--data-option", "num_train=384", "--data-option", "num_test=128"]
 #: 2 methods x roar x 1 fraction x 3 seeds + a control for seed 0 of each = 8 cells
@@ -45,8 +46,12 @@ def copy_of(prepared, tmp_path, name="run"):
     return target
 
 
+def results(run_dir):
+    return RunDir(run_dir).results_path
+
+
 def accuracies(run_dir) -> dict:
-    with ResultsDB(run_dir / "results.sqlite") as db:
+    with ResultsDB(results(run_dir)) as db:
         rows = db.rows()
     assert all(r["status"] == "done" for r in rows), [(r["method"], r["status"]) for r in rows]
     keys = [(r["method"], r["mode"], r["fraction"], r["seed"]) for r in rows]
@@ -70,7 +75,7 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
     result = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
     assert result.returncode == 0, result.stderr
     assert f"done: 0, to do: {CELLS}" in result.stdout and "ETA: unknown" in result.stdout
-    assert not (run_dir / "results.sqlite").exists()
+    assert not results(run_dir).exists()
     result = cli("sweep", "--run-dir", str(run_dir), *GRID)
     assert result.returncode == 0, result.stderr
     finished = [LINE.match(line).group(1) for line in result.stdout.splitlines() if LINE.match(line)]
@@ -88,8 +93,8 @@ def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuraci
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline:  # kill it while it trains, after it finished a cell
-            if (run_dir / "results.sqlite").exists():
-                with ResultsDB(run_dir / "results.sqlite") as db:
+            if results(run_dir).exists():
+                with ResultsDB(results(run_dir)) as db:
                     statuses = [r["status"] for r in db.rows()]
                 if "done" in statuses and "running" in statuses:
                     break
@@ -97,7 +102,7 @@ def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuraci
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    with ResultsDB(run_dir / "results.sqlite") as db:
+    with ResultsDB(results(run_dir)) as db:
         assert 0 < len(db.rows(status="done")) < CELLS
     result = cli("sweep", "--run-dir", str(run_dir), *GRID)
     assert result.returncode == 0, result.stderr
@@ -110,7 +115,7 @@ def test_two_sweeps_split_the_grid_and_never_train_a_cell_twice(prepared, tmp_pa
     args = [sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *grid]
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not (run_dir / "results.sqlite").exists() and time.monotonic() < deadline:
+    while not results(run_dir).exists() and time.monotonic() < deadline:
         time.sleep(0.05)  # the second starts once the first holds a claim
     second = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     outputs = [p.communicate(timeout=600) for p in (first, second)]
@@ -139,6 +144,10 @@ def test_ray_executor_gives_the_local_rows(prepared, tmp_path):
     (["--fraction", "0"], "fractions must lie in (0, 1]"),
     (["--mode", "roar,keep"], "modes are roar and kar"),
     (["--seeds", "0"], "should be a positive int"),
+    (["--epochs", "0"], "--epochs should be a positive int"),
+    (["--control-seeds", "0"], "--control-seeds should be a positive int"),
+    (["--fill", "blur"], "'blur' is not one of"),
+    (["--executor", "ray", "--cpus-per-cell", "0"], "--cpus-per-cell must be > 0"),
     (["--method", "sg-nope"], "sg-nope"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
@@ -146,7 +155,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     result = CliRunner().invoke(main, ["sweep", "--run-dir", str(run_dir), *DATA, *args])
     assert result.exit_code != 0 and message in result.output, result.output
     assert "Traceback" not in result.output
-    assert not (run_dir / "results.sqlite").exists()
+    assert not results(run_dir).exists()
 
 
 def test_ray_asked_for_but_missing_says_how_to_install(tmp_path, monkeypatch):
@@ -154,7 +163,7 @@ def test_ray_asked_for_but_missing_says_how_to_install(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(main, ["sweep", "--run-dir", str(run_dir), "--executor", "ray", *DATA])
     assert result.exit_code != 0 and "roarfast[ray]" in result.output, result.output
-    assert not run_dir.exists() or not (run_dir / "results.sqlite").exists()
+    assert not results(run_dir).exists()
 
 
 def test_unknown_config_key_is_refused(tmp_path):
@@ -162,4 +171,4 @@ def test_unknown_config_key_is_refused(tmp_path):
     config.write_text("sweep: {seeds: 2, sedes: 3}\n")
     result = CliRunner().invoke(main, ["--config", str(config), "sweep", "--run-dir", str(tmp_path / "run")])
     assert result.exit_code != 0 and "sedes" in result.output
-    assert not (tmp_path / "run" / "results.sqlite").exists()
+    assert not results(tmp_path / "run").exists()

@@ -12,7 +12,8 @@ from roarfast.data import load_dataset
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
 from roarfast.recipe import Recipe, default_recipe, resolve_amp
-from roarfast.train import Masking, _init_model, evaluate, lr_at, run_train, train_classifier
+from roarfast.rundir import RunDir
+from roarfast.train import Masking, TrainOptions, _init_model, accuracy, lr_at, run_train, train_classifier
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 
@@ -39,9 +40,9 @@ def test_returned_model_is_the_one_selected_on_val(tiny):
     assert result.val_acc == max(val) and result.best_epoch == val.index(max(val)) + 1
     assert len(result.history) == result.epochs == 3
     loader = DeviceLoader(tiny.train.images, tiny.train.labels, tiny.mean, tiny.std, "cpu")
-    assert evaluate(result.model, loader, tiny.val_index, recipe) == result.val_acc
+    assert accuracy(result.model, loader, tiny.val_index, recipe) == result.val_acc
     test_loader = DeviceLoader(tiny.test.images, tiny.test.labels, tiny.mean, tiny.std, "cpu")
-    assert evaluate(result.model, test_loader, torch.arange(60), recipe) == result.test_acc
+    assert accuracy(result.model, test_loader, torch.arange(60), recipe) == result.test_acc
 
 
 def test_masking_reaches_train_val_and_test(tiny):
@@ -81,9 +82,12 @@ def test_amp_choices(choice, device, expected):
     assert resolve_amp(choice, device) == expected
 
 
-def test_bad_amp_choice():
-    with pytest.raises(UserError, match="--amp should be one of auto, off, bf16, fp16"):
-        resolve_amp("fp8", "cpu")
+@pytest.mark.parametrize("options, flag", [({"amp": "fp8"}, "--amp should be one of auto, off, bf16, fp16"),
+                                           ({"epochs": 0}, "--epochs should be a positive int"),
+                                           ({"batch_size": 2.5}, "--batch-size should be a positive int")])
+def test_bad_train_options_are_refused_where_they_enter(options, flag):
+    with pytest.raises(UserError, match=flag):
+        TrainOptions(**options)
 
 
 @pytest.mark.parametrize("amp,dtype", [("fp16", torch.float16), ("bf16", torch.bfloat16)])
@@ -111,18 +115,16 @@ def test_mixed_precision_training(tiny, monkeypatch, amp, dtype):
 
 
 def test_run_train_writes_a_checkpoint_that_reproduces_its_accuracy(tmp_path, tiny):
-    summary = run_train(tmp_path, dataset_obj=tiny, model="resnet8", epochs=1, batch_size=32, seed=0, device="cpu",
-                        progress=False)
-    directory = tmp_path / "checkpoints" / "base"
+    summary = run_train(tmp_path, TrainOptions(model="resnet8", epochs=1, batch_size=32), dataset_obj=tiny, seed=0,
+                        device="cpu", progress=False)
+    directory = RunDir(tmp_path).base_checkpoint
     assert summary["checkpoint"] == str(directory)
     model, meta = load_checkpoint(directory)
     assert meta["dataset_fingerprint"] == tiny.fingerprint and meta["model"] == "resnet8"
     assert meta["versions"]["torch"] == torch.__version__ and meta["recipe"]["epochs"] == 1
     assert json.loads((directory / "meta.json").read_text())["test_acc"] == summary["test_acc"]
     loader = DeviceLoader(tiny.test.images, tiny.test.labels, tiny.mean, tiny.std, "cpu")
-    assert evaluate(model, loader, torch.arange(len(tiny.test)), Recipe()) == summary["test_acc"]
-    with pytest.raises(UserError, match="--epochs"):
-        run_train(tmp_path, dataset_obj=tiny, epochs=0, device="cpu", progress=False)
+    assert accuracy(model, loader, torch.arange(len(tiny.test)), Recipe()) == summary["test_acc"]
 
 
 @pytest.mark.slow

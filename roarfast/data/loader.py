@@ -13,7 +13,7 @@ import torch
 
 from roarfast import ops
 from roarfast.data.augment import Augment, augment  # noqa: F401  (Augment: part of the loader's API)
-from roarfast.fill import is_road
+from roarfast.imputation import is_road
 
 #: share of free GPU memory a split's uint8 images may take to live on the device; beyond it they stay in
 #: pinned host memory and each batch is gathered there and copied over
@@ -30,7 +30,7 @@ class DeviceLoader:
             per-image ranks from the rank store; None = no masking.
         fraction: share of units removed (keep=False, ROAR) or kept (keep=True, KAR).
         fill (sequence[C]): replacement in the normalized space (default 0 = the dataset mean); or "road":
-            ROAD's imputation (roarfast.fill), computed for the whole split once, here.
+            ROAD's imputation (roarfast.imputation), computed for the whole split once, here.
         out_dtype, channels_last: what the model takes (bf16 / channels_last on a GPU).
     """
 
@@ -72,8 +72,8 @@ class DeviceLoader:
                                   std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
 
     def _road_split(self) -> torch.Tensor:
-        """The whole split with its removed pixels imputed (roarfast.fill), normalized, on the device."""
-        from roarfast.fill import ROAD_CHUNK, road_normalize
+        """The whole split with its removed pixels imputed (roarfast.imputation), normalized, on the device."""
+        from roarfast.imputation import ROAD_CHUNK, road_normalize
 
         parts = []
         for start in range(0, len(self), ROAD_CHUNK):

@@ -1,6 +1,6 @@
 """Batches streamed from a JPEG tree too large for memory (a FileSet from load_imagefolder): DALI
 decodes each batch to the evaluation canvas (resize-shorter + center crop), then ROAR/KAR masking
-(ops.mask_normalize, or roarfast.fill's imputation per batch) and augmentation as in DeviceLoader.
+(ops.mask_normalize, or roarfast.imputation per batch) and augmentation as in DeviceLoader.
 
 Alignment: the per-sample source of roarfast.data.dali maps DALI's `sample_info.idx_in_epoch` to a
 sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
@@ -18,7 +18,7 @@ import torch
 from roarfast import ops
 from roarfast.data.base import FileSet
 from roarfast.data.augment import augment
-from roarfast.fill import is_road, road_normalize
+from roarfast.imputation import is_road, road_normalize
 from roarfast.store import RankRecord
 
 

@@ -1,10 +1,13 @@
-"""`roarfast run`: the whole benchmark on the embedded dataset in one command — the quick sweep (base
-model, ranks, ROAR and KAR over fractions and seeds, each cell beside its mask-only control), then the
-report; prints the verdicts, the dataset's own checks (DESIGN.md section 3) and where the report is.
-Every stage resumes: a rerun reuses the base model, the complete rank stores and the finished cells.
+"""The embedded demo run, `roarfast run`: the whole benchmark on the embedded dataset in one command —
+the quick sweep (base model, ranks, ROAR and KAR over fractions and seeds, each cell beside its mask-only
+control), then the report; prints the verdicts, the dataset's own checks (DESIGN.md section 3) and where
+the report is. Every stage resumes: a rerun reuses the base model, the complete rank stores and the
+finished cells.
 """
 
 import time
+
+from roarfast.modes import KAR, ROAR, control_mode
 
 #: the embedded dataset's checks: oracle ROAR near chance, random far above, oracle KAR near unmodified
 CHANCE_MARGIN = 0.10
@@ -22,14 +25,15 @@ def object_fraction(ds) -> float:
     return float(masks.flatten(1).sum(1).max()) / units
 
 
-def run_all(run_dir, *, device="auto", seed=0, progress=True, fractions=None, methods=None, seeds=None, epochs=None,
-            dataset_options=None, echo=print) -> dict:
+def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, methods=None, seeds=None, epochs=None,
+             dataset_options=None, echo=print) -> dict:
     """The quick preset on the embedded dataset, then the report. Returns {"rows", "checks", "report"}."""
-    from roarfast.cells import base_meta
     from roarfast.data import load_dataset
     from roarfast.device import resolve_device
+    from roarfast.grid import preset_grid
     from roarfast.report import write_report
-    from roarfast.sweep import preset_grid, run_sweep
+    from roarfast.rundir import RunDir
+    from roarfast.sweep import run_sweep
 
     started = time.perf_counter()
     device = resolve_device(device)
@@ -41,7 +45,7 @@ def run_all(run_dir, *, device="auto", seed=0, progress=True, fractions=None, me
     fractions = tuple(fractions) if fractions else (covering, *LATER_FRACTIONS)
     grid = preset_grid("quick", methods=methods, fractions=fractions, seeds=seeds, epochs=epochs, first_seed=seed)
     result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo)
-    meta = base_meta(run_dir)
+    meta = RunDir(run_dir).base_meta()
     report = write_report(run_dir)
     echo("")
     for line in report.verdict_lines():
@@ -57,19 +61,19 @@ def run_all(run_dir, *, device="auto", seed=0, progress=True, fractions=None, me
 def embedded_checks(rows, unmodified: float, chance: float, covering: float) -> list[tuple]:
     """The embedded dataset's sanity checks on the mean accuracy over seeds: (text, passed, accuracy) each,
     for the cells the rows hold."""
-    from roarfast.retrain import summarize
+    from roarfast.stats import accuracy_over_seeds
 
-    summary = {key: value[0] for key, value in summarize(rows).items()}
+    mean = {key: value[0] for key, value in accuracy_over_seeds(rows).items()}
     wanted = [
-        (("oracle", "roar", covering), f"oracle ROAR at {covering:g} within {CHANCE_MARGIN:.0%} of chance",
+        (("oracle", ROAR, covering), f"oracle ROAR at {covering:g} within {CHANCE_MARGIN:.0%} of chance",
          lambda acc: abs(acc - chance) <= CHANCE_MARGIN),
-        (("random", "roar", RANDOM_CHECK_FRACTION),
+        (("random", ROAR, RANDOM_CHECK_FRACTION),
          f"random ROAR at {RANDOM_CHECK_FRACTION:g} at least {RANDOM_MARGIN:.0%} above chance",
          lambda acc: acc - chance >= RANDOM_MARGIN),
-        (("oracle", "kar", covering), f"oracle KAR at {covering:g} within {CHANCE_MARGIN:.0%} of unmodified",
+        (("oracle", KAR, covering), f"oracle KAR at {covering:g} within {CHANCE_MARGIN:.0%} of unmodified",
          lambda acc: abs(acc - unmodified) <= CHANCE_MARGIN),
-        (("oracle", "roar-mask", covering),
+        (("oracle", control_mode(ROAR), covering),
          f"oracle mask-only control at {covering:g} within {CHANCE_MARGIN:.0%} of chance (no mask-shape leakage)",
          lambda acc: abs(acc - chance) <= CHANCE_MARGIN),
     ]
-    return [(text, bool(test(summary[key])), summary[key]) for key, text, test in wanted if key in summary]
+    return [(text, bool(test(mean[key])), mean[key]) for key, text, test in wanted if key in mean]

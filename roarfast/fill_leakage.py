@@ -1,18 +1,22 @@
 """Fill leakage (DESIGN.md section 11): how visible is the hole a fill leaves? A small per-pixel
 network (the ROAD paper's imputation predictor) learns to find the removed pixels of filled train
 images and is scored on filled test images. Its pixel accuracy against the base rate (always
-guessing the majority, max(f, 1 - f)) says how much the fill gives the removal pattern away.
+guessing the majority, max(f, 1 - f)) says how much the fill gives the removal pattern away: one
+fill-leakage measurement per method x fill x fraction in results.sqlite.
+
+Not to be confused with mask leakage, which the mask-only control of a cell measures (roarfast.cells):
+how much the removal pattern alone tells about the class.
 """
 
-import json
-from pathlib import Path
+import time
+from dataclasses import dataclass
 
 import torch
 
-from roarfast.atomic import write_json
 from roarfast.errors import UserError
+from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
+from roarfast.options import check_fractions, check_positive, check_subset
 
-FILLS = ("dataset-mean", "imagenet-mean", "zero", "road")
 #: the detector: three 3x3 convolutions (a 7x7 view of each pixel), this many channels wide
 DETECTOR_WIDTH = 16
 DETECTOR_STEPS = 300  # Adam steps; enough for the 3-layer detector to find a constant hole
@@ -20,12 +24,20 @@ DETECTOR_BATCH = 64
 DETECTOR_LR = 3e-3
 
 
-def parse_fills(text: str) -> tuple:
-    """'dataset-mean,road' -> ('dataset-mean', 'road'); an unknown name is a UserError."""
-    fills = tuple(f.strip() for f in str(text).split(",") if f.strip())
-    if not fills or any(f not in FILLS for f in fills):
-        raise UserError(f"--fill should be a comma-separated subset of {','.join(FILLS)}, got {text!r}")
-    return fills
+@dataclass(frozen=True)
+class FillLeakageOptions:
+    """The detector per fill in `fills` and fraction in `fractions`, on the removal patterns of `method`'s
+    stored ranks, over the first `max_images` train and test images. Each value is checked here, once."""
+
+    fills: tuple = (DEFAULT_FILL, ROAD_FILL)
+    fractions: tuple = (0.3, 0.5, 0.7)
+    method: str = "random"
+    max_images: int = 5000
+
+    def __post_init__(self):
+        object.__setattr__(self, "fills", check_subset("--fill", self.fills, FILLS))
+        object.__setattr__(self, "fractions", check_fractions(self.fractions))
+        check_positive("--max-images", self.max_images)
 
 
 def detector(channels: int) -> torch.nn.Module:
@@ -40,8 +52,8 @@ def detector(channels: int) -> torch.nn.Module:
 def filled(images: torch.Tensor, ranks: torch.Tensor, fraction: float, fill: str, mean, std, ids: torch.Tensor):
     """(normalized float32 images with the ROAR fraction replaced by `fill`, bool removed [B, H, W])."""
     from roarfast import ops
-    from roarfast.fill import ROAD_FILL, removed_pixels, road_normalize
-    from roarfast.retrain import fill_values
+    from roarfast.fills import fill_values
+    from roarfast.imputation import removed_pixels, road_normalize
 
     mean_t = torch.tensor(mean, dtype=torch.float32, device=images.device)
     std_t = torch.tensor(std, dtype=torch.float32, device=images.device)
@@ -74,10 +86,11 @@ def detector_accuracy(train_x, train_removed, test_x, test_removed, *, seed: int
 
 
 def measure(train, test, fills, fractions, mean, std, *, seed: int = 0, steps: int = DETECTOR_STEPS) -> list:
-    """Rows {fill, fraction, accuracy, base_rate} for (images uint8, ranks) pairs `train` and `test`."""
+    """Rows {fill, fraction, accuracy, base_rate, seconds} for (images uint8, ranks) pairs `train` and `test`."""
     rows = []
     for fraction in fractions:
         for fill in fills:
+            started = time.perf_counter()
             sets = []
             for images, ranks in (train, test):
                 ids = torch.arange(images.shape[0], device=images.device)
@@ -85,53 +98,50 @@ def measure(train, test, fills, fractions, mean, std, *, seed: int = 0, steps: i
             removed_share = float(sets[3].float().mean())
             rows.append({"fill": fill, "fraction": fraction,
                          "accuracy": detector_accuracy(*sets, seed=seed, steps=steps),
-                         "base_rate": max(removed_share, 1.0 - removed_share)})
+                         "base_rate": max(removed_share, 1.0 - removed_share),
+                         "seconds": time.perf_counter() - started})
     return rows
 
 
-def run_leakage(run_dir, fills, fractions, *, method: str = "random", dataset=None, data_dir=None,
-                dataset_options=None, device="auto", seed: int = 0, max_images: int = 5000) -> list:
-    """The detector per fill and fraction on `method`'s removal patterns (its stored ranks) of the
-    first `max_images` train and test images; writes <run_dir>/leakage.json and returns its rows."""
+def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data_dir=None, dataset_options=None,
+                     device="auto", seed: int = 0) -> list:
+    """Measures the detector for every fill and fraction of `options` (again, when measured before) and
+    records each in results.sqlite; returns their rows."""
     from roarfast.device import resolve_device
     from roarfast.methods import parse_methods
-    from roarfast.rundir import open_dataset
-    from roarfast.store import RankStore
+    from roarfast.modes import DETECT
+    from roarfast.results import DETECTOR, FILL_LEAKAGE, MeasurementKey, open_results
+    from roarfast.rundir import RunDir
 
-    fills = parse_fills(",".join(fills))
     try:
-        (method,) = parse_methods(method)  # its stored name: sg-sq is stored as sg-sq-grad
+        (method,) = parse_methods(options.method)  # its stored name: sg-sq is stored as sg-sq-grad
     except ValueError as err:
         raise UserError(f"--method names one estimator: {err}") from None
-    if not fractions or any(isinstance(f, bool) or not 0.0 < f <= 1.0 for f in fractions):
-        raise UserError(f"--fraction should be numbers in (0, 1], got {fractions!r}")
-    run_dir = Path(run_dir)
+    run = RunDir(run_dir)
     device = resolve_device(device)
-    ds = open_dataset(run_dir, dataset, data_dir, dataset_options)
+    ds = run.open_dataset(dataset, data_dir, dataset_options)
     if ds.streamed:
         raise UserError("leakage needs a dataset held in memory (not a streamed JPEG tree)")
-    store = RankStore(run_dir)
+    store = run.rank_store
     missing = [s for s in ("train", "test") if method not in store.methods(s)]
     if missing:
-        raise UserError(f"no complete {' and '.join(missing)} ranks of {method!r} in {run_dir}: run "
-                        f"`roarfast extract --method {method} --run-dir {run_dir}` first")
-    pairs = []
+        raise UserError(f"no complete {' and '.join(missing)} ranks of {method!r} in {run.root}: run "
+                        f"`roarfast extract --method {method} --run-dir {run.root}` first")
+    pairs, params = [], {}
     for split in ("train", "test"):
-        ranks = store.read(method, split, dataset_fingerprint=ds.fingerprint).tensor()[:max_images]
-        pairs.append((ds.split(split).images[:max_images].to(device), ranks.to(device)))
-    rows = [{"method": method, **row} for row in measure(*pairs, fills, fractions, ds.mean, ds.std, seed=seed)]
-    # leakage.json keeps what earlier runs measured for other methods, fills and fractions
-    path = run_dir / "leakage.json"
-    fresh = {(r["method"], r["fill"], r["fraction"]) for r in rows}
-    kept = [r for r in (json.loads(path.read_text()) if path.exists() else [])
-            if (r["method"], r["fill"], r["fraction"]) not in fresh]
-    write_json(path, kept + rows)
+        record = store.read(method, split, dataset_fingerprint=ds.fingerprint)
+        params[split] = record.manifest.get("params")
+        pairs.append((ds.split(split).images[:options.max_images].to(device),
+                      record.tensor()[:options.max_images].to(device)))
+    config = {"dataset": ds.fingerprint, "ranks": params, "max_images": options.max_images,
+              "detector": {"width": DETECTOR_WIDTH, "steps": DETECTOR_STEPS, "batch": DETECTOR_BATCH,
+                           "lr": DETECTOR_LR}}
+    rows = []
+    with open_results(run) as db:
+        for row in measure(*pairs, options.fills, options.fractions, ds.mean, ds.std, seed=seed):
+            key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=ds.name, model=DETECTOR, method=method, mode=DETECT,
+                                    fill=row["fill"], fraction=row["fraction"], seed=seed, config=config)
+            db.record(key, {"test_acc": row["accuracy"], "val_acc": None, "epochs": None, "seconds": row["seconds"],
+                            "base_rate": row["base_rate"]})
+            rows.append(db.get(key))
     return rows
-
-
-def format_table(rows) -> str:
-    lines = [f"{'method':12s} {'fill':14s} {'fraction':>8s} {'detector':>8s} {'base':>6s}"]
-    for r in rows:
-        lines.append(f"{r['method']:12s} {r['fill']:14s} {r['fraction']:8.2f} {r['accuracy']:8.3f} "
-                     f"{r['base_rate']:6.3f}")
-    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""--fill road (roarfast.fill): the loader's imputed split against scipy's solve plus the reference
+"""--fill road (roarfast.imputation): the loader's imputed split against scipy's solve plus the reference
 Philox noise, filled once (every batch and epoch alike), KAR's removed set, bad fills and ranks."""
 
 import pytest
@@ -7,8 +7,8 @@ import torch
 from roarfast import _reference as ref
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.fill import ROAD_NOISE, removed_pixels
-from roarfast.retrain import fill_values
+from roarfast.fills import fill_values
+from roarfast.imputation import ROAD_NOISE, removed_pixels
 
 MEAN, STD = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)
 
@@ -83,7 +83,7 @@ def test_removed_pixels_counts_and_value_ranks():
 
 def test_fill_names():
     assert fill_values("road", MEAN, STD) == "road"
-    with pytest.raises(UserError, match="dataset-mean, imagenet-mean, zero, road"):
+    with pytest.raises(ValueError, match="dataset-mean, imagenet-mean, zero, road"):
         fill_values("roads", MEAN, STD)
     images, labels, ranks = split()
     with pytest.raises(ValueError, match="fill should be a sequence of numbers or 'road'"):

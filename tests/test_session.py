@@ -3,12 +3,11 @@ arguments, then the benchmark's own correctness checks (DESIGN.md section 3):
 oracle ROAR at the fraction covering the object ~ chance, random ROAR at 0.5 far above it, oracle
 KAR at that fraction ~ the unmodified accuracy, and the oracle's mask-only control ~ chance."""
 
-import json
-
 import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.rundir import RunDir
 
 pytestmark = pytest.mark.slow
 
@@ -31,15 +30,15 @@ def session(tmp_path_factory):
 
 def test_session_writes_checkpoint_store_and_results(session):
     run_dir, outputs = session
-    meta = json.loads((run_dir / "checkpoints" / "base" / "meta.json").read_text())
+    run = RunDir(run_dir)
+    meta = run.base_meta()
     assert meta["test_acc"] >= 0.90, meta
     for split in ("train", "test"):
-        manifest = json.loads((run_dir / "attributions" / "oracle" / split / "manifest.json").read_text())
-        assert manifest["complete"]
+        assert run.rank_store.manifest("oracle", split)["complete"]
     # retrain with no --method runs every stored method plus random
     from roarfast.results import ResultsDB
 
-    rows = ResultsDB(run_dir / "results.sqlite").rows()
+    rows = ResultsDB(run.results_path).rows()
     assert sorted((r["method"], r["mode"], r["fraction"]) for r in rows) == [
         ("oracle", "roar", 0.7), ("random", "roar", 0.7)]
     assert "oracle" in outputs["retrain"] and "random" in outputs["retrain"]
@@ -50,7 +49,7 @@ def test_rerun_skips_finished_cells(session):
     from roarfast.results import ResultsDB
     from roarfast.retrain import RetrainOptions, run_retrain
 
-    before = {r["method"]: r["finished"] for r in ResultsDB(run_dir / "results.sqlite").rows()}
+    before = {r["method"]: r["finished"] for r in ResultsDB(RunDir(run_dir).results_path).rows()}
     rows = run_retrain(run_dir, RetrainOptions(fractions=(0.7,)), progress=False)
     assert {r["method"]: r["finished"] for r in rows} == before
 
@@ -58,13 +57,14 @@ def test_rerun_skips_finished_cells(session):
 def test_embedded_benchmark_checks(session):
     run_dir, _ = session
     from roarfast.data import load_dataset
-    from roarfast.pipeline import object_fraction
-    from roarfast.retrain import RetrainOptions, run_retrain, summarize
+    from roarfast.demo import object_fraction
+    from roarfast.retrain import RetrainOptions, run_retrain
+    from roarfast.stats import accuracy_over_seeds
 
     ds = load_dataset("embedded")
     chance = 1 / ds.num_classes
     covering = round(object_fraction(ds), 4)
-    unmodified = json.loads((run_dir / "checkpoints" / "base" / "meta.json").read_text())["test_acc"]
+    unmodified = RunDir(run_dir).base_meta()["test_acc"]
     rows = run_retrain(run_dir, RetrainOptions(fractions=(covering,), methods="oracle"), progress=False, dataset_obj=ds)
     rows += run_retrain(run_dir, RetrainOptions(fractions=(covering,), methods="oracle", modes=("kar",)),
                         progress=False, dataset_obj=ds)
@@ -72,7 +72,7 @@ def test_embedded_benchmark_checks(session):
     control = run_retrain(run_dir, RetrainOptions(fractions=(covering,), methods="oracle", mask_only=True),
                           progress=False, dataset_obj=ds)
     rows += [row for row in control if row["mode"] == "roar-mask"]
-    acc = {k: v[0] for k, v in summarize(rows).items()}
+    acc = {k: v[0] for k, v in accuracy_over_seeds(rows).items()}
     assert abs(acc[("oracle", "roar", covering)] - chance) <= 0.10, acc
     # the object's hole tells nothing: same shape for every class at a random place
     assert abs(acc[("oracle", "roar-mask", covering)] - chance) <= 0.10, acc

@@ -1,12 +1,12 @@
-"""Fill leakage (roarfast.leakage): with a structured removal pattern (square blocks at random
+"""Fill leakage (roarfast.fill_leakage): with a structured removal pattern (square blocks at random
 places) the per-pixel detector finds the removed pixels after the mean fill almost perfectly and
-far less well after the road fill; bad fill names."""
+far less well after the road fill; its measurements in results.sqlite; bad options."""
 
 import pytest
 import torch
 
 from roarfast.errors import UserError
-from roarfast.leakage import measure, parse_fills
+from roarfast.fill_leakage import FillLeakageOptions, measure, run_fill_leakage
 
 SIZE, BLOCK = 16, 8  # a quarter of each image removed as one 8x8 block
 
@@ -43,32 +43,41 @@ def test_detector_finds_block_holes_after_mean_fill_not_after_road():
     assert rows["dataset-mean"]["accuracy"] - rows["road"]["accuracy"] >= 0.1, rows
 
 
-def test_bad_fill_names():
-    with pytest.raises(UserError, match="--fill should be a comma-separated subset of"):
-        parse_fills("dataset-mean,blur")
+@pytest.mark.parametrize("options, message", [
+    ({"fills": ("dataset-mean", "blur")}, "--fill should be a comma-separated subset of"),
+    ({"fractions": (0.0,)}, r"--fraction: fractions must lie in \(0, 1\]"),
+    ({"max_images": 0}, "--max-images should be a positive int"),
+])
+def test_bad_options(options, message):
+    with pytest.raises(UserError, match=message):
+        FillLeakageOptions(**options)
 
 
-def test_run_leakage_names_methods_as_stored_and_keeps_earlier_rows(tmp_path):
-    """leakage.json gains the rows of a second method instead of losing the first's; a method alias is
-    read under its stored name; an unknown method is one clear error."""
-    import json
-
-    from roarfast import leakage
+def test_measurements_go_to_results_sqlite_per_method_and_name_methods_as_stored(tmp_path):
+    """Each method's measurements are kept beside the others'; a method alias is read under its stored
+    name; an unknown method is one clear error."""
     from roarfast.data import load_dataset
     from roarfast.extract import ExtractOptions, run_extract
+    from roarfast.results import DETECTOR, FILL_LEAKAGE, ResultsDB
+    from roarfast.rundir import RunDir
 
     options = {"num_train": 64, "num_test": 32}
     ds = load_dataset("embedded", **options)
     run_extract(tmp_path, ExtractOptions(methods="random,sobel"), dataset_obj=ds, device="cpu", progress=False)
     for method in ("random", "sobel"):
-        leakage.run_leakage(tmp_path, ["dataset-mean"], (0.25,), method=method, dataset="embedded",
-                            dataset_options=options, device="cpu", max_images=32)
-    rows = json.loads((tmp_path / "leakage.json").read_text())
-    assert sorted((r["method"], r["fill"], r["fraction"]) for r in rows) == [
+        returned = run_fill_leakage(tmp_path, FillLeakageOptions(fills=("dataset-mean",), fractions=(0.25,),
+                                                                 method=method, max_images=32),
+                                    dataset="embedded", dataset_options=options, device="cpu", seed=3)
+        (row,) = returned
+        assert 0.0 <= row["test_acc"] <= 1.0 and row["extra"]["base_rate"] == pytest.approx(0.75)
+    with ResultsDB(RunDir(tmp_path).results_path) as db:
+        rows = db.rows(kind=FILL_LEAKAGE)
+    assert [(r["method"], r["fill"], r["fraction"]) for r in rows] == [
         ("random", "dataset-mean", 0.25), ("sobel", "dataset-mean", 0.25)]
+    assert {(r["model"], r["mode"], r["seed"], r["epochs"]) for r in rows} == {(DETECTOR, "detect", 3, None)}
     with pytest.raises(UserError, match="no complete train and test ranks of 'sg-sq-grad'"):
-        leakage.run_leakage(tmp_path, ["dataset-mean"], (0.25,), method="sg-sq", dataset="embedded",
-                            dataset_options=options, device="cpu")
+        run_fill_leakage(tmp_path, FillLeakageOptions(fills=("dataset-mean",), fractions=(0.25,), method="sg-sq"),
+                         dataset="embedded", dataset_options=options, device="cpu")
     with pytest.raises(UserError, match="--method names one estimator"):
-        leakage.run_leakage(tmp_path, ["dataset-mean"], (0.25,), method="nope", dataset="embedded",
-                            dataset_options=options, device="cpu")
+        run_fill_leakage(tmp_path, FillLeakageOptions(method="nope"), dataset="embedded", dataset_options=options,
+                         device="cpu")

@@ -7,9 +7,8 @@ import torch
 
 from roarfast import ops
 from roarfast.errors import UserError
+from roarfast.fills import ROAD_FILL
 
-#: the --fill name of the imputation (the constant fills are in roarfast.cells.fill_values)
-ROAD_FILL = "road"
 #: std of the imputation noise in [0, 1] pixel units (the ROAD paper's default)
 ROAD_NOISE = 0.01
 #: images imputed per call when a whole split is filled at once: bounds the solver's working memory

@@ -1,14 +1,23 @@
-"""The `roarfast` command line. Commands are thin: they parse options and call library functions.
+"""The `roarfast` command line. Commands are thin: they parse options into the library's options
+dataclasses (which check them: a failed check is a usage error), call the library and print.
 
-Heavy imports (torch, the extension, DALI) happen inside command bodies so that `roarfast --help`
-answers at once. A `--config FILE` (YAML) supplies defaults that flags override: top-level keys
-apply to every command, a section named after a command applies to that command only.
+The choices come from the library's vocabulary (fills, modes, AMP, presets, executors, metrics), so a new
+entry appears here at once. Heavy imports (torch, the extension, DALI) happen inside command bodies so that
+`roarfast --help` answers at once. A `--config FILE` (YAML) supplies defaults that flags override:
+top-level keys apply to every command, a section named after a command applies to that command only.
 """
 
 import functools
 from pathlib import Path
 
 import click
+
+from roarfast.executors import EXECUTORS
+from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
+from roarfast.grid import PRESETS
+from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
+from roarfast.options import parse_list
+from roarfast.recipe import AMP_CHOICES
 
 DEFAULT_RUN_DIR = "runs/default"
 METHOD_HELP = ("estimators, comma-separated: grad ig gb, sg sg-sq var (of grad; -ig/-gb suffixes), random "
@@ -61,13 +70,14 @@ data_options = _stack(
 
 
 amp_option = click.option(
-    "--amp", type=click.Choice(["auto", "off", "bf16", "fp16"]), default="auto",
+    "--amp", type=click.Choice(AMP_CHOICES), default="auto",
     help="mixed precision for training: bf16 autocast, or fp16 autocast with a gradient scaler (auto: bf16 on "
          "GPU, fp32 on CPU)")
 
 
 def _fractions(ctx, param, value):
-    """'0.3,0.7' or repeated flags -> sorted unique floats in (0, 1]; nothing given -> None."""
+    """'0.3,0.7' or repeated flags -> sorted unique floats (the options check the range); nothing given ->
+    None."""
     if value is None or (isinstance(value, (list, tuple)) and not value):
         return None
     items = value if isinstance(value, (list, tuple)) else [value]
@@ -77,12 +87,9 @@ def _fractions(ctx, param, value):
             if not part.strip():
                 continue
             try:
-                f = float(part)
+                out.append(float(part))
             except ValueError:
                 raise click.BadParameter(f"{part!r} is not a number") from None
-            if not 0.0 < f <= 1.0:
-                raise click.BadParameter(f"fractions must lie in (0, 1], got {f}")
-            out.append(f)
     if not out:
         raise click.BadParameter("give at least one fraction")
     return sorted(set(out))
@@ -140,6 +147,16 @@ def _defaults_for(command, values: dict) -> dict:
     return defaults
 
 
+def _options(factory, **values):
+    """factory(**values): an options dataclass, whose checks' UserError is a usage error (exit code 2)."""
+    from roarfast.errors import UserError
+
+    try:
+        return factory(**values)
+    except UserError as err:
+        raise click.UsageError(str(err)) from None
+
+
 def _friendly_errors(func):
     """Turns errors the user can fix (bad input, a missing or stale extension build) into one-line
     messages instead of tracebacks."""
@@ -182,11 +199,11 @@ def main():
 @_friendly_errors
 def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, amp):
     """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
-    from roarfast.train import run_train
+    from roarfast.train import TrainOptions, run_train
 
-    summary = run_train(run_dir, dataset=dataset, data_dir=data_dir, model=model, epochs=epochs,
-                        batch_size=batch_size, seed=seed, device=device, progress=progress, dataset_options=data_option,
-                        amp=amp)
+    options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp)
+    summary = run_train(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
+                        device=device, seed=seed, progress=progress)
     click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
                f"-> {summary['checkpoint']}")
 
@@ -206,7 +223,7 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 @click.option("--reduction", type=click.Choice(["sum_sq", "abs_sum", "max"]), default="sum_sq",
               help="how channels fold into one pixel score")
 @click.option("--gradcam-layer", default=None, help="dotted module name for Grad-CAM (default: the last conv stage)")
-@click.option("--amp", type=click.Choice(["auto", "off", "bf16", "fp16"]), default="auto",
+@click.option("--amp", type=click.Choice(AMP_CHOICES), default="auto",
               help="autocast for the model's passes (auto: bf16 on GPU, off on CPU)")
 @click.option("--keep-maps/--no-keep-maps", default=False, help="also store fp16 maps (for pictures)")
 @click.option("--force", is_flag=True, help="recompute a complete store")
@@ -218,11 +235,10 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store."""
     from roarfast.extract import ExtractOptions, run_extract
 
-    options = ExtractOptions(methods=methods, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
-                             batch_size=batch_size, samples=samples, noise_level=noise_level, ig_steps=ig_steps,
-                             target=target, granularity=granularity, reduction=reduction,
-                             gradcam_layer=gradcam_layer, amp=amp, keep_maps=keep_maps, force=force,
-                             compile=compile_model)
+    options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, samples=samples,
+                             noise_level=noise_level, ig_steps=ig_steps, target=target, granularity=granularity,
+                             reduction=reduction, gradcam_layer=gradcam_layer, amp=amp, keep_maps=keep_maps,
+                             force=force, compile=compile_model)
     run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option, device=device,
                 seed=seed, progress=progress)
 
@@ -233,12 +249,13 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=["0.7"],
               help="fraction(s) of pixels removed (ROAR) or kept (KAR); repeat or comma-separate")
 @click.option("--method", "methods", default=None, help="methods to retrain on (default: every stored method, plus random)")
-@click.option("--mode", "modes", default="roar", help="roar, kar or roar,kar")
-@click.option("--seeds", type=click.IntRange(min=1), default=1, help="retrainings per cell (seeds 0..N-1)")
+@click.option("--mode", "modes", default=ROAR, help=f"{', '.join(MODES)} or {','.join(MODES)}")
+@click.option("--seeds", type=int, default=1, help="retrainings per cell (seeds 0..N-1)")
 @click.option("--model", default=None, help="model to retrain (default: the base model's)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
-@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero", "road"]), default="dataset-mean",
-              help="value that replaces removed pixels; road: ROAD's noisy linear imputation from kept neighbours")
+@click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
+              help=f"value that replaces removed pixels; {ROAD_FILL}: ROAD's noisy linear imputation from kept "
+                   f"neighbours")
 @click.option("--mask-only/--no-mask-only", default=False,
               help="beside every cell, a control trained and tested on its removal pattern alone (mode "
                    "roar-mask / kar-mask): how much the mask's shape tells about the class")
@@ -247,51 +264,39 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
             epochs, fill, mask_only, amp):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
+    from roarfast.cli.tables import retrain_table
     from roarfast.retrain import RetrainOptions, run_retrain
 
-    mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
-    bad = [m for m in mode_list if m not in ("roar", "kar")]
-    if bad or not mode_list:
-        raise click.BadParameter(f"modes are roar and kar, got {modes!r}", param_hint="--mode")
-    options = RetrainOptions(fractions=tuple(fractions), methods=methods, modes=mode_list, seeds=seeds,
-                             model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only)
+    options = _options(RetrainOptions, fractions=tuple(fractions), methods=methods, modes=parse_list(modes),
+                       seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                        device=device, seed=seed, progress=progress)
-    from roarfast.retrain import format_table
-
-    click.echo(format_table(rows))
-
-
-def _positive_or_none(ctx, param, value):
-    if value is not None and value < 1:
-        raise click.BadParameter(f"should be a positive int, got {value}")
-    return value
+    click.echo(retrain_table(rows))
 
 
 @main.command()
 @run_options
 @data_options
-@click.option("--preset", type=click.Choice(["quick", "paper"]), default="quick",
+@click.option("--preset", type=click.Choice(list(PRESETS)), default="quick",
               help="the grid: quick (what `roarfast run` uses) or paper (14 estimators x 5 fractions x roar,kar x "
                    "5 seeds); the flags below override its parts")
 @click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: the preset's)")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
               help="fractions removed (ROAR) or kept (KAR); repeat or comma-separate (default: the preset's)")
-@click.option("--mode", "modes", default=None, help="roar, kar or roar,kar (default: the preset's)")
-@click.option("--seeds", type=int, default=None, callback=_positive_or_none,
-              help="retrainings per cell, seeds --seed.. (default: the preset's)")
+@click.option("--mode", "modes", default=None, help=f"{', '.join(MODES)} or {','.join(MODES)} (default: the preset's)")
+@click.option("--seeds", type=int, default=None, help="retrainings per cell, seeds --seed.. (default: the preset's)")
 @click.option("--control/--no-control", default=None,
               help="the mask-only control beside every cell (default: on)")
-@click.option("--control-seeds", type=int, default=None, callback=_positive_or_none,
+@click.option("--control-seeds", type=int, default=None,
               help="controls for the first N seeds only (a control is tested against chance on the test split, "
                    "which one seed allows; default: the preset's)")
-@click.option("--fill", type=click.Choice(["dataset-mean", "imagenet-mean", "zero", "road"]), default="dataset-mean",
-              help="what replaces removed pixels: a constant, or road (ROAD's noisy linear imputation)")
+@click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
+              help=f"what replaces removed pixels: a constant, or {ROAD_FILL} (ROAD's noisy linear imputation)")
 @click.option("--model", default=None, help="model to retrain (default: the base model's)")
-@click.option("--epochs", type=int, default=None, callback=_positive_or_none,
+@click.option("--epochs", type=int, default=None,
               help="training epochs of each cell (default: the preset's, else the model's recipe)")
 @amp_option
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local",
               help="local: cells one after another in this process; ray: one Ray task per cell")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
 @click.option("--cpus-per-cell", type=float, default=1.0, help="Ray: CPUs per cell")
@@ -304,14 +309,15 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
-    from roarfast.sweep import preset_grid, run_sweep
+    from roarfast.executors import RayOptions
+    from roarfast.grid import preset_grid
+    from roarfast.sweep import run_sweep
 
-    mode_list = None if modes is None else tuple(m.strip() for m in modes.split(",") if m.strip())
-    grid = preset_grid(preset, methods=methods, fractions=tuple(fractions) if fractions else None, modes=mode_list,
-                       seeds=seeds, control=control, control_seeds=control_seeds, fill=fill, model=model,
-                       epochs=epochs, amp=amp, first_seed=seed)
-    run_sweep(run_dir, grid, executor=executor, ray_address=address, cpus_per_cell=cpus_per_cell,
-              gpus_per_cell=gpus_per_cell, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
+    grid = _options(preset_grid, name=preset, methods=methods, fractions=tuple(fractions) if fractions else None,
+                    modes=None if modes is None else parse_list(modes), seeds=seeds, control=control,
+                    control_seeds=control_seeds, fill=fill, model=model, epochs=epochs, amp=amp, first_seed=seed)
+    ray = _options(RayOptions, address=address, cpus_per_cell=cpus_per_cell, gpus_per_cell=gpus_per_cell)
+    run_sweep(run_dir, grid, executor=executor, ray=ray, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
               dataset_options=data_option, device=device, seed=seed, progress=progress, echo=click.echo)
 
 
@@ -322,25 +328,23 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
               help="fractions of the grid (default: the one covering the object, 0.25, 0.5)")
 @click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: the quick preset's)")
-@click.option("--seeds", type=int, default=None, callback=_positive_or_none,
-              help="retrainings per cell (default: the quick preset's 3)")
-@click.option("--epochs", type=int, default=None, callback=_positive_or_none,
-              help="training epochs of each cell (default: the quick preset's)")
+@click.option("--seeds", type=int, default=None, help="retrainings per cell (default: the quick preset's 3)")
+@click.option("--epochs", type=int, default=None, help="training epochs of each cell (default: the quick preset's)")
 @_friendly_errors
 def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds, epochs):
     """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
     with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
-    from roarfast.pipeline import run_all
+    from roarfast.demo import run_demo
 
-    run_all(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
-            epochs=epochs, dataset_options=data_option)
+    run_demo(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
+             epochs=epochs, dataset_options=data_option)
 
 
 @main.command()
 @run_options
 @data_options
-@click.option("--metric", "metrics", default="morf,lerf,road",
-              help="morf, lerf, road (= MoRF and LeRF with the imputation fill), comma-separated")
+@click.option("--metric", "metrics", default=",".join(NO_RETRAIN_METRICS),
+              help=f"{', '.join(NO_RETRAIN_METRICS)} (road = MoRF and LeRF with the imputation fill), comma-separated")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=["0.1,0.3,0.5,0.7,0.9"],
               help="fraction(s) of pixels replaced; repeat or comma-separate")
 @click.option("--method", "methods", default=None, help="methods to evaluate (default: every method with test ranks)")
@@ -348,42 +352,36 @@ def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds,
 @_friendly_errors
 def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, metrics, fractions, methods, batch_size):
     """No-retrain evaluations of the base model on the rank store: MoRF, LeRF, ROAD (results.sqlite)."""
-    from roarfast.evaluate import (
-        EvaluateOptions,
-        format_table,
-        parse_metrics,
-        run_evaluate,
-    )
+    from roarfast.cli.tables import no_retrain_table
+    from roarfast.noretrain import NoRetrainOptions, run_noretrain
 
-    options = EvaluateOptions(metrics=parse_metrics(metrics), fractions=tuple(fractions), methods=methods,
-                              batch_size=batch_size)
-    rows = run_evaluate(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
-                        device=device, progress=progress)
-    click.echo(format_table(rows))
+    options = _options(NoRetrainOptions, metrics=parse_list(metrics), fractions=tuple(fractions), methods=methods,
+                       batch_size=batch_size)
+    rows = run_noretrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
+                         device=device, progress=progress)
+    click.echo(no_retrain_table(rows))
 
 
 @main.command()
 @run_options
 @data_options
-@click.option("--fill", "fills", default="dataset-mean,road", help="fills to compare, comma-separated: "
-              "dataset-mean, imagenet-mean, zero, road")
+@click.option("--fill", "fills", default=f"{DEFAULT_FILL},{ROAD_FILL}",
+              help=f"fills to compare, comma-separated: {', '.join(FILLS)}")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=["0.3,0.5,0.7"],
               help="fraction(s) of pixels removed; repeat or comma-separate")
 @click.option("--method", default="random", help="whose stored ranks give the removal patterns")
-@click.option("--max-images", type=click.IntRange(min=1), default=5000, help="train and test images used, each")
+@click.option("--max-images", type=int, default=5000, help="train and test images used, each")
 @_friendly_errors
 def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fills, fractions, method, max_images):
     """Fill leakage: a per-pixel detector's accuracy at finding removed pixels after each fill, vs the base rate."""
-    from roarfast.leakage import format_table, parse_fills, run_leakage
+    from roarfast.cli.tables import fill_leakage_table
+    from roarfast.fill_leakage import FillLeakageOptions, run_fill_leakage
 
-    rows = run_leakage(run_dir, parse_fills(fills), tuple(fractions), method=method, dataset=dataset,
-                       data_dir=data_dir, dataset_options=data_option, device=device, seed=seed,
+    options = _options(FillLeakageOptions, fills=parse_list(fills), fractions=tuple(fractions), method=method,
                        max_images=max_images)
-    click.echo(format_table(rows))
-
-
-
-
+    rows = run_fill_leakage(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
+                            device=device, seed=seed)
+    click.echo(fill_leakage_table(rows))
 
 
 @main.command()
@@ -409,7 +407,3 @@ def doctor():
 
     for line in report_lines():
         click.echo(line)
-
-
-if __name__ == "__main__":
-    main()

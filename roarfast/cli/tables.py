@@ -1,0 +1,47 @@
+"""The text tables the commands print (only the command line prints tables): retrain's cells, the
+no-retrain measurements and the fill-leakage measurements, each from results rows."""
+
+import math
+
+from roarfast.stats import accuracy_over_seeds
+
+
+def retrain_table(rows) -> str:
+    """Test accuracy per method (rows) and mode x fraction (columns), mean +- std over seeds."""
+    summary = accuracy_over_seeds(rows)
+    if not summary:
+        return "no cells"
+    columns = sorted({(mode, fraction) for _, mode, fraction in summary})
+    methods = sorted({m for m, _, _ in summary}, key=lambda m: (m != "random", m))
+    header = ["method"] + [f"{mode} {fraction:g}" for mode, fraction in columns]
+    lines = [header]
+    for method in methods:
+        line = [method]
+        for mode, fraction in columns:
+            cell = summary.get((method, mode, fraction))
+            if cell is None:
+                line.append("-")
+            else:
+                mean, std, n = cell
+                line.append(f"{mean:.1%}" + (f" ±{std:.1%}" if n > 1 else ""))
+        lines.append(line)
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in lines)
+
+
+def no_retrain_table(rows) -> str:
+    """One line per row: method, mode, fraction, accuracy and mean probability of the predicted class."""
+    lines = [f"{'method':16s} {'mode':10s} {'fraction':>8s} {'test_acc':>8s} {'p(pred)':>8s}"]
+    for r in sorted(rows, key=lambda r: (r["method"], r["mode"], r["fraction"])):
+        lines.append(f"{r['method']:16s} {r['mode']:10s} {r['fraction']:8.2f} {r['test_acc']:8.3f} "
+                     f"{(r.get('extra') or {}).get('mean_probability', math.nan):8.3f}")
+    return "\n".join(lines)
+
+
+def fill_leakage_table(rows) -> str:
+    """One line per row: method, fill, fraction, the detector's pixel accuracy and the base rate."""
+    lines = [f"{'method':12s} {'fill':14s} {'fraction':>8s} {'detector':>8s} {'base':>6s}"]
+    for r in rows:
+        lines.append(f"{r['method']:12s} {r['fill']:14s} {r['fraction']:8.2f} {r['test_acc']:8.3f} "
+                     f"{r['extra']['base_rate']:6.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,270 @@
+"""The executors: cells trained here (local) or as Ray tasks (ray), each claimed in results.sqlite before
+it is trained (roarfast.results: claims and heartbeats) and finished there in one transaction.
+
+Both executors share one path for a cell's life in the database (`_Claims`): claiming it, keeping the
+heartbeat of its claim, and finishing it (its row recorded, or marked failed and the run going on with
+the others), so `roarfast retrain` and `roarfast sweep` resume, share a run directory and fail alike.
+"""
+
+import threading
+import time
+from dataclasses import dataclass
+
+from roarfast.cells import Cell, CellOptions, CellTrainer
+from roarfast.errors import UserError
+
+EXECUTORS = ("local", "ray")
+#: how often an executor waiting on cells that other processes train looks again
+POLL_S = 2.0
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """--executor ray: the cluster (`address`, None: a local Ray instance) and each cell's resources."""
+
+    address: str | None = None
+    cpus_per_cell: float = 1.0
+    gpus_per_cell: float = 0.0
+
+    def __post_init__(self):
+        if not self.cpus_per_cell > 0 or not self.gpus_per_cell >= 0:
+            raise UserError(f"--cpus-per-cell must be > 0 and --gpus-per-cell >= 0, got {self.cpus_per_cell} and "
+                            f"{self.gpus_per_cell}")
+
+
+def import_ray():
+    """The ray module, or a UserError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'roarfast[ray]'") from None
+    return ray
+
+
+class Progress:
+    """One line per finished cell (method, mode, fraction, seed, accuracy, seconds, count and, given
+    `eta(cell, seconds, remaining)` -> seconds left or None, the ETA) over an overall bar."""
+
+    def __init__(self, total: int, enabled: bool, echo, eta=None):
+        from roarfast.progress import progress_bar
+
+        self.total, self.echo, self.eta = total, echo, eta
+        self.finished = 0
+        self._bar_cm = progress_bar(total=total, desc="cells", unit="cell", enabled=enabled)
+        self.bar = self._bar_cm.__enter__()
+
+    def cell_done(self, cell: Cell, metrics: dict, remaining: list):
+        from roarfast.progress import format_duration
+
+        self.finished += 1
+        line = f"[sweep] {self.finished}/{self.total} {cell.describe()}: {metrics['test_acc']:.1%} ({metrics['seconds']:.1f} s)"
+        if self.eta is not None:
+            line += f", ETA {format_duration(self.eta(cell, metrics['seconds'], remaining))}"
+        self.bar.update(1)
+        self.bar.clear()
+        self.echo(line)
+        self.bar.refresh()
+
+    def close(self):
+        self._bar_cm.__exit__(None, None, None)
+
+
+class _Heartbeat:
+    """Refreshes the heartbeat of the claims in `keys` (a set it reads each time) from a thread with its
+    own connection, so a long cell is never mistaken for an abandoned one."""
+
+    def __init__(self, db_path, keys: set):
+        from roarfast.results import HEARTBEAT_S
+
+        self.db_path, self.keys, self.interval = db_path, keys, HEARTBEAT_S
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="roarfast-heartbeat", daemon=True)
+
+    def _run(self):
+        from roarfast.results import ResultsDB
+
+        with ResultsDB(self.db_path) as db:
+            while not self._stop.wait(self.interval):
+                db.heartbeat(self.keys.copy())  # one C-level copy: the trainer thread adds and removes claims
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+class _Claims:
+    """The life of a cell in results.sqlite, written once for every executor: claimed by this process
+    (with a heartbeat while held), then finished: recorded, or marked failed while the others go on."""
+
+    def __init__(self, db, progress: Progress, echo, where: str = ""):
+        from roarfast.results import this_process
+
+        self.db, self.progress, self.echo, self.where = db, progress, echo, where
+        self.owner = this_process()
+        self.held = set()
+        self.failures = []
+
+    def heartbeat(self) -> _Heartbeat:
+        return _Heartbeat(self.db.path, self.held)
+
+    def claim(self, key) -> bool | None:
+        """True: claimed, ours to train now; None: done already (by anyone); False: a live process holds it."""
+        if self.db.claim(key, self.owner):
+            self.held.add(key)
+            return True
+        return None if self.db.is_done(key) else False
+
+    def release(self, key) -> None:
+        """Gives a claim back unfinished (an interrupted run)."""
+        self.held.discard(key)
+        self.db.release(key, self.owner)
+
+    def finish(self, cell: Cell, key, remaining: list, metrics: dict | None = None,
+               error: Exception | None = None) -> None:
+        """Records the cell's metrics, or marks it failed with `error` (the run goes on with other cells)."""
+        self.held.discard(key)
+        if error is not None:
+            self.db.mark_failed(key, f"{type(error).__name__}: {error}")
+            self.failures.append((cell, error))
+            self.echo(f"[sweep] {cell.describe()}: FAILED{self.where} ({type(error).__name__}: {error})")
+            return
+        self.db.record(key, metrics)
+        self.progress.cell_done(cell, metrics, remaining)
+
+    def raise_failures(self) -> None:
+        if self.failures:
+            cell, err = self.failures[0]
+            raise UserError(f"{len(self.failures)} cell(s) failed{self.where}, e.g. {cell.describe()}: "
+                            f"{type(err).__name__}: {err} (marked failed in {self.db.path}; the same command "
+                            f"retries them)")
+
+
+def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ray: RayOptions | None = None,
+            progress: Progress | None = None, echo=print) -> None:
+    """Trains the cells `todo` ([(Cell, key or None)]) with `executor`, claiming each first; waits for
+    cells other processes hold, taking over any whose claimant died, until every cell is done."""
+    progress = progress or Progress(len(todo), enabled=False, echo=echo)
+    try:
+        if executor == "ray":
+            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray or RayOptions())
+        else:
+            _execute_local(trainer, list(todo), _Claims(db, progress, echo))
+    finally:
+        progress.close()
+
+
+def _execute_local(trainer: CellTrainer, pending: list, claims: _Claims) -> None:
+    """Each cell trained in this process in turn."""
+    with claims.heartbeat():
+        while pending:
+            progressed = False
+            for item in list(pending):
+                cell, key = item
+                key = key or trainer.key(cell)
+                claimed = claims.claim(key)
+                if not claimed:
+                    if claimed is None:
+                        pending.remove(item)
+                    continue
+                try:
+                    metrics = trainer.train(cell)
+                except (KeyboardInterrupt, UserError):
+                    claims.release(key)
+                    raise
+                except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
+                    pending.remove(item)
+                    claims.finish(cell, key, pending, error=err)
+                    continue
+                pending.remove(item)
+                progressed = True
+                claims.finish(cell, key, pending, metrics=metrics)
+            if pending and not progressed:
+                time.sleep(POLL_S)  # the rest is held by live processes: wait for them (or their end)
+    claims.raise_failures()
+
+
+#: per Ray worker process: the CellTrainer of the last run directory it served, so that a worker
+#: loads the dataset and the ranks once for all the cells it trains
+_WORKER_TRAINERS = {}
+
+
+def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
+    """A Ray task: trains one cell from what the run directory holds (a shared filesystem across nodes)."""
+    import json
+
+    import torch
+
+    from roarfast.cells import cell_recipe
+    from roarfast.rundir import RunDir
+
+    key = (run_dir, json.dumps(settings, sort_keys=True))
+    if key not in _WORKER_TRAINERS:
+        torch.set_num_threads(settings["threads"])
+        run = RunDir(run_dir)
+        ds = run.open_dataset()
+        device = settings["device"]
+        options = CellOptions(model=settings["model"], epochs=settings["epochs"], fill=settings["fill"],
+                              amp=settings["amp"])
+        model_name, recipe = cell_recipe(run, ds, device, options)
+        if recipe.to_dict() != settings["recipe"]:
+            raise UserError(f"the worker's recipe for {model_name} differs from the driver's: a different "
+                            f"device or roarfast version on the worker ({recipe} vs {settings['recipe']})")
+        _WORKER_TRAINERS.clear()
+        _WORKER_TRAINERS[key] = CellTrainer(run, ds, model_name, recipe, settings["fill"], device)
+    return _WORKER_TRAINERS[key].train(cell)
+
+
+def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: RayOptions) -> None:
+    """One Ray task per cell; this process (the driver) claims each cell before submitting it, keeps its
+    heartbeat, and finishes it when the task returns."""
+    import torch
+
+    ray = import_ray()
+    if not ray.is_initialized():
+        ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
+    gpus = options.gpus_per_cell
+    remote = ray.remote(num_cpus=options.cpus_per_cell, num_gpus=gpus, max_retries=0)(_ray_train_cell)
+    settings = {"device": "cuda" if gpus > 0 else "cpu", "model": trainer.model_name,
+                "epochs": trainer.recipe.epochs, "amp": "off" if trainer.recipe.amp is None else trainer.recipe.amp,
+                "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
+                "threads": max(1, int(options.cpus_per_cell)) if gpus == 0 else torch.get_num_threads()}
+    slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1)
+                       // (gpus if gpus > 0 else options.cpus_per_cell)))
+    in_flight = {}  # ObjectRef -> (cell, key)
+    try:
+        with claims.heartbeat():
+            while pending or in_flight:
+                submitted = False
+                for item in list(pending):
+                    if len(in_flight) >= slots:
+                        break
+                    cell, key = item
+                    key = key or trainer.key(cell)
+                    claimed = claims.claim(key)
+                    if claimed:
+                        in_flight[remote.remote(str(trainer.run.root), settings, cell)] = (cell, key)
+                        submitted = True
+                    if claimed is not False:
+                        pending.remove(item)
+                if not in_flight:
+                    if pending and not submitted:
+                        time.sleep(POLL_S)
+                    continue
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
+                for ref in ready:
+                    cell, key = in_flight.pop(ref)
+                    try:
+                        metrics = ray.get(ref)
+                    except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
+                        claims.finish(cell, key, pending, error=err)
+                        continue
+                    claims.finish(cell, key, pending, metrics=metrics)
+    except BaseException:
+        for cell, key in in_flight.values():
+            claims.release(key)
+        raise
+    claims.raise_failures()

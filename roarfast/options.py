@@ -1,0 +1,48 @@
+"""The checks of option values, each written once: every options dataclass (TrainOptions, ExtractOptions,
+RetrainOptions, Grid, NoRetrainOptions, FillLeakageOptions) runs them on its fields when it is built, so a
+value is checked where it enters and trusted below. A failed check is a UserError naming the flag.
+"""
+
+import math
+
+from roarfast.errors import UserError
+
+
+def parse_list(text) -> tuple:
+    """'a, b,,c' -> ('a', 'b', 'c'): a comma-separated flag value."""
+    return tuple(part.strip() for part in str(text).split(",") if part.strip())
+
+
+def check_fractions(fractions, flag: str = "--fraction") -> tuple:
+    """Fractions as floats in (0, 1] (at least one)."""
+    fractions = tuple(fractions)
+    bad = [f for f in fractions
+           if isinstance(f, bool) or not isinstance(f, (int, float)) or not (math.isfinite(f) and 0.0 < f <= 1.0)]
+    if bad or not fractions:
+        raise UserError(f"{flag}: fractions must lie in (0, 1], got {', '.join(map(str, bad)) or 'none'}")
+    return tuple(float(f) for f in fractions)
+
+
+def check_positive(flag: str, value, optional: bool = False):
+    """A positive int (or None when optional)."""
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{flag} should be a positive int, got {value!r}")
+    return value
+
+
+def check_choice(flag: str, value, choices):
+    """One of `choices`."""
+    if value not in choices:
+        raise UserError(f"{flag} should be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def check_subset(flag: str, values, choices) -> tuple:
+    """A non-empty tuple of values from `choices`."""
+    values = tuple(values)
+    if not values or any(v not in choices for v in values):
+        raise UserError(f"{flag} should be a comma-separated subset of {','.join(choices)}, "
+                        f"got {','.join(map(str, values)) or 'none'!r}")
+    return values

@@ -1,0 +1,52 @@
+"""The report (DESIGN.md section 10): tables, figures and verdicts from a run directory, in four steps
+that each take plain data from the one before — load (roarfast.report.load: the run directory's
+measurements, read once), analyse (.analysis: intervals, tests, verdicts, rankings, the no-retrain and
+fill-leakage tables), draw (.figures) and render (.render: index.md, index.html, cells.csv, summary.json).
+
+Writes `<run_dir>/report/` by default; can be rerun at any time, also while a sweep is writing.
+From Python: `report = write_report(run_dir)`; `report.index_html`, `report.verdict_lines()`,
+`report.summary`.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roarfast.report.analysis import analyse
+from roarfast.report.load import load_run
+from roarfast.report.render import verdict_lines, write_files
+
+
+@dataclass
+class Report:
+    """A written report: where it is and what it says (`summary` is summary.json's content)."""
+
+    out_dir: Path
+    summary: dict
+    files: list = field(default_factory=list)
+
+    @property
+    def index_html(self) -> Path:
+        return self.out_dir / "index.html"
+
+    def verdict_lines(self) -> list[str]:
+        """One line per estimator x mode x fraction verdict (leaky cells say so in it), a line per leaky
+        control of random, and a ranking line per mode and fill."""
+        return verdict_lines(self.summary)
+
+
+def write_report(run_dir, out_dir=None) -> Report:
+    """Reads the run directory, writes the report under out_dir (default: the run directory's report
+    directory) and returns it. Raises UserError, writing nothing, when the run directory has no
+    results.sqlite or no finished cells."""
+    from roarfast.report.figures import write_figures
+    from roarfast.rundir import RunDir
+
+    run = RunDir(run_dir)
+    loaded = load_run(run)
+    summary = analyse(loaded)
+    out_dir = Path(out_dir) if out_dir is not None else run.report_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = write_figures(summary, run, loaded.context, out_dir)
+    summary["figures"] = figures
+    files = write_files(summary, loaded.cells, out_dir)
+    return Report(out_dir, summary, [f["file"] for f in figures] + files)

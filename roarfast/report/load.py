@@ -1,0 +1,152 @@
+"""The report's first step: a run directory's measurements read once into plain data (Loaded) — the
+finished retraining cells (one per cell: the newest where several configurations hold it), the raw rows
+the no-retrain and fill-leakage sections and the rank agreement need, and the context: the base model's
+meta, chance from the dataset, the stage times.
+
+Reads only results.sqlite, the base checkpoint's meta.json, stages.json and dataset.json (with the
+dataset itself, for chance and the example images), so a report can be written while a sweep runs.
+"""
+
+from dataclasses import dataclass, field
+
+from roarfast.errors import UserError
+from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
+
+
+@dataclass
+class Context:
+    """What the report knows besides the measurements: the base model, chance, test-split size, stage
+    times, and the opened dataset (None when it could not be opened; a note says why)."""
+
+    meta: dict
+    chance: float | None
+    chance_source: str
+    n_test: int | None
+    stages: list
+    stages_recorded: bool  # the stage times come from a sweep's record, not from what is left in the directory
+    dataset: object = None
+
+
+@dataclass
+class Loaded:
+    """A run directory's measurements for the report.
+
+    cells: the finished retraining cells and controls, one per (method, mode, fraction, seed, fill), sorted
+        for reading, each with its control's accuracy (control_acc) where it has one.
+    retrained, no_retrain, fill_leakage: the done rows of each kind, in results order.
+    """
+
+    cells: list
+    retrained: list
+    no_retrain: list
+    fill_leakage: list
+    context: Context
+    notes: list = field(default_factory=list)
+
+
+def method_order(method: str) -> tuple:
+    """Random (the reference) first, then by name."""
+    return (method != "random", method)
+
+
+def mode_order(mode: str) -> int:
+    return RETRAIN_MODES.index(mode)
+
+
+def load_run(run) -> Loaded:
+    """Reads RunDir `run`. Raises UserError, reading nothing else, when it has no results.sqlite or no
+    finished retraining cells."""
+    from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
+
+    path = run.results_path
+    if not path.is_file():  # checked first: opening the database would create it
+        raise UserError(f"no {path.name} in {run.root}: run `roarfast retrain` or `roarfast sweep` first "
+                        f"(--run-dir names the run directory)")
+    with open_results(run) as db:
+        rows = db.rows(status="done")
+    if not rows:
+        raise UserError(f"no finished cells in {path}: run `roarfast retrain` or `roarfast sweep` first")
+    notes = []
+    unknown = sorted({r["mode"] for r in rows if r["mode"] not in KIND_MODES.get(r["kind"], ())})
+    if unknown:
+        notes.append(f"rows of modes this report does not read were left out: {', '.join(unknown)}")
+    known = [r for r in rows if r["mode"] in KIND_MODES.get(r["kind"], ())]
+    retrained = [r for r in known if r["kind"] == RETRAIN]
+    cells = _newest_cells(retrained, notes)
+    if not cells:
+        raise UserError(f"no finished cells of modes {', '.join(RETRAIN_MODES)} in {path}")
+    return Loaded(cells=cells, retrained=retrained, no_retrain=[r for r in known if r["kind"] == NO_RETRAIN],
+                  fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE], context=_context(run, notes),
+                  notes=notes)
+
+
+def _newest_cells(rows: list, notes: list) -> list:
+    """One cell per (method, mode, fraction, seed, fill): the newest when several configuration hashes hold
+    the same cell (a note says how many were set aside); controls matched to their cells."""
+    newest = {}
+    replaced = 0
+    for row in rows:
+        cell = {k: row[k] for k in ("method", "mode", "fraction", "seed", "fill", "test_acc", "val_acc", "epochs",
+                                    "seconds", "dataset", "model", "config_hash", "finished")}
+        key = (cell["method"], cell["mode"], cell["fraction"], cell["seed"], cell["fill"])
+        if key in newest:
+            replaced += 1
+            if cell["finished"] <= newest[key]["finished"]:
+                continue
+        newest[key] = cell
+    if replaced:
+        notes.append(f"{replaced} result(s) of cells run under several configurations (config hashes) were "
+                     f"set aside: the newest of each cell is reported")
+    cells = sorted(newest.values(), key=lambda c: (mode_order(c["mode"]), c["fill"] or "", method_order(c["method"]),
+                                                   c["fraction"], c["seed"]))
+    controls = {(c["method"], c["mode"], c["fraction"], c["seed"]): c["test_acc"] for c in cells if is_control(c["mode"])}
+    for c in cells:
+        c["control_acc"] = None if c["mode"] not in MODES else controls.get(
+            (c["method"], control_mode(c["mode"]), c["fraction"], c["seed"]))
+    return cells
+
+
+def _context(run, notes: list) -> Context:
+    meta = run.base_meta()
+    if not meta:
+        notes.append(f"no base checkpoint meta ({run.base_checkpoint / 'meta.json'}): base accuracy unknown")
+    ds = None
+    if run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
+        notes.append(f"no {run.dataset_path.name} in the run directory: chance from the class count, no example "
+                     f"images")
+    else:
+        try:
+            ds = run.open_dataset()
+        except UserError as err:
+            notes.append(f"dataset not opened ({err}): chance from the class count, no example images")
+    if ds is not None:
+        import torch
+
+        labels = ds.test.labels
+        chance = float(torch.bincount(labels).max()) / len(labels)
+        source = "share of the test split's most frequent class"
+        n_test = len(ds.test)
+    else:
+        num_classes = meta.get("num_classes")
+        chance = 1.0 / num_classes if num_classes else None
+        source = "1 / number of classes" if num_classes else "unknown (no dataset, no base meta)"
+        n_test = None
+    return Context(meta, chance, source, n_test, _stage_times(run, meta), run.stage_times() is not None, ds)
+
+
+def _stage_times(run, meta: dict) -> list:
+    """[{stage, seconds, source}]: from stages.json when a sweep wrote it, else what the run directory
+    holds (the base model's training time; the analysis adds the sum of the cells' seconds)."""
+    record = run.stage_times()
+    source = run.stage_times_path.name
+    if record is not None:
+        rows = []
+        for stage, value in record.items():
+            if isinstance(value, dict):
+                rows.extend({"stage": f"{stage} {name}", "seconds": s, "source": source} for name, s in value.items())
+            else:
+                rows.append({"stage": stage, "seconds": value, "source": source})
+        return rows
+    rows = [{"stage": "train", "seconds": meta.get("seconds"), "source": "base checkpoint meta.json"}]
+    rows.append({"stage": "extract", "seconds": None, "source": "not recorded (the rank store keeps no timings)"})
+    return rows

@@ -1,0 +1,73 @@
+"""The executors' one path for a cell's life in results.sqlite (roarfast.executors), with a stand-in
+trainer: every cell claimed and recorded once, a done cell never trained again, a failing cell marked
+failed while the others go on, an interrupted cell's claim given back, one progress line per cell."""
+
+import pytest
+
+from roarfast.cells import Cell
+from roarfast.errors import UserError
+from roarfast.executors import Progress, execute
+from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
+
+
+class StandInTrainer:
+    """Trains nothing: a cell's accuracy is its seed / 10; the cells in `fail` raise `error`."""
+
+    def __init__(self, fail=(), error=RuntimeError("out of memory")):
+        self.fail, self.error, self.trained = set(fail), error, []
+
+    def key(self, cell: Cell):
+        return MeasurementKey(RETRAIN, "embedded", "fastnet", cell.method, cell.measured_mode,
+                              None if cell.control else "dataset-mean", cell.fraction, cell.seed, "h" * 64)
+
+    def train(self, cell: Cell) -> dict:
+        self.trained.append(cell)
+        if cell in self.fail:
+            raise self.error
+        return {"test_acc": cell.seed / 10, "val_acc": 0.5, "epochs": 1, "seconds": 2.0}
+
+
+CELLS = [Cell("random", "roar", 0.5, seed) for seed in range(3)] + [Cell("random", "roar", 0.5, 0, control=True)]
+
+
+def test_each_cell_is_recorded_once_and_a_done_cell_is_skipped(tmp_path):
+    trainer = StandInTrainer()
+    lines = []
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        db.record(trainer.key(CELLS[1]), {"test_acc": 0.9, "val_acc": 0.9, "epochs": 1, "seconds": 1.0})
+        todo = [(cell, trainer.key(cell)) for cell in CELLS]
+        execute(trainer, todo, db, progress=Progress(len(todo), False, lines.append, eta=lambda *a: 30.0))
+        rows = {(r["seed"], r["mode"]): r["test_acc"] for r in db.rows()}
+    assert trainer.trained == [CELLS[0], CELLS[2], CELLS[3]]
+    assert rows == {(0, "roar"): 0.0, (1, "roar"): 0.9, (2, "roar"): 0.2, (0, "roar-mask"): 0.0}
+    assert lines[0] == "[sweep] 1/4 random roar 0.5 seed 0: 0.0% (2.0 s), ETA 30s"
+    assert len(lines) == 3 and lines[-1].startswith("[sweep] 3/4 random roar-mask 0.5 seed 0")
+
+
+def test_a_failing_cell_is_marked_failed_and_the_others_go_on(tmp_path):
+    trainer = StandInTrainer(fail={CELLS[1]})
+    lines = []
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        with pytest.raises(UserError, match=r"1 cell\(s\) failed, e.g. random roar 0.5 seed 1: RuntimeError: out of "
+                                            r"memory \(marked failed in .*r.sqlite; the same command retries them\)"):
+            execute(trainer, [(cell, None) for cell in CELLS], db, echo=lines.append)
+        statuses = {r["seed"] if r["mode"] == "roar" else "control": (r["status"], r["error"]) for r in db.rows()}
+    assert statuses == {0: ("done", None), 1: ("failed", "RuntimeError: out of memory"), 2: ("done", None),
+                        "control": ("done", None)}
+    assert [line for line in lines if "FAILED" in line] == [
+        "[sweep] random roar 0.5 seed 1: FAILED (RuntimeError: out of memory)"]
+    assert sum(": FAILED" not in line for line in lines) == 3  # a progress line per recorded cell
+    # the same command retries the failed cell only
+    again = StandInTrainer()
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        execute(again, [(cell, None) for cell in CELLS], db)
+        assert {r["status"] for r in db.rows()} == {"done"}
+    assert again.trained == [CELLS[1]]
+
+
+def test_an_interrupted_cell_gives_its_claim_back(tmp_path):
+    trainer = StandInTrainer(fail={CELLS[0]}, error=KeyboardInterrupt())
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        with pytest.raises(KeyboardInterrupt):
+            execute(trainer, [(cell, None) for cell in CELLS], db)
+        assert db.rows() == []  # as if never started: another run takes it at once

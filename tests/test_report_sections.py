@@ -1,0 +1,63 @@
+"""The report's sections beyond retraining: the no-retrain measurements in a table, the Kendall tau between
+benchmarks computed by hand, fill leakage (from results.sqlite, and from a leakage.json of before schema
+v3) beside the class controls."""
+
+import json
+
+from roarfast.report import write_report
+from roarfast.results import FILL_LEAKAGE, NO_RETRAIN, RETRAIN, MeasurementKey, ResultsDB
+from roarfast.rundir import RunDir
+
+HASH = "e" * 64
+#: three estimators whose ROAR order (a best) MoRF agrees with fully and LeRF reverses fully
+ROAR = {"a": 0.2, "b": 0.5, "random": 0.8}
+MORF = {"a": 0.1, "b": 0.3, "random": 0.6}
+LERF = {"a": 0.4, "b": 0.6, "random": 0.9}  # LeRF: higher is better, so this is the reverse of ROAR's order
+
+
+def record(db, kind, method, mode, fill, acc, seed=0, config_hash=HASH, **extra):
+    model = "detector" if kind == FILL_LEAKAGE else "fastnet"
+    db.record(MeasurementKey(kind, "embedded", model, method, mode, fill, 0.5, seed, config_hash),
+              {"test_acc": acc, "val_acc": None if kind != RETRAIN else acc, "epochs": 0, "seconds": 1.0,
+               "versions": {}, **extra})
+
+
+def fill_run(run) -> None:
+    with ResultsDB(run.results_path) as db:
+        for method in ROAR:
+            for seed in range(2):
+                record(db, RETRAIN, method, "roar", "dataset-mean", ROAR[method], seed)
+                record(db, RETRAIN, method, "roar", "road", 0.5, seed, "f" * 64)  # another fill: not in the agreement
+            record(db, NO_RETRAIN, method, "morf", "dataset-mean", MORF[method], None, mean_probability=MORF[method] / 2)
+            record(db, NO_RETRAIN, method, "lerf", "dataset-mean", LERF[method], None, mean_probability=0.9)
+
+
+def test_no_retrain_table_agreement_and_fill_leakage_are_reported(tmp_path):
+    run = RunDir(tmp_path)
+    fill_run(run)
+    with ResultsDB(run.results_path) as db:
+        record(db, FILL_LEAKAGE, "random", "detect", "dataset-mean", 0.99, base_rate=0.5)
+        record(db, FILL_LEAKAGE, "random", "detect", "road", 0.61, base_rate=0.5)
+    summary = write_report(tmp_path).summary
+    tau = {(e["a"], e["b"]): e["tau"] for e in summary["no_retrain"]["agreement"]}
+    assert tau[("roar", "morf")] == 1.0 and tau[("roar", "lerf")] == -1.0 and tau[("morf", "lerf")] == -1.0
+    cell = next(c for c in summary["no_retrain"]["cells"] if c["method"] == "a")
+    assert cell["modes"]["morf"] == {"test_acc": 0.1, "mean_probability": 0.05}
+    assert not any("morf" in note or "detect" in note for note in summary["notes"])
+    assert summary["fill_leakage"] == [
+        {"method": "random", "fill": "dataset-mean", "fraction": 0.5, "accuracy": 0.99, "base_rate": 0.5},
+        {"method": "random", "fill": "road", "fraction": 0.5, "accuracy": 0.61, "base_rate": 0.5}]
+    markdown = (run.report_dir / "index.md").read_text()
+    assert "Kendall tau-b" in markdown and "| ROAR | LERF | -1.00 |" in markdown
+    assert "| random | road | 50% | 61.0% | 50.0% |" in markdown
+    assert "No retraining" in (run.report_dir / "index.html").read_text()
+
+
+def test_a_leakage_json_of_before_v3_is_still_reported(tmp_path):
+    run = RunDir(tmp_path)
+    fill_run(run)
+    run.legacy_fill_leakage_path.write_text(json.dumps(
+        [{"method": "random", "fill": "road", "fraction": 0.5, "accuracy": 0.61, "base_rate": 0.5}]))
+    write_report(tmp_path)
+    assert "| random | road | 50% | 61.0% | 50.0% |" in (run.report_dir / "index.md").read_text()
+    assert not run.legacy_fill_leakage_path.exists()
