@@ -4,7 +4,7 @@
   float64 bit patterns); times, dates and versions are left out;
 - report/index.md, equal once the stage times (the only timings in it) are blanked and the run directory's
   own path (in notes) is written <run-dir>;
-- report/summary.json, equal once the stage seconds are blanked.
+- report/summary.json, equal once its timings (the stages' and the base model's seconds) are blanked.
 Prints what differs and exits 1 on a difference, 0 when the two agree.
 
 A results.sqlite of an earlier schema (a run made before an upgrade) is compared through a copy migrated by
@@ -37,10 +37,11 @@ def measurements(run_dir: Path) -> dict:
 
     source = RunDir(run_dir).results_path
     with tempfile.TemporaryDirectory() as tmp:
+        copy = RunDir(tmp).results_path
         for suffix in ("", "-wal", "-shm"):  # a WAL database is its file plus the log not yet checkpointed
             if Path(f"{source}{suffix}").exists():
-                shutil.copy(f"{source}{suffix}", Path(tmp) / f"results.sqlite{suffix}")
-        with ResultsDB(Path(tmp) / "results.sqlite") as db:
+                shutil.copy(f"{source}{suffix}", f"{copy}{suffix}")
+        with ResultsDB(copy) as db:
             rows = db.rows()
     return {tuple(row[k] for k in KEY): tuple(_bits(row[k]) for k in COMPARED) for row in rows}
 
@@ -62,13 +63,15 @@ def index_markdown(run_dir: Path) -> str:
 
 
 def summary(run_dir: Path) -> dict:
-    """report/summary.json with the stage seconds blanked and the run directory's path replaced."""
+    """report/summary.json with its timings (stage seconds, the base model's training seconds) blanked and the
+    run directory's path replaced."""
     from roarfast.rundir import RunDir
 
     text = (RunDir(run_dir).report_dir / "summary.json").read_text()
     data = json.loads(text.replace(json.dumps(str(run_dir))[1:-1], "<run-dir>"))
     for stage in data.get("stages", []):
         stage["seconds"] = None
+    data.get("base", {})["seconds"] = None
     return data
 
 
@@ -88,11 +91,11 @@ def compare(a: Path, b: Path) -> list[str]:
         differing.append(f"index.md has {len(ia)} lines in {a} and {len(ib)} in {b}")
     problems += differing
     if summary(a) != summary(b):
-        problems.append("summary.json differs beyond the stage seconds")
+        problems.append("summary.json differs beyond its timings")
     if not problems:
         print(f"same run: {len(ma)} measurements equal bit for bit "
               f"({sum(1 for k in ma if k[0] == 'retrain')} retraining cells and controls), index.md equal but for "
-              f"{sum('<seconds>' in line for line in ia)} stage times, summary.json equal but for stage seconds")
+              f"{sum('<seconds>' in line for line in ia)} stage times, summary.json equal but for its timings")
     return problems
 
 

@@ -227,8 +227,11 @@ def same_ranks(dir_a: Path, dir_b: Path) -> bool:
     """Whether two run directories' rank stores hold identical ranks for every method and split."""
     import numpy as np
 
-    files = sorted(p.relative_to(dir_a) for p in (dir_a / "attributions").rglob("ranks.npy"))
-    return bool(files) and all(np.array_equal(np.load(dir_a / f), np.load(dir_b / f)) for f in files)
+    from roarfast.rundir import RunDir
+
+    root_a, root_b = RunDir(dir_a).rank_store_root, RunDir(dir_b).rank_store_root
+    files = sorted(p.relative_to(root_a) for p in root_a.rglob("ranks.npy"))
+    return bool(files) and all(np.array_equal(np.load(root_a / f), np.load(root_b / f)) for f in files)
 
 
 def bench_extract_cli(args, device, usage_rows):

@@ -50,14 +50,15 @@ class Progress:
 
         self.total, self.echo, self.eta = total, echo, eta
         self.finished = 0
-        self._bar_cm = progress_bar(total=total, desc="cells", unit="cell", enabled=enabled)
+        self._bar_cm = progress_bar(total=total, desc="sweep", unit="cell", enabled=enabled)
         self.bar = self._bar_cm.__enter__()
 
     def cell_done(self, cell: Cell, metrics: dict, remaining: list):
         from roarfast.progress import format_duration
 
         self.finished += 1
-        line = f"[sweep] {self.finished}/{self.total} {cell.describe()}: {metrics['test_acc']:.1%} ({metrics['seconds']:.1f} s)"
+        line = (f"[sweep] {self.finished}/{self.total} {cell.describe()}: {metrics['test_acc']:.1%} "
+                f"({metrics['seconds']:.1f} s)")
         if self.eta is not None:
             line += f", ETA {format_duration(self.eta(cell, metrics['seconds'], remaining))}"
         self.bar.update(1)

@@ -312,19 +312,21 @@ class ResultsDB:
         versions = metrics.get("versions")
         versions = runtime_versions() if versions is None else versions
         extra = {k: v for k, v in metrics.items() if k not in METRIC_COLUMNS and k != "versions"}
-        values.update(status="done", epochs=epochs, seconds=float(seconds), versions=json.dumps(versions, sort_keys=True),
+        values.update(status="done", epochs=epochs, seconds=float(seconds),
+                      versions=json.dumps(versions, sort_keys=True),
                       extra=json.dumps(extra, sort_keys=True) if extra else None, error=None, finished=_now(),
                       owner=None, heartbeat=None)
         self._upsert(key, values, keep_done=False)
 
-    def import_fill_leakage(self, rows: list, dataset: str) -> None:
-        """Moves rows of a leakage.json (method, fill, fraction, accuracy, base_rate; written before schema
-        v3) in as done fill-leakage measurements: their seed and seconds were never recorded (NULL)."""
+    def import_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
+        """Moves the rows of a fill-leakage file written before schema v3 (method, fill, fraction, accuracy,
+        base_rate; `source` names it) in as done fill-leakage measurements: their seed and seconds were
+        never recorded (NULL)."""
         with self._transaction():
             for row in rows:
                 key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=dataset, model=DETECTOR, method=row["method"],
                                         mode=DETECT, fill=row["fill"], fraction=row["fraction"], seed=None,
-                                        config={"imported_from": "leakage.json"})
+                                        config={"imported_from": source})
                 self._write(key, {"status": "done", "test_acc": float(row["accuracy"]),
                                   "extra": json.dumps({"base_rate": row["base_rate"]}), "finished": _now()},
                             keep_done=False)
@@ -459,7 +461,8 @@ def open_results(run) -> ResultsDB:
     db = ResultsDB(run.results_path)
     legacy = run.legacy_fill_leakage_path
     if legacy.is_file():
-        db.import_fill_leakage(json.loads(legacy.read_text()), (run.dataset_record() or {}).get("name", "unknown"))
+        db.import_fill_leakage(json.loads(legacy.read_text()), (run.dataset_record() or {}).get("name", "unknown"),
+                               legacy.name)
         legacy.unlink(missing_ok=True)  # another process may have moved it in at the same time
     return db
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from roarfast.atomic import write_json
+from roarfast.checkpoint import META
 from roarfast.errors import UserError
 
 
@@ -34,6 +35,10 @@ class RunDir:
     @property
     def base_checkpoint(self) -> Path:
         return self.root / "checkpoints" / "base"
+
+    @property
+    def base_meta_path(self) -> Path:
+        return self.base_checkpoint / META
 
     @property
     def rank_store_root(self) -> Path:
@@ -71,8 +76,7 @@ class RunDir:
 
     def base_meta(self) -> dict:
         """The base model's meta.json, or {} when there is none."""
-        path = self.base_checkpoint / "meta.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+        return json.loads(self.base_meta_path.read_text()) if self.base_meta_path.is_file() else {}
 
     def save_base_model(self, model, meta: dict) -> Path:
         from roarfast.checkpoint import save_checkpoint
@@ -81,7 +85,7 @@ class RunDir:
 
     def check_base_model(self) -> None:
         """A UserError saying to train first when the run directory has no base model."""
-        if not (self.base_checkpoint / "meta.json").exists():
+        if not self.base_meta_path.exists():
             raise UserError(f"no base model in {self.base_checkpoint}: run `roarfast train --run-dir {self.root}` "
                             f"first")
 

@@ -199,7 +199,10 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
     best = (-1.0, 0, None)  # (val accuracy, epoch, state dict on CPU)
     history = []
-    desc = f"train {model_name}" + (f" ({mode_of(masking.keep, masking.mask_only)} {masking.fraction:g})" if masking else "")
+    if masking is None:
+        desc = f"train {model_name}"
+    else:
+        desc = f"train {model_name} ({mode_of(masking.keep, masking.mask_only)} {masking.fraction:g})"
     with progress_bar(total=total_steps * batch_size, desc=desc, unit="img", enabled=progress and rank == 0) as bar:
         for epoch in range(1, recipe.epochs + 1):
             epoch_start = time.perf_counter()

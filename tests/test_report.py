@@ -44,7 +44,7 @@ def run_dir(tmp_path_factory):
     controls for good and random at ROAR 50%, plus a stale config, an unknown mode and a second fill."""
     run = tmp_path_factory.mktemp("run")
     RunDir(run).base_checkpoint.mkdir(parents=True)
-    (RunDir(run).base_checkpoint / "meta.json").write_text(json.dumps(
+    RunDir(run).base_meta_path.write_text(json.dumps(
         {"model": "fastnet", "dataset": "embedded", "num_classes": 10, "test_acc": 0.95, "val_acc": 0.96,
          "seconds": 12.0}))
     with ResultsDB(RunDir(run).results_path) as db:
@@ -65,8 +65,8 @@ def run_dir(tmp_path_factory):
     with sqlite3.connect(RunDir(run).results_path) as raw:
         raw.execute("UPDATE measurements SET finished = '2000-01-01T00:00:00+00:00' WHERE config_hash = ?", ("b" * 64,))
         # a mode from a later roarfast: copied from a done row
-        raw.execute("INSERT INTO measurements SELECT kind, dataset, model, method, 'future-mode', fill, fraction, seed, "
-                    "config_hash, status, test_acc, val_acc, epochs, seconds, versions, extra, error, created, "
+        raw.execute("INSERT INTO measurements SELECT kind, dataset, model, method, 'future-mode', fill, fraction, "
+                    "seed, config_hash, status, test_acc, val_acc, epochs, seconds, versions, extra, error, created, "
                     "finished, owner, heartbeat FROM measurements "
                     "WHERE method = 'good' AND mode = 'roar' AND config_hash = ?", (HASH,))
     return run
@@ -169,6 +169,15 @@ def test_files_are_written_and_self_contained(written, run_dir):
                == ("good", "roar", "0.5", "1", "dataset-mean")]
     assert float(cell["test_acc"]) == GOOD["roar"][0.5][1] and float(cell["control_acc"]) == GOOD_CONTROL[1]
     assert "## Verdict against random, ROAR" in (out / "index.md").read_text()
+
+
+def test_without_a_sweeps_record_the_stage_times_are_what_the_run_directory_holds(written):
+    # no stages.json: the base model's meta and the sums of the reported cells' seconds (1.5 s each)
+    assert written.summary["stages"] == [
+        {"stage": "train", "seconds": 12.0, "source": "base checkpoint meta.json"},
+        {"stage": "extract", "seconds": None, "source": "not recorded (the rank store keeps no timings)"},
+        {"stage": "retrain (sum of cells)", "seconds": 66 * 1.5, "source": "results.sqlite"},
+        {"stage": "controls (sum of cells)", "seconds": 6 * 1.5, "source": "results.sqlite"}]
 
 
 def labelled_lines(ax) -> set:

@@ -28,7 +28,8 @@ def fill_run(run) -> None:
             for seed in range(2):
                 record(db, RETRAIN, method, "roar", "dataset-mean", ROAR[method], seed)
                 record(db, RETRAIN, method, "roar", "road", 0.5, seed, "f" * 64)  # another fill: not in the agreement
-            record(db, NO_RETRAIN, method, "morf", "dataset-mean", MORF[method], None, mean_probability=MORF[method] / 2)
+            record(db, NO_RETRAIN, method, "morf", "dataset-mean", MORF[method], None,
+                   mean_probability=MORF[method] / 2)
             record(db, NO_RETRAIN, method, "lerf", "dataset-mean", LERF[method], None, mean_probability=0.9)
 
 

@@ -31,7 +31,7 @@ def metrics(**overrides):
 
 
 def test_record_survives_reopen_in_wal_mode(tmp_path):
-    path = tmp_path / "run" / "results.sqlite"
+    path = tmp_path / "run" / "r.sqlite"
     with ResultsDB(path) as db:
         assert not db.is_done(cell()) and db.status(cell()) is None
         db.record(cell(), metrics(mask_only_acc=0.11))
@@ -215,7 +215,7 @@ CONCURRENT_WRITER = textwrap.dedent(
 
 
 def test_two_processes_record_concurrently(tmp_path):
-    path, go = tmp_path / "results.sqlite", tmp_path / "go"
+    path, go = tmp_path / "r.sqlite", tmp_path / "go"
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", CONCURRENT_WRITER, str(path), str(go), str(w)], cwd=REPO, stderr=subprocess.PIPE

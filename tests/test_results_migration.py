@@ -58,7 +58,7 @@ def write_old_file(path, version: int, rows) -> None:
 
 
 def test_a_v2_file_migrates_in_place_with_its_rows_intact(tmp_path):
-    path = tmp_path / "results.sqlite"
+    path = tmp_path / "r.sqlite"
     write_old_file(path, 2, V2_ROWS)
     with ResultsDB(path) as db:
         rows = {(r["method"], r["mode"]): r for r in db.rows()}
@@ -76,7 +76,8 @@ def test_a_v2_file_migrates_in_place_with_its_rows_intact(tmp_path):
         assert (row["kind"], row["fill"], row["seed"], row["epochs"], row["extra"]) == want, (method, mode)
         assert (row["fraction"], row["config_hash"], row["status"], row["test_acc"], row["val_acc"]) == (
             fraction, hash_ * 64, status, acc, val)
-        assert (row["seconds"], row["versions"], row["created"], row["finished"]) == (1.5, {"roarfast": "0.1.0"}, T0, T0)
+        assert (row["seconds"], row["versions"], row["created"], row["finished"]) == (
+            1.5, {"roarfast": "0.1.0"}, T0, T0)
     assert rows[("random", "roar")]["error"] == "RuntimeError: oom"
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
@@ -91,7 +92,7 @@ def test_a_v2_file_migrates_in_place_with_its_rows_intact(tmp_path):
 
 
 def test_a_v1_file_gains_the_claims_and_the_v3_columns_and_keeps_its_rows(tmp_path):
-    path = tmp_path / "results.sqlite"
+    path = tmp_path / "r.sqlite"
     write_old_file(path, 1, V2_ROWS[:1])
     key = MeasurementKey(RETRAIN, "embedded", "fastnet", "sg", "roar", "road", 0.5, 1, "a" * 64)
     with ResultsDB(path) as db:
@@ -104,7 +105,7 @@ def test_a_v1_file_gains_the_claims_and_the_v3_columns_and_keeps_its_rows(tmp_pa
 
 
 def test_a_file_of_a_later_version_is_refused(tmp_path):
-    path = tmp_path / "results.sqlite"
+    path = tmp_path / "r.sqlite"
     with sqlite3.connect(path) as raw:
         raw.execute("PRAGMA user_version = 4")
     with pytest.raises(OSError, match="schema version 4, this roarfast uses 3"):

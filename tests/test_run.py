@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.rundir import RunDir
 from roarfast.methods import registry
 from roarfast.methods.baselines import random as random_scores
 
@@ -26,7 +27,7 @@ def finished(tmp_path_factory):
         registry.register("random-twin", target="none")(random_scores)
         first = CliRunner().invoke(main, ["run", "--run-dir", str(run_dir), *ARGS], catch_exceptions=False)
         assert first.exit_code == 0, first.output
-        stamps = {p.name: p.stat().st_mtime_ns for p in (run_dir / "checkpoints" / "base").iterdir()}
+        stamps = {p.name: p.stat().st_mtime_ns for p in RunDir(run_dir).base_checkpoint.iterdir()}
         again = CliRunner().invoke(main, ["run", "--run-dir", str(run_dir), *ARGS], catch_exceptions=False)
         assert again.exit_code == 0, again.output
     return run_dir, first.output, again.output, stamps
@@ -65,19 +66,20 @@ def test_checks_pass_and_the_report_is_written(finished):
     checks = [line for line in output.splitlines() if line.startswith("check: ")]
     # oracle ROAR ~ chance, random ROAR 0.5 far above, oracle KAR ~ unmodified, oracle control ~ chance
     assert len(checks) == 4 and all(line.split(": ")[-1].startswith("ok") for line in checks), checks
-    assert (run_dir / "report" / "index.html").exists() and str(run_dir / "report" / "index.html") in output
-    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    report = RunDir(run_dir).report_dir
+    assert (report / "index.html").exists() and str(report / "index.html") in output
+    summary = json.loads((report / "summary.json").read_text())
     assert summary
 
 
 def test_rerun_reuses_the_base_model_ranks_and_cells(finished):
     run_dir, first, again, stamps = finished
-    assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "checkpoints" / "base").iterdir()} == stamps
+    assert {p.name: p.stat().st_mtime_ns for p in RunDir(run_dir).base_checkpoint.iterdir()} == stamps
     assert "reusing" in again and "done: 48, to do: 0" in again
     assert "[sweep] 1/" not in again  # no cell trained again
     from roarfast.results import ResultsDB
 
-    with ResultsDB(run_dir / "results.sqlite") as db:
+    with ResultsDB(RunDir(run_dir).results_path) as db:
         rows = db.rows()
     # 3 methods x (roar, kar) x 2 fractions x 3 seeds, plus one control per method, mode and fraction
     assert len(rows) == 36 + 12 and all(r["status"] == "done" for r in rows)

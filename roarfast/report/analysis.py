@@ -34,12 +34,6 @@ def analyse(loaded) -> dict:
     controls = control_tests(accs, context)
     verdicts = verdicts_against_random(accs, controls)
     ranked = rankings(accs)
-    stages = list(context.stages)
-    if not context.stages_recorded:
-        for label, control in (("retrain (sum of cells)", False), ("controls (sum of cells)", True)):
-            seconds = [c["seconds"] for c in cells if is_control(c["mode"]) == control]
-            if seconds:
-                stages.append({"stage": label, "seconds": sum(seconds), "source": "results.sqlite"})
     fills = sorted({c["fill"] for c in cells if c["fill"] is not None})
     meta = context.meta
     return {
@@ -61,7 +55,7 @@ def analyse(loaded) -> dict:
         "leakage": controls,
         "verdicts": verdicts,
         "rankings": ranked,
-        "stages": stages,
+        "stages": list(context.stages),
         "notes": notes,
         "no_retrain": no_retrain_tables(loaded.retrained, loaded.no_retrain),
         "fill_leakage": fill_leakage_table(loaded.fill_leakage),
@@ -134,7 +128,8 @@ def rankings(accs: dict) -> list:
     interval over the seeds that have them all; sorted best first. A method lacking a fraction (a sweep
     still running) is listed as incomplete rather than ranked over a shorter curve."""
     out = []
-    for mode, fill in sorted({(m, f) for (_x, m, f, _fr) in accs if m in MODES}, key=lambda t: (mode_order(t[0]), t[1])):
+    slots = {(m, f) for (_x, m, f, _fr) in accs if m in MODES}
+    for mode, fill in sorted(slots, key=lambda t: (mode_order(t[0]), t[1])):
         by_method = defaultdict(dict)  # method -> fraction -> {seed: acc}
         for (method, m, f, fraction), by_seed in accs.items():
             if (m, f) == (mode, fill):

@@ -23,7 +23,6 @@ class Context:
     chance_source: str
     n_test: int | None
     stages: list
-    stages_recorded: bool  # the stage times come from a sweep's record, not from what is left in the directory
     dataset: object = None
 
 
@@ -76,7 +75,7 @@ def load_run(run) -> Loaded:
     if not cells:
         raise UserError(f"no finished cells of modes {', '.join(RETRAIN_MODES)} in {path}")
     return Loaded(cells=cells, retrained=retrained, no_retrain=[r for r in known if r["kind"] == NO_RETRAIN],
-                  fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE], context=_context(run, notes),
+                  fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE], context=_context(run, cells, notes),
                   notes=notes)
 
 
@@ -99,17 +98,18 @@ def _newest_cells(rows: list, notes: list) -> list:
                      f"set aside: the newest of each cell is reported")
     cells = sorted(newest.values(), key=lambda c: (mode_order(c["mode"]), c["fill"] or "", method_order(c["method"]),
                                                    c["fraction"], c["seed"]))
-    controls = {(c["method"], c["mode"], c["fraction"], c["seed"]): c["test_acc"] for c in cells if is_control(c["mode"])}
+    controls = {(c["method"], c["mode"], c["fraction"], c["seed"]): c["test_acc"]
+                for c in cells if is_control(c["mode"])}
     for c in cells:
         c["control_acc"] = None if c["mode"] not in MODES else controls.get(
             (c["method"], control_mode(c["mode"]), c["fraction"], c["seed"]))
     return cells
 
 
-def _context(run, notes: list) -> Context:
+def _context(run, cells: list, notes: list) -> Context:
     meta = run.base_meta()
     if not meta:
-        notes.append(f"no base checkpoint meta ({run.base_checkpoint / 'meta.json'}): base accuracy unknown")
+        notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
     ds = None
     if run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
         notes.append(f"no {run.dataset_path.name} in the run directory: chance from the class count, no example "
@@ -131,12 +131,12 @@ def _context(run, notes: list) -> Context:
         chance = 1.0 / num_classes if num_classes else None
         source = "1 / number of classes" if num_classes else "unknown (no dataset, no base meta)"
         n_test = None
-    return Context(meta, chance, source, n_test, _stage_times(run, meta), run.stage_times() is not None, ds)
+    return Context(meta, chance, source, n_test, _stage_times(run, meta, cells), ds)
 
 
-def _stage_times(run, meta: dict) -> list:
+def _stage_times(run, meta: dict, cells: list) -> list:
     """[{stage, seconds, source}]: from stages.json when a sweep wrote it, else what the run directory
-    holds (the base model's training time; the analysis adds the sum of the cells' seconds)."""
+    holds (the base model's training time, the sums of the cells' and the controls' seconds)."""
     record = run.stage_times()
     source = run.stage_times_path.name
     if record is not None:
@@ -149,4 +149,8 @@ def _stage_times(run, meta: dict) -> list:
         return rows
     rows = [{"stage": "train", "seconds": meta.get("seconds"), "source": "base checkpoint meta.json"}]
     rows.append({"stage": "extract", "seconds": None, "source": "not recorded (the rank store keeps no timings)"})
+    for label, control in (("retrain (sum of cells)", False), ("controls (sum of cells)", True)):
+        seconds = [c["seconds"] for c in cells if is_control(c["mode"]) == control]
+        if seconds:
+            rows.append({"stage": label, "seconds": sum(seconds), "source": run.results_path.name})
     return rows
