@@ -72,7 +72,8 @@ def cell_recipe(run_dir, ds, device, *, model=None, epochs=None, amp="auto"):
     from roarfast.recipe import default_model, default_recipe, resolve_amp
 
     model_name = model or base_meta(run_dir).get("model") or default_model(ds, device)
-    recipe = default_recipe(model_name, device).replace(amp=resolve_amp(amp, device))
+    recipe = default_recipe(model_name, device, train_images=len(ds.train_index)).replace(
+        amp=resolve_amp(amp, device))
     if epochs is not None:
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise UserError(f"--epochs should be a positive int, got {epochs!r}")

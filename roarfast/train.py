@@ -258,7 +258,8 @@ def run_train(run_dir, dataset=None, data_dir=None, model=None, epochs=None, bat
     device = _join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else open_dataset(run_dir, dataset, data_dir, dataset_options)
     model_name = model or default_model(ds, device)
-    recipe = default_recipe(model_name, device).replace(amp=resolve_amp(amp, device))
+    recipe = default_recipe(model_name, device, train_images=len(ds.train_index)).replace(
+        amp=resolve_amp(amp, device))
     if epochs is not None:
         recipe = recipe.replace(epochs=_positive("epochs", epochs))
     if batch_size is not None:
