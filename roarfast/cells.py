@@ -95,7 +95,8 @@ def cell_recipe(run, ds, device, options: CellOptions):
     from roarfast.recipe import default_model, recipe_for
 
     model_name = options.model or run.base_meta().get("model") or default_model(ds, device)
-    return model_name, recipe_for(model_name, device, amp=options.amp, epochs=options.epochs)
+    return model_name, recipe_for(model_name, device, train_images=len(ds.train_index), amp=options.amp,
+                                  epochs=options.epochs)
 
 
 class CellTrainer:

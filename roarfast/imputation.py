@@ -30,7 +30,7 @@ def removed_pixels(ranks: torch.Tensor, fraction: float, keep: bool) -> torch.Te
         raise UserError(f"--fill {ROAD_FILL} imputes whole pixels and needs pixel ranks [N, H, W], got ranks of "
                         f"shape {tuple(ranks.shape)} (extract with --granularity pixel)")
     k = ops.units_for_fraction(fraction, ranks.shape[1] * ranks.shape[2])
-    ranks = ranks.to(torch.int32)  # uint16 tensors support few comparisons
+    ranks = ops.ranks_as_int32(ranks)
     return ranks >= k if keep else ranks < k
 
 

@@ -25,6 +25,23 @@ def rank_dtype(units: int) -> torch.dtype:
     return torch.uint16 if units <= 65536 else torch.int32
 
 
+def rank_rows(ranks: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """ranks[index] for ranks of any rank dtype on any device (index: int64 Tensor[B] on ranks' device).
+
+    torch's CUDA indexing has no uint16 kernel: uint16 rows are gathered as their int16 bits and viewed back.
+    """
+    if ranks.dtype == torch.uint16:
+        return ranks.view(torch.int16)[index].view(torch.uint16)
+    return ranks[index]
+
+
+def ranks_as_int32(ranks: torch.Tensor) -> torch.Tensor:
+    """ranks (uint16 or int32) as int32, bit-exact: uint16 tensors have few comparison or copy kernels on CUDA."""
+    if ranks.dtype == torch.uint16:
+        return ranks.view(torch.int16).to(torch.int32) & 0xFFFF
+    return ranks.to(torch.int32)
+
+
 def rank(scores: torch.Tensor, reduction: str | None = None) -> torch.Tensor:
     """Ranks the units of each image by descending score: rank 0 = most important.
 

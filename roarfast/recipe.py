@@ -46,6 +46,13 @@ _CPU_RECIPES = {
 }
 #: on a GPU: larger batches (lr scaled linearly), bf16 autocast, channels_last
 _GPU_BATCH_SCALE = 4
+#: ...but never so large that an epoch has fewer steps than this: at 4x, the embedded dataset's 4,500
+#: training images made 4 steps an epoch and fastnet-gpu stayed at chance (H100, 2026-11-23); the quick
+#: preset's 3-epoch cells need about 100 steps in all
+MIN_STEPS_PER_EPOCH = 32
+#: fastnet-gpu (airbench-class, 64/256/256) is sized for CIFAR-10's 50,000 images: on the embedded
+#: dataset's 4,500 it reached 66% test in 3 epochs at batch 256 (CPU, fp32) where fastnet learns it
+GPU_NET_MIN_IMAGES = 20_000
 
 
 def _on_cuda(device) -> bool:
@@ -54,23 +61,34 @@ def _on_cuda(device) -> bool:
     return torch.device(device).type == "cuda"
 
 
-def default_recipe(model_name: str, device) -> Recipe:
+def gpu_batch_scale(batch_size: int, train_images: int | None) -> int:
+    """The factor (4, 2 or 1) by which a GPU grows a recipe's batch: the largest that leaves at least
+    MIN_STEPS_PER_EPOCH steps an epoch over `train_images` (None: unknown, the full factor)."""
+    scale = _GPU_BATCH_SCALE
+    while train_images is not None and scale > 1 and train_images // (batch_size * scale) < MIN_STEPS_PER_EPOCH:
+        scale //= 2
+    return scale
+
+
+def default_recipe(model_name: str, device, train_images: int | None = None) -> Recipe:
     """The tuned recipe of `model_name` on `device` ("cpu", "cuda", torch.device): fp32 on CPU; on CUDA
-    bf16 autocast and a 4x batch with a 4x learning rate."""
+    bf16 autocast and a batch up to 4x larger with the learning rate scaled alike (gpu_batch_scale:
+    smaller for a training split of few `train_images`)."""
     if model_name not in _CPU_RECIPES:
         raise UserError(f"model should be one of {', '.join(_CPU_RECIPES)}, got {model_name!r}")
     recipe = _CPU_RECIPES[model_name]
     if _on_cuda(device):
-        recipe = recipe.replace(batch_size=recipe.batch_size * _GPU_BATCH_SCALE, lr=recipe.lr * _GPU_BATCH_SCALE,
-                                eval_batch_size=2048)
+        scale = gpu_batch_scale(recipe.batch_size, train_images)
+        recipe = recipe.replace(batch_size=recipe.batch_size * scale, lr=recipe.lr * scale, eval_batch_size=2048)
     return recipe.replace(amp=resolve_amp("auto", device))
 
 
-def recipe_for(model_name: str, device, *, amp: str = "auto", epochs: int | None = None,
+def recipe_for(model_name: str, device, *, train_images: int, amp: str = "auto", epochs: int | None = None,
                batch_size: int | None = None) -> Recipe:
-    """The recipe a run trains `model_name` with: its tuned recipe on `device` with the --amp choice and,
-    where given, the --epochs and --batch-size (checked by the options that carry them)."""
-    recipe = default_recipe(model_name, device).replace(amp=resolve_amp(amp, device))
+    """The recipe a run trains `model_name` with on a training split of `train_images`: its tuned recipe on
+    `device` with the --amp choice and, where given, the --epochs and --batch-size (checked by the options
+    that carry them)."""
+    recipe = default_recipe(model_name, device, train_images=train_images).replace(amp=resolve_amp(amp, device))
     if epochs is not None:
         recipe = recipe.replace(epochs=epochs)
     if batch_size is not None:
@@ -109,7 +127,9 @@ def _precision_dtype(amp: str | None):
 
 
 def default_model(dataset, device) -> str:
-    """fastnet on CPU and fastnet-gpu on CUDA for images up to 64 px; resnet18 for larger canvases."""
+    """For images up to 64 px: fastnet-gpu on CUDA when the training split has GPU_NET_MIN_IMAGES or more,
+    else fastnet; resnet18 for larger canvases."""
     if dataset.image_size > 64:
         return "resnet18"
-    return "fastnet-gpu" if _on_cuda(device) else "fastnet"
+    large = len(dataset.train) >= GPU_NET_MIN_IMAGES
+    return "fastnet-gpu" if _on_cuda(device) and large else "fastnet"

@@ -272,7 +272,8 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     device = _join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     model_name = options.model or default_model(ds, device)
-    recipe = recipe_for(model_name, device, amp=options.amp, epochs=options.epochs, batch_size=options.batch_size)
+    recipe = recipe_for(model_name, device, train_images=len(ds.train_index), amp=options.amp, epochs=options.epochs,
+                        batch_size=options.batch_size)
     result = train_classifier(ds, model_name, recipe, device, seed=seed, progress=progress)
     meta = {"model": model_name, "num_classes": ds.num_classes, "image_size": ds.image_size,
             "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,

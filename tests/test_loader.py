@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from roarfast import _reference as ref
+from roarfast import ops
 from roarfast.data.loader import Augment, DeviceLoader, augment
 from tests.conftest import devices
 
@@ -33,8 +34,10 @@ def _shifted_copies(x, pad):
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("keep", [False, True])
-def test_masked_batches_equal_reference_on_same_ranks(device, keep):
+@pytest.mark.parametrize("rank_dtype", [torch.int32, torch.uint16])  # uint16: the store's dtype up to 256x256
+def test_masked_batches_equal_reference_on_same_ranks(device, keep, rank_dtype):
     images, labels, ranks = _data()
+    ranks = ranks.to(rank_dtype)
     fill = (0.1, -0.2, 0.3)
     loader = DeviceLoader(images, labels, MEAN, STD, device, ranks=ranks, fraction=0.4, keep=keep, fill=fill)
     order = torch.randperm(23, generator=torch.Generator().manual_seed(1))
@@ -103,3 +106,15 @@ def test_misaligned_ranks_are_refused():
     images, labels, ranks = _data(n=5)
     with pytest.raises(ValueError, match="ranks should be"):
         DeviceLoader(images, labels, MEAN, STD, "cpu", ranks=ranks[:4], fraction=0.5)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_rank_rows_and_int32_keep_every_uint16_bit(device):
+    # values above 32767 are negative as int16 bits: the helpers must give them back unchanged
+    ranks = torch.tensor([[0, 1, 32767], [32768, 65534, 65535], [7, 40000, 3]], dtype=torch.int32)
+    stored = ranks.to(torch.uint16).to(device)
+    rows = torch.tensor([2, 0, 1, 1], device=device)
+    gathered = ops.rank_rows(stored, rows)
+    assert gathered.dtype == torch.uint16 and gathered.device == stored.device
+    assert torch.equal(ops.ranks_as_int32(gathered).cpu(), ranks[[2, 0, 1, 1]])
+    assert torch.equal(ops.ranks_as_int32(ranks.to(device)).cpu(), ranks)

@@ -11,7 +11,7 @@ from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.recipe import Recipe, default_recipe, resolve_amp
+from roarfast.recipe import MIN_STEPS_PER_EPOCH, Recipe, default_recipe, resolve_amp
 from roarfast.rundir import RunDir
 from roarfast.train import Masking, TrainOptions, _init_model, accuracy, lr_at, run_train, train_classifier
 
@@ -73,6 +73,17 @@ def test_default_recipes():
     assert cpu.replace(epochs=3).epochs == 3 and cpu.to_dict()["epochs"] == cpu.epochs
     with pytest.raises(UserError, match="model should be one of"):
         default_recipe("vgg", "cpu")
+
+
+@pytest.mark.parametrize("train_images,scale", [(None, 4), (45_000, 4), (4_500, 1), (20_000, 2), (100, 1)])
+def test_gpu_batch_keeps_enough_steps_per_epoch(train_images, scale):
+    # fastnet-gpu's base batch is 256: CIFAR-10's 45,000 images take the full 4x; the embedded 4,500 none
+    base = default_recipe("fastnet-gpu", "cpu")
+    gpu = default_recipe("fastnet-gpu", "cuda", train_images=train_images)
+    assert gpu.batch_size == base.batch_size * scale and gpu.lr == pytest.approx(base.lr * scale)
+    if train_images is not None and scale > 1:
+        assert train_images // gpu.batch_size >= MIN_STEPS_PER_EPOCH
+    assert default_recipe("fastnet-gpu", "cpu", train_images=train_images) == base  # CPU recipes never scale
 
 
 @pytest.mark.parametrize("choice,device,expected", [("auto", "cpu", None), ("auto", "cuda", "bf16"),
@@ -169,3 +180,15 @@ def test_data_parallel_ranks_end_identical(tmp_path):
     # the ranks trained: weights moved from the common initialization
     fresh = _init_model("fastnet", load_dataset("embedded", num_train=120, num_test=40), 0, "cpu", TINY)
     assert not torch.equal(fresh.head.weight, opened[0].get_tensor("head.weight"))
+
+
+@pytest.mark.parametrize("image_size,train_images,device,expected", [
+    (32, 50_000, "cuda", "fastnet-gpu"), (32, 4_500, "cuda", "fastnet"), (32, 50_000, "cpu", "fastnet"),
+    (224, 1_000, "cuda", "resnet18"), (224, 1_000, "cpu", "resnet18")])
+def test_default_model_by_canvas_data_size_and_device(image_size, train_images, device, expected):
+    from types import SimpleNamespace
+
+    from roarfast.recipe import default_model
+
+    dataset = SimpleNamespace(image_size=image_size, train=range(train_images))
+    assert default_model(dataset, device) == expected

@@ -66,7 +66,7 @@ class DeviceLoader:
         if self.filled is not None:
             memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
             return self.filled[index].contiguous(memory_format=memory_format)
-        ranks = self.ranks[index] if self.ranks is not None else None
+        ranks = ops.rank_rows(self.ranks, index) if self.ranks is not None else None
         images = self.images[index.to(self.images.device)].to(self.device, non_blocking=True)
         return ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean,
                                   std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
@@ -79,7 +79,7 @@ class DeviceLoader:
         for start in range(0, len(self), ROAD_CHUNK):
             rows = torch.arange(start, min(len(self), start + ROAD_CHUNK), device=self.device)
             images = self.images[start:start + ROAD_CHUNK].to(self.device)
-            parts.append(road_normalize(images, self.ranks[rows], self.fraction, self.keep, mean=self.mean,
+            parts.append(road_normalize(images, ops.rank_rows(self.ranks, rows), self.fraction, self.keep, mean=self.mean,
                                         std=self.std, ids=rows, out_dtype=self.out_dtype))
         return torch.cat(parts)
 
