@@ -41,8 +41,8 @@ def test_the_contracts_are_kept():
     ("grid.py", "import roarfast.sweep", "layers"),
 ])
 def test_a_module_reaching_up_breaks_its_contract(tmp_path, module, violation, contract):
+    # a copy of the package (which keeps every contract: test_the_contracts_are_kept) plus one import
     shutil.copytree(REPO / "roarfast", tmp_path / "roarfast", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    assert lint_imports(tmp_path, contract).returncode == 0  # the copy keeps it until the import is added
     path = tmp_path / "roarfast" / module
     path.write_text(path.read_text() + f"\n{violation}\n")
     result = lint_imports(tmp_path, contract)
