@@ -74,7 +74,8 @@ def train_one_cell(seed: int, epochs: int, device: str, n_train: int, n_test: in
     result = train_classifier(dataset, "fastnet-gpu", recipe, device, seed=seed, masking=masking, progress=False)
     sync(device)
     end = time.time()
-    images = epochs * (len(dataset.train_index) // recipe.batch_size) * recipe.batch_size
+    batch = min(recipe.batch_size, len(dataset.train_index))  # as train_classifier takes it
+    images = epochs * (len(dataset.train_index) // batch) * batch
     return dict(seed=seed, epochs=epochs, start=start, end=end, seconds=end - start, images=images,
                 test_acc=result.test_acc, val_acc=result.val_acc, batch_size=recipe.batch_size, amp=recipe.amp)
 
