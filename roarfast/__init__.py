@@ -1,6 +1,7 @@
 """roarfast: the ROAR interpretability benchmark (RemOve And Retrain), end to end, fast.
 
-`import roarfast` stays free of torch so that the `roarfast` CLI answers `--help` at once.
+`import roarfast` stays free of torch so that the `roarfast` CLI answers `--help` at once; `roarfast.Study`
+(a study from Python: roarfast.study) is imported when first used.
 The custom ops (roarfast._C) load with `roarfast.ops`, which every computing module imports;
 a missing or mismatched build fails there with the command that fixes it.
 """
@@ -13,4 +14,6 @@ __version__ = "0.1.0"
 def __getattr__(name):
     if name == "ops":
         return importlib.import_module("roarfast.ops")
+    if name == "Study":
+        return importlib.import_module("roarfast.study").Study
     raise AttributeError(f"module 'roarfast' has no attribute {name!r}")

@@ -39,9 +39,10 @@ class Cell:
         return f"{self.method} {self.measured_mode} {self.fraction:g} seed {self.seed}"
 
 
-def cell_methods(text: str) -> list[str]:
-    """The methods of comma-separated `text` (as --method), parsed and checked; random is always among a
-    run's cells (the reference every verdict compares with), first when it was not asked for."""
+def cell_methods(text) -> list[str]:
+    """The methods of comma-separated `text` (as --method; or a list, as parse_methods takes), parsed and
+    checked; random is always among a run's cells (the reference every verdict compares with), first when it
+    was not asked for."""
     from roarfast.methods import parse_methods
 
     try:
@@ -53,20 +54,26 @@ def cell_methods(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class CellOptions:
-    """Which cells and how they train: `methods` (comma-separated, as --method; None: the caller's
-    default) x `modes` x `fractions` x `seeds` seeds; `model` (None: the base model's), `epochs` (None: the
-    recipe's), `fill` and `amp` of every cell. Each value is checked here, once."""
+    """Which cells and how they train: `methods` (comma-separated, as --method, or a list of what
+    roarfast.methods.parse_methods takes; None: the caller's default) x `modes` x `fractions` x `seeds`
+    seeds; `model` (what roarfast.models.resolve_model takes; None: the base model's), `epochs` (None: the
+    recipe's), `fill`, `amp` and `recipe` (Recipe fields overriding the rest) of every cell. Each value is
+    checked here, once."""
 
-    methods: str | None = None
+    methods: object = None
     modes: tuple = (ROAR,)
     fractions: tuple = (0.7,)
     seeds: int = 1
-    model: str | None = None
+    model: object = None
     epochs: int | None = None
     fill: str = DEFAULT_FILL
     amp: str = "auto"
+    recipe: dict | None = None
 
     def __post_init__(self):
+        from roarfast.recipe import check_overrides
+
+        object.__setattr__(self, "recipe", check_overrides(self.recipe))
         object.__setattr__(self, "modes", check_modes(self.modes))
         object.__setattr__(self, "fractions", check_fractions(self.fractions))
         check_positive("--seeds", self.seeds)
@@ -90,13 +97,20 @@ class CellOptions:
 
 
 def cell_recipe(run, ds, device, options: CellOptions):
-    """(model name, Recipe) of the retraining cells in RunDir `run`: the base model's architecture unless
-    options.model names another, its tuned recipe on `device`, with options.amp and options.epochs."""
+    """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: the base model's architecture (refused
+    when its factory's source changed since it was trained) unless options.model names another, its recipe
+    on `device` with options.amp, options.epochs and options.recipe."""
+    from roarfast.checkpoint import recorded_model
     from roarfast.recipe import default_model, recipe_for
+    from roarfast.train import checked_model
 
-    model_name = options.model or run.base_meta().get("model") or default_model(ds, device)
-    return model_name, recipe_for(model_name, device, train_images=len(ds.train_index), amp=options.amp,
-                                  epochs=options.epochs)
+    meta = run.base_meta()
+    if options.model is None and meta.get("model"):
+        spec = recorded_model(meta, run.base_checkpoint)
+    else:
+        spec = checked_model(options.model or default_model(ds, device), ds)
+    return spec, recipe_for(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
+                            amp=options.amp, epochs=options.epochs, overrides=options.recipe)
 
 
 class CellTrainer:
@@ -105,14 +119,15 @@ class CellTrainer:
     Args:
         run: the RunDir (rank store, base model).
         ds: the dataset (roarfast.data.load_dataset), the one the ranks were computed on.
-        model_name, recipe: what every cell trains (cell_recipe).
+        model, recipe: what every cell trains (cell_recipe: a ModelSpec and a Recipe).
         fill: name of the replacement of removed pixels (FILLS); part of each cell's configuration.
     """
 
-    def __init__(self, run, ds, model_name: str, recipe, fill: str, device, progress: bool = False):
+    def __init__(self, run, ds, model, recipe, fill: str, device, progress: bool = False):
         self.run = run
         self.ds = ds
-        self.model_name = model_name
+        self.model = model
+        self.model_name = model.name
         self.recipe = recipe
         self.fill = fill
         self.fill_values = fill_values(fill, ds.mean, ds.std)
@@ -154,6 +169,8 @@ class CellTrainer:
         # the control sees no pixel values, so the fill is not part of its configuration
         config = {"recipe": self.recipe.to_dict(), "dataset": self.ds.fingerprint, "ranks": params,
                   **({} if cell.control else {"fill": self.fill})}
+        if self.model.source_sha256 is not None:  # a plug-in's source is part of what the cell trains
+            config["model_source"] = self.model.source_sha256
         return MeasurementKey.of(kind=RETRAIN, dataset=self.ds.name, model=self.model_name, method=cell.method,
                                  mode=cell.measured_mode, fill=None if cell.control else self.fill,
                                  fraction=cell.fraction, seed=cell.seed, config=config)
@@ -166,7 +183,7 @@ class CellTrainer:
         masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=cell.fraction,
                           keep=(cell.mode == KAR), fill=self.fill_values, mask_only=cell.control)
         started = time.perf_counter()
-        result = train_classifier(self.ds, self.model_name, self.recipe, self.device, seed=cell.seed,
+        result = train_classifier(self.ds, self.model, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)
         return {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs,
                 "seconds": time.perf_counter() - started, "test_images": len(self.ds.test)}

@@ -1,5 +1,5 @@
 """Model checkpoints: weights in `model.safetensors` (nothing is unpickled on load) and everything else
-in `meta.json` (model name and shape arguments to rebuild it, dataset fingerprint, accuracies, recipe,
+in `meta.json` (model name, its factory's source hash and shape arguments to rebuild it, dataset fingerprint, accuracies, recipe,
 versions). Both files are written to temporary names and renamed into place."""
 
 import json
@@ -35,7 +35,6 @@ def load_checkpoint(directory, device="cpu"):
     from safetensors.torch import load_file
 
     from roarfast.errors import UserError
-    from roarfast.models import build_model
 
     directory = Path(directory)
     for name in (WEIGHTS, META):
@@ -45,9 +44,24 @@ def load_checkpoint(directory, device="cpu"):
     missing = [key for key in REQUIRED_META if key not in meta]
     if missing:
         raise UserError(f"{directory / META} lacks {', '.join(missing)}")
-    model = build_model(meta["model"], meta["num_classes"], meta["image_size"], meta["in_channels"])
-    model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=True)
+    model = recorded_model(meta, directory).build(meta["num_classes"], meta["image_size"], meta["in_channels"])
+    try:
+        model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=True)
+    except RuntimeError as err:  # a factory or object that now builds another network
+        raise UserError(f"--model {meta['model']}: the network it builds now does not fit the weights in "
+                        f"{directory / WEIGHTS} ({str(err).splitlines()[0]})") from None
     return model.to(device).eval(), meta
+
+
+def recorded_model(meta: dict, where):
+    """The ModelSpec that rebuilds the model a checkpoint's meta records, refused (both hashes named) when its
+    factory's source changed since (roarfast.models.check_source)."""
+    from roarfast.models import resolve_model
+    from roarfast.models.spec import check_source
+
+    spec = resolve_model(meta["model"])
+    check_source(spec, meta.get("model_source_sha256"), where)
+    return spec
 
 
 def checkpoint_sha256(directory) -> str:

@@ -200,6 +200,7 @@ def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
     import torch
 
     from roarfast.cells import cell_recipe
+    from roarfast.models.spec import check_source
     from roarfast.rundir import RunDir
 
     key = (run_dir, json.dumps(settings, sort_keys=True))
@@ -208,14 +209,12 @@ def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
         run = RunDir(run_dir)
         ds = run.open_dataset()
         device = settings["device"]
-        options = CellOptions(model=settings["model"], epochs=settings["epochs"], fill=settings["fill"],
-                              amp=settings["amp"])
-        model_name, recipe = cell_recipe(run, ds, device, options)
-        if recipe.to_dict() != settings["recipe"]:
-            raise UserError(f"the worker's recipe for {model_name} differs from the driver's: a different "
-                            f"device or roarfast version on the worker ({recipe} vs {settings['recipe']})")
+        # the driver's recipe field by field: a worker on another device or version trains the same cells
+        options = CellOptions(model=settings["model"], fill=settings["fill"], recipe=settings["recipe"])
+        model, recipe = cell_recipe(run, ds, device, options)
+        check_source(model, settings["model_source"], "the sweep's driver")
         _WORKER_TRAINERS.clear()
-        _WORKER_TRAINERS[key] = CellTrainer(run, ds, model_name, recipe, settings["fill"], device)
+        _WORKER_TRAINERS[key] = CellTrainer(run, ds, model, recipe, settings["fill"], device)
     return _WORKER_TRAINERS[key].train(cell)
 
 
@@ -230,8 +229,7 @@ def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: 
     gpus = options.gpus_per_cell
     remote = ray.remote(num_cpus=options.cpus_per_cell, num_gpus=gpus, max_retries=0)(_ray_train_cell)
     settings = {"device": "cuda" if gpus > 0 else "cpu", "model": trainer.model_name,
-                "epochs": trainer.recipe.epochs, "amp": "off" if trainer.recipe.amp is None else trainer.recipe.amp,
-                "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
+                "model_source": trainer.model.source_sha256, "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
                 "threads": max(1, int(options.cpus_per_cell)) if gpus == 0 else torch.get_num_threads()}
     slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1)
                        // (gpus if gpus > 0 else options.cpus_per_cell)))

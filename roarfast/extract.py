@@ -12,6 +12,8 @@ from roarfast.recipe import AMP_CHOICES
 
 #: images per store chunk: the unit of resumption after a kill
 CHUNK_IMAGES = 512
+#: train images a plug-in estimator is tried on before any store is written (its shape and NaN checks)
+PROBE_IMAGES = 2
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ def store_params(method: str, options: ExtractOptions, seed: int) -> dict:
     if model_free(method):
         return params
     params["target"] = options.target
+    if registry.is_plugin(method):  # its source is part of what the ranks are
+        params["source"] = registry.get(method).source_sha256
+        return params
     if "sg" in method or "var" in method:
         params.update(samples=options.samples, noise_level=options.noise_level)
     if method.endswith("ig") or method == "ig":
@@ -136,6 +141,8 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         raise UserError(f"dataset {ds.name} has no ground-truth masks, so it has no 'oracle' method")
 
     params = method_params(options, seed, device, ds)
+    for line in check_methods(model, ds, methods, params, device):
+        print(line)
     batch_size = options.batch_size or default_batch_size(device, ds.image_size)
     # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators
     # that hook modules keep the plain model, whose hooks a compiled graph would drop
@@ -146,6 +153,27 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed,
                                       ckpt_sha, device, progress))
     return summary
+
+
+def check_methods(model, ds, methods, params, device) -> list[str]:
+    """Refuses (UserError), before any store is written, methods the model cannot serve
+    (roarfast.methods.requirements: ReLU modules for guided backprop, a conv layer for Grad-CAM) and plug-in
+    estimators whose maps of the first PROBE_IMAGES train images have the wrong shape or are not finite.
+    Returns the lines to print once (the Grad-CAM layer chosen)."""
+    import torch
+
+    from roarfast.data.loader import split_loader
+    from roarfast.methods import ExplainBatch, compute_maps, registry
+    from roarfast.methods.requirements import check_model
+
+    explained = [m for m in methods if not model_free(m)]
+    notes = check_model(model, explained, params.gradcam_layer) if explained else []
+    plugins = [m for m in explained if registry.is_plugin(m)]
+    if plugins:
+        rows = torch.arange(min(PROBE_IMAGES, len(ds.train)))
+        x, y, index = next(split_loader(ds, "train", device).batches(rows, rows.shape[0], with_index=True))
+        compute_maps(model, ExplainBatch(x=x, target=y, index=index.cpu()), plugins, params)
+    return notes
 
 
 def _extract_split(store, models, ds, split, methods, options, params, batch_size, seed, ckpt_sha, device, progress):

@@ -104,7 +104,7 @@ def measure(train, test, fills, fractions, mean, std, *, seed: int = 0, steps: i
 
 
 def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data_dir=None, dataset_options=None,
-                     device="auto", seed: int = 0) -> list:
+                     device="auto", seed: int = 0, dataset_obj=None) -> list:
     """Measures the detector for every fill and fraction of `options` (again, when measured before) and
     records each in results.sqlite; returns their rows."""
     from roarfast.device import resolve_device
@@ -119,7 +119,7 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
         raise UserError(f"--method names one estimator: {err}") from None
     run = RunDir(run_dir)
     device = resolve_device(device)
-    ds = run.open_dataset(dataset, data_dir, dataset_options)
+    ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     if ds.streamed:
         raise UserError("leakage needs a dataset held in memory (not a streamed JPEG tree)")
     store = run.rank_store

@@ -6,6 +6,7 @@ torch is imported where it is used, so that the CLI can build its --amp choices 
 """
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from roarfast.errors import UserError
@@ -44,6 +45,13 @@ _CPU_RECIPES = {
     "resnet18": Recipe(epochs=15, batch_size=128, lr=0.1),
     "resnet50": Recipe(epochs=15, batch_size=64, lr=0.05),
 }
+#: a model roarfast has not tuned (package.module:factory, timm:<name>, an object) trains with the recipe
+#: of its image side: up to PLUGIN_SMALL_IMAGE px, resnet8's CIFAR recipe at half its learning rate (an
+#: untuned network, without batch norm or with a deep stem, survives it); larger canvases, ImageNet-style
+#: batches small enough for CPU memory at 224 px
+PLUGIN_SMALL_IMAGE = 64
+PLUGIN_RECIPES = {"small": Recipe(epochs=15, batch_size=128, lr=0.05),
+                  "large": Recipe(epochs=15, batch_size=32, lr=0.02)}
 #: on a GPU: larger batches (lr scaled linearly), bf16 autocast, channels_last
 _GPU_BATCH_SCALE = 4
 #: ...but never so large that an epoch has fewer steps than this: at 4x, the embedded dataset's 4,500
@@ -70,30 +78,101 @@ def gpu_batch_scale(batch_size: int, train_images: int | None) -> int:
     return scale
 
 
-def default_recipe(model_name: str, device, train_images: int | None = None) -> Recipe:
-    """The tuned recipe of `model_name` on `device` ("cpu", "cuda", torch.device): fp32 on CPU; on CUDA
-    bf16 autocast and a batch up to 4x larger with the learning rate scaled alike (gpu_batch_scale:
-    smaller for a training split of few `train_images`)."""
-    if model_name not in _CPU_RECIPES:
-        raise UserError(f"model should be one of {', '.join(_CPU_RECIPES)}, got {model_name!r}")
-    recipe = _CPU_RECIPES[model_name]
+def default_recipe(model_name: str, device, train_images: int | None = None, image_size: int = 32) -> Recipe:
+    """The recipe of `model_name` on `device` ("cpu", "cuda", torch.device): a built-in's tuned one, any
+    other model's PLUGIN_RECIPES entry for `image_size`; fp32 on CPU; on CUDA bf16 autocast and a batch up
+    to 4x larger with the learning rate scaled alike (gpu_batch_scale: smaller for a training split of few
+    `train_images`)."""
+    recipe = _CPU_RECIPES.get(model_name) or PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
     if _on_cuda(device):
         scale = gpu_batch_scale(recipe.batch_size, train_images)
         recipe = recipe.replace(batch_size=recipe.batch_size * scale, lr=recipe.lr * scale, eval_batch_size=2048)
     return recipe.replace(amp=resolve_amp("auto", device))
 
 
-def recipe_for(model_name: str, device, *, train_images: int, amp: str = "auto", epochs: int | None = None,
-               batch_size: int | None = None) -> Recipe:
-    """The recipe a run trains `model_name` with on a training split of `train_images`: its tuned recipe on
-    `device` with the --amp choice and, where given, the --epochs and --batch-size (checked by the options
-    that carry them)."""
-    recipe = default_recipe(model_name, device, train_images=train_images).replace(amp=resolve_amp(amp, device))
+def recipe_for(model_name: str, device, *, train_images: int, image_size: int = 32, amp: str = "auto",
+               epochs: int | None = None, batch_size: int | None = None, overrides: dict | None = None) -> Recipe:
+    """The recipe a run trains `model_name` with on a training split of `train_images` images of side
+    `image_size`: its default recipe on `device` with the --amp choice, where given the --epochs and
+    --batch-size, then the --recipe `overrides` (checked by the options that carry them: check_overrides)."""
+    recipe = default_recipe(model_name, device, train_images=train_images, image_size=image_size)
+    recipe = recipe.replace(amp=resolve_amp(amp, device))
     if epochs is not None:
         recipe = recipe.replace(epochs=epochs)
     if batch_size is not None:
         recipe = recipe.replace(batch_size=batch_size)
-    return recipe
+    overrides = dict(overrides or {})
+    if "amp" in overrides:
+        overrides["amp"] = resolve_amp(overrides["amp"] or "off", device)
+    return recipe.replace(**overrides)
+
+
+def _number(low: float, high: float | None = None, *, low_open: bool = False, high_open: bool = False,
+            optional: bool = False):
+    """A check of a real Recipe field: a number in the interval, or None when optional."""
+
+    def check(value):
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("a number")
+        inside = (value > low if low_open else value >= low) and (
+            high is None or (value < high if high_open else value <= high))
+        if not (math.isfinite(value) and inside):
+            raise ValueError("in " + ("(" if low_open else "[") + f"{low:g}, "
+                             + (f"{high:g}" + (")" if high_open else "]") if high is not None else "inf)"))
+        return float(value)
+
+    return check
+
+
+def _integer(low: int):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"an int >= {low}")
+        return value
+
+    return check
+
+
+def _flag(value):
+    if not isinstance(value, bool):
+        raise ValueError("true or false")
+    return value
+
+
+def _amp(value):
+    if value not in (None, *AMP_CHOICES):
+        raise ValueError(f"one of {', '.join(AMP_CHOICES)}")
+    return value
+
+
+#: the check of every Recipe field a --recipe KEY=VALUE (or a config file's `recipe:` mapping) may set
+RECIPE_FIELDS = {
+    "epochs": _integer(1), "batch_size": _integer(1), "lr": _number(0, low_open=True),
+    "momentum": _number(0, 1, high_open=True), "weight_decay": _number(0), "label_smoothing": _number(0, 1, high_open=True),
+    "warmup": _number(0, 1), "ema_decay": _number(0, 1, low_open=True, high_open=True, optional=True), "flip": _flag,
+    "translate": _integer(0), "amp": _amp, "channels_last": _flag, "eval_batch_size": _integer(1),
+}
+
+
+def check_overrides(overrides, flag: str = "--recipe") -> dict:
+    """{field: value} of Recipe fields, each checked (RECIPE_FIELDS); a UserError naming the flag and the
+    field otherwise."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise UserError(f"{flag} should be a mapping of Recipe fields to values, got {type(overrides).__name__}")
+    checked = {}
+    for key, value in overrides.items():
+        name = str(key).replace("-", "_")
+        if name not in RECIPE_FIELDS:
+            raise UserError(f"{flag} {key}: not a Recipe field; the fields are {', '.join(RECIPE_FIELDS)}")
+        try:
+            checked[name] = RECIPE_FIELDS[name](value)
+        except ValueError as err:
+            raise UserError(f"{flag} {key}={value!r}: should be {err}") from None
+    return checked
 
 
 #: --amp choices: "auto" is bf16 on CUDA and fp32 elsewhere

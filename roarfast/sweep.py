@@ -34,10 +34,10 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     methods = grid.method_list()
     if not dry_run:
-        _ensure_base_model(run, ds, device, seed, progress, echo)
+        _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress, extract_options, echo)
         _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)
-    model_name, recipe = cell_recipe(run, ds, device, grid)
-    trainer = CellTrainer(run, ds, model_name, recipe, grid.fill, device, progress=False)
+    model, recipe = cell_recipe(run, ds, device, grid)
+    trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False)
     if dry_run:
         if not run.results_path.exists():
             plan = Plan(cells=[(cell, None) for cell in grid.cells()])
@@ -61,15 +61,31 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     return {"plan": plan, "rows": rows}
 
 
-def _ensure_base_model(run, ds, device, seed, progress, echo) -> dict:
-    """The base model of the run directory when it was trained on this dataset, else a newly trained one."""
-    from roarfast.train import TrainOptions, run_train
+def _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress, extract_options, echo) -> dict:
+    """The base model of the run directory when it was trained on this dataset (and its model's source is
+    unchanged), else a newly trained grid.model (default: the dataset's), once a fresh copy of it showed
+    that it fits the methods the store lacks (extract.check_methods): a refusal comes before any training."""
+    import torch
+
+    from roarfast.checkpoint import recorded_model
+    from roarfast.extract import ExtractOptions, check_methods, method_params
+    from roarfast.recipe import default_model
+    from roarfast.train import TrainOptions, checked_model, run_train
 
     meta = run.base_meta()
     if meta and meta.get("dataset_fingerprint") == ds.fingerprint:
+        recorded_model(meta, run.base_checkpoint)
         echo(f"[sweep] base model: reusing {meta['model']} (test {meta['test_acc']:.1%})")
     else:
-        summary = run_train(run.root, TrainOptions(), dataset_obj=ds, seed=seed, device=device, progress=progress)
+        spec = checked_model(grid.model or default_model(ds, device), ds)
+        with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
+            fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
+        params = method_params(extract_options or ExtractOptions(), seed, device, ds)
+        check_methods(fresh, ds, run.rank_store.missing(methods), params, device)
+        options = TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
+        # data_dir: recorded with the dataset, so that later commands on the run directory need no flags
+        summary = run_train(run.root, options, dataset_obj=ds, data_dir=data_dir, seed=seed, device=device,
+                            progress=progress)
         echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
              f"({summary['seconds']:.0f} s)")
         meta = run.base_meta()

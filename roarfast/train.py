@@ -19,7 +19,7 @@ import roarfast
 from roarfast.errors import UserError
 from roarfast.modes import mode_of
 from roarfast.options import check_choice, check_positive
-from roarfast.recipe import AMP_CHOICES, Recipe, amp_dtype, default_model, recipe_for
+from roarfast.recipe import AMP_CHOICES, Recipe, amp_dtype, check_overrides, default_model, recipe_for
 
 if TYPE_CHECKING:
     from roarfast.store import RankRecord
@@ -120,12 +120,13 @@ def lr_at(step: int, total: int, recipe: Recipe) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 
-def _init_model(model_name, dataset, seed, device, recipe):
-    from roarfast.models import build_model
+def _init_model(model, dataset, seed, device, recipe):
+    """A fresh network of `model` (what resolve_model takes) for the dataset, initialized under `seed`."""
+    from roarfast.models import resolve_model
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = build_model(model_name, dataset.num_classes, dataset.image_size, dataset.channels)
+        model = resolve_model(model).build(dataset.num_classes, dataset.image_size, dataset.channels)
     model = model.to(device)
     if recipe.channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -159,17 +160,20 @@ def _ema_update(ema, model, decay: float):
         e.copy_(b)
 
 
-def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int = 0, masking: Masking | None = None,
+def train_classifier(dataset, model, recipe: Recipe, device, seed: int = 0, masking: Masking | None = None,
                      progress: bool = True) -> TrainResult:
-    """Trains `model_name` from scratch on dataset's train split minus val, selects the epoch with the best
-    val accuracy, and reports that model's test accuracy. With `masking`, every train, val and test image
-    is masked (ops.mask_normalize) before augmentation.
+    """Trains `model` (what roarfast.models.resolve_model takes: a name, an import path, a ModelSpec) from
+    scratch on dataset's train split minus val, selects the epoch with the best val accuracy, and reports
+    that model's test accuracy. With `masking`, every train, val and test image is masked
+    (ops.mask_normalize) before augmentation.
 
     Deterministic on CPU for a given seed (model init, shuffling and augmentation are seeded).
     """
     from roarfast.data.augment import Augment
+    from roarfast.models import resolve_model
     from roarfast.progress import progress_bar
 
+    architecture = resolve_model(model)
     device = torch.device(device)
     started = time.perf_counter()
     rank, world = distributed()
@@ -182,7 +186,7 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
     steps_per_epoch = train_index.shape[0] // batch_size
     total_steps = recipe.epochs * steps_per_epoch
 
-    net = _init_model(model_name, dataset, seed, device, recipe)
+    net = _init_model(architecture, dataset, seed, device, recipe)
     ema = copy.deepcopy(net).eval() if recipe.ema_decay is not None else None
     model = net
     if world > 1:  # same seed on every rank: identical initial weights; DDP averages the gradients
@@ -200,9 +204,9 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
     best = (-1.0, 0, None)  # (val accuracy, epoch, state dict on CPU)
     history = []
     if masking is None:
-        desc = f"train {model_name}"
+        desc = f"train {architecture.name}"
     else:
-        desc = f"train {model_name} ({mode_of(masking.keep, masking.mask_only)} {masking.fraction:g})"
+        desc = f"train {architecture.name} ({mode_of(masking.keep, masking.mask_only)} {masking.fraction:g})"
     with progress_bar(total=total_steps * batch_size, desc=desc, unit="img", enabled=progress and rank == 0) as bar:
         for epoch in range(1, recipe.epochs + 1):
             epoch_start = time.perf_counter()
@@ -244,18 +248,21 @@ def train_classifier(dataset, model_name: str, recipe: Recipe, device, seed: int
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """The base model: `model` (None: the dataset's default on the device), `epochs` and `batch_size` (None:
-    its recipe's), `amp`. Each value is checked here, once."""
+    """The base model: `model` (what roarfast.models.resolve_model takes; None: the dataset's default on the
+    device), `epochs` and `batch_size` (None: its recipe's), `amp`, and `recipe`: Recipe fields that override
+    the rest ({field: value}). Each value is checked here, once (the model when it is resolved)."""
 
-    model: str | None = None
+    model: object = None
     epochs: int | None = None
     batch_size: int | None = None
     amp: str = "auto"
+    recipe: dict | None = None
 
     def __post_init__(self):
         check_positive("--epochs", self.epochs, optional=True)
         check_positive("--batch-size", self.batch_size, optional=True)
         check_choice("--amp", self.amp, AMP_CHOICES)
+        object.__setattr__(self, "recipe", check_overrides(self.recipe))
 
 
 def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device=None,
@@ -271,12 +278,12 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     run = RunDir(run_dir)
     device = _join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
-    model_name = options.model or default_model(ds, device)
-    recipe = recipe_for(model_name, device, train_images=len(ds.train_index), amp=options.amp, epochs=options.epochs,
-                        batch_size=options.batch_size)
-    result = train_classifier(ds, model_name, recipe, device, seed=seed, progress=progress)
-    meta = {"model": model_name, "num_classes": ds.num_classes, "image_size": ds.image_size,
-            "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
+    spec = checked_model(options.model or default_model(ds, device), ds)
+    recipe = recipe_for(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size, amp=options.amp,
+                        epochs=options.epochs, batch_size=options.batch_size, overrides=options.recipe)
+    result = train_classifier(ds, spec, recipe, device, seed=seed, progress=progress)
+    meta = {"model": spec.name, "model_source_sha256": spec.source_sha256, "num_classes": ds.num_classes,
+            "image_size": ds.image_size, "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
             "dataset_fingerprint": ds.fingerprint, "mean": list(ds.mean), "std": list(ds.std),
             "classes": ds.train.classes, "seed": seed, "recipe": recipe.to_dict(), "device": str(device),
             "val_acc": result.val_acc, "test_acc": result.test_acc, "best_epoch": result.best_epoch,
@@ -287,9 +294,20 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
         run.remember_dataset(ds, data_dir)
     if distributed()[1] > 1:
         torch.distributed.barrier()  # no rank returns before the checkpoint exists
-    return {"model": model_name, "val_acc": result.val_acc, "test_acc": result.test_acc,
+    return {"model": spec.name, "val_acc": result.val_acc, "test_acc": result.test_acc,
             "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": result.seconds,
             "checkpoint": str(run.base_checkpoint)}
+
+
+def checked_model(model, ds):
+    """The ModelSpec of `model` (resolve_model) after one network built for `ds` returned logits of the right
+    shape: a factory's mistake is a one-line UserError before any training."""
+    from roarfast.models import resolve_model
+
+    spec = resolve_model(model)
+    if not spec.builtin:
+        spec.check(ds.num_classes, ds.image_size, ds.channels)
+    return spec
 
 
 def _join_torchrun(device: torch.device) -> torch.device:

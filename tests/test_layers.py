@@ -39,6 +39,9 @@ def test_the_contracts_are_kept():
     ("extract.py", "from roarfast.executors import execute", "stages-import-no-executor"),
     ("recipe.py", "import roarfast.cli", "no-cli"),
     ("grid.py", "import roarfast.sweep", "layers"),
+    ("sweep.py", "import roarfast.study", "layers"),
+    ("study.py", "import roarfast.cli", "layers"),
+    ("models/spec.py", "import roarfast.train", "blocks-import-no-stage"),
 ])
 def test_a_module_reaching_up_breaks_its_contract(tmp_path, module, violation, contract):
     # a copy of the package (which keeps every contract: test_the_contracts_are_kept) plus one import

@@ -1,6 +1,7 @@
 """Grad-CAM against Captum's LayerGradCam (ReLU) upsampled bilinearly; layer choice and errors."""
 
 import pytest
+import torch
 import torch.nn.functional as F
 
 from roarfast.errors import UserError
@@ -39,10 +40,19 @@ def test_gradcam_unknown_layer_lists_modules():
         compute_maps(tiny_cnn(), tiny_batch(), ["gradcam"], MethodParams(gradcam_layer="nope"))
 
 
-def test_gradcam_without_cam_layer_asks_for_one():
-    model = tiny_cnn()
+def test_gradcam_without_cam_layer_takes_the_last_conv():
+    model, batch = tiny_cnn(), tiny_batch(batch=5)
     del model.cam_layer
-    with pytest.raises(UserError, match="cam_layer"):
+    ours = compute_maps(model, batch, ["gradcam"])["gradcam"]
+    assert_relative(ours, captum_gradcam(model, batch, model[3], predicted(model, batch.x)))  # [3]: the last Conv2d
+    first = compute_maps(model, batch, ["gradcam"], MethodParams(gradcam_layer="0"))["gradcam"]
+    assert not torch.allclose(ours, first)  # the choice matters: the first conv gives other maps
+
+
+def test_gradcam_without_cam_layer_or_conv_is_refused():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 4))
+    with pytest.raises(UserError, match="--cam-layer: Grad-CAM needs a conv layer.*no cam_layer attribute and no "
+                                        "nn.Conv2d"):
         compute_maps(model, tiny_batch(), ["gradcam"])
 
 

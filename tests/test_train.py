@@ -11,7 +11,7 @@ from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.recipe import MIN_STEPS_PER_EPOCH, Recipe, default_recipe, resolve_amp
+from roarfast.recipe import MIN_STEPS_PER_EPOCH, PLUGIN_RECIPES, Recipe, default_recipe, resolve_amp
 from roarfast.rundir import RunDir
 from roarfast.train import Masking, TrainOptions, _init_model, accuracy, lr_at, run_train, train_classifier
 
@@ -71,8 +71,10 @@ def test_default_recipes():
     assert cpu.amp is None and gpu.amp == "bf16"
     assert gpu.batch_size > cpu.batch_size and gpu.lr / gpu.batch_size == pytest.approx(cpu.lr / cpu.batch_size)
     assert cpu.replace(epochs=3).epochs == 3 and cpu.to_dict()["epochs"] == cpu.epochs
-    with pytest.raises(UserError, match="model should be one of"):
-        default_recipe("vgg", "cpu")
+    # a model roarfast has not tuned takes the recipe of its image size, scaled on a GPU like any other
+    assert default_recipe("mymod:net", "cpu", image_size=28) == PLUGIN_RECIPES["small"]
+    assert default_recipe("timm:resnet18", "cpu", image_size=224) == PLUGIN_RECIPES["large"]
+    assert default_recipe("mymod:net", "cuda", image_size=28).batch_size > PLUGIN_RECIPES["small"].batch_size
 
 
 @pytest.mark.parametrize("train_images,scale", [(None, 4), (45_000, 4), (4_500, 1), (20_000, 2), (100, 1)])

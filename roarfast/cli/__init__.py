@@ -12,16 +12,20 @@ from pathlib import Path
 
 import click
 
+from roarfast.data.registry import DATASET_FORMS
 from roarfast.executors import EXECUTORS
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.grid import PRESETS
+from roarfast.methods.registry import METHOD_FORMS
+from roarfast.models import model_forms
 from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
 from roarfast.options import parse_list
-from roarfast.recipe import AMP_CHOICES
+from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
-METHOD_HELP = ("estimators, comma-separated: grad ig gb, sg sg-sq var (of grad; -ig/-gb suffixes), random "
-               "sobel gradcam oracle, captum:<ClassName>, or 'all'")
+MODEL_HELP = (f"{model_forms()}; models other than the built-ins train with the default recipe of their image "
+              f"size (up to {PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe changes it")
+CAM_LAYER_HELP = "dotted module name of the Grad-CAM layer (default: the model's cam_layer, else its last Conv2d)"
 
 
 def _stack(*decorators):
@@ -44,11 +48,15 @@ run_options = _stack(
 )
 
 def _data_options(ctx, param, value):
-    """KEY=VALUE pairs -> dict, values read as YAML scalars (3 -> int, true -> bool)."""
+    """KEY=VALUE pairs (or mappings, from a config file) -> dict, values read as YAML scalars (3 -> int, true ->
+    bool)."""
     import yaml
 
     options = {}
     for item in value or ():
+        if isinstance(item, dict):
+            options.update({str(key).replace("-", "_"): val for key, val in item.items()})
+            continue
         key, sep, text = str(item).partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
@@ -58,15 +66,32 @@ def _data_options(ctx, param, value):
 
 data_options = _stack(
     click.option("--dataset", default=None,
-                 help="embedded | cifar10 | cifar100 | imagefolder  [default: what `train` recorded in the run "
-                      "directory, else embedded]"),
+                 help=f"{DATASET_FORMS}  [default: what `train` recorded in the run directory, else embedded]"),
     click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-                 help="dataset root (CIFAR on-disk format, or a JPEG tree with train/ and val/ or test/)"),
+                 help="dataset root (CIFAR or torchvision on-disk format, a JPEG tree with train/ and val/ or test/, "
+                      "or a factory's data_dir)"),
     click.option("--data-option", "data_option", multiple=True, callback=_data_options, metavar="KEY=VALUE",
                  help="loader option, repeatable: embedded num_train/num_test/seed/copies; cifar download=true; "
                       "imagefolder resize/crop/skip_bad/device/stream (stream=auto|true|false: decode batch by "
-                      "batch from disk instead of holding the canvases in memory)"),
+                      "batch from disk instead of holding the canvases in memory); torchvision:<Class> and a "
+                      "factory: their own keyword arguments"),
 )
+
+def _recipe(ctx, param, value):
+    """--recipe FIELD=VALUE pairs over the config file's recipe: mapping (field by field) -> dict."""
+    from click.core import ParameterSource
+
+    configured = {}
+    if ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
+        configured = _data_options(ctx, param, ctx.lookup_default(param.name) or ())
+    return {**configured, **_data_options(ctx, param, value)}
+
+
+recipe_option = click.option(
+    "--recipe", "recipe", multiple=True, type=click.UNPROCESSED, callback=_recipe, metavar="FIELD=VALUE",
+    help=f"training recipe field, repeatable (--recipe lr=0.02 --recipe ema_decay=null); fields: "
+         f"{', '.join(RECIPE_FIELDS)}; a config file takes a `recipe:` mapping; wins over --epochs, --batch-size "
+         f"and a preset's epochs")
 
 
 amp_option = click.option(
@@ -114,7 +139,10 @@ def _load_config(ctx, param, path):
         section = data.get(name) or {}
         if not isinstance(section, dict):
             raise click.BadParameter(f"section {name!r} of {path} should be a mapping")
-        default_map[name] = _defaults_for(command, {**shared, **section})
+        # a mapping (recipe:) in both is merged field by field, the section's fields winning
+        merged = {**shared, **{k: {**shared[k], **v} if isinstance(v, dict) and isinstance(shared.get(k), dict) else v
+                               for k, v in section.items()}}
+        default_map[name] = _defaults_for(command, merged)
         unknown = [k for k in section if str(k).replace("-", "_") not in _option_names(command)]
         if unknown:
             raise click.BadParameter(f"{path}: section {name!r} has unknown option(s) {', '.join(map(str, unknown))}")
@@ -192,16 +220,17 @@ def main():
 @main.command()
 @run_options
 @data_options
-@click.option("--model", default=None, help="fastnet | fastnet-gpu | resnet8 | resnet18 | resnet50 (default: by dataset and device)")
+@click.option("--model", default=None, help=MODEL_HELP + " (default: by dataset and device)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the model's recipe)")
 @click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
+@recipe_option
 @amp_option
 @_friendly_errors
-def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, amp):
+def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, recipe, amp):
     """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
     from roarfast.train import TrainOptions, run_train
 
-    options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp)
+    options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp, recipe=recipe)
     summary = run_train(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                         device=device, seed=seed, progress=progress)
     click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
@@ -211,7 +240,7 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 @main.command()
 @run_options
 @data_options
-@click.option("--method", "methods", default="sg-sq", help=METHOD_HELP)
+@click.option("--method", "methods", default="sg-sq", help=METHOD_FORMS)
 @click.option("--split", "splits", default="train,test", help="splits to attribute, comma-separated")
 @click.option("--batch-size", type=int, default=None, help="images per batch (default: by device)")
 @click.option("--samples", type=int, default=15, help="noisy samples of the SmoothGrad family")
@@ -222,7 +251,7 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
               help="rank pixels (channels reduced) or every C*H*W value")
 @click.option("--reduction", type=click.Choice(["sum_sq", "abs_sum", "max"]), default="sum_sq",
               help="how channels fold into one pixel score")
-@click.option("--gradcam-layer", default=None, help="dotted module name for Grad-CAM (default: the last conv stage)")
+@click.option("--cam-layer", "--gradcam-layer", "gradcam_layer", default=None, help=CAM_LAYER_HELP)
 @click.option("--amp", type=click.Choice(AMP_CHOICES), default="auto",
               help="autocast for the model's passes (auto: bf16 on GPU, off on CPU)")
 @click.option("--keep-maps/--no-keep-maps", default=False, help="also store fp16 maps (for pictures)")
@@ -251,8 +280,9 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--method", "methods", default=None, help="methods to retrain on (default: every stored method, plus random)")
 @click.option("--mode", "modes", default=ROAR, help=f"{', '.join(MODES)} or {','.join(MODES)}")
 @click.option("--seeds", type=int, default=1, help="retrainings per cell (seeds 0..N-1)")
-@click.option("--model", default=None, help="model to retrain (default: the base model's)")
+@click.option("--model", default=None, help=f"model to retrain: {MODEL_HELP} (default: the base model's)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
+@recipe_option
 @click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
               help=f"value that replaces removed pixels; {ROAD_FILL}: ROAD's noisy linear imputation from kept "
                    f"neighbours")
@@ -262,13 +292,13 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @amp_option
 @_friendly_errors
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
-            epochs, fill, mask_only, amp):
+            epochs, recipe, fill, mask_only, amp):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     from roarfast.cli.tables import retrain_table
     from roarfast.retrain import RetrainOptions, run_retrain
 
     options = _options(RetrainOptions, fractions=tuple(fractions), methods=methods, modes=parse_list(modes),
-                       seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only)
+                       seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                        device=device, seed=seed, progress=progress)
     click.echo(retrain_table(rows))
@@ -280,7 +310,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @click.option("--preset", type=click.Choice(list(PRESETS)), default="quick",
               help="the grid: quick (what `roarfast run` uses) or paper (14 estimators x 5 fractions x roar,kar x "
                    "5 seeds); the flags below override its parts")
-@click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: the preset's)")
+@click.option("--method", "methods", default=None, help=METHOD_FORMS + " (default: the preset's)")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
               help="fractions removed (ROAR) or kept (KAR); repeat or comma-separate (default: the preset's)")
 @click.option("--mode", "modes", default=None, help=f"{', '.join(MODES)} or {','.join(MODES)} (default: the preset's)")
@@ -292,10 +322,14 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                    "which one seed allows; default: the preset's)")
 @click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
               help=f"what replaces removed pixels: a constant, or {ROAD_FILL} (ROAD's noisy linear imputation)")
-@click.option("--model", default=None, help="model to retrain (default: the base model's)")
+@click.option("--model", default=None,
+              help=f"{MODEL_HELP} (default: the base model's, else by dataset and device); trains the base model "
+                   f"when the run directory has none, and every cell")
 @click.option("--epochs", type=int, default=None,
               help="training epochs of each cell (default: the preset's, else the model's recipe)")
+@recipe_option
 @amp_option
+@click.option("--cam-layer", "gradcam_layer", default=None, help=CAM_LAYER_HELP)
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local",
               help="local: cells one after another in this process; ray: one Ray task per cell")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
@@ -305,20 +339,24 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @click.option("--dry-run", is_flag=True, help="print the plan (cells done, to do, ETA) and stop")
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
-          control, control_seeds, fill, model, epochs, amp, executor, address, cpus_per_cell, gpus_per_cell, dry_run):
+          control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, executor, address, cpus_per_cell,
+          gpus_per_cell, dry_run):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
     from roarfast.executors import RayOptions
+    from roarfast.extract import ExtractOptions
     from roarfast.grid import preset_grid
     from roarfast.sweep import run_sweep
 
     grid = _options(preset_grid, name=preset, methods=methods, fractions=tuple(fractions) if fractions else None,
                     modes=None if modes is None else parse_list(modes), seeds=seeds, control=control,
-                    control_seeds=control_seeds, fill=fill, model=model, epochs=epochs, amp=amp, first_seed=seed)
+                    control_seeds=control_seeds, fill=fill, model=model, epochs=epochs, amp=amp, first_seed=seed,
+                    recipe=recipe or None)
     ray = _options(RayOptions, address=address, cpus_per_cell=cpus_per_cell, gpus_per_cell=gpus_per_cell)
     run_sweep(run_dir, grid, executor=executor, ray=ray, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
-              dataset_options=data_option, device=device, seed=seed, progress=progress, echo=click.echo)
+              dataset_options=data_option, device=device, seed=seed, progress=progress,
+              extract_options=ExtractOptions(gradcam_layer=gradcam_layer), echo=click.echo)
 
 
 @main.command()
@@ -327,7 +365,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
               help="embedded dataset option, repeatable: num_train, num_test, seed, copies")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
               help="fractions of the grid (default: the one covering the object, 0.25, 0.5)")
-@click.option("--method", "methods", default=None, help=METHOD_HELP + " (default: the quick preset's)")
+@click.option("--method", "methods", default=None, help=METHOD_FORMS + " (default: the quick preset's)")
 @click.option("--seeds", type=int, default=None, help="retrainings per cell (default: the quick preset's 3)")
 @click.option("--epochs", type=int, default=None, help="training epochs of each cell (default: the quick preset's)")
 @_friendly_errors

@@ -6,9 +6,10 @@ maps that ops.rank orders.
 
 Built-ins: grad ig gb (gradients.py); sg-/sg-sq-/var- of each (ensembles.py; short forms sg sg-sq var
 are the -grad ones); random sobel oracle (baselines.py); gradcam (gradcam.py); captum:<ClassName> for
-any captum.attr class (captum_adapter.py).
+any captum.attr class (captum_adapter.py); `package.module:function` or a function object for an
+estimator from outside (plugins.py: function(model, images, target) -> maps).
 
-Adding an estimator is one function and one register line, in a module imported below:
+Adding an estimator is one function and one register line, in a module registry._BUILTIN_MODULES names:
 
     @register("my-method")
     def my_method(model, batch, target, params):
@@ -17,13 +18,28 @@ Adding an estimator is one function and one register line, in a module imported 
         return maps  # float32 Tensor[B, C, H, W] or Tensor[B, 1, H, W]; larger = more important
 
 `roarfast extract --method my-method` then computes, ranks and stores it like any other.
+
+The package imports torch only when something that computes is asked for (compute_maps, ExplainBatch,
+MethodParams, black_baseline), so that the CLI reads the registry's names at once.
 """
 
-# Import order is the order of known_methods().
-from roarfast.methods import gradients, ensembles, baselines, gradcam  # noqa: F401,I001  (registers the built-ins)
-from roarfast.methods.compute import compute_maps
-from roarfast.methods.params import ExplainBatch, MethodParams, black_baseline
+import importlib
+
 from roarfast.methods.registry import known_methods, parse_methods, register, register_shared
+
+#: what the package hands out from the modules that need torch (imported, with the built-ins, on first use)
+_COMPUTING = {"compute_maps": "roarfast.methods.compute", "ExplainBatch": "roarfast.methods.params",
+              "MethodParams": "roarfast.methods.params", "black_baseline": "roarfast.methods.params"}
+
+
+def __getattr__(name):
+    if name not in _COMPUTING:
+        raise AttributeError(f"module 'roarfast.methods' has no attribute {name!r}")
+    from roarfast.methods.registry import builtins_loaded
+
+    builtins_loaded()
+    return getattr(importlib.import_module(_COMPUTING[name]), name)
+
 
 __all__ = ["ExplainBatch", "MethodParams", "black_baseline", "compute_maps", "known_methods", "parse_methods",
            "register", "register_shared"]

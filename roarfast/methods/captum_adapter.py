@@ -47,13 +47,17 @@ def check_captum_name(name: str) -> None:
     attribution_class(name)
 
 
+def takes_layer(name: str) -> bool:
+    """Whether captum:<name> is built with a layer (the Grad-CAM layer)."""
+    return "layer" in inspect.signature(attribution_class(name).__init__).parameters
+
+
 def captum_maps(model, batch, target, params, name: str) -> torch.Tensor:
     """Maps of captum.attr.<name> for batch.x (Tensor[B, C, H, W]) -> float32 Tensor[B, C, H, W] or
     Tensor[B, 1, H, W] (layer methods)."""
     attr = _captum_attr()
     cls = attribution_class(name)
-    init = inspect.signature(cls.__init__).parameters
-    if "layer" in init:
+    if takes_layer(name):
         from roarfast.methods.model_context import cam_layer
 
         method = cls(model, cam_layer(model, params.gradcam_layer))

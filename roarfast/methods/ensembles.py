@@ -12,7 +12,7 @@ from functools import partial
 from roarfast import ops
 from roarfast.methods.gradients import BASES, input_attribution, rows_per_input
 from roarfast.methods.params import derive_seed
-from roarfast.methods.registry import register_shared
+from roarfast.methods.registry import RELU_MODULES, register_shared
 
 #: statistic of the ensemble -> position in ops.ensemble_finalize's (sg, sg_sq, var).
 STATISTICS = {"sg": 0, "sg-sq": 1, "var": 2}
@@ -48,5 +48,6 @@ def smoothgrad_family(model, batch, target, params, names, base):
 
 
 for _base in BASES:
-    register_shared(*(f"{stat}-{_base}" for stat in STATISTICS), compilable=_base != "gb")(
+    register_shared(*(f"{stat}-{_base}" for stat in STATISTICS), compilable=_base != "gb",
+                    requires=(RELU_MODULES,) if _base == "gb" else ())(
         partial(smoothgrad_family, base=_base))

@@ -6,12 +6,13 @@ import torch.nn.functional as F
 
 from roarfast.errors import UserError
 from roarfast.methods.model_context import cam_layer, logits_of, selected_logits
-from roarfast.methods.registry import register
+from roarfast.methods.registry import CONV_LAYER, register
 
 
-@register("gradcam", target="own", seeded=False)
+@register("gradcam", target="own", seeded=False, requires=(CONV_LAYER,))
 def gradcam(model, batch, target, params):
-    """Grad-CAM at params.gradcam_layer (default model.cam_layer) -> float32 Tensor[B, 1, H, W]."""
+    """Grad-CAM at params.gradcam_layer (default: model.cam_layer, else the last Conv2d) -> float32
+    Tensor[B, 1, H, W]."""
     layer = cam_layer(model, params.gradcam_layer)
     captured = []
     handle = layer.register_forward_hook(lambda module, inputs, output: captured.append(output))

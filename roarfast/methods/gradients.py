@@ -11,7 +11,7 @@ from torch import nn
 
 from roarfast.errors import UserError
 from roarfast.methods.model_context import logits_of, selected_logits
-from roarfast.methods.registry import register
+from roarfast.methods.registry import RELU_MODULES, register
 
 BASES = ("grad", "ig", "gb")
 
@@ -108,7 +108,7 @@ def ig(model, batch, target, params):
     return input_attribution(model, batch.x, target, params, "ig")
 
 
-@register("gb", target="own", seeded=False)
+@register("gb", target="own", seeded=False, requires=(RELU_MODULES,))
 def gb(model, batch, target, params):
     """Guided backprop -> Tensor[B, C, H, W]."""
     return input_attribution(model, batch.x, target, params, "gb")

@@ -61,15 +61,26 @@ def selected_logits(logits: torch.Tensor, target: torch.Tensor | None) -> torch.
     return logits.gather(1, target[:, None]).sum()
 
 
+def cam_layer_name(model: nn.Module, name: str | None) -> tuple[str, str]:
+    """(dotted name of the Grad-CAM layer, where it came from): `name` (--cam-layer) when given, else the
+    model's `cam_layer` attribute, else its last nn.Conv2d; a UserError when there is none of them."""
+    if name is not None:
+        return name, "--cam-layer"
+    attribute = getattr(model, "cam_layer", None)
+    if isinstance(attribute, str):
+        return attribute, "the model's cam_layer"
+    convs = [n for n, module in model.named_modules() if isinstance(module, nn.Conv2d)]
+    if not convs:
+        raise UserError(f"--cam-layer: Grad-CAM needs a conv layer, and {type(model).__name__} has no cam_layer "
+                        "attribute and no nn.Conv2d; name a module with a Tensor[B, K, h, w] output")
+    return convs[-1], "its last Conv2d"
+
+
 def cam_layer(model: nn.Module, name: str | None) -> nn.Module:
-    """The module at dotted `name`, or at model.cam_layer when name is None."""
-    if name is None:
-        name = getattr(model, "cam_layer", None)
-        if not isinstance(name, str):
-            raise UserError(f"{type(model).__name__} has no cam_layer attribute; set gradcam_layer to the dotted "
-                            "name of a conv module")
+    """The module cam_layer_name picks."""
+    name, _ = cam_layer_name(model, name)
     try:
         return model.get_submodule(name)
     except AttributeError:
         names = ", ".join(n for n, _ in model.named_modules() if n)
-        raise UserError(f"gradcam_layer {name!r} is not a module of {type(model).__name__}; modules: {names}") from None
+        raise UserError(f"--cam-layer {name!r} is not a module of {type(model).__name__}; modules: {names}") from None

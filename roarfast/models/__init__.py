@@ -1,6 +1,11 @@
-"""Classifier architectures by name: build_model("fastnet" | "fastnet-gpu" | "resnet8" | "resnet18" | "resnet50")."""
+"""Classifier architectures: the built-ins by name (build_model("fastnet" | "fastnet-gpu" | "resnet8" |
+"resnet18" | "resnet50")) and every form --model takes (resolve_model: built-in, package.module:factory,
+timm:<name>, a Python object; roarfast.models.spec).
 
-from torch import nn
+Light on purpose (torch is imported where a network is built): the CLI builds its --model help from here.
+"""
+
+from roarfast.models.spec import ModelSpec, model_forms, resolve_model
 
 #: model names and what they are
 MODELS = {
@@ -12,7 +17,7 @@ MODELS = {
 }
 
 
-def build_model(name: str, num_classes: int, image_size: int = 32, in_channels: int = 3) -> nn.Module:
+def build_model(name: str, num_classes: int, image_size: int = 32, in_channels: int = 3):
     """A freshly initialized classifier taking normalized Tensor[B, in_channels, H, W] to logits
     Tensor[B, num_classes]. Every model has `cam_layer` (dotted name of its last conv stage) and
     uses nn.ReLU modules that are not inplace."""
@@ -39,4 +44,4 @@ def build_model(name: str, num_classes: int, image_size: int = 32, in_channels: 
     raise ValueError(f"model should be one of {', '.join(MODELS)}, got {name!r}")
 
 
-__all__ = ["MODELS", "build_model"]
+__all__ = ["MODELS", "ModelSpec", "build_model", "model_forms", "resolve_model"]

@@ -34,15 +34,16 @@ class Report:
         return verdict_lines(self.summary)
 
 
-def write_report(run_dir, out_dir=None) -> Report:
+def write_report(run_dir, out_dir=None, dataset=None) -> Report:
     """Reads the run directory, writes the report under out_dir (default: the run directory's report
-    directory) and returns it. Raises UserError, writing nothing, when the run directory has no
+    directory) and returns it; `dataset`: the run's Dataset when the caller holds it (a Study's, which the
+    run directory may not be able to load). Raises UserError, writing nothing, when the run directory has no
     results.sqlite or no finished cells."""
     from roarfast.report.figures import write_figures
     from roarfast.rundir import RunDir
 
     run = RunDir(run_dir)
-    loaded = load_run(run)
+    loaded = load_run(run, dataset)
     summary = analyse(loaded)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -52,9 +52,9 @@ def mode_order(mode: str) -> int:
     return RETRAIN_MODES.index(mode)
 
 
-def load_run(run) -> Loaded:
-    """Reads RunDir `run`. Raises UserError, reading nothing else, when it has no results.sqlite or no
-    finished retraining cells."""
+def load_run(run, dataset=None) -> Loaded:
+    """Reads RunDir `run` (with `dataset`, when given, instead of opening the one dataset.json records).
+    Raises UserError, reading nothing else, when it has no results.sqlite or no finished retraining cells."""
     from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
 
     path = run.results_path
@@ -75,7 +75,8 @@ def load_run(run) -> Loaded:
     if not cells:
         raise UserError(f"no finished cells of modes {', '.join(RETRAIN_MODES)} in {path}")
     return Loaded(cells=cells, retrained=retrained, no_retrain=[r for r in known if r["kind"] == NO_RETRAIN],
-                  fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE], context=_context(run, cells, notes),
+                  fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE],
+                  context=_context(run, cells, notes, dataset),
                   notes=notes)
 
 
@@ -106,15 +107,14 @@ def _newest_cells(rows: list, notes: list) -> list:
     return cells
 
 
-def _context(run, cells: list, notes: list) -> Context:
+def _context(run, cells: list, notes: list, ds=None) -> Context:
     meta = run.base_meta()
     if not meta:
         notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
-    ds = None
-    if run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
+    if ds is None and run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
         notes.append(f"no {run.dataset_path.name} in the run directory: chance from the class count, no example "
                      f"images")
-    else:
+    elif ds is None:
         try:
             ds = run.open_dataset()
         except UserError as err:

@@ -1,0 +1,103 @@
+"""The plug-in grammar shared by models, datasets and estimators (DESIGN.md section 12): a command-line
+spec is a built-in name, `scheme:<name>` (timm:, torchvision:, captum:) or an import path
+`package.module:attribute`; Study takes Python objects as well. Each kind's resolver (roarfast.models,
+roarfast.data.registry, roarfast.methods.registry) decides what its names and schemes mean; this module
+imports what an import path names, says which source file made an object, and names objects that have no
+import path.
+
+Light on purpose (no torch): the CLI builds its help from the resolvers.
+"""
+
+import importlib
+import inspect
+import os
+import re
+import sys
+
+from roarfast.errors import UserError
+
+#: what a run directory records for a model or dataset that came as a Python object with no import path
+#: (a notebook's class, an nn.Module instance, a pair of tensors): the command line cannot rebuild it
+OBJECT_PREFIX = "object:"
+#: `package.module:attribute` (the attribute may be dotted: `module:Class.factory`)
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+def is_import_path(spec) -> bool:
+    """Whether `spec` reads `package.module:attribute`."""
+    return isinstance(spec, str) and bool(_IMPORT_PATH.match(spec.strip()))
+
+
+def import_object(spec: str, flag: str):
+    """The object an import path `package.module:attribute` names, imported from the working directory or
+    PYTHONPATH; a UserError naming `flag` and the remedy when the module does not import or lacks it."""
+    spec = spec.strip()
+    if not is_import_path(spec):
+        raise UserError(f"{flag} {spec}: expected package.module:attribute")
+    module_name, _, attribute = spec.partition(":")
+    # `python -m` puts the working directory on the path, the `roarfast` console script does not
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        obj = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name is not None and module_name.startswith(err.name):
+            raise UserError(f"{flag} {spec}: no module named {err.name!r} (it is imported from the working "
+                            f"directory or PYTHONPATH)") from None
+        raise UserError(f"{flag} {spec}: importing {module_name} failed: {describe_error(err)}") from None
+    except Exception as err:  # noqa: BLE001  (the user's module: any failure is theirs to fix)
+        raise UserError(f"{flag} {spec}: importing {module_name} failed: {describe_error(err)}") from None
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise UserError(f"{flag} {spec}: {module_name} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def import_path_of(obj) -> str | None:
+    """`module:qualname` when importing it gives `obj` back (a module-level function or class outside
+    __main__), else None."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        return None
+    spec = f"{module}:{qualname}"
+    if not is_import_path(spec):
+        return None
+    try:
+        return spec if import_object(spec, "") is obj else None
+    except UserError:
+        return None
+
+
+def object_name(obj) -> str:
+    """What a run directory records for an object with no import path: OBJECT_PREFIX + its qualified name
+    (a function or class) or its class's name (an instance)."""
+    named = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
+    return OBJECT_PREFIX + re.sub(r"[^\w.-]", "_", getattr(named, "__qualname__", type(obj).__name__))
+
+
+def source_sha256(obj) -> str | None:
+    """sha256 of the source file that defines `obj` (a function, class or module), or None when it has none
+    on disk (built-in, or typed into an interpreter)."""
+    from roarfast.fingerprint import sha256_file
+
+    try:
+        path = inspect.getsourcefile(inspect.unwrap(obj))
+    except TypeError:
+        return None
+    return sha256_file(path) if path and os.path.isfile(path) else None
+
+
+def describe_error(err: BaseException) -> str:
+    """An exception from a user's code in one line, with the innermost place it was raised."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    place = f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})" if tb is not None else ""
+    return f"{_one_line(err)}{place}"
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -1,0 +1,121 @@
+"""roarfast.Study: a ROAR study from Python (a notebook), through the functions the command line calls.
+
+    from roarfast import Study
+    study = Study("runs/mine", model=MyNet(10), dataset=(train, test), methods=["grad", my_saliency],
+                  fractions=(0.3, 0.7), modes=("roar", "kar"), seeds=3)
+    cells = study.run()          # base model, ranks, every retraining cell (resumable): a DataFrame
+    study.evaluate(["morf", "lerf"])
+    report = study.report()      # report.index_html, report.verdict_lines()
+
+`model`, `dataset` and the methods take what the command line takes (names, `package.module:attribute`,
+timm:, torchvision:) and Python objects besides. An object with an import path is recorded under it, so
+`roarfast ... --run-dir` goes on with the run; one without (a notebook's class, an nn.Module instance, a
+pair of tensors) is recorded as object:<name>, and a later command line says to pass it to a Study again.
+"""
+
+from dataclasses import replace
+from pathlib import Path
+
+from roarfast.fills import DEFAULT_FILL, ROAD_FILL
+
+
+class Study:
+    """One run directory's study (DESIGN.md section 12); every argument is checked here, before any work.
+
+    Args:
+        run_dir: the run directory (created by the first step that writes).
+        model: a built-in name, "package.module:factory", "timm:<name>", a factory(num_classes, image_size,
+            in_channels) or an nn.Module (its copies re-initialized per training); None: the dataset's default.
+        dataset: a built-in name, "torchvision:<Class>", "package.module:factory", a factory, the data itself
+            as (train, test[, classes]) (each a uint8/int64 tensor pair or a torch Dataset of (image, label)),
+            or a roarfast Dataset.
+        methods: estimator names ("sg-sq", "captum:Saliency", "package.module:function") and functions
+            function(model, images, target) -> maps, as a list or a comma-separated string; random is always
+            added. None: the preset's.
+        fractions, modes, seeds, fill, epochs, control, control_seeds: the grid, as `roarfast sweep` takes them
+            (None: the preset's).
+        device: "auto", "cpu", "cuda" or "cuda:N".
+        preset: "quick" or "paper", the grid the other arguments change.
+        data_dir, dataset_options: as --data-dir and --data-option.
+        recipe: Recipe fields overriding the model's recipe ({"lr": 0.02}), as --recipe.
+        extract_options: roarfast.extract.ExtractOptions (or a dict of its fields) for the ranks.
+        seed: the first seed (the base model's and the ranks').
+        progress: progress bars and the sweep's lines.
+    """
+
+    def __init__(self, run_dir, *, model=None, dataset="embedded", methods=None, fractions=None, modes=None,
+                 seeds=None, fill: str = DEFAULT_FILL, device="auto", preset: str = "quick", data_dir=None,
+                 dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
+                 extract_options=None, seed: int = 0, progress: bool = True):
+        from roarfast.data import load_dataset
+        from roarfast.device import resolve_device
+        from roarfast.extract import ExtractOptions
+        from roarfast.grid import preset_grid
+        from roarfast.options import parse_list
+        from roarfast.train import checked_model
+
+        self.run_dir = Path(run_dir)
+        if isinstance(methods, str) or callable(methods):
+            methods = [methods]
+        self.grid = preset_grid(preset, methods=None if methods is None else tuple(methods),
+                                fractions=None if fractions is None else tuple(fractions),
+                                modes=parse_list(modes) if isinstance(modes, str) else modes, seeds=seeds,
+                                control=control, control_seeds=control_seeds, fill=fill, model=model, epochs=epochs,
+                                recipe=recipe, first_seed=seed)
+        self.grid.method_list()  # every method resolved and registered now, a bad one refused now
+        if isinstance(extract_options, dict):
+            extract_options = ExtractOptions(**extract_options)
+        self.extract_options = extract_options or ExtractOptions()
+        self.device = resolve_device(device)
+        self.seed = seed
+        self.progress = progress
+        self.data_dir = data_dir
+        self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
+        if model is not None:
+            checked_model(model, self.dataset)
+
+    def run(self, fill: str | None = None):
+        """The sweep (roarfast sweep): the base model and the ranks where missing, then every cell of the grid
+        that results.sqlite lacks (with `fill` instead of the Study's, when given). Returns results()."""
+        from roarfast.sweep import run_sweep
+
+        grid = self.grid if fill is None else replace(self.grid, fill=fill)
+        run_sweep(self.run_dir, grid, dataset_obj=self.dataset, data_dir=self.data_dir, device=self.device, seed=self.seed,
+                  progress=self.progress, extract_options=self.extract_options, echo=self._echo)
+        return self.results()
+
+    def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):
+        """The no-retrain evaluations (roarfast evaluate) of the base model on the stored test ranks; returns
+        results(kind="no-retrain")."""
+        from roarfast.noretrain import NoRetrainOptions, run_noretrain
+
+        options = NoRetrainOptions(metrics=tuple(metrics), fractions=tuple(fractions), methods=methods)
+        run_noretrain(self.run_dir, options, dataset_obj=self.dataset, device=self.device, progress=self.progress)
+        return self.results(kind="no-retrain")
+
+    def leakage(self, fills=(DEFAULT_FILL, ROAD_FILL), fractions=(0.3, 0.5, 0.7), method: str = "random",
+                max_images: int = 5000):
+        """Fill leakage (roarfast leakage): how visible each fill's holes are; returns results(kind="fill-leakage")."""
+        from roarfast.fill_leakage import FillLeakageOptions, run_fill_leakage
+
+        options = FillLeakageOptions(fills=tuple(fills), fractions=tuple(fractions), method=method,
+                                     max_images=max_images)
+        run_fill_leakage(self.run_dir, options, dataset_obj=self.dataset, device=self.device, seed=self.seed)
+        return self.results(kind="fill-leakage")
+
+    def report(self, out_dir=None):
+        """The report (roarfast report) with this Study's dataset for chance and the example images; returns the
+        roarfast.report.Report (index_html, verdict_lines(), summary)."""
+        from roarfast.report import write_report
+
+        return write_report(self.run_dir, out_dir, dataset=self.dataset)
+
+    def results(self, kind: str | None = "retrain"):
+        """The run directory's measurements of `kind` (None: all) as a pandas DataFrame (roarfast.results.load)."""
+        from roarfast.results import load
+
+        return load(self.run_dir, kind=kind)
+
+    def _echo(self, line: str) -> None:
+        if self.progress:
+            print(line)
