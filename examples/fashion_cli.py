@@ -62,15 +62,20 @@ def write_fashion(root: Path, train: int, test: int) -> Path:
     return write_mnist_format(root, "FashionMNIST", {"train": garments(train, seed=0), "test": garments(test, seed=1)})
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/fashion-cli"))
+def study_arguments(description: str, out: str, argv=None) -> argparse.Namespace:
+    """The study's sizes, the same for both examples (small ones make a quick check)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--train", type=int, default=6000)
     parser.add_argument("--test", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--fractions", default="0.3,0.7")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = study_arguments(__doc__.splitlines()[0], "runs/fashion-cli", argv)
     out = args.out.resolve()
     data = write_fashion(out / "data", args.train, args.test)
     run = out / "run"

@@ -57,5 +57,6 @@ def report_lines() -> list[str]:
     lines.append(f"dali         {_first_installed('nvidia-dali-cuda130', 'nvidia-dali-cuda120', 'nvidia-dali-cuda110')}")
     lines.append(f"ray          {_version('ray')}")
     lines.append(f"captum       {_version('captum')}")
+    lines.append(f"timm         {_version('timm')} (--model timm:<name>)")
     lines.append(f"malloc       freed memory kept for reuse: {keep_freed_memory()}")
     return lines

@@ -133,7 +133,7 @@ def test_one_channel_data_goes_through_every_stage(tmp_path):
     assert RunDir(run).rank_store.read("gradcam", "train").ranks.shape == (60, 28, 28)
     summary = json.loads((run / "report" / "summary.json").read_text())
     assert set(summary["fills"]) == {"dataset-mean", "road"} and summary["no_retrain"]
-    assert {f["file"] for f in summary["figures"]} >= {"examples.png", "accuracy_road.png"}
+    assert {f["file"] for f in summary["figures"]} >= {"examples.png", "accuracy_road.png", "fills.png"}
     # the fill-leakage detector on one channel (a few steps: `roarfast leakage` trains it for minutes)
     ds = RunDir(run).open_dataset()
     pairs = [(ds.split(s).images, RunDir(run).rank_store.read("random", s).tensor()) for s in ("train", "test")]

@@ -26,7 +26,7 @@ PLUGIN_STREAM = 3
 
 def register_plugin(spec) -> str:
     """Registers the estimator an import path names (or a function object) and returns its name."""
-    from roarfast.methods.registry import Estimator, _add
+    from roarfast.methods.registry import Estimator, add
 
     if isinstance(spec, str):
         name, function = spec.strip(), import_object(spec, FLAG)
@@ -39,7 +39,7 @@ def register_plugin(spec) -> str:
     if not callable(function):
         raise UserError(f"{FLAG} {name}: expected a function(model, images, target), got {type(function).__name__}")
     _check_signature(name, function)
-    _add(Estimator(name, partial(plugin_maps, function, name), target="given", plugin=True,
+    add(Estimator(name, partial(plugin_maps, function, name), target="given", plugin=True,
                    source_sha256=source_sha256(function)))
     return name
 

@@ -83,7 +83,7 @@ def register(name: str, target: str = "given", compilable: bool = False, seeded:
     says they do not depend on params.seed; `requires` what it needs of the model (REQUIREMENTS)."""
 
     def decorate(fn):
-        _add(Estimator(name, fn, target, compilable=compilable, seeded=seeded, requires=tuple(requires)))
+        add(Estimator(name, fn, target, compilable=compilable, seeded=seeded, requires=tuple(requires)))
         return fn
 
     return decorate
@@ -95,14 +95,15 @@ def register_shared(*names: str, target: str = "given", compilable: bool = False
 
     def decorate(fn):
         for name in names:
-            _add(Estimator(name, fn, target, shared=tuple(names), compilable=compilable, seeded=seeded,
+            add(Estimator(name, fn, target, shared=tuple(names), compilable=compilable, seeded=seeded,
                            requires=tuple(requires)))
         return fn
 
     return decorate
 
 
-def _add(estimator: Estimator):
+def add(estimator: Estimator):
+    """Registers `estimator` (what register and register_shared build; plug-ins come through here too)."""
     if estimator.target not in TARGET_MODES:
         raise ValueError(f"target should be one of {', '.join(TARGET_MODES)}, got {estimator.target!r}")
     taken = builtins_loaded().get(estimator.name)

@@ -37,6 +37,8 @@ def write_figures(summary: dict, run, context, out_dir: Path) -> list:
              f"Test accuracy against the fraction of pixels removed (ROAR) or kept (KAR), fill {fill}", "accuracy")
         save(figure_ensembles(summary, fill), f"ensembles_{fill}.png",
              f"Base estimators against their SmoothGrad ensembles, fill {fill}", "ensembles")
+    save(figure_fills(summary), "fills.png", "The fills side by side, with how visible each fill's holes are",
+         "fills")
     save(figure_controls(summary), "controls.png", "Each method's ROAR/KAR curve beside its mask-only control",
          "controls")
     from roarfast._extension import ExtensionError
@@ -140,21 +142,53 @@ def figure_accuracy(summary: dict, fill: str):
     fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes) + 2.5, 4.8), squeeze=False,
                              layout="constrained")
     for ax, mode in zip(axes[0], modes):
-        curves = _groups(summary, mode, fill)
-        if "random" in curves:
-            _draw_random(ax, curves["random"])
-        for method in sorted(curves, key=method_order):
-            if method != "random":
-                _draw_curve(ax, curves[method], method, colors[method])
-        leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"]) == (mode, fill)
-                 and (e.get("control") or {}).get("leaky")]
-        if leaky:  # ringed: the control alone is above chance, the point partly measures the pattern's shape
-            ax.scatter([100 * e["fraction"] for e in leaky], [100 * e["mean"] for e in leaky], s=160,
-                       facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
-                       label="leaky (mask-only control above chance)")
-        _decorate(ax, summary, mode, f"{mode.upper()} (fill {fill})")
+        _accuracy_panel(ax, summary, mode, fill, colors, f"{mode.upper()} (fill {fill})")
     _figure_legend(fig, axes.flat)
     fig.suptitle("Test accuracy after retraining; shaded: 95% t-interval over seeds")
+    return fig
+
+
+def _accuracy_panel(ax, summary: dict, mode: str, fill: str, colors: dict, title: str) -> None:
+    """One panel of the paper's figure: every estimator's curve of `mode` and `fill`, random as a band, leaky
+    points ringed."""
+    curves = _groups(summary, mode, fill)
+    if "random" in curves:
+        _draw_random(ax, curves["random"])
+    for method in sorted(curves, key=method_order):
+        if method != "random":
+            _draw_curve(ax, curves[method], method, colors[method])
+    leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"]) == (mode, fill)
+             and (e.get("control") or {}).get("leaky")]
+    if leaky:  # ringed: the control alone is above chance, the point partly measures the pattern's shape
+        ax.scatter([100 * e["fraction"] for e in leaky], [100 * e["mean"] for e in leaky], s=160,
+                   facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
+                   label="leaky (mask-only control above chance)")
+    _decorate(ax, summary, mode, title)
+
+
+def figure_fills(summary: dict):
+    """The fills side by side: a row per fill (ROAR and KAR panels), each row's title with how visible that
+    fill's holes are (fill leakage: the detector's accuracy against the base rate, per fraction measured).
+    None unless the cells hold two fills or more."""
+    plt = _pyplot()
+
+    fills = summary["fills"]
+    modes = [m for m in MODES if any(_groups(summary, m, fill) for fill in fills)]
+    if len(fills) < 2 or not modes:
+        return None
+    colors = _colors(summary)
+    leakage = defaultdict(list)
+    for row in summary.get("fill_leakage") or []:
+        leakage[row["fill"]].append(f"{row['fraction']:.0%}: {row['accuracy']:.0%} vs {row['base_rate']:.0%}")
+    fig, axes = plt.subplots(len(fills), len(modes), figsize=(6.0 * len(modes) + 2.5, 4.3 * len(fills)),
+                             squeeze=False, layout="constrained")
+    for row, fill in enumerate(fills):
+        holes = f"\nhole detector at {', '.join(leakage[fill])}" if leakage[fill] else ""
+        for col, mode in enumerate(modes):
+            _accuracy_panel(axes[row][col], summary, mode, fill, colors, f"{mode.upper()}, fill {fill}{holes}")
+    _figure_legend(fig, axes.flat)
+    fig.suptitle("Test accuracy after retraining, one row per fill (hole detector: pixel accuracy at finding the "
+                 "removed pixels vs the base rate); shaded: 95% t-interval over seeds")
     return fig
 
 

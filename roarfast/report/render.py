@@ -100,7 +100,7 @@ def _sections(summary: dict) -> list[tuple]:
     ("lines", title, lines); index.md and index.html render the same list."""
     base = summary["base"]
     figures = {kind: [f for f in summary.get("figures", []) if f["kind"] == kind]
-               for kind in ("accuracy", "ensembles", "controls", "examples")}
+               for kind in ("accuracy", "fills", "ensembles", "controls", "examples")}
     n_cells = sum(len(g["seeds"]) for g in summary["groups"])
     run = [["dataset", ", ".join(summary["datasets"])], ["model", ", ".join(summary["models"])],
            ["base model test / validation accuracy", f"{_pct(base['test_acc'])} / {_pct(base['val_acc'])}"],
@@ -116,7 +116,7 @@ def _sections(summary: dict) -> list[tuple]:
         rows += [["-", m, "not ranked: a fraction or seed missing", "-"] for m in r["incomplete"]]
         out.append(("table", f"Ranking, {_title_fill(r['mode'], r['fill'])}: AUC over {span}, {better} is better",
                     ["rank", "method", "AUC [95% interval]", "seeds"], rows))
-    out += [("figure", f["file"], f["title"]) for f in figures["accuracy"]]
+    out += [("figure", f["file"], f["title"]) for f in figures["accuracy"] + figures["fills"]]
     by_verdict = defaultdict(list)
     for e in summary["verdicts"]:
         by_verdict[(e["mode"], e["fill"])].append(e)
