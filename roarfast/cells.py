@@ -123,21 +123,21 @@ class CellTrainer:
 
     def _ranks(self, method: str):
         if method not in self._records:
-            train = self.store.read(method, "train", dataset_fingerprint=self.ds.fingerprint)
-            test = self.store.read(method, "test", dataset_fingerprint=self.ds.fingerprint)
+            train = self.run.read_ranks(method, "train", self.ds.fingerprint)
+            test = self.run.read_ranks(method, "test", self.ds.fingerprint)
             # a streamed dataset reads rank rows from the memory maps as batches need them; else all at once
             loaded = (train, test) if self.ds.streamed else (train.tensor(), test.tensor())
             self._records[method] = (train, test, *loaded)
         return self._records[method]
 
-    def check_fill(self, methods) -> None:
-        """Refuses, before any cell is written, ranks the fill cannot use: the imputation fills whole
-        pixels, so it needs pixel ranks, not --granularity value."""
-        if self.fill != ROAD_FILL:
-            return
+    def check_ranks(self, methods) -> None:
+        """Refuses, before any cell is written, ranks made from another dataset or base model (RunDir.read_ranks)
+        and ranks the fill cannot use: the imputation fills whole pixels, so it needs pixel ranks, not
+        --granularity value."""
         for method in methods:
-            shape = self.store.read(method, "train", dataset_fingerprint=self.ds.fingerprint).ranks.shape
-            if len(shape) != 3:
+            shape = self.run.read_ranks(method, "train", self.ds.fingerprint).ranks.shape
+            self.run.read_ranks(method, "test", self.ds.fingerprint)
+            if self.fill == ROAD_FILL and len(shape) != 3:
                 raise UserError(f"--fill {ROAD_FILL} imputes whole pixels and needs pixel ranks, but {method}'s are "
                                 f"{tuple(shape)} (extract with --granularity pixel)")
 
@@ -159,7 +159,10 @@ class CellTrainer:
                                  fraction=cell.fraction, seed=cell.seed, config=config)
 
     def train(self, cell: Cell) -> dict:
-        """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images)."""
+        """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images, and
+        threads: the CPU threads it trained with, on which CPU accuracies depend)."""
+        import torch
+
         from roarfast.train import Masking, train_classifier
 
         _, _, train_ranks, test_ranks = self._ranks(cell.method)
@@ -169,4 +172,5 @@ class CellTrainer:
         result = train_classifier(self.ds, self.model_name, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)
         return {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs,
-                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test)}
+                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test),
+                "threads": torch.get_num_threads()}

@@ -54,6 +54,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
                         f"`roarfast extract --run-dir {run.root}` first")
     model, meta = run.load_base_model(ds, device)
     ckpt_sha = run.base_checkpoint_sha256()
+    run.check_writable()
     batch_size = options.batch_size or default_batch_size(device, ds.image_size)
     index = torch.arange(len(ds.split("test")))
     predicted = _predictions(model, ds, device, index, batch_size)
@@ -61,7 +62,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
     rows = []
     with open_results(run) as db:
         for method in methods:
-            record = store.read(method, "test", dataset_fingerprint=ds.fingerprint)
+            record = run.read_ranks(method, "test", ds.fingerprint)
             ranks = record if ds.streamed else record.tensor()
             for metric in options.metrics:
                 for mode, least_first, fill in NO_RETRAIN_METRICS[metric]:
@@ -76,7 +77,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
                                                            fraction, least_first, fill_values(fill, ds.mean, ds.std))
                             db.record(key, {"test_acc": accuracy, "val_acc": None, "epochs": None,
                                             "seconds": time.perf_counter() - started,
-                                            "mean_probability": probability})
+                                            "threads": torch.get_num_threads(), "mean_probability": probability})
                         rows.append(db.get(key))
     return rows
 

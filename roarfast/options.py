@@ -46,3 +46,16 @@ def check_subset(flag: str, values, choices) -> tuple:
         raise UserError(f"{flag} should be a comma-separated subset of {','.join(choices)}, "
                         f"got {','.join(map(str, values)) or 'none'!r}")
     return values
+
+
+def check_like(flag: str, value, default):
+    """A value of the kind `default` is (bool, int or float; a default of another kind checks nothing): a
+    loader option given as text that should have been a number, say."""
+    kinds = ((bool, "true or false"), (int, "an int"), (float, "a number"))
+    for kind, name in kinds:
+        if isinstance(default, kind):
+            numeric_ok = kind is float and isinstance(value, int) and not isinstance(value, bool)
+            if not (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) or numeric_ok):
+                raise UserError(f"{flag} should be {name}, got {value!r}")
+            return value
+    return value

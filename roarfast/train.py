@@ -274,6 +274,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     model_name = options.model or default_model(ds, device)
     recipe = recipe_for(model_name, device, train_images=len(ds.train_index), amp=options.amp, epochs=options.epochs,
                         batch_size=options.batch_size)
+    run.check_writable(checkpoint_bytes(model_name, ds))  # before the training, not after it
     result = train_classifier(ds, model_name, recipe, device, seed=seed, progress=progress)
     meta = {"model": model_name, "num_classes": ds.num_classes, "image_size": ds.image_size,
             "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
@@ -290,6 +291,19 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     return {"model": model_name, "val_acc": result.val_acc, "test_acc": result.test_acc,
             "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": result.seconds,
             "checkpoint": str(run.base_checkpoint)}
+
+
+def checkpoint_bytes(model_name: str, ds) -> int:
+    """Bytes of `model_name`'s checkpoint for dataset ds (its state dict), counted on a model built on the
+    meta device (no memory, no time); 0 for a model that cannot be built there."""
+    from roarfast.models import build_model
+
+    try:
+        with torch.device("meta"):
+            model = build_model(model_name, ds.num_classes, ds.image_size, ds.channels)
+    except Exception:  # noqa: BLE001  (a model that needs real tensors to build: the write margin alone is checked)
+        return 0
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
 
 
 def _join_torchrun(device: torch.device) -> torch.device:

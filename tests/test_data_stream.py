@@ -118,10 +118,10 @@ def test_unmasked_without_ranks(tree):
 
 
 def test_ranks_from_the_rank_store(tree, tmp_path):
-    """A RankRecord is read row by row from its memory map."""
+    """A RankRecord is read row by row from its memory map (the store holds real ranks: in [0, H*W))."""
     streamed, sets = tree
     train = sets["train"]
-    ranks = _ranks(20, seed=5)
+    ranks = _ranks(20, seed=5, dtype=torch.int32).to(torch.uint16)
     writer = RankStore(tmp_path).open_writer("random", "train", shape=ranks.shape, dtype="uint16", chunk_size=20,
                                              params={}, checkpoint_sha256=None, dataset_fingerprint="f")
     writer.write_chunk(0, ranks)

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
@@ -126,15 +127,17 @@ def test_two_sweeps_split_the_grid_and_never_train_a_cell_twice(prepared, tmp_pa
     assert len(accuracies(run_dir)) == 2 * 5 + 2
 
 
-def test_ray_executor_gives_the_local_rows(prepared, tmp_path):
+def test_ray_executor_gives_the_local_rows_with_the_defaults(prepared, tmp_path):
     pytest.importorskip("ray")
     local = copy_of(prepared, tmp_path, "local")
     assert cli("sweep", "--run-dir", str(local), *GRID).returncode == 0
     on_ray = copy_of(prepared, tmp_path, "ray")
-    threads = str(__import__("torch").get_num_threads())  # the local run's threads: identical arithmetic
-    result = cli("sweep", "--run-dir", str(on_ray), *GRID, "--executor", "ray", "--cpus-per-cell", threads)
+    result = cli("sweep", "--run-dir", str(on_ray), *GRID, "--executor", "ray")  # no --cpus-per-cell
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert accuracies(on_ray) == accuracies(local)
+    for run_dir in (local, on_ray):  # each row says how many threads it trained with: the local default
+        with ResultsDB(results(run_dir)) as db:
+            assert {r["threads"] for r in db.rows()} == {torch.get_num_threads()}
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,9 +1,11 @@
 """load_dataset: one entry point for every dataset name the CLI accepts."""
 
 import inspect
+from pathlib import Path
 
 from roarfast.data.base import Dataset, make_dataset
 from roarfast.errors import UserError
+from roarfast.options import check_like
 
 #: dataset names and what they are
 DATASETS = {
@@ -52,6 +54,8 @@ def load_dataset(name: str = "embedded", data_dir=None, **options) -> Dataset:
     if unknown:
         known = sorted(set(params) - {"data_dir", "name"})
         raise UserError(f"unknown option(s) {', '.join(unknown)} for dataset {name!r}; it takes {', '.join(known)}")
+    for key, value in options.items():  # the kind here; the loader checks the range
+        check_like(f"--data-option {key}", value, params[key].default)
     if name != "embedded":
         if data_dir is None:
             raise UserError(f"dataset {name!r} needs --data-dir ({DATASETS[name]})")
@@ -64,4 +68,6 @@ def load_dataset(name: str = "embedded", data_dir=None, **options) -> Dataset:
     fingerprint_options = {key: value for key, value in resolved.items() if key not in _NOT_IN_FINGERPRINT}
     fingerprint_options["val_seed"] = val_seed
     read_options = {key: value for key, value in resolved.items() if key in _NOT_IN_FINGERPRINT and key != "data_dir"}
-    return make_dataset(name, train, test, fingerprint_options, seed=val_seed, read_options=read_options)
+    ds = make_dataset(name, train, test, fingerprint_options, seed=val_seed, read_options=read_options)
+    ds.data_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
+    return ds

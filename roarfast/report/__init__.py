@@ -35,9 +35,10 @@ class Report:
 
 
 def write_report(run_dir, out_dir=None) -> Report:
-    """Reads the run directory, writes the report under out_dir (default: the run directory's report
-    directory) and returns it. Raises UserError, writing nothing, when the run directory has no
-    results.sqlite or no finished cells."""
+    """Reads the run directory (writing nothing there), writes the report under out_dir (default: the run
+    directory's report directory) and returns it. Raises UserError, writing nothing, when the run directory
+    has no results.sqlite or no finished cells, or when out_dir cannot be written."""
+    from roarfast.atomic import check_writable
     from roarfast.report.figures import write_figures
     from roarfast.rundir import RunDir
 
@@ -45,7 +46,7 @@ def write_report(run_dir, out_dir=None) -> Report:
     loaded = load_run(run)
     summary = analyse(loaded)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(out_dir, 0, "--out")  # the run directory itself may be read-only: only out_dir is written
     figures = write_figures(summary, run, loaded.context, out_dir)
     summary["figures"] = figures
     files = write_files(summary, loaded.cells, out_dir)

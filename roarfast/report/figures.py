@@ -262,7 +262,7 @@ def example_grid(summary: dict, context, run):
     original = image.float().div(255)[0].permute(1, 2, 0).numpy()
     rows = []
     for method in methods:
-        ranks = store.read(method, "test", dataset_fingerprint=ds.fingerprint).rows([EXAMPLE_INDEX])
+        ranks = run.read_ranks(method, "test", ds.fingerprint).rows([EXAMPLE_INDEX])
         row = [original]
         for mode, fraction in columns:
             x = ops.mask_normalize(image, ranks, float(fraction), fill, mode == "kar", mean=ds.mean, std=ds.std)

@@ -3,10 +3,12 @@ finished retraining cells (one per cell: the newest where several configurations
 the no-retrain and fill-leakage sections and the rank agreement need, and the context: the base model's
 meta, chance from the dataset, the stage times.
 
-Reads only results.sqlite, the base checkpoint's meta.json, stages.json and dataset.json (with the
-dataset itself, for chance and the example images), so a report can be written while a sweep runs.
+Reads only results.sqlite (read-only: nothing is written beside it), the base checkpoint's meta.json,
+stages.json and dataset.json (with the dataset itself, for chance and the example images), so a report can
+be written while a sweep runs, and from a read-only run directory.
 """
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
@@ -61,7 +63,7 @@ def load_run(run) -> Loaded:
     if not path.is_file():  # checked first: opening the database would create it
         raise UserError(f"no {path.name} in {run.root}: run `roarfast retrain` or `roarfast sweep` first "
                         f"(--run-dir names the run directory)")
-    with open_results(run) as db:
+    with open_results(run, readonly=True) as db:  # a read-only run directory can be reported on
         rows = db.rows(status="done")
     if not rows:
         raise UserError(f"no finished cells in {path}: run `roarfast retrain` or `roarfast sweep` first")
@@ -86,7 +88,7 @@ def _newest_cells(rows: list, notes: list) -> list:
     replaced = 0
     for row in rows:
         cell = {k: row[k] for k in ("method", "mode", "fraction", "seed", "fill", "test_acc", "val_acc", "epochs",
-                                    "seconds", "dataset", "model", "config_hash", "finished")}
+                                    "seconds", "dataset", "model", "config_hash", "finished", "threads")}
         key = (cell["method"], cell["mode"], cell["fraction"], cell["seed"], cell["fill"])
         if key in newest:
             replaced += 1
@@ -96,6 +98,11 @@ def _newest_cells(rows: list, notes: list) -> list:
     if replaced:
         notes.append(f"{replaced} result(s) of cells run under several configurations (config hashes) were "
                      f"set aside: the newest of each cell is reported")
+    threads = Counter(c["threads"] for c in newest.values() if c["threads"] is not None)
+    if len(threads) > 1:  # NULL: recorded before schema v4, not known to differ
+        counts = ", ".join(f"{n} thread{'s' if n > 1 else ''}: {k} cell(s)" for n, k in sorted(threads.items()))
+        notes.append(f"the cells were trained with different CPU thread counts ({counts}); CPU accuracies depend on "
+                     f"the thread count, so cells compared here may differ by it alone (README, \"Thread counts\")")
     cells = sorted(newest.values(), key=lambda c: (mode_order(c["mode"]), c["fill"] or "", method_order(c["method"]),
                                                    c["fraction"], c["seed"]))
     controls = {(c["method"], c["mode"], c["fraction"], c["seed"]): c["test_acc"]
