@@ -131,12 +131,16 @@ class CellTrainer:
         return self._records[method]
 
     def check_ranks(self, methods) -> None:
-        """Refuses, before any cell is written, ranks made from another dataset or base model (RunDir.read_ranks)
-        and ranks the fill cannot use: the imputation fills whole pixels, so it needs pixel ranks, not
+        """Refuses, before any cell is trained, ranks made from another dataset or base model
+        (RunDir.read_ranks), damaged ranks (every chunk verified; a streamed dataset's as a cell first reads
+        them) and ranks the fill cannot use: the imputation fills whole pixels, so it needs pixel ranks, not
         --granularity value."""
         for method in methods:
-            shape = self.run.read_ranks(method, "train", self.ds.fingerprint).ranks.shape
-            self.run.read_ranks(method, "test", self.ds.fingerprint)
+            for split in ("train", "test"):
+                record = self.run.read_ranks(method, split, self.ds.fingerprint)
+                if not self.ds.streamed:  # read whole by every cell anyway: checked before the first one
+                    record.verify()
+            shape = record.ranks.shape
             if self.fill == ROAD_FILL and len(shape) != 3:
                 raise UserError(f"--fill {ROAD_FILL} imputes whole pixels and needs pixel ranks, but {method}'s are "
                                 f"{tuple(shape)} (extract with --granularity pixel)")

@@ -96,8 +96,8 @@ class RunDir:
     @contextmanager
     def claim(self, what: str, waiting=None):
         """Holds this run directory's claim on `what` (the base model, a method's ranks) while the body runs,
-        so one process at a time builds it; another waits here (calling `waiting(holder)` once, holder: the
-        claimant's host, pid and start), then finds it built. The claim is an exclusive lock on
+        so one process at a time builds it; another waits here (calling `waiting(holder)` once, holder: "pid
+        N on HOST"), then finds it built. The claim is an exclusive lock on
         claims/<what>.lock, which the kernel releases when the holder exits or dies: a killed claimant's
         work is taken over at once, as a dead owner's cell is."""
         from roarfast.results import this_process
@@ -112,7 +112,7 @@ class RunDir:
                 except BlockingIOError:
                     if not said and waiting is not None:
                         lock.seek(0)
-                        waiting(lock.read().strip() or "another process")
+                        waiting(_holder(lock.read()))
                         said = True
                     time.sleep(CLAIM_POLL_S)
             lock.truncate(0)
@@ -225,6 +225,15 @@ class RunDir:
     def stage_times(self) -> dict | None:
         """stages.json's content, or None when no sweep recorded any."""
         return _read_json(self.stage_times_path)
+
+
+def _holder(text: str) -> str:
+    """"pid N on HOST" from a claim file's content (results.this_process), as far as it was written."""
+    try:
+        owner = json.loads(text)
+        return f"pid {owner['pid']} on {owner['host']}"
+    except (ValueError, KeyError, TypeError):
+        return "another process"
 
 
 def _read_json(path: Path):

@@ -127,6 +127,25 @@ def test_two_sweeps_split_the_grid_and_never_train_a_cell_twice(prepared, tmp_pa
     assert len(accuracies(run_dir)) == 2 * 5 + 2
 
 
+def test_two_sweeps_on_a_fresh_run_directory_build_the_base_model_and_the_ranks_once(tmp_path):
+    """Both start before either has a base model: one trains it and extracts grad's ranks while the other
+    waits, then both share the grid."""
+    run_dir = tmp_path / "fresh"
+    grid = ["--method", "grad", "--mode", "roar", "--fraction", "0.5", "--seeds", "2", "--no-control", "--epochs", "1",
+            "--no-progress"]
+    args = [sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *DATA, *grid]
+    sweeps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in sweeps]
+    assert [p.returncode for p in sweeps] == [0, 0], [err[-2000:] for _, err in outputs]
+    said = "\n".join(out for out, _ in outputs)
+    assert said.count("[sweep] base model: val") == 1 and said.count("[sweep] base model: reusing") == 1, said
+    assert said.count("[sweep] extract: random, grad") == 1 and "ranks of grad: waiting for pid" in said, said
+    run = RunDir(run_dir)
+    for split in ("train", "test"):  # the ranks were made with the checkpoint the run directory holds
+        assert run.rank_store.manifest("grad", split)["checkpoint_sha256"] == run.base_checkpoint_sha256()
+    assert len(accuracies(run_dir)) == 2 * 2  # random and grad x 2 seeds, one row each
+
+
 def test_ray_executor_gives_the_local_rows_with_the_defaults(prepared, tmp_path):
     pytest.importorskip("ray")
     local = copy_of(prepared, tmp_path, "local")

@@ -1,13 +1,15 @@
 """Which decoder turns a tree's image files into canvases: NVIDIA DALI (roarfast.data.dali) when it is
-installed, else torchvision on the CPU, said once with how to install DALI.
+installed, else PIL and torchvision on the CPU (CPU_DECODER), said once with how to install DALI.
 
-The CPU decoder makes the same canvas as DALI's pipeline: libjpeg-turbo's decode (torchvision's
-decode_image; PIL for the formats it lacks), the shorter side resized to `resize` with the longer side
-rounded as DALI rounds it, linear interpolation with antialiasing, and a center crop whose offset is
-rounded half up, as DALI's. It is not bit-identical (DALI keeps the exact scale and shifts its sampling
-grid by a fraction of a pixel): on real photos at 224 px the canvases differ by about one level on
-average (benchmarks/RESULTS.md, "The CPU decoder"), so the decoder is part of the dataset's fingerprint
-(`decoder`), and ranks or a base model made with one are refused with the other.
+The CPU decoder makes the same canvas as DALI's pipeline: PIL's libjpeg-turbo decode (bit-identical to
+DALI's CPU decoder and to torchvision's decode_jpeg on all 60,000 CIFAR-10 JPEGs; torchvision's image
+decoding is deprecated), EXIF orientation applied, the shorter side resized to `resize` (torchvision's
+bilinear resize with antialiasing) with the longer side rounded as DALI rounds it, and a center crop
+whose offset is rounded half up, as DALI's. The resize is not bit-identical (DALI keeps the exact scale
+and moves its sampling grid by a fraction of a pixel): on real photos at 224 px the canvases differ by
+half a level on average (benchmarks/RESULTS.md, "The CPU decoder without DALI"), so the decoder is part of
+the dataset's fingerprint (decoded_digest), and ranks or a base model made with one are refused with
+the other.
 
 Both yield the same batches: dicts of "images" (uint8 Tensor[n, 3, crop, crop]), "index" (int64
 Tensor[n]), "ranks" (row i of the ranks with sample i, when ranks) and "digest" (the sha256 of each
@@ -28,7 +30,7 @@ from roarfast.errors import UserError
 
 log = logging.getLogger(__name__)
 
-DALI, CPU_DECODER = "dali", "torchvision"
+DALI, CPU_DECODER = "dali", "pil+torchvision"
 #: how to get the fast decoder, in every message that mentions its absence
 INSTALL_DALI = "pip install nvidia-dali-cuda130 (or roarfast[dali])"
 _said = []  # the fallback is said once per process
@@ -52,9 +54,9 @@ def decoder_for(device: str) -> str:
                         f"{INSTALL_DALI}, or device=cpu")
     if not _said:
         _said.append(True)
-        log.warning("note: NVIDIA DALI is not installed, so JPEG trees are decoded by torchvision on the CPU "
-                    "(slower, and a dataset other than DALI's by a level or so per pixel); for DALI: %s",
-                    INSTALL_DALI)
+        log.warning("note: NVIDIA DALI is not installed, so image trees are decoded on the CPU by PIL and "
+                    "torchvision (slower, and canvases about half a level per pixel from DALI's: another dataset "
+                    "fingerprint); for DALI: %s", INSTALL_DALI)
     return CPU_DECODER
 
 
@@ -91,14 +93,17 @@ def canvas_batches(decoder: str, split_dir: Path, files: list[str], plan: list[n
 def _canvas(path: Path, resize: int, crop: int) -> tuple[torch.Tensor, bytes]:
     """(uint8 Tensor[3, crop, crop] canvas of the image file at `path`, sha256 of its bytes). Raises
     RuntimeError for a file that cannot be decoded, as DALI does."""
-    from torchvision.io import ImageReadMode, decode_image
+    from PIL import Image, ImageOps
     from torchvision.transforms.v2 import functional
 
-    data = np.fromfile(path, dtype=np.uint8)
+    data = path.read_bytes()
     try:
-        image = decode_image(torch.from_numpy(data), mode=ImageReadMode.RGB)
-    except RuntimeError:
-        image = _decode_with_pil(path, data)
+        with Image.open(io.BytesIO(data)) as opened:
+            # EXIF orientation applied, as DALI's decoder applies it
+            array = np.asarray(ImageOps.exif_transpose(opened).convert("RGB"))
+    except Exception as err:  # noqa: BLE001  (any failure to decode is the file's)
+        raise RuntimeError(f"cannot decode {path}: {err}") from None
+    image = torch.from_numpy(array.copy()).permute(2, 0, 1)
     height, width = image.shape[1:]
     scale = resize / min(height, width)
     longer = int(max(height, width) * scale + 0.5)  # DALI's output extent: the scaled side rounded half up
@@ -107,16 +112,3 @@ def _canvas(path: Path, resize: int, crop: int) -> tuple[torch.Tensor, bytes]:
         image = functional.resize(image, size, interpolation=functional.InterpolationMode.BILINEAR, antialias=True)
     top, left = int((size[0] - crop) / 2 + 0.5), int((size[1] - crop) / 2 + 0.5)  # DALI's crop_pos 0.5, half up
     return image[:, top:top + crop, left:left + crop].contiguous(), hashlib.sha256(data).digest()
-
-
-def _decode_with_pil(path: Path, data: np.ndarray) -> torch.Tensor:
-    """uint8 Tensor[3, H, W] of a format torchvision does not decode (BMP, TIFF); RuntimeError when PIL
-    cannot either."""
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data.tobytes())) as image:
-            array = np.asarray(image.convert("RGB"))
-    except Exception as err:  # noqa: BLE001  (any failure to decode is the file's)
-        raise RuntimeError(f"cannot decode {path}: {err}") from None
-    return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()
