@@ -49,8 +49,8 @@ def main():
     print(f"{args.tree} (resize {args.resize}, crop {args.crop}), {total['n']} images, {torch.get_num_threads()} "
           f"threads: mean |CPU decoder - DALI| {total['abs'] / total['values']:.3f} levels, "
           f"{total['over2'] / total['values']:.2%} of values > 2 levels apart, max {total['max']}; "
-          f"DALI's CPU pipeline {total['n'] / total[DALI]:.0f} img/s, the CPU decoder {total['n'] / total[CPU_DECODER]:.0f} "
-          f"img/s")
+          f"DALI's CPU pipeline {total['n'] / total[DALI]:.0f} img/s, "
+          f"the CPU decoder {total['n'] / total[CPU_DECODER]:.0f} img/s")
 
 
 if __name__ == "__main__":

@@ -49,13 +49,18 @@ def check_subset(flag: str, values, choices) -> tuple:
 
 
 def check_like(flag: str, value, default):
-    """A value of the kind `default` is (bool, int or float; a default of another kind checks nothing): a
-    loader option given as text that should have been a number, say."""
-    kinds = ((bool, "true or false"), (int, "an int"), (float, "a number"))
-    for kind, name in kinds:
-        if isinstance(default, kind):
-            numeric_ok = kind is float and isinstance(value, int) and not isinstance(value, bool)
-            if not (isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) or numeric_ok):
-                raise UserError(f"{flag} should be {name}, got {value!r}")
-            return value
+    """`value`, when it is of the kind `default` is: true or false for a bool default, an int for an int, a
+    number for a float (a default of another kind checks nothing): a loader option given as text where a
+    number belongs, say."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, kind = number and isinstance(value, int), "an int"
+    elif isinstance(default, float):
+        ok, kind = number, "a number"
+    else:
+        return value
+    if not ok:
+        raise UserError(f"{flag} should be {kind}, got {value!r}")
     return value

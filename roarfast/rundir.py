@@ -97,9 +97,9 @@ class RunDir:
     def claim(self, what: str, waiting=None):
         """Holds this run directory's claim on `what` (the base model, a method's ranks) while the body runs,
         so one process at a time builds it; another waits here (calling `waiting(holder)` once, holder: "pid
-        N on HOST"), then finds it built. The claim is an exclusive lock on
-        claims/<what>.lock, which the kernel releases when the holder exits or dies: a killed claimant's
-        work is taken over at once, as a dead owner's cell is."""
+        N on HOST"), then finds it built. The claim is an exclusive lock on claims/<what>.lock, which the
+        kernel releases when the holder exits or dies: a killed claimant's work is taken over at once, as a
+        dead owner's cell is."""
         from roarfast.results import this_process
 
         self.claims_dir.mkdir(parents=True, exist_ok=True)

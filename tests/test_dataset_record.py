@@ -5,21 +5,12 @@ overrides it."""
 
 import json
 
-from click.testing import CliRunner
-
-from roarfast.cli import main
 from roarfast.rundir import RunDir
-from tests.test_cli_errors import fails_with_one_line
+from tests.test_cli_errors import cli_ok, fails_with_one_line
 from tests.test_data_streamed import CROP, RESIZE, _write_tree
 
 COMMON = ["--device", "cpu", "--no-progress"]
 GRID = ["--method", "random", "--mode", "roar", "--fraction", "0.5", "--seeds", "1", "--no-control", "--epochs", "1"]
-
-
-def cli_ok(*args):
-    result = CliRunner().invoke(main, [*args])
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 def test_a_sweep_records_the_absolute_tree_and_later_commands_need_no_data_flags(tmp_path, monkeypatch):

@@ -12,17 +12,11 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.rundir import RunDir
-from tests.test_cli_errors import TINY, fails_with_one_line
+from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
 from tests.test_data_cifar import _write, fabricate
 from tests.test_data_imagefolder import block_dali
 from tests.test_data_streamed import CROP, RESIZE, _write_tree
 from tests.test_report_sections import fill_run
-
-
-def cli_ok(*args):
-    result = CliRunner().invoke(main, [*args])
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +97,7 @@ def jpeg_tree(tmp_path_factory):
     ("resize=abc", "--data-option resize should be an int, got 'abc'"),
     ("skip_bad=maybe", "--data-option skip_bad should be true or false, got 'maybe'"),
     ("resize=0", "imagefolder: crop should be in (0, resize=0], got 32"),
+    ("batch_size=abc", "--data-option batch_size should be a positive int, got 'abc'"),
 ])
 def test_imagefolder_options_that_cannot_be_right_are_named(tmp_path, jpeg_tree, option, message):
     line = fails_with_one_line(["train", "--run-dir", str(tmp_path), "--dataset", "imagefolder", "--data-dir",
@@ -150,7 +145,7 @@ def test_a_streamed_tree_without_dali_gives_the_in_memory_batches(tmp_path, jpeg
     streamed = load_dataset("imagefolder", jpeg_tree, resize=RESIZE, crop=CROP, stream=True)
     assert streamed.streamed and streamed.fingerprint == memory.fingerprint
     ranks = torch.stack([torch.randperm(CROP * CROP, generator=torch.Generator().manual_seed(i))
-                         for i in range(len(memory.train))]).view(-1, CROP, CROP).to(torch.int32)
+                         for i in range(len(memory.train))]).view(-1, CROP, CROP).to(torch.uint16)
     index = torch.tensor([5, 0, 11, 3])
     batches = [next(split_loader(ds, "train", "cpu", ranks=ranks, fraction=0.5).batches(index, 4, with_index=True))
                for ds in (memory, streamed)]

@@ -13,14 +13,8 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.results import ResultsDB
 from roarfast.rundir import RunDir
-from tests.test_cli_errors import TINY, fails_with_one_line
+from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
 from tests.test_store import damage
-
-
-def cli_ok(*args):
-    result = CliRunner().invoke(main, [*args])
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 NVIDIA DALI to the deterministic evaluation canvas: resize the shorter side to `resize`, center crop
 `crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas, DESIGN.md section 2).
 Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU; without DALI,
-torchvision decodes on the CPU (roarfast.data.decode), and the fingerprint says so.
+PIL and torchvision decode on the CPU (roarfast.data.decode), and the fingerprint says so.
 
 A tree whose canvases fit in memory is decoded once into ImageSets; a larger one (or any, with
 stream=True) becomes FileSets that the StreamLoader decodes batch by batch. Both fingerprint the same
@@ -24,7 +24,7 @@ from roarfast.data import cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet
 from roarfast.data.decode import DALI, canvas_batches, decoder_for
 from roarfast.errors import UserError
-from roarfast.options import check_choice
+from roarfast.options import check_choice, check_positive
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,8 @@ def list_tree(split_dir: Path, classes: list[str] | None = None):
         folder = split_dir / name
         if not folder.is_dir():
             continue
-        images = [path for path in sorted(folder.iterdir()) if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS]
+        images = [path for path in sorted(folder.iterdir())
+                  if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS]
         if not images:  # a class no image shows: the model would learn it as a label it never sees
             raise UserError(f"{folder} holds no images ({', '.join(IMAGE_EXTENSIONS)}): add its images or remove the "
                             f"folder (torchvision's ImageFolder refuses it too)")
@@ -128,8 +129,8 @@ def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, devi
 
 
 def measure_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                  batch_size: int | None = None, stats: bool = True, decoder: str = DALI) -> tuple[ChannelSums | None,
-                                                                                                   str]:
+                  batch_size: int | None = None, stats: bool = True,
+                  decoder: str = DALI) -> tuple[ChannelSums | None, str]:
     """(per-channel sums over the decoded canvases of files (None unless stats), decoded batch by batch
     and not kept; the files' digest)."""
     sums = ChannelSums(3) if stats else None
@@ -201,9 +202,9 @@ def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, dev
     """One split left on disk: decoded once to find undecodable files (and, with measure, the channel
     statistics), digested, and the results cached by the files' names, sizes and times."""
     canvas = {"resize": resize, "crop": crop, "decoder": decoder}
-    # DALI's CPU and GPU decoders differ by a few levels, torchvision's by about one more
-    kind = decoder if decoder != DALI else "cpu" if device_id is None else "gpu"
-    key = cache.listing_key("imagefolder", split_dir, files, {"resize": resize, "crop": crop, "decoder": kind,
+    # DALI's CPU and GPU decoders differ by a few levels, the CPU decoder's resize by about half a level more
+    which = decoder if decoder != DALI else "cpu" if device_id is None else "gpu"
+    key = cache.listing_key("imagefolder", split_dir, files, {"resize": resize, "crop": crop, "decoder": which,
                                                               "measure": measure})
     record = cache.read("imagefolder", key)
     if record is None:
@@ -264,7 +265,7 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
 
     skip_bad: log and drop images that cannot be decoded instead of failing with their names.
     device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device); without DALI, "auto" and
-        "cpu" decode with torchvision on the CPU (roarfast.data.decode).
+        "cpu" decode on the CPU with PIL and torchvision (roarfast.data.decode).
     batch_size: images per decode batch (default: by canvas size, default_batch_size).
     stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
         decodes them into memory (ImageSets), "auto" streams when the canvases would not fit (wants_stream).
@@ -275,6 +276,7 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
     classes, train_files, train_labels = list_tree(train_dir)
     _, test_files, test_labels = list_tree(test_dir, classes)
     check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
+    check_positive("--data-option batch_size", batch_size, optional=True)
     decoder = decoder_for(device)
     common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
                   device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)

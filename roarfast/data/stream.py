@@ -1,6 +1,8 @@
 """Batches streamed from a JPEG tree too large for memory (a FileSet from load_imagefolder): DALI (or,
-without it, torchvision on the CPU: roarfast.data.decode) decodes each batch to the evaluation canvas (resize-shorter + center crop), then ROAR/KAR masking
-(ops.mask_normalize, or roarfast.imputation per batch) and augmentation as in DeviceLoader.
+without it, the CPU decoder: roarfast.data.decode) decodes each batch to the evaluation canvas
+(resize-shorter + center crop), then ROAR/KAR masking (ops.mask_normalize, or roarfast.imputation per
+batch) and augmentation as in DeviceLoader. Rank rows are verified (RankRecord.verify) before a batch
+reads them.
 
 Alignment: the per-sample source of roarfast.data.dali maps DALI's `sample_info.idx_in_epoch` to a
 sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
