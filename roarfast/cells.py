@@ -159,7 +159,9 @@ class CellTrainer:
                                  fraction=cell.fraction, seed=cell.seed, config=config)
 
     def train(self, cell: Cell) -> dict:
-        """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images)."""
+        """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images,
+        test_chance: what the report's leakage test needs, so it never has to open the dataset)."""
+        from roarfast.stats import chance_rate
         from roarfast.train import Masking, train_classifier
 
         _, _, train_ranks, test_ranks = self._ranks(cell.method)
@@ -169,4 +171,5 @@ class CellTrainer:
         result = train_classifier(self.ds, self.model_name, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)
         return {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs,
-                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test)}
+                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test),
+                "test_chance": chance_rate(self.ds.test.labels)}
