@@ -62,8 +62,8 @@ def _control_text(summary: dict, entry: dict) -> str:
 
 
 def verdict_lines(summary: dict) -> list[str]:
-    """One line per estimator x mode x fraction verdict (leaky cells say so in it), a line per leaky
-    control of random, and a ranking line per mode and fill."""
+    """One line per estimator x mode x fraction verdict (with what its mask-only control's leak does to
+    it), a line per leaky control of random, and a ranking line per mode and fill."""
     lines = []
     for e in summary["verdicts"]:
         where = _where(summary, e["mode"], e["fill"], e["fraction"])
