@@ -151,14 +151,14 @@ def figure_accuracy(summary: dict, fill: str):
         for method in sorted(curves, key=method_order):
             if method != "random":
                 _draw_curve(ax, curves[method], method, colors[method])
-        for leak, (marker, color, label) in LEAK_MARKS.items():
+        _decorate(ax, summary, mode, f"{mode.upper()} (fill {fill})")
+        for leak, (marker, color, label) in LEAK_MARKS.items():  # last: their legend entries stay together
             # ringed: the control alone is above chance, so the point partly measures the pattern's shape;
             # the mark says whether the verdict survives that (DESIGN.md section 13)
             leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"], e["leak"]) == (mode, fill, leak)]
             if leaky:
                 ax.scatter([100 * e["fraction"] for e in leaky], [100 * e["mean"] for e in leaky], s=160,
                            marker=marker, facecolors="none", edgecolors=color, linewidths=1.4, zorder=5, label=label)
-        _decorate(ax, summary, mode, f"{mode.upper()} (fill {fill})")
     _figure_legend(fig, axes.flat)
     fig.suptitle("Test accuracy after retraining; shaded: 95% t-interval over seeds")
     return fig
