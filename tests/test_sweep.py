@@ -14,6 +14,7 @@ import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.data import load_dataset
 from roarfast.grid import Grid, preset_grid
 from roarfast.results import ResultsDB
 from roarfast.rundir import RunDir
@@ -83,6 +84,11 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
     assert len(finished) == CELLS and "sobel roar-mask 0.5 seed 0" in finished
     again = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
     assert f"done: {CELLS}, to do: 0" in again.stdout and "per cell" in again.stdout
+    # every row records what its control's leakage test needs, so the report never opens the dataset for it
+    labels = load_dataset("embedded", num_train=384, num_test=128).test.labels.tolist()
+    chance = max(labels.count(c) for c in set(labels)) / 128
+    with ResultsDB(results(run_dir)) as db:
+        assert {(r["extra"]["test_images"], r["extra"]["test_chance"]) for r in db.rows()} == {(128, chance)}
 
 
 def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuracies(prepared, tmp_path):

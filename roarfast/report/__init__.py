@@ -29,8 +29,8 @@ class Report:
         return self.out_dir / "index.html"
 
     def verdict_lines(self) -> list[str]:
-        """One line per estimator x mode x fraction verdict (leaky cells say so in it), a line per leaky
-        control of random, and a ranking line per mode and fill."""
+        """One line per estimator x mode x fraction verdict (with what its mask-only control's leak does to
+        it), a line per leaky control of random, and a ranking line per mode and fill."""
         return verdict_lines(self.summary)
 
 

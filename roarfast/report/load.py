@@ -4,8 +4,9 @@ the no-retrain and fill-leakage sections and the rank agreement need, and the co
 meta, chance from the dataset, the stage times.
 
 Reads only results.sqlite (read-only: nothing is written beside it), the base checkpoint's meta.json,
-stages.json and dataset.json (with the dataset itself, for chance and the example images), so a report can
-be written while a sweep runs, and from a read-only run directory.
+stages.json and dataset.json (with the dataset itself, for the example images, and for chance and the test
+split's size where the cells did not record them), so a report can be written while a sweep runs, and from
+a read-only run directory.
 """
 
 from collections import Counter
@@ -13,12 +14,14 @@ from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
+from roarfast.stats import chance_rate
 
 
 @dataclass
 class Context:
-    """What the report knows besides the measurements: the base model, chance, test-split size, stage
-    times, and the opened dataset (None when it could not be opened; a note says why)."""
+    """What the report knows besides the measurements: the base model, chance, test-split size (both as the
+    cells recorded them where they all agree, else from the dataset), stage times, and the opened dataset
+    (None when it could not be opened; a note says why)."""
 
     meta: dict
     chance: float | None
@@ -33,7 +36,8 @@ class Loaded:
     """A run directory's measurements for the report.
 
     cells: the finished retraining cells and controls, one per (method, mode, fraction, seed, fill), sorted
-        for reading, each with its control's accuracy (control_acc) where it has one.
+        for reading, each with its control's accuracy (control_acc) where it has one and the test split's
+        size and chance it was measured on (test_images, test_chance; None where the row lacks them).
     retrained, no_retrain, fill_leakage: the done rows of each kind, in results order.
     """
 
@@ -89,6 +93,7 @@ def _newest_cells(rows: list, notes: list) -> list:
     for row in rows:
         cell = {k: row[k] for k in ("method", "mode", "fraction", "seed", "fill", "test_acc", "val_acc", "epochs",
                                     "seconds", "dataset", "model", "config_hash", "finished", "threads")}
+        cell.update({k: (row["extra"] or {}).get(k) for k in ("test_images", "test_chance")})
         key = (cell["method"], cell["mode"], cell["fraction"], cell["seed"], cell["fill"])
         if key in newest:
             replaced += 1
@@ -119,26 +124,31 @@ def _context(run, cells: list, notes: list) -> Context:
         notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
     ds = None
     if run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
-        notes.append(f"no {run.dataset_path.name} in the run directory: chance from the class count, no example "
-                     f"images")
+        notes.append(f"no {run.dataset_path.name} in the run directory: no example images")
     else:
         try:
             ds = run.open_dataset()
         except UserError as err:
-            notes.append(f"dataset not opened ({err}): chance from the class count, no example images")
-    if ds is not None:
-        import torch
-
-        labels = ds.test.labels
-        chance = float(torch.bincount(labels).max()) / len(labels)
-        source = "share of the test split's most frequent class"
-        n_test = len(ds.test)
+            notes.append(f"dataset not opened ({err}): no example images")
+    recorded_chance, recorded_n = (_recorded(cells, key) for key in ("test_chance", "test_images"))
+    num_classes = meta.get("num_classes")
+    if recorded_chance is not None:
+        chance, source = recorded_chance, "share of the test split's most frequent class, as the cells recorded it"
+    elif ds is not None:
+        chance, source = chance_rate(ds.test.labels), "share of the test split's most frequent class"
+    elif num_classes:
+        chance, source = 1.0 / num_classes, "1 / number of classes"
     else:
-        num_classes = meta.get("num_classes")
-        chance = 1.0 / num_classes if num_classes else None
-        source = "1 / number of classes" if num_classes else "unknown (no dataset, no base meta)"
-        n_test = None
+        chance, source = None, "unknown (no dataset, no base meta)"
+    n_test = recorded_n if recorded_n is not None else (len(ds.test) if ds is not None else None)
     return Context(meta, chance, source, n_test, _stage_times(run, meta, cells), ds)
+
+
+def _recorded(cells: list, key: str):
+    """The value every cell recorded under `key` (test_images, test_chance), or None when they differ or
+    some lack it."""
+    values = {c[key] for c in cells}
+    return values.pop() if len(values) == 1 else None
 
 
 def _stage_times(run, meta: dict, cells: list) -> list:
