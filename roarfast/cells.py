@@ -138,21 +138,25 @@ class CellTrainer:
 
     def _ranks(self, method: str):
         if method not in self._records:
-            train = self.store.read(method, "train", dataset_fingerprint=self.ds.fingerprint)
-            test = self.store.read(method, "test", dataset_fingerprint=self.ds.fingerprint)
+            train = self.run.read_ranks(method, "train", self.ds.fingerprint)
+            test = self.run.read_ranks(method, "test", self.ds.fingerprint)
             # a streamed dataset reads rank rows from the memory maps as batches need them; else all at once
             loaded = (train, test) if self.ds.streamed else (train.tensor(), test.tensor())
             self._records[method] = (train, test, *loaded)
         return self._records[method]
 
-    def check_fill(self, methods) -> None:
-        """Refuses, before any cell is written, ranks the fill cannot use: the imputation fills whole
-        pixels, so it needs pixel ranks, not --granularity value."""
-        if self.fill != ROAD_FILL:
-            return
+    def check_ranks(self, methods) -> None:
+        """Refuses, before any cell is trained, ranks made from another dataset or base model
+        (RunDir.read_ranks), damaged ranks (every chunk verified; a streamed dataset's as a cell first reads
+        them) and ranks the fill cannot use: the imputation fills whole pixels, so it needs pixel ranks, not
+        --granularity value."""
         for method in methods:
-            shape = self.store.read(method, "train", dataset_fingerprint=self.ds.fingerprint).ranks.shape
-            if len(shape) != 3:
+            for split in ("train", "test"):
+                record = self.run.read_ranks(method, split, self.ds.fingerprint)
+                if not self.ds.streamed:  # read whole by every cell anyway: checked before the first one
+                    record.verify()
+            shape = record.ranks.shape
+            if self.fill == ROAD_FILL and len(shape) != 3:
                 raise UserError(f"--fill {ROAD_FILL} imputes whole pixels and needs pixel ranks, but {method}'s are "
                                 f"{tuple(shape)} (extract with --granularity pixel)")
 
@@ -176,7 +180,12 @@ class CellTrainer:
                                  fraction=cell.fraction, seed=cell.seed, config=config)
 
     def train(self, cell: Cell) -> dict:
-        """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images)."""
+        """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images,
+        test_chance: what the report's leakage test needs, so it never has to open the dataset; threads: the
+        CPU threads it trained with, on which CPU accuracies depend)."""
+        import torch
+
+        from roarfast.stats import chance_rate
         from roarfast.train import Masking, train_classifier
 
         _, _, train_ranks, test_ranks = self._ranks(cell.method)
@@ -186,4 +195,5 @@ class CellTrainer:
         result = train_classifier(self.ds, self.model, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)
         return {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs,
-                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test)}
+                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test),
+                "test_chance": chance_rate(self.ds.test.labels), "threads": torch.get_num_threads()}

@@ -16,7 +16,7 @@ REQUIRED_META = ("model", "num_classes", "image_size", "in_channels")
 
 def save_checkpoint(directory, model, meta: dict) -> Path:
     """Writes model's state dict and `meta` (which must hold REQUIRED_META) into `directory`; returns it."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     missing = [key for key in REQUIRED_META if key not in meta]
     if missing:
@@ -25,13 +25,16 @@ def save_checkpoint(directory, model, meta: dict) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     # contiguous copies: safetensors stores dense row-major tensors (channels_last weights are not)
     state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
-    replace_file(directory / WEIGHTS, lambda tmp: save_file(state, str(tmp), metadata={"model": meta["model"]}))
+    data = save(state, metadata={"model": meta["model"]})
+    # written by Python, so a full disk or a read-only directory is an OSError naming the file
+    replace_file(directory / WEIGHTS, lambda tmp: tmp.write_bytes(data))
     write_json(directory / META, meta, indent=2)
     return directory
 
 
 def load_checkpoint(directory, device="cpu"):
     """(model in eval mode on `device`, meta dict) from a directory written by save_checkpoint."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     from roarfast.errors import UserError
@@ -40,13 +43,18 @@ def load_checkpoint(directory, device="cpu"):
     for name in (WEIGHTS, META):
         if not (directory / name).is_file():
             raise UserError(f"no checkpoint in {directory}: {name} is missing (expected {WEIGHTS} and {META})")
-    meta = json.loads((directory / META).read_text())
+    meta = read_meta(directory)
     missing = [key for key in REQUIRED_META if key not in meta]
     if missing:
         raise UserError(f"{directory / META} lacks {', '.join(missing)}")
     model = recorded_model(meta, directory).build(meta["num_classes"], meta["image_size"], meta["in_channels"])
     try:
-        model.load_state_dict(load_file(str(directory / WEIGHTS)), strict=True)
+        state = load_file(str(directory / WEIGHTS))
+    except SafetensorError as err:
+        raise UserError(f"{directory / WEIGHTS} cannot be read ({err}): it is truncated or damaged; train the model "
+                        f"again (`roarfast train`) or restore the file") from None
+    try:
+        model.load_state_dict(state, strict=True)
     except RuntimeError as err:  # a factory or object that now builds another network
         raise UserError(f"--model {meta['model']}: the network it builds now does not fit the weights in "
                         f"{directory / WEIGHTS} ({str(err).splitlines()[0]})") from None
@@ -62,6 +70,21 @@ def recorded_model(meta: dict, where):
     spec = resolve_model(meta["model"])
     check_source(spec, meta.get("model_source_sha256"), where)
     return spec
+
+
+def read_meta(directory) -> dict:
+    """The meta.json of the checkpoint in `directory` ({} when there is none); a UserError naming it when it
+    is not JSON."""
+    from roarfast.errors import UserError
+
+    path = Path(directory) / META
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise UserError(f"{path} is not valid JSON ({err}): train the model again (`roarfast train`) or restore "
+                        f"the file") from None
 
 
 def checkpoint_sha256(directory) -> str:

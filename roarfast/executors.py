@@ -20,16 +20,26 @@ POLL_S = 2.0
 
 @dataclass(frozen=True)
 class RayOptions:
-    """--executor ray: the cluster (`address`, None: a local Ray instance) and each cell's resources."""
+    """--executor ray: the cluster (`address`, None: a local Ray instance) and each cell's resources;
+    `cpus_per_cell` None: as many as the threads a cell trains with here (local_threads), so that Ray's
+    rows equal the local executor's."""
 
     address: str | None = None
-    cpus_per_cell: float = 1.0
+    cpus_per_cell: float | None = None
     gpus_per_cell: float = 0.0
 
     def __post_init__(self):
-        if not self.cpus_per_cell > 0 or not self.gpus_per_cell >= 0:
+        if (self.cpus_per_cell is not None and not self.cpus_per_cell > 0) or not self.gpus_per_cell >= 0:
             raise UserError(f"--cpus-per-cell must be > 0 and --gpus-per-cell >= 0, got {self.cpus_per_cell} and "
                             f"{self.gpus_per_cell}")
+
+
+def local_threads() -> int:
+    """The CPU threads a cell trains with in this process (torch's default: one per core, or
+    OMP_NUM_THREADS): CPU accuracies depend on it, so a Ray worker is given as many by default."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def import_ray():
@@ -218,21 +228,26 @@ def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
     return _WORKER_TRAINERS[key].train(cell)
 
 
+def _default_cpus(ray) -> int:
+    """CPUs (and threads) of a CPU cell on Ray when --cpus-per-cell is not given: local_threads(), at most the
+    CPUs of the largest node (a task asking for more would never be scheduled)."""
+    largest = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node.get("Alive")), default=1)
+    return max(1, min(local_threads(), int(largest)))
+
+
 def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: RayOptions) -> None:
     """One Ray task per cell; this process (the driver) claims each cell before submitting it, keeps its
     heartbeat, and finishes it when the task returns."""
-    import torch
-
     ray = import_ray()
     if not ray.is_initialized():
         ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
     gpus = options.gpus_per_cell
-    remote = ray.remote(num_cpus=options.cpus_per_cell, num_gpus=gpus, max_retries=0)(_ray_train_cell)
+    cpus = options.cpus_per_cell if options.cpus_per_cell is not None else (_default_cpus(ray) if gpus == 0 else 1)
+    remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=0)(_ray_train_cell)
     settings = {"device": "cuda" if gpus > 0 else "cpu", "model": trainer.model_name,
                 "model_source": trainer.model.source_sha256, "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
-                "threads": max(1, int(options.cpus_per_cell)) if gpus == 0 else torch.get_num_threads()}
-    slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1)
-                       // (gpus if gpus > 0 else options.cpus_per_cell)))
+                "threads": max(1, int(cpus)) if gpus == 0 else local_threads()}
+    slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1) // (gpus if gpus > 0 else cpus)))
     in_flight = {}  # ObjectRef -> (cell, key)
     try:
         with claims.heartbeat():

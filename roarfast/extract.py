@@ -140,6 +140,8 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     if "oracle" in methods and ds.train.masks is None:
         raise UserError(f"dataset {ds.name} has no ground-truth masks, so it has no 'oracle' method")
 
+    store = run.rank_store
+    run.check_writable(_bytes_to_write(store, ds, methods, options))  # before any map is computed
     params = method_params(options, seed, device, ds)
     for line in check_methods(model, ds, methods, params, device):
         print(line)
@@ -147,7 +149,6 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators
     # that hook modules keep the plain model, whose hooks a compiled graph would drop
     compiled = torch.compile(model) if options.compile and model is not None else None
-    store = run.rank_store
     summary = {}
     for split in options.splits:
         summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed,
@@ -176,6 +177,31 @@ def check_methods(model, ds, methods, params, device) -> list[str]:
     return notes
 
 
+def _rank_shape(part, options: ExtractOptions) -> tuple:
+    """The store shape of a split's ranks: [N, H, W] per pixel, [N, C, H, W] per value."""
+    c, h, w = part.shape
+    return (len(part), c, h, w) if options.granularity == "value" else (len(part), h, w)
+
+
+def _bytes_to_write(store, ds, methods, options: ExtractOptions) -> int:
+    """Bytes of the stores this extraction writes (ranks, and maps when kept), incomplete ones counted whole."""
+    import torch
+
+    from roarfast import ops
+
+    total = 0
+    for split in options.splits:
+        shape = _rank_shape(ds.split(split), options)
+        units = math.prod(shape[1:])
+        maps = 2 if options.keep_maps else 0  # float16 maps (store.MAPS_DTYPE)
+        row = units * (torch.empty((), dtype=ops.rank_dtype(units)).element_size() + maps)
+        for method in methods:
+            manifest = store.manifest(method, split)
+            if options.force or manifest is None or not manifest["complete"]:
+                total += shape[0] * row
+    return total
+
+
 def _extract_split(store, models, ds, split, methods, options, params, batch_size, seed, ckpt_sha, device, progress):
     import torch
 
@@ -185,8 +211,8 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
 
     part = ds.split(split)
     n = len(part)
-    c, h, w = part.shape
-    rank_shape = (n, c, h, w) if options.granularity == "value" else (n, h, w)
+    c = part.shape[0]
+    rank_shape = _rank_shape(part, options)
     writers = {}
     summary = {}
     for method in methods:

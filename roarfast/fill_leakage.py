@@ -127,9 +127,10 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
     if missing:
         raise UserError(f"no complete {' and '.join(missing)} ranks of {method!r} in {run.root}: run "
                         f"`roarfast extract --method {method} --run-dir {run.root}` first")
+    run.check_writable()
     pairs, params = [], {}
     for split in ("train", "test"):
-        record = store.read(method, split, dataset_fingerprint=ds.fingerprint)
+        record = run.read_ranks(method, split, ds.fingerprint)
         params[split] = record.manifest.get("params")
         pairs.append((ds.split(split).images[:options.max_images].to(device),
                       record.tensor()[:options.max_images].to(device)))
@@ -142,6 +143,6 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
             key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=ds.name, model=DETECTOR, method=method, mode=DETECT,
                                     fill=row["fill"], fraction=row["fraction"], seed=seed, config=config)
             db.record(key, {"test_acc": row["accuracy"], "val_acc": None, "epochs": None, "seconds": row["seconds"],
-                            "base_rate": row["base_rate"]})
+                            "threads": torch.get_num_threads(), "base_rate": row["base_rate"]})
             rows.append(db.get(key))
     return rows

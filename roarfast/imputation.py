@@ -42,8 +42,10 @@ def road_normalize(images: torch.Tensor, ranks: torch.Tensor, fraction: float, k
     ids (int64 Tensor[B]): each image's index in its split, the key of its noise, so an image is
     filled the same in every epoch and batch. mean, std: Tensor[C] on the images' device.
     """
-    x = images.float() / 255.0
+    # imputed in pixel units centred on the dataset mean: the solve commutes with the shift, and an image
+    # with nothing kept (no known neighbour anywhere) then takes impute's 0 = the dataset's channel mean
+    x = images.float() / 255.0 - mean.view(1, -1, 1, 1)
     x = ops.impute(x, removed_pixels(ranks, fraction, keep), noise=ROAD_NOISE, seed=seed,
                     ids=ids.to(torch.int64))
-    x = (x - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)
+    x = x / std.view(1, -1, 1, 1)
     return x.to(out_dtype).contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)

@@ -5,6 +5,7 @@ method x mode x fraction in results.sqlite (no seed, no epochs, no validation ac
 and the mean probability of the class the model predicted on the unmodified image in its extras.
 """
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -54,6 +55,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
                         f"`roarfast extract --run-dir {run.root}` first")
     model, meta = run.load_base_model(ds, device)
     ckpt_sha = run.base_checkpoint_sha256()
+    run.check_writable()
     batch_size = options.batch_size or default_batch_size(device, ds.image_size)
     index = torch.arange(len(ds.split("test")))
     predicted = _predictions(model, ds, device, index, batch_size)
@@ -61,8 +63,9 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
     rows = []
     with open_results(run) as db:
         for method in methods:
-            record = store.read(method, "test", dataset_fingerprint=ds.fingerprint)
+            record = run.read_ranks(method, "test", ds.fingerprint)
             ranks = record if ds.streamed else record.tensor()
+            units = math.prod(record.manifest["shape"][1:])
             for metric in options.metrics:
                 for mode, least_first, fill in NO_RETRAIN_METRICS[metric]:
                     for fraction in options.fractions:
@@ -73,10 +76,11 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
                         if not db.is_done(key):
                             started = time.perf_counter()
                             accuracy, probability = _score(model, ds, device, index, predicted, batch_size, ranks,
-                                                           fraction, least_first, fill_values(fill, ds.mean, ds.std))
+                                                           units, fraction, least_first,
+                                                           fill_values(fill, ds.mean, ds.std))
                             db.record(key, {"test_acc": accuracy, "val_acc": None, "epochs": None,
                                             "seconds": time.perf_counter() - started,
-                                            "mean_probability": probability})
+                                            "threads": torch.get_num_threads(), "mean_probability": probability})
                         rows.append(db.get(key))
     return rows
 
@@ -103,14 +107,18 @@ def _predictions(model, ds, device, index, batch_size):
     return predicted
 
 
-def _score(model, ds, device, index, predicted, batch_size, ranks, fraction, least_first, fill):
-    """(accuracy, mean probability of the originally predicted class) with `fraction` of each test
-    image's pixels replaced: the most relevant, or the least relevant (keeping the top 1 - fraction)."""
+def _score(model, ds, device, index, predicted, batch_size, ranks, units, fraction, least_first, fill):
+    """(accuracy, mean probability of the originally predicted class) with k = floor(fraction x units) of
+    each test image's `units` ranked units replaced: the k most relevant, or the k least relevant (keeping
+    the top units - k)."""
     import torch
 
+    from roarfast import ops
     from roarfast.data.loader import split_loader
 
-    kept = max(0.0, 1.0 - fraction)
+    # the loaders floor a fraction into a count: (units - k) / units floors back to exactly units - k kept,
+    # where 1 - fraction would keep floor((1 - fraction) x units) and so replace one unit more than MoRF
+    kept = (units - ops.units_for_fraction(fraction, units)) / units
     loader = split_loader(ds, "test", device, ranks=ranks, fraction=kept if least_first else fraction,
                           keep=least_first, fill=fill)
     correct = torch.zeros((), dtype=torch.int64, device=device)

@@ -46,3 +46,21 @@ def check_subset(flag: str, values, choices) -> tuple:
         raise UserError(f"{flag} should be a comma-separated subset of {','.join(choices)}, "
                         f"got {','.join(map(str, values)) or 'none'!r}")
     return values
+
+
+def check_like(flag: str, value, default):
+    """`value`, when it is of the kind `default` is: true or false for a bool default, an int for an int, a
+    number for a float (a default of another kind checks nothing): a loader option given as text where a
+    number belongs, say."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, kind = number and isinstance(value, int), "an int"
+    elif isinstance(default, float):
+        ok, kind = number, "a number"
+    else:
+        return value
+    if not ok:
+        raise UserError(f"{flag} should be {kind}, got {value!r}")
+    return value

@@ -22,10 +22,17 @@ the cell in flight, and two sweeps on one run directory split the grid.
 
 Schema versions: 1 (cells), 2 (+ owner, heartbeat: claims), 3 (the table `measurements`: kind, fill and
 NULL seeds and epochs where they do not apply, instead of no-retrain rows posing as seed-0 cells and the
-fill in `extra`). An older file is migrated in place when opened, its rows kept; a run directory's
-leakage.json (fill leakage before v3) moves into the database when it is opened with open_results.
+fill in `extra`), 4 (+ threads: the CPU threads a measurement ran with; CPU accuracies depend on it). An
+older file is migrated in place when opened, its rows kept; a run directory's leakage.json (fill leakage
+before v3) moves into the database when it is opened with open_results.
+
+Read-only (`readonly=True`: the report, `load`): the file is copied into memory without writing a byte
+beside it (no WAL switch, no -wal/-shm files), and an older schema is migrated in that copy only, so a
+read-only run directory can be reported on. Every SQLite failure (a damaged file, a full disk, a
+read-only directory) is a UserError naming the file.
 """
 
+import functools
 import json
 import math
 import os
@@ -37,7 +44,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import quote
 
+from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS
 from roarfast.fingerprint import config_hash
 from roarfast.modes import DETECT, NO_RETRAIN_METRICS, NO_RETRAIN_MODES, RETRAIN_MODES, is_control
@@ -51,7 +60,7 @@ DETECTOR = "detector"
 STATUSES = ("running", "done", "failed")
 FRACTION_DECIMALS = 9  # fractions computed as i/10 and typed as 0.7 must name the same measurement
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: a claimant refreshes its heartbeat this often while it trains a cell
 HEARTBEAT_S = 15.0
 #: a claim from another host whose heartbeat is older than this is taken over (its process cannot be
@@ -88,7 +97,8 @@ CREATE TABLE IF NOT EXISTS measurements (
     created TEXT NOT NULL,
     finished TEXT,
     owner TEXT,
-    heartbeat REAL
+    heartbeat REAL,
+    threads INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS measurement_key ON measurements
     (kind, dataset, model, method, mode, IFNULL(fill, ''), fraction, IFNULL(seed, -1), config_hash);
@@ -169,11 +179,98 @@ def runtime_versions() -> dict:
     }
 
 
-class ResultsDB:
-    """The results of one run directory; open one per process (connections do not cross processes)."""
+def _database_error(path: Path, err: sqlite3.DatabaseError) -> UserError:
+    """One line for an SQLite failure: the file, what went wrong and what to do."""
+    text = str(err)
+    if "full" in text:
+        remedy = "free space on its filesystem and rerun (the rows written before are kept)"
+    elif "readonly" in text or "unable to open" in text:
+        remedy = "its directory is not writable: choose a writable --run-dir"
+    elif "malformed" in text or "not a database" in text:
+        remedy = "restore it from a copy, or move it aside to measure again from scratch"
+    else:
+        remedy = "rerun; if it persists, check the file and its filesystem"
+    return UserError(f"{path}: {text}; {remedy}")
 
-    def __init__(self, path):
+
+def _sqlite_errors(method):
+    """The method with SQLite's failures turned into _database_error's one line."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise  # roarfast's own mistake, not the file's
+            raise _database_error(self.path, err) from None
+
+    return wrapper
+
+
+@contextmanager
+def _transaction(conn):
+    """BEGIN IMMEDIATE ... COMMIT on `conn`, rolled back on an exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _migrate(conn, path: Path) -> None:
+    """Brings the database on `conn` to SCHEMA_VERSION in one transaction, its rows kept."""
+    with _transaction(conn):
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in range(SCHEMA_VERSION + 1):
+            raise UserError(f"{path} has schema version {version}, this roarfast reads up to {SCHEMA_VERSION}: "
+                            f"a newer roarfast wrote it")
+        if version == 1:  # a results file from before claims: same rows, two more columns
+            conn.execute("ALTER TABLE cells ADD COLUMN owner TEXT")
+            conn.execute("ALTER TABLE cells ADD COLUMN heartbeat REAL")
+        if version == 3:  # before thread counts: they were never recorded (NULL)
+            conn.execute("ALTER TABLE measurements ADD COLUMN threads INTEGER")
+        for statement in _SCHEMA.split(";")[:-1]:  # executescript would commit the open transaction
+            conn.execute(statement)
+        if version in (1, 2):
+            _migrate_cells(conn)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _snapshot(path: Path) -> sqlite3.Connection:
+    """An in-memory copy of the database at `path`, read without writing beside it. Where a writer's -wal
+    file exists (rows may be there and not yet in the file) through SQLite's read-only mode, which uses
+    the writer's -wal and -shm; else as an immutable file, which creates neither (a read-only directory
+    could not hold them). The copy is taken in one backup, so the reader sees one consistent state."""
+    if not path.is_file():
+        raise UserError(f"{path} does not exist")
+    wal = path.with_name(path.name + "-wal").exists()
+    source = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro{'' if wal else '&immutable=1'}", uri=True,
+                             timeout=BUSY_TIMEOUT_S)
+    try:
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        source.backup(memory)
+    finally:
+        source.close()
+    return memory
+
+
+class ResultsDB:
+    """The results of one run directory; open one per process (connections do not cross processes).
+    `readonly=True` reads an in-memory copy (_snapshot): nothing is written next to the file, and writing
+    methods refuse."""
+
+    @_sqlite_errors
+    def __init__(self, path, *, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            self._conn = _snapshot(self.path)
+            self._conn.row_factory = sqlite3.Row
+            _migrate(self._conn, self.path)  # the copy only: the file keeps its version
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE takes the write lock up front,
         # so two writers never deadlock upgrading a read lock).
@@ -182,23 +279,11 @@ class ResultsDB:
         self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         mode = self._enable_wal()
         if mode.lower() != "wal":
-            raise OSError(
-                f"{self.path}: SQLite could not enable WAL mode (got {mode!r}); is it on a network filesystem?"
-            )
+            raise UserError(f"{self.path}: SQLite could not enable WAL mode (got {mode!r}); is it on a network "
+                            f"filesystem? Choose a --run-dir on a local disk")
         # FULL: a finished measurement survives a power loss, at one fsync per row.
         self._conn.execute("PRAGMA synchronous = FULL")
-        with self._transaction():
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, 2, SCHEMA_VERSION):
-                raise OSError(f"{self.path} has schema version {version}, this roarfast uses {SCHEMA_VERSION}")
-            if version == 1:  # a results file from before claims: same rows, two more columns
-                self._conn.execute("ALTER TABLE cells ADD COLUMN owner TEXT")
-                self._conn.execute("ALTER TABLE cells ADD COLUMN heartbeat REAL")
-            for statement in _SCHEMA.split(";")[:-1]:  # executescript would commit the open transaction
-                self._conn.execute(statement)
-            if version in (1, 2):
-                _migrate_cells(self._conn)
-            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        _migrate(self._conn, self.path)
 
     def _enable_wal(self) -> str:
         """Switches a new database to WAL (persistent) and returns the journal mode now in force."""
@@ -212,17 +297,13 @@ class ResultsDB:
                     raise
                 time.sleep(RETRY_S)
 
-    @contextmanager
     def _transaction(self):
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on an exception."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        """BEGIN IMMEDIATE ... COMMIT on this database (refused on a read-only copy)."""
+        if self.readonly:
+            raise UserError(f"{self.path} was opened read-only (roarfast.results.ResultsDB(readonly=True))")
+        return _transaction(self._conn)
 
+    @_sqlite_errors
     def get(self, key: MeasurementKey) -> dict | None:
         """The measurement's row as `rows()` gives it, or None when it was never started."""
         row = self._conn.execute(f"SELECT * FROM measurements WHERE {_WHERE_KEY}", _key(_check_key(key))).fetchone()
@@ -244,6 +325,7 @@ class ResultsDB:
         """Marks a measurement failed with `error` (one line: the exception); a done one stays done."""
         self._upsert(_check_key(key), {"status": "failed", "finished": _now(), "error": str(error)}, keep_done=True)
 
+    @_sqlite_errors
     def claim(self, key: MeasurementKey, owner: dict | None = None) -> bool:
         """Claims `key` for `owner` (default: this process) in one transaction: True when the caller may
         train it now (it was new, failed, already ours, or held by a claimant that is gone); False when it
@@ -264,6 +346,7 @@ class ResultsDB:
                               "heartbeat": time.time(), "finished": None, "error": None}, keep_done=False)
         return True
 
+    @_sqlite_errors
     def heartbeat(self, keys, owner: dict | None = None) -> None:
         """Refreshes the heartbeat of `owner`'s running claims among `keys`."""
         owner_json = json.dumps(owner or this_process(), sort_keys=True)
@@ -272,6 +355,7 @@ class ResultsDB:
                 self._conn.execute(f"UPDATE measurements SET heartbeat = ? WHERE {_WHERE_KEY} AND status = 'running' "
                                    f"AND owner = ?", [time.time(), *_key(_check_key(key)), owner_json])
 
+    @_sqlite_errors
     def release(self, key: MeasurementKey, owner: dict | None = None) -> None:
         """Gives up `owner`'s running claim on `key` (an interrupted run): the row goes away, as if never
         started, unless someone else holds or finished it."""
@@ -280,13 +364,15 @@ class ResultsDB:
             self._conn.execute(f"DELETE FROM measurements WHERE {_WHERE_KEY} AND status = 'running' AND owner = ?",
                                [*_key(_check_key(key)), owner_json])
 
+    @_sqlite_errors
     def record(self, key: MeasurementKey, metrics: dict) -> None:
         """Writes a finished measurement in one transaction, replacing any earlier row of the same key.
 
         Args:
             metrics: test_acc (float in [0, 1]), val_acc (the same, or None without a validation split),
                 epochs (int, or None when nothing was trained by epochs), seconds (float), optionally
-                versions (dict; default `runtime_versions()`); any other JSON-able keys go to `extra`.
+                versions (dict; default `runtime_versions()`) and threads (the CPU threads it ran with,
+                torch.get_num_threads(); None: not known); any other JSON-able keys go to `extra`.
         """
         key = _check_key(key)
         if not isinstance(metrics, dict):
@@ -309,28 +395,37 @@ class ResultsDB:
         seconds = metrics["seconds"]
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
             raise ValueError(f"metrics['seconds'] must be a non-negative number, got {seconds!r}")
+        threads = metrics.get("threads")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"metrics['threads'] must be a positive int or None, got {threads!r}")
         versions = metrics.get("versions")
         versions = runtime_versions() if versions is None else versions
-        extra = {k: v for k, v in metrics.items() if k not in METRIC_COLUMNS and k != "versions"}
-        values.update(status="done", epochs=epochs, seconds=float(seconds),
+        extra = {k: v for k, v in metrics.items() if k not in (*METRIC_COLUMNS, "versions", "threads")}
+        values.update(status="done", epochs=epochs, seconds=float(seconds), threads=threads,
                       versions=json.dumps(versions, sort_keys=True),
                       extra=json.dumps(extra, sort_keys=True) if extra else None, error=None, finished=_now(),
                       owner=None, heartbeat=None)
         self._upsert(key, values, keep_done=False)
 
+    @_sqlite_errors
     def import_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
         """Moves the rows of a fill-leakage file written before schema v3 (method, fill, fraction, accuracy,
         base_rate; `source` names it) in as done fill-leakage measurements: their seed and seconds were
         never recorded (NULL)."""
         with self._transaction():
-            for row in rows:
-                key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=dataset, model=DETECTOR, method=row["method"],
-                                        mode=DETECT, fill=row["fill"], fraction=row["fraction"], seed=None,
-                                        config={"imported_from": source})
-                self._write(key, {"status": "done", "test_acc": float(row["accuracy"]),
-                                  "extra": json.dumps({"base_rate": row["base_rate"]}), "finished": _now()},
-                            keep_done=False)
+            self._insert_fill_leakage(rows, dataset, source)
 
+    def _insert_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
+        """import_fill_leakage's rows, inside an open transaction."""
+        for row in rows:
+            key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=dataset, model=DETECTOR, method=row["method"],
+                                    mode=DETECT, fill=row["fill"], fraction=row["fraction"], seed=None,
+                                    config={"imported_from": source})
+            self._write(key, {"status": "done", "test_acc": float(row["accuracy"]),
+                              "extra": json.dumps({"base_rate": row["base_rate"]}), "finished": _now()},
+                        keep_done=False)
+
+    @_sqlite_errors
     def _upsert(self, key: MeasurementKey, values: dict, keep_done: bool) -> None:
         with self._transaction():
             self._write(key, values, keep_done)
@@ -347,6 +442,7 @@ class ResultsDB:
             self._conn.execute(f"UPDATE measurements SET {', '.join(f'{c} = ?' for c in values)} WHERE {_WHERE_KEY}"
                                + (" AND status != 'done'" if keep_done else ""), [*values.values(), *_key(key)])
 
+    @_sqlite_errors
     def rows(self, **filters) -> list[dict]:
         """Rows as dicts (versions/extra decoded), ordered by key; filters on key columns or status, each a
         value or a list/tuple of accepted values (None matches NULL):
@@ -452,18 +548,24 @@ def owner_alive(owner: dict | None, heartbeat: float | None) -> bool:
     return heartbeat is not None and time.time() - heartbeat < HEARTBEAT_STALE_S
 
 
-def open_results(run) -> ResultsDB:
+def open_results(run, *, readonly: bool = False) -> ResultsDB:
     """The results database of a run directory (a RunDir or its path), with the run directory's
-    leakage.json (fill leakage before schema v3) moved into it."""
+    leakage.json (fill leakage before schema v3) moved into it (into the in-memory copy only, when
+    `readonly`: ResultsDB(readonly=True))."""
     from roarfast.rundir import RunDir
 
     run = run if isinstance(run, RunDir) else RunDir(run)
-    db = ResultsDB(run.results_path)
+    db = ResultsDB(run.results_path, readonly=readonly)
     legacy = run.legacy_fill_leakage_path
     if legacy.is_file():
-        db.import_fill_leakage(json.loads(legacy.read_text()), (run.dataset_record() or {}).get("name", "unknown"),
-                               legacy.name)
-        legacy.unlink(missing_ok=True)  # another process may have moved it in at the same time
+        rows = json.loads(legacy.read_text())
+        dataset = (run.dataset_record() or {}).get("name", "unknown")
+        if readonly:  # into the copy in memory; the file and leakage.json stay as they are
+            with _transaction(db._conn):
+                db._insert_fill_leakage(rows, dataset, legacy.name)
+        else:
+            db.import_fill_leakage(rows, dataset, legacy.name)
+            legacy.unlink(missing_ok=True)  # another process may have moved it in at the same time
     return db
 
 
@@ -479,7 +581,7 @@ def load(run_dir, *, status: str | None = "done", kind: str | None = None):
     if not run.results_path.exists():
         raise FileNotFoundError(f"{run.results_path} does not exist: nothing has been measured in {run_dir}")
     filters = {name: value for name, value in (("status", status), ("kind", kind)) if value is not None}
-    with open_results(run) as db:
+    with open_results(run, readonly=True) as db:
         rows = db.rows(**filters)
     records = [{**{k: v for k, v in row.items() if k not in ("extra", "owner")}, **row["extra"]} for row in rows]
     try:

@@ -34,6 +34,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     run = RunDir(run_dir)
     device = resolve_device(device)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
+    run.check_writable()  # before a cell is trained: its row must be written
     model, recipe = cell_recipe(run, ds, device, options)
     store = run.rank_store
     methods = cell_methods(options.methods or ",".join(store.methods()) or "random")
@@ -47,7 +48,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
         raise UserError(f"no complete ranks in {run.root} for {', '.join(missing)}: run "
                         f"`roarfast extract --method {','.join(missing)} --run-dir {run.root}` first")
     trainer = CellTrainer(run, ds, model, recipe, options.fill, device, progress=progress)
-    trainer.check_fill(methods)
+    trainer.check_ranks(methods)
     cells = [(cell, trainer.key(cell)) for cell in options.expand(methods, seed, control=options.mask_only)]
     with open_results(run) as db:
         execute(trainer, cells, db, echo=lambda line: None)

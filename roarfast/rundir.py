@@ -5,20 +5,30 @@ in it lives. No other module spells one of these paths.
     attributions/       the rank store (roarfast.store)
     results.sqlite      every measurement (roarfast.results)
     stages.json         seconds per stage, merged by the sweep (the report's stage times)
-    dataset.json        the dataset `train` used, so later commands need no dataset flags
+    dataset.json        the dataset `train` used (name, absolute data_dir, options), so later commands
+                        need no dataset flags
     report/             the report's default output
+    claims/             one lock file per thing built once for every process (the base model, a method's
+                        ranks): RunDir.claim
     leakage.json        fill leakage before results schema v3; moved into results.sqlite when met
 
-It also loads the base model for a dataset (refusing one trained on another dataset) and keeps the
-stage-time record.
+It also loads the base model for a dataset (refusing one trained on another dataset), reads ranks only
+when they match the dataset and the current base model, checks that a stage can write before it spends
+compute, and keeps the stage-time record.
 """
 
+import fcntl
 import json
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from roarfast.atomic import write_json
+from roarfast.atomic import check_writable, write_json
 from roarfast.checkpoint import META
 from roarfast.errors import UserError
+
+#: how often a process waiting on another's claim tries again
+CLAIM_POLL_S = 0.5
 
 
 class RunDir:
@@ -61,6 +71,10 @@ class RunDir:
         return self.root / "report"
 
     @property
+    def claims_dir(self) -> Path:
+        return self.root / "claims"
+
+    @property
     def legacy_fill_leakage_path(self) -> Path:
         """Where `roarfast leakage` wrote its rows before they went into results.sqlite (schema v3)."""
         return self.root / "leakage.json"
@@ -70,13 +84,49 @@ class RunDir:
         """The rank store of this run directory (roarfast.store.RankStore)."""
         from roarfast.store import RankStore
 
-        return RankStore(self.rank_store_root)
+        return RankStore(self.rank_store_root, run_dir=self.root)
+
+    # ----------------------------------------------------------------------------------- writes, claims
+
+    def check_writable(self, need_bytes: int = 0) -> None:
+        """Refuses, before a stage spends compute, a run directory that cannot be created or written, or
+        whose filesystem has less free space than the `need_bytes` the stage will write."""
+        check_writable(self.root, need_bytes, "--run-dir")
+
+    @contextmanager
+    def claim(self, what: str, waiting=None):
+        """Holds this run directory's claim on `what` (the base model, a method's ranks) while the body runs,
+        so one process at a time builds it; another waits here (calling `waiting(holder)` once, holder: "pid
+        N on HOST"), then finds it built. The claim is an exclusive lock on claims/<what>.lock, which the
+        kernel releases when the holder exits or dies: a killed claimant's work is taken over at once, as a
+        dead owner's cell is."""
+        from roarfast.results import this_process
+
+        self.claims_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.claims_dir / f"{what}.lock", "a+") as lock:
+            said = False
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not said and waiting is not None:
+                        lock.seek(0)
+                        waiting(_holder(lock.read()))
+                        said = True
+                    time.sleep(CLAIM_POLL_S)
+            lock.truncate(0)
+            lock.write(json.dumps(this_process(), sort_keys=True))  # who holds it, for the others' message
+            lock.flush()
+            yield
 
     # -------------------------------------------------------------------------------------- base model
 
     def base_meta(self) -> dict:
         """The base model's meta.json, or {} when there is none."""
-        return json.loads(self.base_meta_path.read_text()) if self.base_meta_path.is_file() else {}
+        from roarfast.checkpoint import read_meta
+
+        return read_meta(self.base_checkpoint)
 
     def save_base_model(self, model, meta: dict) -> Path:
         from roarfast.checkpoint import save_checkpoint
@@ -108,20 +158,37 @@ class RunDir:
 
         return checkpoint_sha256(self.base_checkpoint)
 
+    # ------------------------------------------------------------------------------------------- ranks
+
+    def read_ranks(self, method: str, split: str, dataset_fingerprint: str):
+        """The ranks of (method, split) (a store.RankRecord, its rows verified as they are read), refused
+        with both hashes and the remedy when made from another dataset or another base model than the one
+        the run directory holds now: every reader of ranks reads them here."""
+        current = self.base_checkpoint_sha256() if self.base_meta_path.exists() else None
+        record = self.rank_store.read(method, split, dataset_fingerprint=dataset_fingerprint,
+                                      checkpoint_sha256=current)
+        stamp = record.manifest["checkpoint_sha256"]
+        if current is None and stamp is not None:
+            raise UserError(f"ranks in {record.directory} were made with base checkpoint sha256 {stamp}, but "
+                            f"{self.base_checkpoint} holds no model: restore it, or `roarfast train --run-dir "
+                            f"{self.root}` and `roarfast extract --force --method {method} --run-dir {self.root}`")
+        return record
+
     # ----------------------------------------------------------------------------------------- dataset
 
     def remember_dataset(self, ds, data_dir=None) -> None:
-        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and data_dir,
-        replacing dataset.json atomically."""
+        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and data_dir
+        (default: where ds was loaded from) as an absolute path, replacing dataset.json atomically."""
         options = {**ds.options, **ds.read_options}
-        record = {"name": ds.name, "data_dir": None if data_dir is None else str(data_dir),
+        data_dir = data_dir if data_dir is not None else getattr(ds, "data_dir", None)
+        record = {"name": ds.name, "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
                   "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint}
         self.root.mkdir(parents=True, exist_ok=True)
         write_json(self.dataset_path, record)
 
     def dataset_record(self) -> dict | None:
         """What `train` recorded about the dataset (name, data_dir, options, fingerprint), or None."""
-        return json.loads(self.dataset_path.read_text()) if self.dataset_path.is_file() else None
+        return _read_json(self.dataset_path)
 
     def dataset_spec(self, name=None, data_dir=None, options=None) -> tuple:
         """(name, data_dir, options) to load: explicit arguments win; otherwise what `train` recorded;
@@ -130,7 +197,11 @@ class RunDir:
         record = self.dataset_record() if name is None else None
         if record is not None:
             name = record["name"]
-            data_dir = data_dir if data_dir is not None else record["data_dir"]
+            if data_dir is None and record["data_dir"] is not None:
+                data_dir = record["data_dir"]
+                if not Path(data_dir).exists():
+                    raise UserError(f"{self.dataset_path} records the data in {data_dir}, which does not exist "
+                                    f"(moved?): give its new place with --data-dir")
             options = {**record["options"], **options}
         return name or "embedded", data_dir, options
 
@@ -153,4 +224,24 @@ class RunDir:
 
     def stage_times(self) -> dict | None:
         """stages.json's content, or None when no sweep recorded any."""
-        return json.loads(self.stage_times_path.read_text()) if self.stage_times_path.is_file() else None
+        return _read_json(self.stage_times_path)
+
+
+def _holder(text: str) -> str:
+    """"pid N on HOST" from a claim file's content (results.this_process), as far as it was written."""
+    try:
+        owner = json.loads(text)
+        return f"pid {owner['pid']} on {owner['host']}"
+    except (ValueError, KeyError, TypeError):
+        return "another process"
+
+
+def _read_json(path: Path):
+    """The JSON content of a run-directory record, or None when there is none; a UserError naming it when
+    it is not JSON."""
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise UserError(f"{path} is not valid JSON ({err}): fix or remove it") from None

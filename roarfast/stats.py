@@ -88,13 +88,17 @@ def holm(pvalues) -> list[float]:
     return adjusted.tolist()
 
 
+#: the verdicts of an estimator against random
+BETTER, NO_DIFFERENT, WORSE = "better than random", "no different", "worse"
+
+
 def verdict(estimator_mean: float, random_mean: float, p_adjusted: float, lower_is_better: bool,
             alpha: float = ALPHA) -> str:
-    """"better than random", "no different" or "worse" from a corrected p-value and the direction."""
+    """BETTER, NO_DIFFERENT or WORSE from a corrected p-value and the direction."""
     if p_adjusted >= alpha:
-        return "no different"
+        return NO_DIFFERENT
     better = estimator_mean < random_mean if lower_is_better else estimator_mean > random_mean
-    return "better than random" if better else "worse"
+    return BETTER if better else WORSE
 
 
 def curve_auc(fractions, accuracies) -> float:
@@ -110,6 +114,15 @@ def curve_auc(fractions, accuracies) -> float:
         return float(a[0])
     area = float(np.sum((f[1:] - f[:-1]) * (a[1:] + a[:-1]) / 2))
     return area / float(f[-1] - f[0])
+
+
+def chance_rate(labels) -> float:
+    """Chance on a split: the share of its most frequent label (what a model that learned only the class
+    prior reaches). labels: a sequence of non-negative ints (an int64 Tensor too)."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64))
+    if counts.sum() == 0:
+        raise ValueError("chance_rate needs at least one label")
+    return float(counts.max() / counts.sum())
 
 
 @dataclass(frozen=True)

@@ -5,25 +5,35 @@ Layout (DESIGN.md section 6): `<root>/<method>/<split>/` holds (a run directory'
   uint16 or int32, rank 0 = most important; read back as a read-only memory map.
 - `maps.npy` (optional): the float16 maps the ranks came from, same shape, for pictures.
 - `manifest.json`: what the ranks are (method, params, checkpoint sha256, dataset fingerprint, shape,
-  dtype) and how far writing got (chunk size, chunks done as [start, stop) ranges, complete flag).
+  dtype), how far writing got (chunk size, chunks done as [start, stop) ranges, complete flag) and the
+  checksum of each chunk's rank bytes (`checksums[i]`, CHECKSUM of chunk i as written).
 
 Durability: a chunk's bytes are written with pwrite and fdatasync'ed before the manifest marks it
 done, and the manifest is replaced atomically, so a kill at any point leaves a store that resumes
 with every chunk the manifest calls done intact.
+
+Integrity: every read of rank rows goes through RankRecord.rows (or .verify, for a reader of the memory
+map), which checks each chunk it touches once per record: its checksum, and that every rank lies in
+[0, units) (units = H*W pixels, or C*H*W values). A chunk that fails names the file, the chunk and
+the repair (`roarfast extract --force`). Chunks written before checksums existed have none: their
+range is checked and a note says, once, that they are not otherwise verified.
 """
 
 import fcntl
 import json
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from roarfast.atomic import write_json
-from roarfast.errors import UserError
+from roarfast.errors import UserError, write_error
 from roarfast.fingerprint import canonical_json
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 RANKS = "ranks.npy"
@@ -33,6 +43,10 @@ FORMAT = 1  # manifest format version; bump when its meaning changes
 RANK_DTYPES = ("uint16", "int32")
 SPLITS = ("train", "test")
 MAPS_DTYPE = np.float16
+#: the hash of a chunk's rank bytes: xxh3 runs at 15-33 GiB/s on a rank chunk against sha256's 1.5 (with
+#: SHA-NI), so verifying a read costs less than reading it (benchmarks/RESULTS.md, "Rank checksums");
+#: it guards against damage, not against an adversary, for which 64 bits suffice
+CHECKSUM = "xxh3_64"
 
 # Manifest fields that say what the ranks ARE; any difference means a different store.
 _IDENTITY = ("method", "split", "params", "checkpoint_sha256", "dataset_fingerprint", "shape", "dtype", "maps")
@@ -141,6 +155,19 @@ def _done_count(manifest: dict) -> int:
     return sum(stop - start for start, stop in manifest["chunks_done"])
 
 
+def _checksum(data) -> str:
+    """CHECKSUM hex digest of a bytes-like object (a contiguous array's memory included)."""
+    import xxhash
+
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def _repair(method: str, run_dir, does: str = "repairs it") -> str:
+    """The command that writes `method`'s ranks anew, and what it `does`."""
+    where = f" --run-dir {run_dir}" if run_dir is not None else ""
+    return f"`roarfast extract --force --method {method}{where}` {does}"
+
+
 class RankWriter:
     """Writes one (method, split) store chunk by chunk; get one from `RankStore.open_writer`.
 
@@ -216,26 +243,39 @@ class RankWriter:
                 raise UserError(
                     f"maps of chunk {chunk} must be float {list(expected)}, got {maps.dtype.name} {list(maps.shape)}"
                 )
-            self._write_rows(self._maps_fd, self._maps_offset, start, maps.astype(MAPS_DTYPE))
+            self._write_rows(self._maps_fd, self._maps_offset, start, maps.astype(MAPS_DTYPE), MAPS)
         elif maps is not None:
             raise UserError("maps given but the store was opened with keep_maps=False")
-        self._write_rows(self._ranks_fd, self._ranks_offset, start, ranks)
+        digest = self._write_rows(self._ranks_fd, self._ranks_offset, start, ranks, RANKS)
 
+        checksums = self.manifest.setdefault("checksums", [None] * self.num_chunks)  # none before checksums
+        checksums[int(chunk)] = digest
+        self.manifest["checksum"] = CHECKSUM
         self.manifest["chunks_done"] = _ranges_add(self.manifest["chunks_done"], int(chunk))
         self.manifest["complete"] = _done_count(self.manifest) == self.num_chunks
         self.manifest["updated"] = _now()
-        write_json(self.directory / MANIFEST, self.manifest)
+        try:
+            write_json(self.directory / MANIFEST, self.manifest)
+        except OSError as err:
+            raise write_error(err, self.directory / MANIFEST, "the chunks it lists as done are intact; rerun "
+                                                              "to resume") from None
 
-    def _write_rows(self, fd: int, offset: int, start: int, rows: np.ndarray) -> None:
-        """pwrite `rows` at row `start` of the array and wait until they are on disk."""
+    def _write_rows(self, fd: int, offset: int, start: int, rows: np.ndarray, name: str) -> str:
+        """pwrite `rows` at row `start` of the array `name` and wait until they are on disk; returns the
+        checksum of the bytes written."""
         data = np.ascontiguousarray(rows).tobytes()
         row_bytes = len(data) // rows.shape[0]
         position = offset + start * row_bytes
         view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, position)
-            view, position = view[written:], position + written
-        os.fdatasync(fd)
+        try:
+            while view:
+                written = os.pwrite(fd, view, position)
+                view, position = view[written:], position + written
+            os.fdatasync(fd)
+        except OSError as err:
+            raise write_error(err, self.directory / name, "the chunks written before are intact; rerun to "
+                                                          "resume") from None
+        return _checksum(data)
 
     def close(self) -> None:
         """Releases the files and the lock; the store stays resumable if incomplete."""
@@ -257,12 +297,17 @@ class RankWriter:
         self.close()
 
 
+#: stores whose chunks without checksums were noted in this process (the note is said once)
+_NOTED_UNVERIFIED = set()
+
+
 @dataclass
 class RankRecord:
     """A complete store, read back.
 
-    `ranks` (ndarray[N, H, W] or [N, C, H, W], uint16|int32) is a read-only memory map;
-    `maps` likewise (float16) or None; `manifest` the manifest dict.
+    `ranks` (ndarray[N, H, W] or [N, C, H, W], uint16|int32) is a read-only memory map: read it through
+    `rows` (or call `verify` first), which check the chunks they touch; `maps` likewise (float16, not
+    verified: pictures only) or None; `manifest` the manifest dict; `directory` the store's folder.
     """
 
     method: str
@@ -270,31 +315,75 @@ class RankRecord:
     ranks: np.ndarray
     maps: np.ndarray | None
     manifest: dict
+    directory: Path | None = None
+    run_dir: Path | None = None  # named in the repair command of a failed check
+    _verified: set = field(default_factory=set, repr=False)
 
     def tensor(self):
-        """All ranks of the split as a CPU Tensor[N, ...] (read into memory)."""
+        """All ranks of the split as a CPU Tensor[N, ...] (read into memory, every chunk verified)."""
         return self.rows()
 
     def rows(self, index=None):
-        """Ranks of the rows `index` (None = all; int, slice, or int sequence/array/Tensor) as a CPU Tensor."""
+        """Ranks of the rows `index` (None = all; int, slice, or int sequence/array/Tensor) as a CPU Tensor,
+        after `verify(index)`."""
         import torch
 
         if index is None:
             index = slice(None)
         elif hasattr(index, "detach"):
             index = index.detach().cpu().numpy()
+        self.verify(index)
         rows = self.ranks[index]
         # Slices of the read-only map are views: copy them so the tensor owns writable memory.
         if isinstance(rows, np.memmap) or not rows.flags.writeable:
             rows = np.array(rows)
         return torch.from_numpy(rows)
 
+    def verify(self, index=None) -> None:
+        """Checks every chunk holding a row of `index` (None = all; as `rows` takes it) not checked yet:
+        its checksum where one was recorded, and that each rank lies in [0, units). Raises UserError
+        naming the file, the chunk and the repair."""
+        n, size = self.ranks.shape[0], self.manifest["chunk_size"]
+        if index is None:
+            chunks = range(-(-n // size))
+        else:
+            if hasattr(index, "detach"):
+                index = index.detach().cpu().numpy()
+            chunks = np.unique(np.atleast_1d(np.arange(n)[index]) // size).tolist()
+        for chunk in chunks:
+            if chunk not in self._verified:
+                self._verify_chunk(chunk)
+                self._verified.add(chunk)
+
+    def _verify_chunk(self, chunk: int) -> None:
+        start = chunk * self.manifest["chunk_size"]
+        rows = self.ranks[start:start + self.manifest["chunk_size"]]
+        path = (self.directory or Path(".")) / RANKS
+        repair = _repair(self.method, self.run_dir)
+        expected = (self.manifest.get("checksums") or [None] * (chunk + 1))[chunk]
+        if expected is None:
+            if path not in _NOTED_UNVERIFIED:
+                _NOTED_UNVERIFIED.add(path)
+                log.warning("note: %s was written before rank checksums: only its ranks' range is checked; %s", path,
+                            _repair(self.method, self.run_dir, "rewrites it with checksums"))
+        elif _checksum(np.ascontiguousarray(rows)) != expected:
+            raise UserError(f"{path}: chunk {chunk} (rows {start}-{start + rows.shape[0] - 1}) does not match the "
+                            f"checksum recorded when it was written (the file changed on disk); {repair}")
+        units = int(np.prod(rows.shape[1:]))
+        # one reduction over the chunk; the row is looked for only once the chunk failed
+        if rows.max() >= units or (rows.dtype.kind == "i" and rows.min() < 0):
+            flat = rows.reshape(rows.shape[0], -1)
+            row = int(np.argmax((flat.max(axis=1) >= units) | (flat.min(axis=1) < 0)))
+            raise UserError(f"{path}: row {start + row} (chunk {chunk}) holds ranks outside [0, {units}) (max "
+                            f"{int(flat[row].max())}): the file is damaged; {repair}")
+
 
 class RankStore:
     """All rank stores under `root` (a run directory's is RunDir.rank_store): `<root>/<method>/<split>/`."""
 
-    def __init__(self, root):
+    def __init__(self, root, run_dir=None):
         self.root = Path(root)
+        self.run_dir = run_dir  # named in the repair commands of its messages
 
     def path(self, method: str, split: str) -> Path:
         return self.root / _check_name("method", method) / _check_name("split", split)
@@ -453,12 +542,14 @@ class RankStore:
         if checkpoint_sha256 is not None and stored_checkpoint is not None and stored_checkpoint != checkpoint_sha256:
             raise UserError(
                 f"ranks in {directory} were made with another model: stored checkpoint sha256 "
-                f"{stored_checkpoint}, current checkpoint {checkpoint_sha256}"
+                f"{stored_checkpoint}, current checkpoint {checkpoint_sha256}; "
+                + _repair(method, self.run_dir, "remakes them for the current model")
             )
         self._check_files(directory, manifest)
         ranks = np.load(directory / RANKS, mmap_mode="r", allow_pickle=False)
         maps = np.load(directory / MAPS, mmap_mode="r", allow_pickle=False) if manifest["maps"] else None
-        return RankRecord(method=method, split=split, ranks=ranks, maps=maps, manifest=manifest)
+        return RankRecord(method=method, split=split, ranks=ranks, maps=maps, manifest=manifest, directory=directory,
+                          run_dir=self.run_dir)
 
     def _manifests(self):
         """(method, split, manifest) of every store under the root, sorted."""

@@ -7,6 +7,7 @@ grid against results.sqlite (roarfast.grid) and runs the cells left through an e
 """
 
 import time
+from contextlib import ExitStack
 from dataclasses import replace
 
 from roarfast.executors import EXECUTORS, Progress, RayOptions, execute, import_ray
@@ -34,6 +35,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     methods = grid.method_list()
     if not dry_run:
+        run.check_writable()  # before anything is trained; the stages check their own estimates
         _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress, extract_options, echo)
         _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)
     model, recipe = cell_recipe(run, ds, device, grid)
@@ -47,7 +49,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         for line in describe_plan(plan, grid):
             echo(line)
         return {"plan": plan, "rows": []}
-    trainer.check_fill(methods)
+    trainer.check_ranks(methods)
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db)
         for line in describe_plan(plan, grid):
@@ -64,46 +66,69 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
 def _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress, extract_options, echo) -> dict:
     """The base model of the run directory when it was trained on this dataset (and its model's source is
     unchanged), else a newly trained grid.model (default: the dataset's), once a fresh copy of it showed
-    that it fits the methods the store lacks (extract.check_methods): a refusal comes before any training."""
-    import torch
-
+    that it fits the methods the store lacks (extract.check_methods): a refusal comes before any training.
+    Trained under the run directory's claim, so of several sweeps started together one trains it and the
+    others wait and reuse it."""
     from roarfast.checkpoint import recorded_model
-    from roarfast.extract import ExtractOptions, check_methods, method_params
-    from roarfast.recipe import default_model
-    from roarfast.train import TrainOptions, checked_model, run_train
 
+    def trained(meta) -> bool:
+        return bool(meta) and meta.get("dataset_fingerprint") == ds.fingerprint
+
+    if not trained(run.base_meta()):
+        with run.claim("base", waiting=lambda holder: echo(f"[sweep] base model: waiting for {holder}, which "
+                                                           f"trains it")):
+            if not trained(run.base_meta()):  # else another sweep trained it while this one waited
+                summary = _train_base(run, ds, data_dir, grid, methods, device, seed, progress, extract_options)
+                echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
+                     f"({summary['seconds']:.0f} s)")
+                run.record_stage_time("train", summary["seconds"])
+                return run.base_meta()
     meta = run.base_meta()
-    if meta and meta.get("dataset_fingerprint") == ds.fingerprint:
-        recorded_model(meta, run.base_checkpoint)
-        echo(f"[sweep] base model: reusing {meta['model']} (test {meta['test_acc']:.1%})")
-    else:
-        spec = checked_model(grid.model or default_model(ds, device), ds)
-        with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
-            fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
-        params = method_params(extract_options or ExtractOptions(), seed, device, ds)
-        check_methods(fresh, ds, run.rank_store.missing(methods), params, device)
-        options = TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
-        # data_dir: recorded with the dataset, so that later commands on the run directory need no flags
-        summary = run_train(run.root, options, dataset_obj=ds, data_dir=data_dir, seed=seed, device=device,
-                            progress=progress)
-        echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
-             f"({summary['seconds']:.0f} s)")
-        meta = run.base_meta()
+    recorded_model(meta, run.base_checkpoint)  # a changed model source is refused, both hashes named
+    echo(f"[sweep] base model: reusing {meta['model']} (test {meta['test_acc']:.1%})")
     run.record_stage_time("train", meta.get("seconds", 0.0))
     return meta
 
 
+def _train_base(run, ds, data_dir, grid, methods, device, seed, progress, extract_options) -> dict:
+    """Trains grid.model (default: the dataset's) as the base model, once a fresh copy of it showed that it
+    fits the methods the store lacks; returns run_train's summary."""
+    import torch
+
+    from roarfast.extract import ExtractOptions, check_methods, method_params
+    from roarfast.recipe import default_model
+    from roarfast.train import TrainOptions, checked_model, run_train
+
+    spec = checked_model(grid.model or default_model(ds, device), ds)
+    with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
+        fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
+    params = method_params(extract_options or ExtractOptions(), seed, device, ds)
+    check_methods(fresh, ds, run.rank_store.missing(methods), params, device)
+    options = TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
+    # data_dir: recorded with the dataset, so that later commands on the run directory need no flags
+    return run_train(run.root, options, dataset_obj=ds, data_dir=data_dir, seed=seed, device=device,
+                     progress=progress)
+
+
 def _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo) -> None:
-    """Extracts the methods whose ranks the store lacks (a complete store is left as it is)."""
+    """Extracts the methods whose ranks the store lacks (a complete store is left as it is), each under the
+    run directory's claim on its ranks, so that several sweeps extract each method once."""
     from roarfast.extract import ExtractOptions, run_extract
 
     # a method complete in both splits is used as it is, whatever options `roarfast extract` made it with
-    missing = run.rank_store.missing(methods)
-    if not missing:
+    if not run.rank_store.missing(methods):
         return
-    options = replace(extract_options or ExtractOptions(), methods=",".join(missing))
-    started = time.perf_counter()
-    run_extract(run.root, options, dataset_obj=ds, device=device, seed=seed, progress=progress)
+    with ExitStack() as claims:
+        # every process claims in one (sorted) order, so two sweeps never hold what the other waits for
+        for method in sorted(run.rank_store.missing(methods)):
+            claims.enter_context(run.claim(f"ranks-{method}", waiting=lambda holder, m=method: echo(
+                f"[sweep] ranks of {m}: waiting for {holder}, which extracts them")))
+        missing = run.rank_store.missing(methods)  # extracted by another sweep while this one waited
+        if not missing:
+            return
+        options = replace(extract_options or ExtractOptions(), methods=",".join(missing))
+        started = time.perf_counter()
+        run_extract(run.root, options, dataset_obj=ds, device=device, seed=seed, progress=progress)
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
     echo(f"[sweep] extract: {', '.join(missing)} in {seconds:.0f} s")

@@ -281,6 +281,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     spec = checked_model(options.model or default_model(ds, device), ds)
     recipe = recipe_for(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size, amp=options.amp,
                         epochs=options.epochs, batch_size=options.batch_size, overrides=options.recipe)
+    run.check_writable(checkpoint_bytes(spec, ds))  # before the training, not after it
     result = train_classifier(ds, spec, recipe, device, seed=seed, progress=progress)
     meta = {"model": spec.name, "model_source_sha256": spec.source_sha256, "num_classes": ds.num_classes,
             "image_size": ds.image_size, "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
@@ -308,6 +309,17 @@ def checked_model(model, ds):
     if not spec.builtin:
         spec.check(ds.num_classes, ds.image_size, ds.channels)
     return spec
+
+
+def checkpoint_bytes(spec, ds) -> int:
+    """Bytes of the checkpoint of ModelSpec `spec` for dataset ds (its state dict), counted on a model built on
+    the meta device (no memory, no time); 0 for a model that cannot be built there."""
+    try:
+        with torch.device("meta"):
+            model = spec.build(ds.num_classes, ds.image_size, ds.channels)
+    except Exception:  # noqa: BLE001  (a model that needs real tensors to build: the write margin alone is checked)
+        return 0
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
 
 
 def _join_torchrun(device: torch.device) -> torch.device:

@@ -15,6 +15,13 @@ from tests.test_data_cifar import fabricate
 TINY = ["--data-option", "num_train=10", "--data-option", "num_test=10", "--device", "cpu", "--no-progress"]
 
 
+def cli_ok(*args) -> str:
+    """Runs the CLI; asserts exit code 0; returns its output."""
+    result = CliRunner().invoke(main, [*args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
 def fails_with_one_line(args) -> str:
     """Runs the CLI; asserts exit code 1 and a single 'Error: ...' line; returns that line."""
     result = CliRunner().invoke(main, args)

@@ -81,5 +81,5 @@ def test_a_batch_cannot_run_code(tmp_path):
             return (print, ("pwned",))
 
     _write(tmp_path / "cifar-10-batches-py" / "test_batch", {"data": Evil(), "labels": []})
-    with pytest.raises(pickle.UnpicklingError, match="found .*print"):
+    with pytest.raises(UserError, match="test_batch is not a CIFAR batch .*found .*print.*download=true"):
         load_cifar(tmp_path)

@@ -1,6 +1,8 @@
-"""JPEG trees through the real DALI path (CPU pipeline here): sample order, the resize-shorter-side +
-center-crop canvas, corrupt files named or skipped, layout errors, and the shared photo set when present."""
+"""JPEG trees through the real DALI path (CPU pipeline here) and, with DALI's import blocked, through the
+CPU decoder that replaces it: sample order, the resize-shorter-side + center-crop canvas, corrupt files
+named or skipped, empty class folders and layout errors refused, and the shared photo set when present."""
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,26 @@ from roarfast.errors import UserError
 HYMENOPTERA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hymenoptera"
 #: JPEG error allowed on flat colours and on the canvas geometry checks (uint8 levels)
 JPEG_TOLERANCE = 12
+
+
+def block_dali(monkeypatch):
+    """Makes `import nvidia.dali` fail, as on a machine without it; the one-time note is said again."""
+    from roarfast.data import decode
+
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)
+    monkeypatch.setattr(decode, "_said", [])
+
+
+@pytest.fixture(params=["dali", "cpu"])
+def decoder(request, monkeypatch):
+    """Each decoder in turn: DALI (skipped where it is not installed), then the CPU decoder with DALI blocked."""
+    from roarfast.data.decode import dali_installed
+
+    if request.param == "dali" and not dali_installed():
+        pytest.skip("nvidia-dali is not installed")
+    if request.param == "cpu":
+        block_dali(monkeypatch)
+    return request.param
 
 
 def _save(path: Path, array: np.ndarray):
@@ -41,7 +63,7 @@ def tree(tmp_path):
     return tmp_path, colours
 
 
-def test_samples_in_imagefolder_order(tree):
+def test_samples_in_imagefolder_order(tree, decoder):
     root, colours = tree
     train, test = load_imagefolder(root, resize=16, crop=12, device="cpu", batch_size=4)  # 6 = 4 + a partial batch
     assert train.images.shape == (6, 3, 12, 12) and train.images.dtype == torch.uint8
@@ -64,7 +86,7 @@ def canvas_of(tmp_path, image, wide: bool):
 
 
 @pytest.mark.parametrize("wide", [True, False])
-def test_canvas_is_shorter_side_resize_then_center_crop(tmp_path, wide):
+def test_canvas_is_shorter_side_resize_then_center_crop(tmp_path, wide, decoder):
     """A 20x40 (or 40x20) image split into two colours along its long side: resize shorter side to 16
     (-> 16x32), center crop 12: the crop's first half is the first colour, its second half the second."""
     first, second = (200, 30, 30), (30, 30, 200)
@@ -94,6 +116,28 @@ def test_layout_errors(tmp_path, tree):
         load_imagefolder(root, resize=16, crop=12, device="cpu")
     with pytest.raises(UserError, match="crop"):
         load_imagefolder(root, resize=16, crop=20, device="cpu")
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_an_empty_class_folder_is_refused_naming_it(tree, split):
+    """A class no image shows would be a label the model learns to predict from nothing (torchvision's
+    ImageFolder refuses it too)."""
+    root, _ = tree
+    (root / split / "zebra").mkdir()
+    if split == "val":
+        (root / "train" / "zebra").mkdir()
+        _save(root / "train" / "zebra" / "a.jpg", _solid((1, 2, 3)))
+    (root / split / "zebra" / "notes.txt").write_text("not an image")
+    with pytest.raises(UserError, match=f"{root / split / 'zebra'} holds no images .*add its images or remove the "
+                                        f"folder"):
+        load_imagefolder(root, resize=16, crop=12, device="cpu")
+
+
+def test_the_undecodable_file_hint_is_the_option_as_typed(tree):
+    root, _ = tree
+    (root / "val" / "dog" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    with pytest.raises(UserError, match=r"\(--data-option skip_bad=true skips them\)"):
+        load_imagefolder(root, resize=16, crop=12, device="cpu")
 
 
 def test_through_load_dataset(tree):

@@ -1,17 +1,18 @@
-"""The JPEG canvas geometry with an off-centre feature: a square squash or an off-centre crop moves it,
-while the README's "shorter side resized, then center crop" puts it where the hand-worked numbers say."""
+"""The JPEG canvas geometry with an off-centre feature, for DALI and the CPU decoder: a square squash or an
+off-centre crop moves it, while the README's "shorter side resized, then center crop" puts it where the
+hand-worked numbers say."""
 
 import numpy as np
 import pytest
 import torch
 
-from tests.test_data_imagefolder import JPEG_TOLERANCE, _solid, canvas_of
+from tests.test_data_imagefolder import JPEG_TOLERANCE, _solid, canvas_of, decoder  # noqa: F401 (a fixture)
 
 BACKGROUND, STRIPE = (200, 30, 30), (30, 30, 200)
 
 
 @pytest.mark.parametrize("wide", [True, False])
-def test_off_centre_stripe_lands_where_shorter_side_resize_and_center_crop_put_it(tmp_path, wide):
+def test_off_centre_stripe_lands_where_shorter_side_resize_and_center_crop_put_it(tmp_path, wide, decoder):
     """A 20x40 image (or 40x20), background with a stripe over long-axis columns [20, 30).
 
     Shorter side 20 -> 16 scales by 0.8: the stripe spans resized columns [16, 24); the center crop of

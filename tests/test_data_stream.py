@@ -118,10 +118,10 @@ def test_unmasked_without_ranks(tree):
 
 
 def test_ranks_from_the_rank_store(tree, tmp_path):
-    """A RankRecord is read row by row from its memory map."""
+    """A RankRecord is read row by row from its memory map (the store holds real ranks: in [0, H*W))."""
     streamed, sets = tree
     train = sets["train"]
-    ranks = _ranks(20, seed=5)
+    ranks = _ranks(20, seed=5, dtype=torch.int32).to(torch.uint16)
     writer = RankStore(tmp_path).open_writer("random", "train", shape=ranks.shape, dtype="uint16", chunk_size=20,
                                              params={}, checkpoint_sha256=None, dataset_fingerprint="f")
     writer.write_chunk(0, ranks)
@@ -130,6 +130,26 @@ def test_ranks_from_the_rank_store(tree, tmp_path):
     index = torch.tensor([19, 4, 0])
     (x, _), = _loader(streamed, "train", record).batches(index, 3)
     assert torch.equal(x, ops.mask_normalize(train.images[index], ranks[index], FRACTION, FILL, mean=MEAN, std=STD))
+
+
+def test_damaged_ranks_are_refused_before_a_batch_reads_them(tree, tmp_path):
+    """The StreamLoader reads rank rows from the memory map: it verifies the chunks of its order first."""
+    from roarfast.errors import UserError
+    from tests.test_store import damage
+
+    streamed, _ = tree
+    ranks = _ranks(20, seed=5, dtype=torch.int32).to(torch.uint16)
+    store = RankStore(tmp_path)
+    writer = store.open_writer("random", "train", shape=ranks.shape, dtype="uint16", chunk_size=10, params={},
+                               checkpoint_sha256=None, dataset_fingerprint="f")
+    writer.write_chunk(0, ranks[:10])
+    writer.write_chunk(1, ranks[10:])
+    writer.close()
+    damage(store.path("random", "train"), row=12)
+    loader = _loader(streamed, "train", store.read("random", "train"))
+    assert len(list(loader.batches(torch.arange(10), 5))) == 2  # chunk 0 is intact
+    with pytest.raises(UserError, match=r"random/train/ranks.npy: chunk 1 \(rows 10-19\) does not match"):
+        next(loader.batches(torch.tensor([3, 15]), 2))
 
 
 @pytest.mark.cuda

@@ -88,3 +88,16 @@ def test_fill_names():
     images, labels, ranks = split()
     with pytest.raises(ValueError, match="fill should be a sequence of numbers or 'road'"):
         DeviceLoader(images, labels, MEAN, STD, "cpu", ranks=ranks, fraction=0.5, fill="mean")
+
+
+@pytest.mark.parametrize("fraction, keep", [(1.0, False), (0.0, True)], ids=["roar-100%", "kar-none-kept"])
+def test_road_fills_a_wholly_removed_image_with_the_dataset_mean(fraction, keep):
+    """No kept neighbour anywhere: every pixel takes the dataset's channel mean (0 after normalization, like
+    the default fill) plus the noise, not black (-mean / std after normalization)."""
+    from roarfast.imputation import road_normalize
+
+    images, _, ranks = split(n=3)
+    ids = torch.arange(3)
+    got = road_normalize(images, ranks, fraction, keep, mean=torch.tensor(MEAN), std=torch.tensor(STD), ids=ids)
+    z = ref.impute_noise_normals(ids, 3 * 8 * 8, 0).view(3, 3, 8, 8).double()
+    torch.testing.assert_close(got.double(), ROAD_NOISE * z / torch.tensor(STD).view(1, 3, 1, 1), atol=1e-5, rtol=0)

@@ -67,7 +67,7 @@ def run_dir(tmp_path_factory):
         # a mode from a later roarfast: copied from a done row
         raw.execute("INSERT INTO measurements SELECT kind, dataset, model, method, 'future-mode', fill, fraction, "
                     "seed, config_hash, status, test_acc, val_acc, epochs, seconds, versions, extra, error, created, "
-                    "finished, owner, heartbeat FROM measurements "
+                    "finished, owner, heartbeat, threads FROM measurements "
                     "WHERE method = 'good' AND mode = 'roar' AND config_hash = ?", (HASH,))
     return run
 

@@ -61,4 +61,23 @@ def test_a_leakage_json_of_before_v3_is_still_reported(tmp_path):
         [{"method": "random", "fill": "road", "fraction": 0.5, "accuracy": 0.61, "base_rate": 0.5}]))
     write_report(tmp_path)
     assert "| random | road | 50% | 61.0% | 50.0% |" in (run.report_dir / "index.md").read_text()
-    assert not run.legacy_fill_leakage_path.exists()
+    assert run.legacy_fill_leakage_path.exists()  # read, not moved: the report writes nothing beside results
+
+
+def test_cells_trained_with_different_thread_counts_are_noted(tmp_path):
+    """CPU accuracies depend on the thread count (issue 18, item 12): a report over cells trained with 1 and
+    with 2 threads says so; one over cells of one count, or of counts never recorded, does not."""
+    from roarfast.report.load import load_run
+
+    def threads_note(counts) -> list:
+        run = RunDir(tmp_path / "-".join(map(str, counts)))
+        with ResultsDB(run.results_path) as db:
+            for seed, threads in enumerate(counts):
+                for method in ("random", "a"):
+                    record(db, RETRAIN, method, "roar", "dataset-mean", 0.5, seed, threads=threads)
+        return [note for note in load_run(run).notes if "thread" in note]
+
+    (note,) = threads_note([1, 1, 2])
+    assert note.startswith("the cells were trained with different CPU thread counts (1 thread: 4 cell(s), 2 threads: "
+                           "2 cell(s)); CPU accuracies depend on the thread count")
+    assert threads_note([2, 2]) == [] and threads_note([None, 2]) == []

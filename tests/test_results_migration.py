@@ -1,13 +1,15 @@
 """results.sqlite files of earlier schema versions migrate in place when opened, their rows kept: a v1 file
-(before claims) and a v2 file (cells only: no-retrain rows as seed-0 cells, the fill in `extra`) become v3
-(`measurements` with kind, fill, NULL seeds and epochs), with config hashes unchanged so that finished work
-stays finished; a run directory's leakage.json moves into the database."""
+(before claims) and a v2 file (cells only: no-retrain rows as seed-0 cells, the fill in `extra`) become
+`measurements` with kind, fill, NULL seeds and epochs (v3), and a v3 file gains the thread count (v4, NULL
+for its rows), with config hashes unchanged so that finished work stays finished; a run directory's
+leakage.json moves into the database. Opened read-only, an older file is migrated in memory only."""
 
 import json
 import sqlite3
 
 import pytest
 
+from roarfast.errors import UserError
 from roarfast.results import (
     FILL_LEAKAGE,
     NO_RETRAIN,
@@ -80,7 +82,7 @@ def test_a_v2_file_migrates_in_place_with_its_rows_intact(tmp_path):
             1.5, {"roarfast": "0.1.0"}, T0, T0)
     assert rows[("random", "roar")]["error"] == "RuntimeError: oom"
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"measurements"}
     # the keys a stage computes now find the migrated rows: finished work is not redone
@@ -101,14 +103,61 @@ def test_a_v1_file_gains_the_claims_and_the_v3_columns_and_keeps_its_rows(tmp_pa
         (claimed,) = db.rows(status="running")
     assert claimed["owner"]["pid"] == this_process()["pid"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+#: the measurements table of schema version 3, as roarfast wrote it before thread counts
+V3_SCHEMA = """
+CREATE TABLE measurements (
+    kind TEXT NOT NULL, dataset TEXT NOT NULL, model TEXT NOT NULL, method TEXT NOT NULL, mode TEXT NOT NULL,
+    fill TEXT, fraction REAL NOT NULL, seed INTEGER, config_hash TEXT NOT NULL, status TEXT NOT NULL,
+    test_acc REAL, val_acc REAL, epochs INTEGER, seconds REAL, versions TEXT, extra TEXT, error TEXT,
+    created TEXT NOT NULL, finished TEXT, owner TEXT, heartbeat REAL
+)
+"""
+V3_KEY = MeasurementKey(RETRAIN, "embedded", "fastnet", "sg", "roar", "dataset-mean", 0.5, 1, "a" * 64)
+
+
+def write_v3_file(path) -> None:
+    with sqlite3.connect(path) as raw:
+        raw.execute(V3_SCHEMA)
+        raw.execute("INSERT INTO measurements (kind, dataset, model, method, mode, fill, fraction, seed, config_hash, "
+                    "status, test_acc, val_acc, epochs, seconds, created, finished) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'done', 0.3, 0.31, 3, 1.5, ?, ?)", (*V3_KEY.__dict__.values(), T0, T0))
+        raw.execute("PRAGMA user_version = 3")
+
+
+def test_a_v3_file_gains_the_thread_count_and_keeps_its_rows(tmp_path):
+    path = tmp_path / "r.sqlite"
+    write_v3_file(path)
+    with ResultsDB(path) as db:
+        (old,) = db.rows()
+        assert (old["test_acc"], old["status"], old["threads"]) == (0.3, "done", None)  # never recorded
+        assert db.is_done(V3_KEY)  # the key still finds it: finished work is not redone
+        new = MeasurementKey(**{**V3_KEY.__dict__, "seed": 2})
+        db.record(new, {"test_acc": 0.4, "val_acc": 0.4, "epochs": 3, "seconds": 1.0, "threads": 2})
+        assert db.get(new)["threads"] == 2 and "threads" not in db.get(new)["extra"]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+def test_an_older_file_opened_read_only_is_migrated_in_memory_only(tmp_path):
+    path = tmp_path / "r.sqlite"
+    write_v3_file(path)
+    before = path.read_bytes()
+    with ResultsDB(path, readonly=True) as db:
+        (row,) = db.rows()
+        assert row["threads"] is None and row["test_acc"] == 0.3
+    assert path.read_bytes() == before  # still v3 on disk: a read-only directory stays untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]
 
 
 def test_a_file_of_a_later_version_is_refused(tmp_path):
     path = tmp_path / "r.sqlite"
     with sqlite3.connect(path) as raw:
-        raw.execute("PRAGMA user_version = 4")
-    with pytest.raises(OSError, match="schema version 4, this roarfast uses 3"):
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(UserError, match=f"schema version {SCHEMA_VERSION + 1}, this roarfast reads up to "
+                                        f"{SCHEMA_VERSION}: a newer roarfast wrote it"):
         ResultsDB(path)
 
 

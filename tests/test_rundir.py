@@ -37,9 +37,11 @@ def test_stage_times_merge_parts_and_replace_totals(tmp_path):
 def test_dataset_spec_explicit_arguments_win_over_the_record(tmp_path):
     run = RunDir(tmp_path)
     assert run.dataset_spec() == ("embedded", None, {})
-    run.dataset_path.write_text(json.dumps({"name": "cifar10", "data_dir": "/data", "options": {"download": False},
+    data = tmp_path / "data"
+    data.mkdir()
+    run.dataset_path.write_text(json.dumps({"name": "cifar10", "data_dir": str(data), "options": {"download": False},
                                             "fingerprint": "f"}))
-    assert run.dataset_spec(options={"download": True}) == ("cifar10", "/data", {"download": True})
+    assert run.dataset_spec(options={"download": True}) == ("cifar10", str(data), {"download": True})
     assert run.dataset_spec("embedded") == ("embedded", None, {})
 
 

@@ -318,3 +318,83 @@ def test_truncated_ranks_file_is_refused_on_resume(tmp_path):
     os.truncate(path, path.stat().st_size - 2)
     with pytest.raises(UserError, match="start this store over with --force"):
         store.open_writer("sg", "train", **writer_args())
+
+
+def damage(record_dir: Path, row: int, rows: int = 1, seed: int = 0) -> None:
+    """Random bytes over `rows` rows from `row` of ranks.npy, in place (dd conv=notrunc)."""
+    path = record_dir / "ranks.npy"
+    array = np.load(path, mmap_mode="r")
+    row_bytes = array[0].nbytes
+    offset = array.offset + row * row_bytes
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(np.random.default_rng(seed).integers(0, 256, rows * row_bytes, dtype=np.uint8).tobytes())
+
+
+def test_every_chunk_is_verified_as_it_is_read_and_a_damaged_one_is_named(tmp_path):
+    store = RankStore(tmp_path, run_dir="runs/x")
+    ranks = random_ranks((10, 4, 5), np.uint16)
+    writer = store.open_writer("grad", "train", **writer_args())
+    write_chunks(writer, ranks, [0, 1, 2])
+    writer.close()
+    assert all(isinstance(c, str) for c in store.manifest("grad", "train")["checksums"])
+    damage(store.path("grad", "train"), row=5)  # chunk 1 holds rows 4-7
+    record = store.read("grad", "train")
+    assert torch.equal(record.rows([0, 9]), torch.from_numpy(ranks[[0, 9]]))  # chunks 0 and 2 are intact
+    for read in (lambda: record.rows([1, 6]), record.tensor, lambda: record.verify(np.array([4]))):
+        with pytest.raises(UserError, match=r"grad/train/ranks.npy: chunk 1 \(rows 4-7\) does not match the checksum "
+                                            r"recorded when it was written .*`roarfast extract --force --method grad "
+                                            r"--run-dir runs/x` repairs it"):
+            read()
+
+
+def test_ranks_outside_the_image_are_refused_even_without_a_checksum(tmp_path, caplog):
+    """A store written before checksums: its chunks' range is checked, and a note says once that nothing
+    more is; a rank >= H*W (the damage a checksum would have caught) is refused naming the row."""
+    store = RankStore(tmp_path)
+    ranks = random_ranks((10, 4, 5), np.uint16)
+    writer = store.open_writer("grad", "train", **writer_args())
+    write_chunks(writer, ranks, [0, 1, 2])
+    writer.close()
+    manifest_path = store.path("grad", "train") / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["checksums"], manifest["checksum"]
+    manifest_path.write_text(json.dumps(manifest))
+    with caplog.at_level("WARNING"):
+        assert torch.equal(store.read("grad", "train").tensor(), torch.from_numpy(ranks))
+        store.read("grad", "train").tensor()
+    notes = [r.getMessage() for r in caplog.records if "before rank checksums" in r.getMessage()]
+    assert len(notes) == 1 and "only its ranks' range is checked" in notes[0]
+    array = np.load(store.path("grad", "train") / "ranks.npy", mmap_mode="r+")
+    array[9, 3, 4] = 20  # one past the last of 4 x 5 pixels
+    array.flush()
+    with pytest.raises(UserError, match=r"row 9 \(chunk 2\) holds ranks outside \[0, 20\) \(max 20\): the file is "
+                                        r"damaged; `roarfast extract --force --method grad` repairs it"):
+        store.read("grad", "train").rows([9])
+    assert torch.equal(store.read("grad", "train").rows([0, 5]), torch.from_numpy(ranks[[0, 5]]))
+
+
+def test_a_full_disk_while_writing_a_chunk_is_one_line_and_keeps_the_chunks_before(tmp_path, monkeypatch):
+    import errno
+
+    from roarfast import store as store_module
+
+    store = RankStore(tmp_path)
+    ranks = random_ranks((10, 4, 5), np.uint16)
+    writer = store.open_writer("grad", "train", **writer_args())
+    write_chunks(writer, ranks, [0])
+
+    def full(fd, data, position):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(store_module.os, "pwrite", full)
+    with pytest.raises(UserError, match=r"cannot write .*grad/train/ranks.npy: No space left on device; the chunks "
+                                        r"written before are intact; rerun to resume; free space there and rerun"):
+        write_chunks(writer, ranks, [1])
+    monkeypatch.undo()
+    writer.close()
+    writer = store.open_writer("grad", "train", **writer_args())
+    assert writer.pending_chunks() == [1, 2]  # chunk 0 survived; the rerun resumes after it
+    write_chunks(writer, ranks, [1, 2])
+    writer.close()
+    assert torch.equal(store.read("grad", "train").tensor(), torch.from_numpy(ranks))

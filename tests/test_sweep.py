@@ -10,9 +10,11 @@ import sys
 import time
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.data import load_dataset
 from roarfast.grid import Grid, preset_grid
 from roarfast.results import ResultsDB
 from roarfast.rundir import RunDir
@@ -82,6 +84,11 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
     assert len(finished) == CELLS and "sobel roar-mask 0.5 seed 0" in finished
     again = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
     assert f"done: {CELLS}, to do: 0" in again.stdout and "per cell" in again.stdout
+    # every row records what its control's leakage test needs, so the report never opens the dataset for it
+    labels = load_dataset("embedded", num_train=384, num_test=128).test.labels.tolist()
+    chance = max(labels.count(c) for c in set(labels)) / 128
+    with ResultsDB(results(run_dir)) as db:
+        assert {(r["extra"]["test_images"], r["extra"]["test_chance"]) for r in db.rows()} == {(128, chance)}
 
 
 def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuracies(prepared, tmp_path):
@@ -126,15 +133,36 @@ def test_two_sweeps_split_the_grid_and_never_train_a_cell_twice(prepared, tmp_pa
     assert len(accuracies(run_dir)) == 2 * 5 + 2
 
 
-def test_ray_executor_gives_the_local_rows(prepared, tmp_path):
+def test_two_sweeps_on_a_fresh_run_directory_build_the_base_model_and_the_ranks_once(tmp_path):
+    """Both start before either has a base model: one trains it and extracts grad's ranks while the other
+    waits, then both share the grid."""
+    run_dir = tmp_path / "fresh"
+    grid = ["--method", "grad", "--mode", "roar", "--fraction", "0.5", "--seeds", "2", "--no-control", "--epochs", "1",
+            "--no-progress"]
+    args = [sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *DATA, *grid]
+    sweeps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in sweeps]
+    assert [p.returncode for p in sweeps] == [0, 0], [err[-2000:] for _, err in outputs]
+    said = "\n".join(out for out, _ in outputs)
+    assert said.count("[sweep] base model: val") == 1 and said.count("[sweep] base model: reusing") == 1, said
+    assert said.count("[sweep] extract: random, grad") == 1 and "ranks of grad: waiting for pid" in said, said
+    run = RunDir(run_dir)
+    for split in ("train", "test"):  # the ranks were made with the checkpoint the run directory holds
+        assert run.rank_store.manifest("grad", split)["checkpoint_sha256"] == run.base_checkpoint_sha256()
+    assert len(accuracies(run_dir)) == 2 * 2  # random and grad x 2 seeds, one row each
+
+
+def test_ray_executor_gives_the_local_rows_with_the_defaults(prepared, tmp_path):
     pytest.importorskip("ray")
     local = copy_of(prepared, tmp_path, "local")
     assert cli("sweep", "--run-dir", str(local), *GRID).returncode == 0
     on_ray = copy_of(prepared, tmp_path, "ray")
-    threads = str(__import__("torch").get_num_threads())  # the local run's threads: identical arithmetic
-    result = cli("sweep", "--run-dir", str(on_ray), *GRID, "--executor", "ray", "--cpus-per-cell", threads)
+    result = cli("sweep", "--run-dir", str(on_ray), *GRID, "--executor", "ray")  # no --cpus-per-cell
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert accuracies(on_ray) == accuracies(local)
+    for run_dir in (local, on_ray):  # each row says how many threads it trained with: the local default
+        with ResultsDB(results(run_dir)) as db:
+            assert {r["threads"] for r in db.rows()} == {torch.get_num_threads()}
 
 
 @pytest.mark.parametrize("args, message", [

@@ -186,18 +186,23 @@ def _options(factory, **values):
 
 
 def _friendly_errors(func):
-    """Turns errors the user can fix (bad input, a missing or stale extension build) into one-line
-    messages instead of tracebacks."""
+    """Turns errors the user can fix (bad input, a missing or stale extension build, a full disk or a
+    read-only directory) into one-line messages instead of tracebacks."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from roarfast._extension import ExtensionError
-        from roarfast.errors import UserError
+        from roarfast.errors import UserError, is_write_refused, write_error
 
         try:
             return func(*args, **kwargs)
         except (UserError, ExtensionError) as err:
             raise click.ClickException(str(err)) from None
+        except OSError as err:
+            if not is_write_refused(err):
+                raise
+            raise click.ClickException(str(write_error(err, err.filename or "a file", "what was written before is "
+                                                                                       "intact"))) from None
 
     return wrapper
 
@@ -333,7 +338,9 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local",
               help="local: cells one after another in this process; ray: one Ray task per cell")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
-@click.option("--cpus-per-cell", type=float, default=1.0, help="Ray: CPUs per cell")
+@click.option("--cpus-per-cell", type=float, default=None,
+              help="Ray: CPUs per cell, each a training thread  [default: the threads a cell trains with under "
+                   "--executor local (torch's count: one per core, or OMP_NUM_THREADS), so both give the same rows]")
 @click.option("--gpus-per-cell", type=float, default=0.0, help="Ray: GPUs per cell, fractions allowed (0.25: four "
               "small models share a GPU)")
 @click.option("--dry-run", is_flag=True, help="print the plan (cells done, to do, ETA) and stop")

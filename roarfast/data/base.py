@@ -105,6 +105,7 @@ class Dataset:
     fingerprint: str
     options: dict = field(default_factory=dict)  # what the data is: part of the fingerprint
     read_options: dict = field(default_factory=dict)  # how it is read (decoder, streaming): not hashed
+    data_dir: str | None = None  # the absolute folder the files were read from (None: nothing read from files)
 
     @property
     def num_classes(self) -> int:

@@ -29,8 +29,12 @@ class _ArrayUnpickler(pickle.Unpickler):
 
 
 def _read(path: Path) -> dict:
-    with open(path, "rb") as f:
-        return _ArrayUnpickler(f, encoding="latin1").load()
+    try:
+        with open(path, "rb") as f:
+            return _ArrayUnpickler(f, encoding="latin1").load()
+    except (pickle.UnpicklingError, EOFError) as err:
+        raise UserError(f"{path} is not a CIFAR batch as torchvision's download writes it ({err}); replace it with "
+                        f"the downloaded file (download=true fetches it)") from None
 
 
 def _torchvision_class(name: str):

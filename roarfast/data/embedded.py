@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from roarfast.data.base import ImageSet
+from roarfast.errors import UserError
 
 #: image side in pixels
 IMAGE_SIZE = 32
@@ -151,7 +152,10 @@ def load_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, co
     """(train, test) ImageSets of the embedded dataset; masks = the object pixels."""
     for name, value in (("num_train", num_train), ("num_test", num_test)):
         if isinstance(value, bool) or not isinstance(value, int) or value < len(CLASSES):
-            raise ValueError(f"{name} should be an int >= {len(CLASSES)} (one image per class), got {value!r}")
+            raise UserError(f"--data-option {name} should be an int >= {len(CLASSES)} (one image per class), got "
+                            f"{value!r}")
     if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= MAX_COPIES:
-        raise ValueError(f"copies should be an int in [1, {MAX_COPIES}], got {copies!r}")
+        raise UserError(f"--data-option copies should be an int in [1, {MAX_COPIES}], got {copies!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"--data-option seed should be a non-negative int, got {seed!r}")
     return make_split(num_train, seed, 0, copies), make_split(num_test, seed, 1, copies)

@@ -1,7 +1,8 @@
 """JPEG trees in ImageFolder layout (root/train/<class>/*.jpg, root/val|test/<class>/*.jpg) decoded by
 NVIDIA DALI to the deterministic evaluation canvas: resize the shorter side to `resize`, center crop
 `crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas, DESIGN.md section 2).
-Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU.
+Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU; without DALI,
+PIL and torchvision decode on the CPU (roarfast.data.decode), and the fingerprint says so.
 
 A tree whose canvases fit in memory is decoded once into ImageSets; a larger one (or any, with
 stream=True) becomes FileSets that the StreamLoader decodes batch by batch. Both fingerprint the same
@@ -21,7 +22,9 @@ import torch
 
 from roarfast.data import cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet
+from roarfast.data.decode import DALI, canvas_batches, decoder_for
 from roarfast.errors import UserError
+from roarfast.options import check_choice, check_positive
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,13 @@ def list_tree(split_dir: Path, classes: list[str] | None = None):
         folder = split_dir / name
         if not folder.is_dir():
             continue
-        for path in sorted(folder.iterdir()):
-            if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS:
-                files.append(f"{name}/{path.name}")
-                labels.append(label)
+        images = [path for path in sorted(folder.iterdir())
+                  if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS]
+        if not images:  # a class no image shows: the model would learn it as a label it never sees
+            raise UserError(f"{folder} holds no images ({', '.join(IMAGE_EXTENSIONS)}): add its images or remove the "
+                            f"folder (torchvision's ImageFolder refuses it too)")
+        files.extend(f"{name}/{path.name}" for path in images)
+        labels.extend([label] * len(images))
     if not files:
         raise UserError(f"{split_dir} holds no images ({', '.join(IMAGE_EXTENSIONS)}) in <class>/ folders")
     return classes, files, labels
@@ -81,36 +87,37 @@ def default_batch_size(crop: int) -> int:
 
 
 def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                   batch_size: int | None = None, desc: str = "decode"):
-    """Yields dali.canvas_batches' dicts (images, index, digest) over files (relative to split_dir) in
+                   batch_size: int | None = None, desc: str = "decode", decoder: str = DALI):
+    """Yields decode.canvas_batches' dicts (images, index, digest) over files (relative to split_dir) in
     order, each file once, with a progress bar."""
-    from roarfast.data.dali import canvas_batches
     from roarfast.progress import progress_bar
 
     batch_size = batch_size or default_batch_size(crop)
     order = np.arange(len(files))
     plan = [order[start:start + batch_size] for start in range(0, len(files), batch_size)]
     with progress_bar(total=len(files), desc=f"{desc} {split_dir.name}") as bar:
-        for batch in canvas_batches(split_dir, files, plan, resize, crop, device_id, with_digest=True):
+        for batch in canvas_batches(decoder, split_dir, files, plan, resize, crop, device_id, with_digest=True):
             yield batch
             bar.update(batch["index"].shape[0])
 
 
 def _decode_each(split_dir: Path, files: list[str], resize: int, crop: int, device_id, batch_size, desc: str,
-                 consume) -> str:
+                 consume, decoder: str) -> str:
     """Decodes every file once, calling consume(index (int64 Tensor[B], CPU), canvases) per batch; returns
-    the files' digest (dali.combine_digests) from the hashes that ride along with the canvases."""
+    the files' digest (dali.combine_digests) from the hashes that ride along with the canvases, with the
+    decoder's name folded in where it is not DALI (decode.decoded_digest)."""
     from roarfast.data.dali import combine_digests
+    from roarfast.data.decode import decoded_digest
 
     digests = np.empty((len(files), 32), dtype=np.uint8)
-    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc=desc):
+    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc=desc, decoder=decoder):
         consume(batch["index"], batch["images"])
         digests[batch["index"].numpy()] = batch["digest"].cpu().numpy()
-    return combine_digests(files, digests)
+    return decoded_digest(combine_digests(files, digests), decoder)
 
 
 def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                 batch_size: int | None = None) -> tuple[torch.Tensor, str]:
+                 batch_size: int | None = None, decoder: str = DALI) -> tuple[torch.Tensor, str]:
     """(uint8 Tensor[N, 3, crop, crop] (CPU) of files (relative to split_dir), row i = files[i]; the
     files' digest)."""
     out = torch.empty(len(files), 3, crop, crop, dtype=torch.uint8)
@@ -118,22 +125,23 @@ def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, devi
     def store(index, images):
         out[index] = images.cpu()
 
-    return out, _decode_each(split_dir, files, resize, crop, device_id, batch_size, "decode", store)
+    return out, _decode_each(split_dir, files, resize, crop, device_id, batch_size, "decode", store, decoder)
 
 
 def measure_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                  batch_size: int | None = None, stats: bool = True) -> tuple[ChannelSums | None, str]:
+                  batch_size: int | None = None, stats: bool = True,
+                  decoder: str = DALI) -> tuple[ChannelSums | None, str]:
     """(per-channel sums over the decoded canvases of files (None unless stats), decoded batch by batch
     and not kept; the files' digest)."""
     sums = ChannelSums(3) if stats else None
     digest = _decode_each(split_dir, files, resize, crop, device_id, batch_size, "measure",
-                          (lambda index, images: sums.add(images)) if stats else (lambda index, images: None))
+                          (lambda index, images: sums.add(images)) if stats else (lambda index, images: None), decoder)
     return sums, digest
 
 
 def _bad_files_error(split_dir: Path, bad: list[str]) -> UserError:
     return UserError(f"cannot decode {len(bad)} image(s) in {split_dir}: {', '.join(bad[:10])}"
-                     f"{' ...' if len(bad) > 10 else ''} (skip_bad=True skips them)")
+                     f"{' ...' if len(bad) > 10 else ''} (--data-option skip_bad=true skips them)")
 
 
 def _without(files: list[str], labels: list[int], bad: list[str], split_dir: Path, skip_bad: bool):
@@ -164,38 +172,44 @@ def _decode_checked(split_dir: Path, files: list[str], labels: list[int], skip_b
         return files, labels, bad, decode(files)
 
 
-def _decoder_device(device: str):
-    """DALI device_id: None (CPU pipeline) for "cpu", the current CUDA device for "gpu"; "auto" picks."""
+def _decoder_device(device: str, decoder: str):
+    """DALI device_id of an imagefolder device (auto, cpu, gpu): None (CPU pipeline) for "cpu", the current
+    CUDA device for "gpu"; "auto" picks. None for the CPU decoder, which serves "auto" and "cpu"
+    (decode.decoder_for)."""
+    if decoder != DALI:
+        return None
     if device == "auto":
         device = "gpu" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         return None
-    if device == "gpu":
-        if not torch.cuda.is_available():
-            raise UserError("imagefolder device 'gpu' asked for GPU decoding but torch sees no GPU")
-        return torch.cuda.current_device()
-    raise UserError(f"imagefolder device should be auto, cpu or gpu, got {device!r}")
+    if not torch.cuda.is_available():
+        raise UserError("imagefolder device 'gpu' asked for GPU decoding but torch sees no GPU")
+    return torch.cuda.current_device()
 
 
-def _load_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size) -> ImageSet:
+def _load_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size,
+                decoder) -> ImageSet:
     """One split decoded into memory."""
     files, labels, _, (images, digest) = _decode_checked(
-        split_dir, files, labels, skip_bad, lambda f: decode_split(split_dir, f, resize, crop, device_id, batch_size))
+        split_dir, files, labels, skip_bad,
+        lambda f: decode_split(split_dir, f, resize, crop, device_id, batch_size, decoder=decoder))
     return ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None, classes=classes,
                     digest=digest)
 
 
-def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size,
+def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size, decoder,
                   measure: bool) -> FileSet:
     """One split left on disk: decoded once to find undecodable files (and, with measure, the channel
     statistics), digested, and the results cached by the files' names, sizes and times."""
-    canvas = {"resize": resize, "crop": crop}
-    decoder = "cpu" if device_id is None else "gpu"  # the two decoders differ by a few levels
-    key = cache.listing_key("imagefolder", split_dir, files, {**canvas, "decoder": decoder, "measure": measure})
+    canvas = {"resize": resize, "crop": crop, "decoder": decoder}
+    # DALI's CPU and GPU decoders differ by a few levels, the CPU decoder's resize by about half a level more
+    which = decoder if decoder != DALI else "cpu" if device_id is None else "gpu"
+    key = cache.listing_key("imagefolder", split_dir, files, {"resize": resize, "crop": crop, "decoder": which,
+                                                              "measure": measure})
     record = cache.read("imagefolder", key)
     if record is None:
         def decode(kept):
-            return measure_split(split_dir, kept, resize, crop, device_id, batch_size, stats=measure)
+            return measure_split(split_dir, kept, resize, crop, device_id, batch_size, stats=measure, decoder=decoder)
 
         files, labels, bad, (sums, digest) = _decode_checked(split_dir, files, labels, skip_bad, decode)
         record = {"bad": bad, "sums": sums.to_dict() if measure else None, "digest": digest}
@@ -250,7 +264,8 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
     else test), canvas = shorter side resized to `resize`, center `crop` x `crop`.
 
     skip_bad: log and drop images that cannot be decoded instead of failing with their names.
-    device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device).
+    device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device); without DALI, "auto" and
+        "cpu" decode on the CPU with PIL and torchvision (roarfast.data.decode).
     batch_size: images per decode batch (default: by canvas size, default_batch_size).
     stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
         decodes them into memory (ImageSets), "auto" streams when the canvases would not fit (wants_stream).
@@ -258,11 +273,13 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
     root = Path(data_dir)
     check_canvas(resize, crop)
     train_dir, test_dir = split_dirs(root, test_split)
-    device_id = _decoder_device(device)
     classes, train_files, train_labels = list_tree(train_dir)
     _, test_files, test_labels = list_tree(test_dir, classes)
-    common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad, device_id=device_id,
-                  batch_size=batch_size)
+    check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
+    check_positive("--data-option batch_size", batch_size, optional=True)
+    decoder = decoder_for(device)
+    common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
+                  device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
     if wants_stream(stream, len(train_files) + len(test_files), crop):
         return (_stream_split(train_dir, train_files, train_labels, measure=True, **common),
                 _stream_split(test_dir, test_files, test_labels, measure=False, **common))

@@ -12,8 +12,10 @@ Light on purpose (torch is imported when a dataset is loaded): the CLI builds it
 """
 
 import inspect
+from pathlib import Path
 
 from roarfast.errors import UserError
+from roarfast.options import check_like
 from roarfast.plugins import OBJECT_PREFIX, import_object, import_path_of, is_import_path, object_name
 
 #: dataset names and what they are
@@ -67,6 +69,14 @@ def load_dataset(name="embedded", data_dir=None, **options):
     if isinstance(name, Dataset):
         return name
     val_seed = options.pop("val_seed", options.get("seed", 0))
+    ds = _resolve(name, data_dir, options, val_seed)
+    # recorded in the run directory (dataset.json), so later commands find the files without --data-dir
+    ds.data_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
+    return ds
+
+
+def _resolve(name, data_dir, options: dict, val_seed):
+    """The Dataset `name` (any form but a Dataset) names, loaded."""
     if not isinstance(name, str):
         return _from_object(name, data_dir, options, val_seed)
     spec = name.strip()
@@ -100,6 +110,8 @@ def _load_builtin(name: str, data_dir, options: dict, val_seed):
     if unknown:
         known = sorted(set(params) - {"data_dir", "name"})
         raise UserError(f"unknown option(s) {', '.join(unknown)} for dataset {name!r}; it takes {', '.join(known)}")
+    for key, value in options.items():  # the kind here; the loader checks the range
+        check_like(f"--data-option {key}", value, params[key].default)
     if name != "embedded":
         if data_dir is None:
             raise UserError(f"dataset {name!r} needs --data-dir ({DATASETS[name]})")

@@ -1,6 +1,8 @@
-"""Batches streamed from a JPEG tree too large for memory (a FileSet from load_imagefolder): DALI
-decodes each batch to the evaluation canvas (resize-shorter + center crop), then ROAR/KAR masking
-(ops.mask_normalize, or roarfast.imputation per batch) and augmentation as in DeviceLoader.
+"""Batches streamed from a JPEG tree too large for memory (a FileSet from load_imagefolder): DALI (or,
+without it, the CPU decoder: roarfast.data.decode) decodes each batch to the evaluation canvas
+(resize-shorter + center crop), then ROAR/KAR masking (ops.mask_normalize, or roarfast.imputation per
+batch) and augmentation as in DeviceLoader. Rank rows are verified (RankRecord.verify) before a batch
+reads them.
 
 Alignment: the per-sample source of roarfast.data.dali maps DALI's `sample_info.idx_in_epoch` to a
 sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
@@ -42,8 +44,10 @@ class StreamLoader:
         self.split_dir = Path(files.root)
         self.files = files.files
         self.classes = files.classes
-        self.resize, self.crop = files.canvas["resize"], files.canvas["crop"]
+        self.resize, self.crop, self.decoder = files.canvas["resize"], files.canvas["crop"], files.canvas["decoder"]
         self.ranks = None if ranks is None else self._check_ranks(ranks, self.crop)
+        # a RankRecord's rows are verified (checksums, range) before a batch reads them from its memory map
+        self.record = ranks if isinstance(ranks, RankRecord) else None
         self.device = torch.device(device)
         self.labels = files.labels.to(self.device)
         self.fraction, self.keep = fraction, keep
@@ -80,7 +84,7 @@ class StreamLoader:
         """Yields (x (Tensor[B, C, H, W]), y (int64 Tensor[B])) over the samples `index` (int64 Tensor[M]) as
         DeviceLoader.batches does (same order and augmentation for the same generator state), plus the
         sample indices (int64 Tensor[B]) when with_index. Only this shard's rows are decoded."""
-        from roarfast.data.dali import canvas_batches
+        from roarfast.data.decode import DALI, canvas_batches
 
         rank, world = shard
         index = index.to(self.device)
@@ -88,11 +92,13 @@ class StreamLoader:
             index = index[torch.randperm(index.shape[0], generator=generator, device=self.device)]
         stop = index.shape[0] - (index.shape[0] % batch_size if drop_last else 0)
         order = index[:stop].cpu().numpy()
+        if self.record is not None:
+            self.record.verify(order)  # once per chunk: later epochs find them verified
         plan = [order[start:start + batch_size][rank::world] for start in range(0, stop, batch_size)]
-        device_id = None if self.device.type == "cpu" else (
+        device_id = None if self.device.type == "cpu" or self.decoder != DALI else (
             torch.cuda.current_device() if self.device.index is None else self.device.index)
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
-        for batch in canvas_batches(self.split_dir, self.files, plan, self.resize, self.crop, device_id,
+        for batch in canvas_batches(self.decoder, self.split_dir, self.files, plan, self.resize, self.crop, device_id,
                                     ranks=self.ranks, num_threads=self.num_threads):
             images = batch["images"].to(self.device, non_blocking=True)
             rows = batch["index"].to(self.device, non_blocking=True)

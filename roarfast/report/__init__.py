@@ -29,16 +29,17 @@ class Report:
         return self.out_dir / "index.html"
 
     def verdict_lines(self) -> list[str]:
-        """One line per estimator x mode x fraction verdict (leaky cells say so in it), a line per leaky
-        control of random, and a ranking line per mode and fill."""
+        """One line per estimator x mode x fraction verdict (with what its mask-only control's leak does to
+        it), a line per leaky control of random, and a ranking line per mode and fill."""
         return verdict_lines(self.summary)
 
 
 def write_report(run_dir, out_dir=None, dataset=None) -> Report:
-    """Reads the run directory, writes the report under out_dir (default: the run directory's report
-    directory) and returns it; `dataset`: the run's Dataset when the caller holds it (a Study's, which the
-    run directory may not be able to load). Raises UserError, writing nothing, when the run directory has no
-    results.sqlite or no finished cells."""
+    """Reads the run directory (writing nothing there), writes the report under out_dir (default: the run
+    directory's report directory) and returns it; `dataset`: the run's Dataset when the caller holds it (a
+    Study's, which the run directory may not be able to load). Raises UserError, writing nothing, when the run
+    directory has no results.sqlite or no finished cells, or when out_dir cannot be written."""
+    from roarfast.atomic import check_writable
     from roarfast.report.figures import write_figures
     from roarfast.rundir import RunDir
 
@@ -46,7 +47,7 @@ def write_report(run_dir, out_dir=None, dataset=None) -> Report:
     loaded = load_run(run, dataset)
     summary = analyse(loaded)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(out_dir, 0, "--out")  # the run directory itself may be read-only: only out_dir is written
     figures = write_figures(summary, run, loaded.context, out_dir)
     summary["figures"] = figures
     files = write_files(summary, loaded.cells, out_dir)

@@ -24,14 +24,16 @@ def analyse(loaded) -> dict:
     stages, notes."""
     cells, context, notes = loaded.cells, loaded.context, loaded.notes
     accs = defaultdict(dict)  # (method, mode, fill, fraction) -> {seed: acc}
+    sizes = defaultdict(set)  # (method, mode, fill, fraction) -> the test split sizes its cells recorded
     for c in cells:
         accs[(c["method"], c["mode"], c["fill"], c["fraction"])][c["seed"]] = c["test_acc"]
+        sizes[(c["method"], c["mode"], c["fill"], c["fraction"])].add(c["test_images"])
     groups = []
     for (method, mode, fill, fraction), by_seed in accs.items():
         interval = stats.t_interval(list(by_seed.values()))
         groups.append({"method": method, "mode": mode, "fill": fill, "fraction": fraction,
                        "seeds": sorted(by_seed), **interval.to_dict()})
-    controls = control_tests(accs, context)
+    controls = control_tests(accs, sizes, context)
     verdicts = verdicts_against_random(accs, controls)
     ranked = rankings(accs)
     fills = sorted({c["fill"] for c in cells if c["fill"] is not None})
@@ -54,6 +56,7 @@ def analyse(loaded) -> dict:
                                                 g["fraction"])),
         "leakage": controls,
         "verdicts": verdicts,
+        "counts": counts(controls, verdicts),
         "rankings": ranked,
         "stages": list(context.stages),
         "notes": notes,
@@ -62,11 +65,12 @@ def analyse(loaded) -> dict:
     }
 
 
-def control_tests(accs: dict, context) -> list:
+def control_tests(accs: dict, sizes: dict, context) -> list:
     """Per mask-only control group (method, control mode, fraction): its mean, interval and mask-leakage
-    test against chance."""
+    test against chance. The binomial test (one seed) counts on the test split's size its cells recorded
+    (sizes: group -> {test_images}), else the dataset's, so it needs no dataset."""
     out = []
-    for (method, mode, _fill, fraction), by_seed in sorted(accs.items(), key=lambda kv: (
+    for (method, mode, fill, fraction), by_seed in sorted(accs.items(), key=lambda kv: (
             mode_order(kv[0][1]), method_order(kv[0][0]), kv[0][3])):
         if not is_control(mode):
             continue
@@ -75,12 +79,14 @@ def control_tests(accs: dict, context) -> list:
         entry = {"method": method, "mode": mode, "fraction": fraction, **interval.to_dict(),
                  "chance": context.chance, "test": None, "p": None, "leaky": None}
         needs_n = len(values) < 2 or len(set(values)) == 1
+        recorded = sizes[(method, mode, fill, fraction)]
+        n_test = next(iter(recorded)) if len(recorded) == 1 and None not in recorded else context.n_test
         if context.chance is None:
             entry["test"] = "none: chance unknown"
-        elif needs_n and context.n_test is None:
+        elif needs_n and n_test is None:
             entry["test"] = "none: one seed and the test split's size is unknown"
         else:
-            result = stats.leak_test(values, context.chance, context.n_test or 0)
+            result = stats.leak_test(values, context.chance, n_test or 0)
             entry.update(test=result.test, p=result.p, leaky=result.leaky)
         out.append(entry)
     return out
@@ -113,14 +119,65 @@ def verdicts_against_random(accs: dict, control_entries: list) -> list:
                 else:
                     entry["p"] = stats.welch_p(values, rv)
             control = controls.get((method, control_mode(mode), fraction))
-            entry["control"] = None if control is None else {k: control[k] for k in ("mean", "n", "p", "leaky")}
+            entry["control"] = None if control is None else {k: control[k]
+                                                             for k in ("mean", "n", "p", "leaky", "test")}
             entries.append(entry)
         tested = [e for e in entries if e["p"] is not None]
         for e, p_holm in zip(tested, stats.holm([e["p"] for e in tested])):
             e["p_holm"] = p_holm
             e["verdict"] = stats.verdict(e["mean"], e["random_mean"], p_holm, LOWER_IS_BETTER[mode])
+        for e in entries:
+            e["leak"] = leak_reading(e)
         out.extend(sorted(entries, key=lambda e: method_order(e["method"])))
     return out
+
+
+#: how a verdict reads beside its mask-only control (a verdict entry's "leak")
+NO_CONTROL, UNTESTED, NOT_LEAKY = "no control", "control untested", "not leaky"
+LEAK_STANDS, LEAK_INCONCLUSIVE, LEAKY_NO_VERDICT = "leaky, verdict stands", "leaky, inconclusive", "leaky"
+#: the readings under which a drawn verdict is conclusive
+CONCLUSIVE = (NOT_LEAKY, LEAK_STANDS)
+
+
+def leak_reading(entry: dict) -> str:
+    """What the leak does to a verdict entry (DESIGN.md section 13). A leaky control means the retrained
+    model also reads the removal pattern's shape, which raises its accuracy in both modes: a ROAR
+    "better than random" (lower) was reached despite it and stands, while its "no different" or "worse"
+    may be the leak's doing; a KAR "better than random" (higher) may be the leak's doing, while its "no
+    different" or "worse" stand."""
+    control = entry["control"]
+    if control is None:
+        return NO_CONTROL
+    if control["leaky"] is None:
+        return UNTESTED
+    if not control["leaky"]:
+        return NOT_LEAKY
+    if entry["p_holm"] is None:
+        return LEAKY_NO_VERDICT
+    better = entry["verdict"] == stats.BETTER
+    return LEAK_STANDS if better == LOWER_IS_BETTER[entry["mode"]] else LEAK_INCONCLUSIVE
+
+
+def counts(controls: list, verdicts: list) -> dict:
+    """How many controls were tested and found leaky (an untested one is counted as such, never as not
+    leaky), and how many verdicts were drawn and are conclusive beside their controls."""
+    drawn = [e for e in verdicts if e["p_holm"] is not None]
+    return {"controls": {"all": len(controls), "tested": sum(c["leaky"] is not None for c in controls),
+                         "leaky": sum(bool(c["leaky"]) for c in controls),
+                         "untested": sum(c["leaky"] is None for c in controls)},
+            "verdicts": {"all": len(verdicts), "drawn": len(drawn),
+                         "conclusive": sum(e["leak"] in CONCLUSIVE for e in drawn),
+                         "inconclusive": sum(e["leak"] == LEAK_INCONCLUSIVE for e in drawn),
+                         "unchecked": sum(e["leak"] in (NO_CONTROL, UNTESTED) for e in drawn)}}
+
+
+def shown_bounds(entry: dict) -> tuple:
+    """(low, high) of an accuracy (or AUC) interval as shown: clipped to [0, 1], accuracy's range, which a
+    t-interval over a few seeds near 0% or 100% passes (summary.json keeps the raw bounds); (None, None)
+    for one seed."""
+    if entry["low"] is None:
+        return None, None
+    return max(0.0, entry["low"]), min(1.0, entry["high"])
 
 
 def rankings(accs: dict) -> list:

@@ -10,11 +10,16 @@ from pathlib import Path
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, fill_values
 from roarfast.modes import KAR, MODES, ROAR, control_mode
+from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, shown_bounds
 from roarfast.report.load import method_order
 
 BASE_ESTIMATORS = ("grad", "ig", "gb")
 ENSEMBLES = ("sg", "sg-sq", "var")
 AXIS = {ROAR: "fraction of pixels removed (%)", KAR: "fraction of pixels kept (%)"}
+#: how a leaky cell is marked on its curve, per leak reading: (marker, colour, legend label)
+LEAK_MARKS = {LEAK_STANDS: ("o", "black", "leaky control, verdict stands"),
+              LEAK_INCONCLUSIVE: ("s", "red", "leaky control, verdict INCONCLUSIVE"),
+              LEAKY_NO_VERDICT: ("D", "0.45", "leaky control, no verdict drawn")}
 EXAMPLE_INDEX = 0  # the test image drawn in the example grid
 FIGURE_DPI = 110
 
@@ -89,7 +94,7 @@ def _draw_curve(ax, points, label, color=None, linestyle="-"):
     x = [100 * f for f, _ in points]
     y = [100 * g["mean"] for _, g in points]
     (line,) = ax.plot(x, y, marker="o", markersize=4, label=label, color=color, linestyle=linestyle)
-    spread = [(xi, 100 * g["low"], 100 * g["high"]) for xi, (_, g) in zip(x, points) if g["low"] is not None]
+    spread = [(xi, *(100 * b for b in shown_bounds(g))) for xi, (_, g) in zip(x, points) if g["low"] is not None]
     if spread:
         xs, lo, hi = zip(*spread)
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
@@ -100,9 +105,9 @@ def _draw_random(ax, points):
     """random as a grey band (its 95% interval; its mean alone with one seed) with a dashed mean."""
     x = [100 * f for f, _ in points]
     y = [100 * g["mean"] for _, g in points]
-    lo = [100 * (g["low"] if g["low"] is not None else g["mean"]) for _, g in points]
-    hi = [100 * (g["high"] if g["high"] is not None else g["mean"]) for _, g in points]
-    ax.fill_between(x, lo, hi, color="0.6", alpha=0.35, linewidth=0, label="random, 95% interval")
+    bounds = [shown_bounds(g) if g["low"] is not None else (g["mean"], g["mean"]) for _, g in points]
+    ax.fill_between(x, [100 * lo for lo, _ in bounds], [100 * hi for _, hi in bounds], color="0.6", alpha=0.35,
+                    linewidth=0, label="random, 95% interval")
     ax.plot(x, y, color="0.35", linestyle="--", label="random")
 
 
@@ -150,20 +155,21 @@ def figure_accuracy(summary: dict, fill: str):
 
 def _accuracy_panel(ax, summary: dict, mode: str, fill: str, colors: dict, title: str) -> None:
     """One panel of the paper's figure: every estimator's curve of `mode` and `fill`, random as a band, leaky
-    points ringed."""
+    points marked by what their leak does to the verdict (LEAK_MARKS)."""
     curves = _groups(summary, mode, fill)
     if "random" in curves:
         _draw_random(ax, curves["random"])
     for method in sorted(curves, key=method_order):
         if method != "random":
             _draw_curve(ax, curves[method], method, colors[method])
-    leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"]) == (mode, fill)
-             and (e.get("control") or {}).get("leaky")]
-    if leaky:  # ringed: the control alone is above chance, the point partly measures the pattern's shape
-        ax.scatter([100 * e["fraction"] for e in leaky], [100 * e["mean"] for e in leaky], s=160,
-                   facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
-                   label="leaky (mask-only control above chance)")
     _decorate(ax, summary, mode, title)
+    for leak, (marker, color, label) in LEAK_MARKS.items():  # last: their legend entries stay together
+        # ringed: the control alone is above chance, so the point partly measures the pattern's shape;
+        # the mark says whether the verdict survives that (DESIGN.md section 13)
+        leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"], e["leak"]) == (mode, fill, leak)]
+        if leaky:
+            ax.scatter([100 * e["fraction"] for e in leaky], [100 * e["mean"] for e in leaky], s=160,
+                       marker=marker, facecolors="none", edgecolors=color, linewidths=1.4, zorder=5, label=label)
 
 
 def figure_fills(summary: dict):
@@ -296,7 +302,7 @@ def example_grid(summary: dict, context, run):
     original = image.float().div(255)[0].permute(1, 2, 0).numpy()
     rows = []
     for method in methods:
-        ranks = store.read(method, "test", dataset_fingerprint=ds.fingerprint).rows([EXAMPLE_INDEX])
+        ranks = run.read_ranks(method, "test", ds.fingerprint).rows([EXAMPLE_INDEX])
         row = [original]
         for mode, fraction in columns:
             x = ops.mask_normalize(image, ranks, float(fraction), fill, mode == "kar", mean=ds.mean, std=ds.std)

@@ -3,20 +3,25 @@ finished retraining cells (one per cell: the newest where several configurations
 the no-retrain and fill-leakage sections and the rank agreement need, and the context: the base model's
 meta, chance from the dataset, the stage times.
 
-Reads only results.sqlite, the base checkpoint's meta.json, stages.json and dataset.json (with the
-dataset itself, for chance and the example images), so a report can be written while a sweep runs.
+Reads only results.sqlite (read-only: nothing is written beside it), the base checkpoint's meta.json,
+stages.json and dataset.json (with the dataset itself, for the example images, and for chance and the test
+split's size where the cells did not record them), so a report can be written while a sweep runs, and from
+a read-only run directory.
 """
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
+from roarfast.stats import chance_rate
 
 
 @dataclass
 class Context:
-    """What the report knows besides the measurements: the base model, chance, test-split size, stage
-    times, and the opened dataset (None when it could not be opened; a note says why)."""
+    """What the report knows besides the measurements: the base model, chance, test-split size (both as the
+    cells recorded them where they all agree, else from the dataset), stage times, and the opened dataset
+    (None when it could not be opened; a note says why)."""
 
     meta: dict
     chance: float | None
@@ -31,7 +36,8 @@ class Loaded:
     """A run directory's measurements for the report.
 
     cells: the finished retraining cells and controls, one per (method, mode, fraction, seed, fill), sorted
-        for reading, each with its control's accuracy (control_acc) where it has one.
+        for reading, each with its control's accuracy (control_acc) where it has one and the test split's
+        size and chance it was measured on (test_images, test_chance; None where the row lacks them).
     retrained, no_retrain, fill_leakage: the done rows of each kind, in results order.
     """
 
@@ -61,7 +67,7 @@ def load_run(run, dataset=None) -> Loaded:
     if not path.is_file():  # checked first: opening the database would create it
         raise UserError(f"no {path.name} in {run.root}: run `roarfast retrain` or `roarfast sweep` first "
                         f"(--run-dir names the run directory)")
-    with open_results(run) as db:
+    with open_results(run, readonly=True) as db:  # a read-only run directory can be reported on
         rows = db.rows(status="done")
     if not rows:
         raise UserError(f"no finished cells in {path}: run `roarfast retrain` or `roarfast sweep` first")
@@ -87,7 +93,8 @@ def _newest_cells(rows: list, notes: list) -> list:
     replaced = 0
     for row in rows:
         cell = {k: row[k] for k in ("method", "mode", "fraction", "seed", "fill", "test_acc", "val_acc", "epochs",
-                                    "seconds", "dataset", "model", "config_hash", "finished")}
+                                    "seconds", "dataset", "model", "config_hash", "finished", "threads")}
+        cell.update({k: (row["extra"] or {}).get(k) for k in ("test_images", "test_chance")})
         key = (cell["method"], cell["mode"], cell["fraction"], cell["seed"], cell["fill"])
         if key in newest:
             replaced += 1
@@ -97,6 +104,11 @@ def _newest_cells(rows: list, notes: list) -> list:
     if replaced:
         notes.append(f"{replaced} result(s) of cells run under several configurations (config hashes) were "
                      f"set aside: the newest of each cell is reported")
+    threads = Counter(c["threads"] for c in newest.values() if c["threads"] is not None)
+    if len(threads) > 1:  # NULL: recorded before schema v4, not known to differ
+        counts = ", ".join(f"{n} thread{'s' if n > 1 else ''}: {k} cell(s)" for n, k in sorted(threads.items()))
+        notes.append(f"the cells were trained with different CPU thread counts ({counts}); CPU accuracies depend on "
+                     f"the thread count, so cells compared here may differ by it alone (README, \"Thread counts\")")
     cells = sorted(newest.values(), key=lambda c: (mode_order(c["mode"]), c["fill"] or "", method_order(c["method"]),
                                                    c["fraction"], c["seed"]))
     controls = {(c["method"], c["mode"], c["fraction"], c["seed"]): c["test_acc"]
@@ -112,26 +124,31 @@ def _context(run, cells: list, notes: list, ds=None) -> Context:
     if not meta:
         notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
     if ds is None and run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
-        notes.append(f"no {run.dataset_path.name} in the run directory: chance from the class count, no example "
-                     f"images")
+        notes.append(f"no {run.dataset_path.name} in the run directory: no example images")
     elif ds is None:
         try:
             ds = run.open_dataset()
         except UserError as err:
-            notes.append(f"dataset not opened ({err}): chance from the class count, no example images")
-    if ds is not None:
-        import torch
-
-        labels = ds.test.labels
-        chance = float(torch.bincount(labels).max()) / len(labels)
-        source = "share of the test split's most frequent class"
-        n_test = len(ds.test)
+            notes.append(f"dataset not opened ({err}): no example images")
+    recorded_chance, recorded_n = (_recorded(cells, key) for key in ("test_chance", "test_images"))
+    num_classes = meta.get("num_classes")
+    if recorded_chance is not None:
+        chance, source = recorded_chance, "share of the test split's most frequent class, as the cells recorded it"
+    elif ds is not None:
+        chance, source = chance_rate(ds.test.labels), "share of the test split's most frequent class"
+    elif num_classes:
+        chance, source = 1.0 / num_classes, "1 / number of classes"
     else:
-        num_classes = meta.get("num_classes")
-        chance = 1.0 / num_classes if num_classes else None
-        source = "1 / number of classes" if num_classes else "unknown (no dataset, no base meta)"
-        n_test = None
+        chance, source = None, "unknown (no dataset, no base meta)"
+    n_test = recorded_n if recorded_n is not None else (len(ds.test) if ds is not None else None)
     return Context(meta, chance, source, n_test, _stage_times(run, meta, cells), ds)
+
+
+def _recorded(cells: list, key: str):
+    """The value every cell recorded under `key` (test_images, test_chance), or None when they differ or
+    some lack it."""
+    values = {c[key] for c in cells}
+    return values.pop() if len(values) == 1 else None
 
 
 def _stage_times(run, meta: dict, cells: list) -> list:

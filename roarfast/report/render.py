@@ -12,7 +12,8 @@ from pathlib import Path
 
 from roarfast.fills import DEFAULT_FILL
 from roarfast.modes import ROAR, cell_mode, control_mode
-from roarfast.report.analysis import AGREEMENT_FILL
+from roarfast.report.analysis import (AGREEMENT_FILL, LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL,
+                                      UNTESTED, shown_bounds)
 from roarfast.report.load import method_order
 
 
@@ -39,22 +40,30 @@ def _where(summary: dict, mode: str, fill: str | None, fraction: float) -> str:
     return f"{mode.upper()} {fraction:.0%}" + (f" [{fill}]" if show_fill else "")
 
 
+#: what a verdict's tag says beside its verdict, per leak reading (none for a clean or uncontrolled one)
+_LEAK_TAG = {LEAK_STANDS: " [stands despite a leaky control]", LEAK_INCONCLUSIVE: " [INCONCLUSIVE: leaky control]"}
+
+
 def _control_text(summary: dict, entry: dict) -> str:
-    control = entry.get("control")
-    if control is None:
+    """The verdict line's reading of the cell's mask-only control."""
+    control, leak = entry["control"], entry["leak"]
+    if leak == NO_CONTROL:
         return "no control"
-    if control["leaky"]:
-        return (f"LEAKY: its mask-only control reaches {_pct(control['mean'])} (chance {_pct(summary['chance'])}, "
-                f"p={_p(control['p'])}), so this accuracy partly measures the removal pattern's shape rather "
-                f"than the removed information")
-    if control["leaky"] is None:
-        return f"control {_pct(control['mean'])} (not tested)"
-    return f"control {_pct(control['mean'])}, not leaky"
+    if leak == UNTESTED:
+        return f"control {_pct(control['mean'])} (not tested: {control['test'].removeprefix('none: ')})"
+    if not control["leaky"]:
+        return f"control {_pct(control['mean'])}, not leaky"
+    text = (f"LEAKY: its mask-only control reaches {_pct(control['mean'])} (chance {_pct(summary['chance'])}, "
+            f"p={_p(control['p'])}), so the removal pattern's shape alone lifts this accuracy")
+    if leak == LEAKY_NO_VERDICT:
+        return text
+    effect = "could explain" if leak == LEAK_INCONCLUSIVE else "works against"
+    return f"{text}, which {effect} \"{entry['verdict']}\""
 
 
 def verdict_lines(summary: dict) -> list[str]:
-    """One line per estimator x mode x fraction verdict (leaky cells say so in it), a line per leaky
-    control of random, and a ranking line per mode and fill."""
+    """One line per estimator x mode x fraction verdict (with what its mask-only control's leak does to
+    it), a line per leaky control of random, and a ranking line per mode and fill."""
     lines = []
     for e in summary["verdicts"]:
         where = _where(summary, e["mode"], e["fill"], e["fraction"])
@@ -63,7 +72,8 @@ def verdict_lines(summary: dict) -> list[str]:
             numbers += f", Welch p={_p(e['p'])}, Holm p={_p(e['p_holm'])}"
         else:
             numbers += f", seeds {e['n']} vs {e['n_random']}"
-        lines.append(f"{where} {e['method']}: {e['verdict']} ({numbers}); {_control_text(summary, e)}")
+        lines.append(f"{where} {e['method']}: {e['verdict']}{_LEAK_TAG.get(e['leak'], '')} ({numbers}); "
+                     f"{_control_text(summary, e)}")
     for leak in summary["leakage"]:
         if leak["method"] == "random" and leak["leaky"]:
             lines.append(f"{leak['mode'].upper()} {leak['fraction']:.0%} random: LEAKY control "
@@ -73,18 +83,39 @@ def verdict_lines(summary: dict) -> list[str]:
             continue
         order = " < " if r["lower_is_better"] else " > "
         ranked = order.join(f"{e['method']} {_pct(e['mean'])}" for e in r["entries"])
-        span = f"{r['fractions'][0]:.0%}-{r['fractions'][-1]:.0%}"
         fill = f" [{r['fill']}]" if len(summary["fills"]) > 1 or r["fill"] != DEFAULT_FILL else ""
         better = "lower" if r["lower_is_better"] else "higher"
         missing = f"; not ranked (a fraction or seed missing): {', '.join(r['incomplete'])}" if r["incomplete"] else ""
-        lines.append(f"ranking {r['mode'].upper()}{fill} (AUC over {span}, {better} is better): {ranked}{missing}")
+        lines.append(f"ranking {r['mode'].upper()}{fill} ({_ranked_by(r['fractions'])}, {better} is better): "
+                     f"{ranked}{missing}")
     return lines
+
+
+def _ranked_by(fractions: list) -> str:
+    """What a ranking orders by: the AUC over the fractions run, or with one fraction its accuracy."""
+    if len(fractions) == 1:
+        return f"accuracy at {fractions[0]:.0%}"
+    return f"AUC over {fractions[0]:.0%}-{fractions[-1]:.0%}" if fractions else "AUC"
 
 
 def _interval_text(g: dict) -> str:
     if g["low"] is None:
         return f"{_pct(g['mean'])} (1 seed)"
-    return f"{_pct(g['mean'])} [{g['low']:.1%}, {g['high']:.1%}]"
+    low, high = shown_bounds(g)
+    return f"{_pct(g['mean'])} [{low:.1%}, {high:.1%}]"
+
+
+def _count_lines(summary: dict) -> list:
+    """The Run table's rows counting the mask-only controls and the verdicts by what they can be trusted for."""
+    controls, verdicts = summary["counts"]["controls"], summary["counts"]["verdicts"]
+    untested = (f"; {controls['untested']} untested (chance or the test split's size unknown)"
+                if controls["untested"] else "")
+    not_drawn = verdicts["all"] - verdicts["drawn"]
+    return [["mask-only controls", f"{controls['tested']} tested: {controls['leaky']} leaky{untested}"],
+            ["verdicts against random", f"{verdicts['drawn']} drawn: {verdicts['conclusive']} conclusive, "
+                                        f"{verdicts['inconclusive']} inconclusive (leaky control), "
+                                        f"{verdicts['unchecked']} unchecked (no tested control)"
+                                        + (f"; {not_drawn} not drawn (one seed or no random)" if not_drawn else "")]]
 
 
 def _seeds_text(ns) -> str:
@@ -107,15 +138,15 @@ def _sections(summary: dict) -> list[tuple]:
            ["chance", f"{_pct(summary['chance'])} ({summary['chance_source']})"],
            ["test images", "-" if summary["n_test"] is None else str(summary["n_test"])],
            ["fills", ", ".join(summary["fills"]) or "-"], ["finished cells (with controls)", str(n_cells)],
-           ["leaky cells", str(sum(bool((e.get("control") or {}).get("leaky")) for e in summary["verdicts"]))]]
+           *_count_lines(summary)]
     out = [("table", "Run", ["", ""], run)]
     for r in summary["rankings"]:
-        span = f"{r['fractions'][0]:.0%}-{r['fractions'][-1]:.0%}" if r["fractions"] else "-"
         better = "lower" if r["lower_is_better"] else "higher"
+        measure = "AUC" if len(r["fractions"]) > 1 else "accuracy"
         rows = [[str(i + 1), e["method"], _interval_text(e), str(e["n"])] for i, e in enumerate(r["entries"])]
         rows += [["-", m, "not ranked: a fraction or seed missing", "-"] for m in r["incomplete"]]
-        out.append(("table", f"Ranking, {_title_fill(r['mode'], r['fill'])}: AUC over {span}, {better} is better",
-                    ["rank", "method", "AUC [95% interval]", "seeds"], rows))
+        out.append(("table", f"Ranking, {_title_fill(r['mode'], r['fill'])}: {_ranked_by(r['fractions'])}, "
+                             f"{better} is better", ["rank", "method", f"{measure} [95% interval]", "seeds"], rows))
     out += [("figure", f["file"], f["title"]) for f in figures["accuracy"] + figures["fills"]]
     by_verdict = defaultdict(list)
     for e in summary["verdicts"]:
@@ -125,7 +156,8 @@ def _sections(summary: dict) -> list[tuple]:
         cells = {(e["method"], e["fraction"]): e for e in entries}
         methods = sorted({e["method"] for e in entries}, key=method_order)
         rows = [[m] + [_verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
-        out.append(("table", f"Verdict against random, {_title_fill(mode, fill)} (Holm-corrected p)",
+        out.append(("table", f"Verdict against random, {_title_fill(mode, fill)} (Holm-corrected p; beside a "
+                             f"leaky control a verdict stands or is inconclusive by the leak's direction: Methods)",
                     ["method"] + [f"{f:.0%}" for f in fractions], rows))
     by_control = defaultdict(list)
     for e in summary["leakage"]:
@@ -170,26 +202,34 @@ def _leak_cell(e: dict | None) -> str:
     return f"{_pct(e['mean'])}" + (" LEAKY" if e["leaky"] else "") + f" (p={_p(e['p'])}, n={e['n']})"
 
 
+#: what a verdict table's cell adds per leak reading
+_LEAK_CELL = {NO_CONTROL: "; no control", UNTESTED: "; control untested", LEAK_STANDS: "; LEAKY control, stands",
+              LEAK_INCONCLUSIVE: "; LEAKY control, INCONCLUSIVE", LEAKY_NO_VERDICT: "; LEAKY control"}
+
+
 def _verdict_cell(e: dict | None) -> str:
     if e is None:
         return "-"
     text = e["verdict"] if e["p"] is None else f"{e['verdict']} (p={_p(e['p_holm'])})"
-    control = e.get("control")
-    if control is None:
-        return text + "; no control"
-    return text + ("; LEAKY" if control["leaky"] else "")
+    return text + _LEAK_CELL.get(e["leak"], "")
 
 
 def _method_notes(summary: dict) -> list[str]:
     tests = summary["tests"]
-    return [f"Intervals: {tests['interval']}.",
+    return [(f"Intervals: {tests['interval']}, shown clipped to [0%, 100%], accuracy's range (over a few seeds "
+             f"near either end the t-interval passes it; summary.json keeps the raw bounds)."),
             (f"Verdicts: {tests['verdict']} over the estimators compared at each mode and fraction, alpha "
              f"{summary['alpha']}; ROAR: lower accuracy than random is better, KAR: higher. {tests['degenerate']}. "
              f"With one seed on either side no verdict is drawn."),
-            (f"Ranking: {tests['ranking']}, per seed, over every fraction run in that mode; a method lacking one "
-             f"is not ranked."),
+            (f"Ranking: {tests['ranking']}, per seed, over every fraction run in that mode (with one fraction: the "
+             f"accuracy there); a method lacking one is not ranked."),
             (f"Leakage: {tests['leakage']}. A leaky cell's accuracy partly measures the removal pattern's shape "
-             f"rather than the removed information.")]
+             f"rather than the removed information, and the shape can only lift it. So the leak's direction decides "
+             f"what a verdict is worth: in ROAR (lower is better) a \"better than random\" was reached despite "
+             f"the lift and stands, while \"no different\" or \"worse\" may be the lift's doing and is "
+             f"inconclusive; in KAR (higher is better) a \"better than random\" may be the lift's doing and is "
+             f"inconclusive, while \"no different\" or \"worse\" stand. A control that could not be tested is "
+             f"counted as untested, never as not leaky.")]
 
 
 def render_markdown(summary: dict) -> str:

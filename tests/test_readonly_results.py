@@ -1,0 +1,96 @@
+"""A read-only run directory can be reported on (issue 18, item 5): `roarfast report --out ELSEWHERE` and
+`roarfast.results.load` open results.sqlite read-only (SQLite's `mode=ro`, `immutable` when no writer's
+-wal file is there): no WAL switch, no -wal or -shm files, the file's bytes unchanged. As root, permission
+bits do not stop a write, so every connection to the file is watched instead; a chmod'ed directory is
+tried where that means something."""
+
+import os
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+import roarfast.results
+from roarfast.cli import main
+from roarfast.rundir import RunDir
+from tests.test_report_sections import fill_run
+from tests.test_write_checks import read_only
+
+
+@pytest.fixture
+def run(tmp_path):
+    run = RunDir(tmp_path / "run")
+    fill_run(run)  # written, closed: results.sqlite alone, in WAL mode
+    return run
+
+
+def snapshot(run) -> dict:
+    return {p.name: p.read_bytes() for p in run.root.iterdir()}
+
+
+@pytest.fixture
+def connections(monkeypatch):
+    """Every sqlite3.connect roarfast.results makes: (database, uri)."""
+    seen = []
+    connect = sqlite3.connect
+
+    def watched(database, *args, uri=False, **kwargs):
+        seen.append((str(database), uri))
+        return connect(database, *args, uri=uri, **kwargs)
+
+    monkeypatch.setattr(roarfast.results.sqlite3, "connect", watched)
+    return seen
+
+
+def opened_read_only(connections, run) -> bool:
+    to_file = [(database, uri) for database, uri in connections if str(run.results_path.name) in database]
+    return bool(to_file) and all(uri and database.startswith("file:") and "mode=ro" in database
+                                 for database, uri in to_file)
+
+
+def test_report_elsewhere_opens_results_read_only_and_writes_nothing_there(run, tmp_path, connections):
+    before = snapshot(run)
+    result = CliRunner().invoke(main, ["report", "--run-dir", str(run.root), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "index.md").is_file()
+    assert opened_read_only(connections, run), connections
+    assert snapshot(run) == before  # no -wal, no -shm, no report/, the same bytes
+
+
+def test_results_load_opens_read_only(run, connections):
+    before = snapshot(run)
+    rows = roarfast.results.load(run.root, kind="retrain")
+    assert len(rows) == 12 and opened_read_only(connections, run)
+    assert snapshot(run) == before
+
+
+def test_a_writers_wal_is_read_through_sqlite_and_its_rows_seen(run, connections):
+    """While a sweep holds the database open, its -wal file holds rows not yet in the file: the reader
+    goes through SQLite's read-only mode (not immutable) and sees them."""
+    writer = roarfast.results.ResultsDB(run.results_path)
+    try:
+        from tests.test_report_sections import record
+
+        record(writer, roarfast.results.RETRAIN, "late", "roar", "dataset-mean", 0.3)
+        rows = roarfast.results.load(run.root, kind="retrain")
+    finally:
+        writer.close()
+    assert "late" in set(rows["method"]) and not any("immutable" in database for database, _ in connections[1:])
+
+
+def test_report_into_a_read_only_run_dir_says_to_use_out(run, monkeypatch):
+    read_only(monkeypatch)
+    result = CliRunner().invoke(main, ["report", "--run-dir", str(run.root)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert f"cannot write {run.report_dir} (Read-only file system" in result.output
+    assert "choose another --out" in result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits")
+def test_report_on_a_chmod_read_only_run_dir(run, tmp_path):
+    run.root.chmod(0o555)
+    try:
+        result = CliRunner().invoke(main, ["report", "--run-dir", str(run.root), "--out", str(tmp_path / "out")])
+    finally:
+        run.root.chmod(0o755)
+    assert result.exit_code == 0, result.output
