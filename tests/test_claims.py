@@ -78,3 +78,22 @@ def test_release_forgets_only_the_releasers_claim(tmp_path):
         assert db.status(cell()) == "running"
         db.release(cell())
         assert db.status(cell()) is None
+
+
+def test_a_run_directory_claim_makes_the_other_process_wait_until_the_holder_is_gone(tmp_path):
+    """RunDir.claim (the base model, a method's ranks): a second claimant is told who holds it, waits, and
+    gets it once the holder has exited (the kernel drops the lock of a process that ends or dies)."""
+    from roarfast.rundir import RunDir
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import pathlib, time; from roarfast.rundir import RunDir\n"
+         f"with RunDir({str(tmp_path)!r}).claim('ranks-grad'):\n"
+         "    print('held', flush=True); time.sleep(1.5)\n"
+         f"    pathlib.Path({str(tmp_path / 'built')!r}).touch()"],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    told = []
+    with RunDir(tmp_path).claim("ranks-grad", waiting=told.append):
+        built_before = (tmp_path / "built").exists()  # what the holder made before it let go
+    holder.wait()
+    assert told == [f"pid {holder.pid} on {socket.gethostname()}"] and built_before

@@ -145,7 +145,8 @@ def test_two_sweeps_on_a_fresh_run_directory_build_the_base_model_and_the_ranks_
     assert [p.returncode for p in sweeps] == [0, 0], [err[-2000:] for _, err in outputs]
     said = "\n".join(out for out, _ in outputs)
     assert said.count("[sweep] base model: val") == 1 and said.count("[sweep] base model: reusing") == 1, said
-    assert said.count("[sweep] extract: random, grad") == 1 and "ranks of grad: waiting for pid" in said, said
+    # extracted once; whether the other sweep waited on the ranks' claim or found them done depends on timing
+    assert said.count("[sweep] extract: random, grad") == 1, said
     run = RunDir(run_dir)
     for split in ("train", "test"):  # the ranks were made with the checkpoint the run directory holds
         assert run.rank_store.manifest("grad", split)["checkpoint_sha256"] == run.base_checkpoint_sha256()
