@@ -66,19 +66,23 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
 def _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress, extract_options, echo) -> dict:
     """The base model of the run directory when it was trained on this dataset (and its model's source is
     unchanged), else a newly trained grid.model (default: the dataset's), once a fresh copy of it showed
-    that it fits the methods the store lacks (extract.check_methods): a refusal comes before any training.
-    Trained under the run directory's claim, so of several sweeps started together one trains it and the
-    others wait and reuse it."""
+    that it fits the methods the store lacks (extract.check_methods): a refusal comes before anything is
+    written. Trained under the run directory's claim, so of several sweeps started together one trains it
+    and the others wait and reuse it."""
     from roarfast.checkpoint import recorded_model
+    from roarfast.train import run_train
 
     def trained(meta) -> bool:
         return bool(meta) and meta.get("dataset_fingerprint") == ds.fingerprint
 
     if not trained(run.base_meta()):
+        options = _base_options(run, ds, grid, methods, device, seed, extract_options)
         with run.claim("base", waiting=lambda holder: echo(f"[sweep] base model: waiting for {holder}, which "
                                                            f"trains it")):
             if not trained(run.base_meta()):  # else another sweep trained it while this one waited
-                summary = _train_base(run, ds, data_dir, grid, methods, device, seed, progress, extract_options)
+                # data_dir: recorded with the dataset, so that later commands on the run directory need no flags
+                summary = run_train(run.root, options, dataset_obj=ds, data_dir=data_dir, seed=seed, device=device,
+                                    progress=progress)
                 echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
                      f"({summary['seconds']:.0f} s)")
                 run.record_stage_time("train", summary["seconds"])
@@ -90,24 +94,21 @@ def _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress,
     return meta
 
 
-def _train_base(run, ds, data_dir, grid, methods, device, seed, progress, extract_options) -> dict:
-    """Trains grid.model (default: the dataset's) as the base model, once a fresh copy of it showed that it
-    fits the methods the store lacks; returns run_train's summary."""
+def _base_options(run, ds, grid, methods, device, seed, extract_options):
+    """The TrainOptions of grid.model (default: the dataset's), once a fresh copy of it showed that it fits the
+    methods the store lacks."""
     import torch
 
     from roarfast.extract import ExtractOptions, check_methods, method_params
     from roarfast.recipe import default_model
-    from roarfast.train import TrainOptions, checked_model, run_train
+    from roarfast.train import TrainOptions, checked_model
 
     spec = checked_model(grid.model or default_model(ds, device), ds)
     with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
         fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
     params = method_params(extract_options or ExtractOptions(), seed, device, ds)
     check_methods(fresh, ds, run.rank_store.missing(methods), params, device)
-    options = TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
-    # data_dir: recorded with the dataset, so that later commands on the run directory need no flags
-    return run_train(run.root, options, dataset_obj=ds, data_dir=data_dir, seed=seed, device=device,
-                     progress=progress)
+    return TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
 
 
 def _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo) -> None:

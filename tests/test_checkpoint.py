@@ -66,5 +66,5 @@ def test_errors_name_what_is_missing(tmp_path):
         load_checkpoint(tmp_path / "nowhere")
     save_checkpoint(tmp_path, _trained_like(), _meta())
     (tmp_path / "meta.json").write_text(json.dumps({**_meta(), "model": "fastnet"}))
-    with pytest.raises(RuntimeError, match="state_dict"):  # weights of another architecture are refused
+    with pytest.raises(UserError, match="does not fit the weights"):  # weights of another architecture are refused
         load_checkpoint(tmp_path)

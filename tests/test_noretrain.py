@@ -117,10 +117,12 @@ def _hand_made_run(tmp_path, monkeypatch, make_model, test, ranks):
     """(run directory, dataset): make_model(dataset) saved as the base model of a dataset whose splits are
     both `test`, `ranks` (uint16 Tensor[N, SIDE, SIDE]) stored as the test ranks of method "grad"."""
     from roarfast.data.base import make_dataset
+    from roarfast.models import ModelSpec
 
     ds = make_dataset("hand-made", test, test, {})
     model = make_model(ds)
-    monkeypatch.setattr("roarfast.models.build_model", lambda *args, **kwargs: model)
+    monkeypatch.setattr("roarfast.models.resolve_model",
+                        lambda name: ModelSpec("hand-made", lambda *args: model, builtin=True))
     run = RunDir(tmp_path / "run")
     run.save_base_model(model, {"model": "hand-made", "num_classes": len(test.classes), "image_size": SIDE,
                                 "in_channels": 3, "dataset_fingerprint": ds.fingerprint})
