@@ -1,6 +1,6 @@
 """Model checkpoints: weights in `model.safetensors` (nothing is unpickled on load) and everything else
-in `meta.json` (model name, its factory's source hash and shape arguments to rebuild it, dataset fingerprint, accuracies, recipe,
-versions). Both files are written to temporary names and renamed into place."""
+in `meta.json` (model name, its factory's source hash and shape arguments to rebuild it, dataset
+fingerprint, accuracies, recipe, versions). Both files are written to temporary names and renamed into place."""
 
 import json
 from pathlib import Path

@@ -185,17 +185,33 @@ def figure_fills(summary: dict):
     colors = _colors(summary)
     leakage = defaultdict(list)
     for row in summary.get("fill_leakage") or []:
-        leakage[row["fill"]].append(f"{row['fraction']:.0%}: {row['accuracy']:.0%} vs {row['base_rate']:.0%}")
-    fig, axes = plt.subplots(len(fills), len(modes), figsize=(6.0 * len(modes) + 2.5, 4.3 * len(fills)),
+        leakage[row["fill"]].append(row)
+    fig, axes = plt.subplots(len(fills), len(modes), figsize=(6.0 * len(modes) + 2.5, 4.5 * len(fills)),
                              squeeze=False, layout="constrained")
     for row, fill in enumerate(fills):
-        holes = f"\nhole detector at {', '.join(leakage[fill])}" if leakage[fill] else ""
         for col, mode in enumerate(modes):
+            # the detector removes pixels whatever the mode: said once per row, in its first panel
+            holes = _holes_found(leakage[fill]) if col == 0 else ""
             _accuracy_panel(axes[row][col], summary, mode, fill, colors, f"{mode.upper()}, fill {fill}{holes}")
+            axes[row][col].title.set_fontsize(10 if holes else 11)
     _figure_legend(fig, axes.flat)
     fig.suptitle("Test accuracy after retraining, one row per fill (hole detector: pixel accuracy at finding the "
                  "removed pixels vs the base rate); shaded: 95% t-interval over seeds")
     return fig
+
+
+def _holes_found(rows: list) -> str:
+    """A panel title's lines for one fill's leakage rows: the hole detector's pixel accuracy per fraction
+    removed, and the base rates it must beat ("" when the fill was not measured)."""
+    if not rows:
+        return ""
+    rows = sorted(rows, key=lambda r: r["fraction"])
+
+    def percents(key):
+        return ", ".join(f"{r[key]:.0%}" for r in rows)
+
+    return (f"\nhole detector: {percents('accuracy')} at {percents('fraction')} removed\n"
+            f"(base rates {percents('base_rate')})")
 
 
 def _family(method: str) -> str | None:
