@@ -134,31 +134,36 @@ class CellTrainer:
         self.device = device
         self.progress = progress
         self.store = run.rank_store
-        self._records = {}  # method -> (train RankRecord, test RankRecord, train ranks, test ranks)
+        self._records = {}  # method -> (train RankRecord, test RankRecord): stamps compared, verified chunks noted
+        self._loaded = {}  # method -> (train ranks, test ranks): what a cell reads
+
+    def _rank_records(self, method: str):
+        if method not in self._records:
+            self._records[method] = tuple(self.run.read_ranks(method, split, self.ds.fingerprint)
+                                          for split in ("train", "test"))
+        return self._records[method]
 
     def _ranks(self, method: str):
-        if method not in self._records:
-            train = self.run.read_ranks(method, "train", self.ds.fingerprint)
-            test = self.run.read_ranks(method, "test", self.ds.fingerprint)
-            # a streamed dataset reads rank rows from the memory maps as batches need them; else all at once
-            loaded = (train, test) if self.ds.streamed else (train.tensor(), test.tensor())
-            self._records[method] = (train, test, *loaded)
-        return self._records[method]
+        """(train ranks, test ranks): a streamed dataset's records, whose rows its batches read (and verify)
+        as they need them; else the whole tensors, each chunk verified once (check_ranks may have)."""
+        if method not in self._loaded:
+            records = self._rank_records(method)
+            self._loaded[method] = records if self.ds.streamed else tuple(r.tensor() for r in records)
+        return self._loaded[method]
 
     def check_ranks(self, methods) -> None:
         """Refuses, before any cell is trained, ranks made from another dataset or base model
         (RunDir.read_ranks), damaged ranks (every chunk verified; a streamed dataset's as a cell first reads
         them) and ranks the fill cannot use: the imputation fills whole pixels, so it needs pixel ranks, not
-        --granularity value."""
+        --granularity value. The records are kept, so a cell does not read or verify them again."""
         for method in methods:
-            for split in ("train", "test"):
-                record = self.run.read_ranks(method, split, self.ds.fingerprint)
-                if not self.ds.streamed:  # read whole by every cell anyway: checked before the first one
-                    record.verify()
-            shape = record.ranks.shape
-            if self.fill == ROAD_FILL and len(shape) != 3:
+            train, test = self._rank_records(method)
+            if not self.ds.streamed:  # read whole by every cell anyway: checked before the first one
+                train.verify()
+                test.verify()
+            if self.fill == ROAD_FILL and len(train.ranks.shape) != 3:
                 raise UserError(f"--fill {ROAD_FILL} imputes whole pixels and needs pixel ranks, but {method}'s are "
-                                f"{tuple(shape)} (extract with --granularity pixel)")
+                                f"{tuple(train.ranks.shape)} (extract with --granularity pixel)")
 
     def ranks_params(self, method: str):
         """The parameters the method's stored ranks were made with, or None when the store lacks them."""
@@ -188,7 +193,7 @@ class CellTrainer:
         from roarfast.stats import chance_rate
         from roarfast.train import Masking, train_classifier
 
-        _, _, train_ranks, test_ranks = self._ranks(cell.method)
+        train_ranks, test_ranks = self._ranks(cell.method)
         masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=cell.fraction,
                           keep=(cell.mode == KAR), fill=self.fill_values, mask_only=cell.control)
         started = time.perf_counter()
