@@ -176,11 +176,12 @@ class RunDir:
 
     # ----------------------------------------------------------------------------------------- dataset
 
-    def remember_dataset(self, ds, data_dir=None) -> None:
-        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and data_dir
-        (default: where ds was loaded from) as an absolute path, replacing dataset.json atomically."""
+    def remember_dataset(self, ds) -> None:
+        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and the folder
+        it was loaded from (ds.data_dir, set by load_dataset) as an absolute path, replacing dataset.json
+        atomically."""
         options = {**ds.options, **ds.read_options}
-        data_dir = data_dir if data_dir is not None else getattr(ds, "data_dir", None)
+        data_dir = getattr(ds, "data_dir", None)
         record = {"name": ds.name, "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
                   "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint}
         self.root.mkdir(parents=True, exist_ok=True)

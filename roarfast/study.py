@@ -69,7 +69,6 @@ class Study:
         self.device = resolve_device(device)
         self.seed = seed
         self.progress = progress
-        self.data_dir = data_dir
         self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
         if model is not None:
             checked_model(model, self.dataset)
@@ -80,7 +79,7 @@ class Study:
         from roarfast.sweep import run_sweep
 
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
-        run_sweep(self.run_dir, grid, dataset_obj=self.dataset, data_dir=self.data_dir, device=self.device, seed=self.seed,
+        run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
                   progress=self.progress, extract_options=self.extract_options, echo=self._echo)
         return self.results()
 

@@ -36,7 +36,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     methods = grid.method_list()
     if not dry_run:
         run.check_writable()  # before anything is trained; the stages check their own estimates
-        _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress, extract_options, echo)
+        _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo)
         _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)
     model, recipe = cell_recipe(run, ds, device, grid)
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False)
@@ -63,7 +63,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     return {"plan": plan, "rows": rows}
 
 
-def _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress, extract_options, echo) -> dict:
+def _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo) -> dict:
     """The base model of the run directory when it was trained on this dataset (and its model's source is
     unchanged), else a newly trained grid.model (default: the dataset's), once a fresh copy of it showed
     that it fits the methods the store lacks (extract.check_methods): a refusal comes before anything is
@@ -80,9 +80,8 @@ def _ensure_base_model(run, ds, data_dir, grid, methods, device, seed, progress,
         with run.claim("base", waiting=lambda holder: echo(f"[sweep] base model: waiting for {holder}, which "
                                                            f"trains it")):
             if not trained(run.base_meta()):  # else another sweep trained it while this one waited
-                # data_dir: recorded with the dataset, so that later commands on the run directory need no flags
-                summary = run_train(run.root, options, dataset_obj=ds, data_dir=data_dir, seed=seed, device=device,
-                                    progress=progress)
+                # ds.data_dir is recorded with the dataset: later commands on the run directory need no flags
+                summary = run_train(run.root, options, dataset_obj=ds, seed=seed, device=device, progress=progress)
                 echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
                      f"({summary['seconds']:.0f} s)")
                 run.record_stage_time("train", summary["seconds"])

@@ -292,7 +292,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
             "versions": {"torch": torch.__version__, "roarfast": roarfast.__version__}}
     if distributed()[0] == 0:
         run.save_base_model(result.model, meta)
-        run.remember_dataset(ds, data_dir)
+        run.remember_dataset(ds)
     if distributed()[1] > 1:
         torch.distributed.barrier()  # no rank returns before the checkpoint exists
     return {"model": spec.name, "val_acc": result.val_acc, "test_acc": result.test_acc,
