@@ -8,7 +8,7 @@ a missing or mismatched build fails there with the command that fixes it.
 
 import importlib
 
-__version__ = "0.1.0"
+from roarfast.version import __version__
 
 
 def __getattr__(name):

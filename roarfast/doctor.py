@@ -23,7 +23,8 @@ def _first_installed(*packages: str) -> str:
 def report_lines() -> list[str]:
     import torch
 
-    from roarfast import __version__, _extension
+    from roarfast import _extension
+    from roarfast.version import __version__
     from roarfast.memory import keep_freed_memory
 
     lines = [

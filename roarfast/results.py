@@ -168,7 +168,7 @@ def runtime_versions() -> dict:
     import numpy
     import torch
 
-    from roarfast import __version__
+    from roarfast.version import __version__
 
     return {
         "python": platform.python_version(),

@@ -57,7 +57,7 @@ def _now() -> str:
 
 
 def _version() -> str:
-    from roarfast import __version__
+    from roarfast.version import __version__
 
     return __version__
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-import roarfast
+from roarfast.version import __version__
 from roarfast.errors import UserError
 from roarfast.modes import mode_of
 from roarfast.options import check_choice, check_positive
@@ -289,7 +289,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
             "classes": ds.train.classes, "seed": seed, "recipe": recipe.to_dict(), "device": str(device),
             "val_acc": result.val_acc, "test_acc": result.test_acc, "best_epoch": result.best_epoch,
             "epochs": result.epochs, "seconds": result.seconds, "history": result.history,
-            "versions": {"torch": torch.__version__, "roarfast": roarfast.__version__}}
+            "versions": {"torch": torch.__version__, "roarfast": __version__}}
     if distributed()[0] == 0:
         run.save_base_model(result.model, meta)
         run.remember_dataset(ds)
