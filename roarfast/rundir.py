@@ -1,4 +1,4 @@
-"""A run directory (`runs/<name>/`, DESIGN.md sections 6-7): the one object that knows where everything
+"""A run directory (`runs/<name>/`, laid out as below): the one object that knows where everything
 in it lives. No other module spells one of these paths.
 
     checkpoints/base/   the base model (model.safetensors + meta.json; roarfast.checkpoint)
@@ -9,7 +9,7 @@ in it lives. No other module spells one of these paths.
                         need no dataset flags
     report/             the report's default output
     claims/             one lock file per thing built once for every process (the base model, a method's
-                        ranks): RunDir.claim
+                        ranks): RunDir.claim (roarfast.claims)
     leakage.json        fill leakage before results schema v3; moved into results.sqlite when met
 
 It also loads the base model for a dataset (refusing one trained on another dataset), reads ranks only
@@ -17,18 +17,14 @@ when they match the dataset and the current base model, checks that a stage can 
 compute, and keeps the stage-time record.
 """
 
-import fcntl
 import json
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from roarfast.atomic import check_writable, write_json
 from roarfast.checkpoint import META
+from roarfast.claims import hold_lock
 from roarfast.errors import UserError
-
-#: how often a process waiting on another's claim tries again
-CLAIM_POLL_S = 0.5
 
 
 class RunDir:
@@ -100,24 +96,8 @@ class RunDir:
         N on HOST"), then finds it built. The claim is an exclusive lock on claims/<what>.lock, which the
         kernel releases when the holder exits or dies: a killed claimant's work is taken over at once, as a
         dead owner's cell is."""
-        from roarfast.results import this_process
-
         self.claims_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.claims_dir / f"{what}.lock", "a+") as lock:
-            said = False
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if not said and waiting is not None:
-                        lock.seek(0)
-                        waiting(_holder(lock.read()))
-                        said = True
-                    time.sleep(CLAIM_POLL_S)
-            lock.truncate(0)
-            lock.write(json.dumps(this_process(), sort_keys=True))  # who holds it, for the others' message
-            lock.flush()
+        with hold_lock(self.claims_dir / f"{what}.lock", waiting):
             yield
 
     # -------------------------------------------------------------------------------------- base model
@@ -226,15 +206,6 @@ class RunDir:
     def stage_times(self) -> dict | None:
         """stages.json's content, or None when no sweep recorded any."""
         return _read_json(self.stage_times_path)
-
-
-def _holder(text: str) -> str:
-    """"pid N on HOST" from a claim file's content (results.this_process), as far as it was written."""
-    try:
-        owner = json.loads(text)
-        return f"pid {owner['pid']} on {owner['host']}"
-    except (ValueError, KeyError, TypeError):
-        return "another process"
 
 
 def _read_json(path: Path):

@@ -8,7 +8,8 @@ import subprocess
 import sys
 import time
 
-from roarfast.results import HEARTBEAT_STALE_S, RETRAIN, MeasurementKey, ResultsDB, this_process
+from roarfast.claims import HEARTBEAT_STALE_S, _start_time, this_process
+from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 
 def cell(**overrides):
@@ -32,8 +33,6 @@ def dead_process() -> dict:
 def test_a_live_claim_blocks_others_and_a_done_cell_is_never_claimed(tmp_path):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        from roarfast.results import _start_time
-
         live = {"host": socket.gethostname(), "pid": sleeper.pid, "start": _start_time(sleeper.pid)}
         with ResultsDB(tmp_path / "r.sqlite") as db:
             assert db.claim(cell(), live)

@@ -38,7 +38,7 @@ def connections(monkeypatch):
         seen.append((str(database), uri))
         return connect(database, *args, uri=uri, **kwargs)
 
-    monkeypatch.setattr(roarfast.results.sqlite3, "connect", watched)
+    monkeypatch.setattr(sqlite3, "connect", watched)
     return seen
 
 

@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from roarfast.claims import this_process
 from roarfast.errors import UserError
 from roarfast.results import (
     FILL_LEAKAGE,
@@ -18,7 +19,6 @@ from roarfast.results import (
     MeasurementKey,
     ResultsDB,
     open_results,
-    this_process,
 )
 from roarfast.rundir import RunDir
 

@@ -13,7 +13,7 @@ from roarfast.rundir import RunDir
 
 
 def test_the_layout_is_the_documented_one(tmp_path):
-    """DESIGN.md sections 6-7 and the README name these paths; every module reaches them through RunDir."""
+    """roarfast.rundir's docstring and the README name these paths; every module reaches them through RunDir."""
     run = RunDir(tmp_path)
     assert run.base_checkpoint == tmp_path / "checkpoints" / "base"
     assert run.rank_store.root == run.rank_store_root == tmp_path / "attributions"

@@ -90,6 +90,7 @@ KILLED_WRITER = textwrap.dedent(
     import os, sys, time
     import numpy as np
     import roarfast.store as store
+    import roarfast.store.layout as layout
 
     run_dir, marker, stall_at = sys.argv[1], sys.argv[2], sys.argv[3]
     ranks = np.load(run_dir + "/source.npy")
@@ -108,7 +109,7 @@ KILLED_WRITER = textwrap.dedent(
 
     if stall_at == "manifest":
         # Manifest writes: 1 at creation, then one per chunk; the 4th would mark chunk 2 done.
-        store.write_json = stall_on_call(store.write_json, 4)
+        layout.write_json = stall_on_call(layout.write_json, 4)
     else:
         # One data sync per chunk: the 3rd is chunk 2's, after its bytes were handed to the kernel.
         os.fdatasync = stall_on_call(os.fdatasync, 3)
@@ -377,7 +378,7 @@ def test_ranks_outside_the_image_are_refused_even_without_a_checksum(tmp_path, c
 def test_a_full_disk_while_writing_a_chunk_is_one_line_and_keeps_the_chunks_before(tmp_path, monkeypatch):
     import errno
 
-    from roarfast import store as store_module
+    from roarfast.store import writer as writer_module
 
     store = RankStore(tmp_path)
     ranks = random_ranks((10, 4, 5), np.uint16)
@@ -387,7 +388,7 @@ def test_a_full_disk_while_writing_a_chunk_is_one_line_and_keeps_the_chunks_befo
     def full(fd, data, position):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(store_module.os, "pwrite", full)
+    monkeypatch.setattr(writer_module.os, "pwrite", full)
     with pytest.raises(UserError, match=r"cannot write .*grad/train/ranks.npy: No space left on device; the chunks "
                                         r"written before are intact; rerun to resume; free space there and rerun"):
         write_chunks(writer, ranks, [1])

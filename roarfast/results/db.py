@@ -1,0 +1,319 @@
+"""The operations on one results.sqlite: a measurement's row goes running -> done (or failed); a finished
+measurement is written in one transaction, and a rerun skips those that are done. SQLite in WAL mode with a
+busy timeout lets several processes (sweep workers) write the same file at once.
+
+Claims: before training a cell, a process claims it (`ResultsDB.claim`): the row becomes `running` with
+the claimant's identity and a heartbeat it refreshes while it trains (roarfast.claims). A cell claimed by
+a live process is left alone; a claim whose process is gone (same host: no such process; another host: no
+heartbeat for HEARTBEAT_STALE_S) is taken over. So `kill -9` loses at most the cell in flight, and two
+sweeps on one run directory split the grid.
+
+Read-only (`readonly=True`: the report, `load`): the file is copied into memory without writing a byte
+beside it (no WAL switch, no -wal/-shm files), and an older schema is migrated in that copy only, so a
+read-only run directory can be reported on. Every SQLite failure (a damaged file, a full disk, a
+read-only directory) is a UserError naming the file.
+"""
+
+import functools
+import json
+import sqlite3
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import quote
+
+from roarfast.claims import owner_alive, this_process
+from roarfast.errors import UserError
+from roarfast.modes import DETECT
+from roarfast.results.measurement import (
+    DETECTOR,
+    FILL_LEAKAGE,
+    FRACTION_DECIMALS,
+    KEY_COLUMNS,
+    MeasurementKey,
+    check_key,
+    key_values,
+    metric_values,
+)
+from roarfast.results.schema import migrate, transaction
+from roarfast.rundir import RunDir
+
+BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
+RETRY_S = 0.02  # poll interval while another process holds the lock the busy handler does not cover
+
+#: the order of rows(): within a kind as schema v2 ordered its cells (the report's sums depend on it)
+_ORDER = "kind, dataset, model, method, mode, fraction, seed, config_hash"
+#: a key column is matched with IS, so that NULL (no fill, no seed) matches NULL
+_WHERE_KEY = " AND ".join(f"{c} IS ?" for c in KEY_COLUMNS)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _database_error(path: Path, err: sqlite3.DatabaseError) -> UserError:
+    """One line for an SQLite failure: the file, what went wrong and what to do."""
+    text = str(err)
+    if "full" in text:
+        remedy = "free space on its filesystem and rerun (the rows written before are kept)"
+    elif "readonly" in text or "unable to open" in text:
+        remedy = "its directory is not writable: choose a writable --run-dir"
+    elif "malformed" in text or "not a database" in text:
+        remedy = "restore it from a copy, or move it aside to measure again from scratch"
+    else:
+        remedy = "rerun; if it persists, check the file and its filesystem"
+    return UserError(f"{path}: {text}; {remedy}")
+
+
+def _sqlite_errors(method):
+    """The method with SQLite's failures turned into _database_error's one line."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise  # roarfast's own mistake, not the file's
+            raise _database_error(self.path, err) from None
+
+    return wrapper
+
+
+def _snapshot(path: Path) -> sqlite3.Connection:
+    """An in-memory copy of the database at `path`, read without writing beside it. Where a writer's -wal
+    file exists (rows may be there and not yet in the file) through SQLite's read-only mode, which uses
+    the writer's -wal and -shm; else as an immutable file, which creates neither (a read-only directory
+    could not hold them). The copy is taken in one backup, so the reader sees one consistent state."""
+    if not path.is_file():
+        raise UserError(f"{path} does not exist")
+    wal = path.with_name(path.name + "-wal").exists()
+    source = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro{'' if wal else '&immutable=1'}", uri=True,
+                             timeout=BUSY_TIMEOUT_S)
+    try:
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        source.backup(memory)
+    finally:
+        source.close()
+    return memory
+
+
+class ResultsDB:
+    """The results of one run directory; open one per process (connections do not cross processes).
+    `readonly=True` reads an in-memory copy (_snapshot): nothing is written next to the file, and writing
+    methods refuse."""
+
+    @_sqlite_errors
+    def __init__(self, path, *, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            self._conn = _snapshot(self.path)
+            self._conn.row_factory = sqlite3.Row
+            migrate(self._conn, self.path)  # the copy only: the file keeps its version
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE takes the write lock up front,
+        # so two writers never deadlock upgrading a read lock).
+        self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        mode = self._enable_wal()
+        if mode.lower() != "wal":
+            raise UserError(f"{self.path}: SQLite could not enable WAL mode (got {mode!r}); is it on a network "
+                            f"filesystem? Choose a --run-dir on a local disk")
+        # FULL: a finished measurement survives a power loss, at one fsync per row.
+        self._conn.execute("PRAGMA synchronous = FULL")
+        migrate(self._conn, self.path)
+
+    def _enable_wal(self) -> str:
+        """Switches a new database to WAL (persistent) and returns the journal mode now in force."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                return self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError as e:
+                # The switch fails at once, without the busy handler, while another process creates the file.
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(RETRY_S)
+
+    def _transaction(self):
+        """BEGIN IMMEDIATE ... COMMIT on this database (refused on a read-only copy)."""
+        if self.readonly:
+            raise UserError(f"{self.path} was opened read-only (roarfast.results.ResultsDB(readonly=True))")
+        return transaction(self._conn)
+
+    @_sqlite_errors
+    def get(self, key: MeasurementKey) -> dict | None:
+        """The measurement's row as `rows()` gives it, or None when it was never started."""
+        row = self._conn.execute(f"SELECT * FROM measurements WHERE {_WHERE_KEY}",
+                                 key_values(check_key(key))).fetchone()
+        return None if row is None else _decode(row)
+
+    def status(self, key: MeasurementKey) -> str | None:
+        """"running", "done", "failed", or None when the measurement was never started."""
+        row = self.get(key)
+        return None if row is None else row["status"]
+
+    def is_done(self, key: MeasurementKey) -> bool:
+        return self.status(key) == "done"
+
+    def mark_running(self, key: MeasurementKey) -> None:
+        """Marks a measurement started (a rerun after a crash re-marks it); a done one stays done."""
+        self._upsert(check_key(key), {"status": "running", "finished": None, "error": None}, keep_done=True)
+
+    def mark_failed(self, key: MeasurementKey, error: str) -> None:
+        """Marks a measurement failed with `error` (one line: the exception); a done one stays done."""
+        self._upsert(check_key(key), {"status": "failed", "finished": _now(), "error": str(error)}, keep_done=True)
+
+    @_sqlite_errors
+    def claim(self, key: MeasurementKey, owner: dict | None = None) -> bool:
+        """Claims `key` for `owner` (default: this process) in one transaction: True when the caller may
+        train it now (it was new, failed, already ours, or held by a claimant that is gone); False when it
+        is done or a live process holds it."""
+        key = check_key(key)
+        owner = owner or this_process()
+        with self._transaction():
+            row = self._conn.execute(f"SELECT status, owner, heartbeat FROM measurements WHERE {_WHERE_KEY}",
+                                     key_values(key)).fetchone()
+            if row is not None:
+                if row["status"] == "done":
+                    return False
+                if row["status"] == "running":
+                    holder = json.loads(row["owner"]) if row["owner"] else None
+                    if holder != owner and owner_alive(holder, row["heartbeat"]):
+                        return False
+            self._write(key, {"status": "running", "owner": json.dumps(owner, sort_keys=True),
+                              "heartbeat": time.time(), "finished": None, "error": None}, keep_done=False)
+        return True
+
+    @_sqlite_errors
+    def heartbeat(self, keys, owner: dict | None = None) -> None:
+        """Refreshes the heartbeat of `owner`'s running claims among `keys`."""
+        owner_json = json.dumps(owner or this_process(), sort_keys=True)
+        with self._transaction():
+            for key in keys:
+                self._conn.execute(f"UPDATE measurements SET heartbeat = ? WHERE {_WHERE_KEY} AND status = 'running' "
+                                   f"AND owner = ?", [time.time(), *key_values(check_key(key)), owner_json])
+
+    @_sqlite_errors
+    def release(self, key: MeasurementKey, owner: dict | None = None) -> None:
+        """Gives up `owner`'s running claim on `key` (an interrupted run): the row goes away, as if never
+        started, unless someone else holds or finished it."""
+        owner_json = json.dumps(owner or this_process(), sort_keys=True)
+        with self._transaction():
+            self._conn.execute(f"DELETE FROM measurements WHERE {_WHERE_KEY} AND status = 'running' AND owner = ?",
+                               [*key_values(check_key(key)), owner_json])
+
+    @_sqlite_errors
+    def record(self, key: MeasurementKey, metrics: dict) -> None:
+        """Writes a finished measurement in one transaction, replacing any earlier row of the same key.
+
+        Args:
+            metrics: test_acc (float in [0, 1]), val_acc (the same, or None without a validation split),
+                epochs (int, or None when nothing was trained by epochs), seconds (float), optionally
+                versions (dict; default `runtime_versions()`) and threads (the CPU threads it ran with,
+                torch.get_num_threads(); None: not known); any other JSON-able keys go to `extra`.
+        """
+        key = check_key(key)
+        values = metric_values(metrics)
+        values.update(status="done", versions=json.dumps(values["versions"], sort_keys=True),
+                      extra=json.dumps(values["extra"], sort_keys=True) if values["extra"] else None, error=None,
+                      finished=_now(), owner=None, heartbeat=None)
+        self._upsert(key, values, keep_done=False)
+
+    @_sqlite_errors
+    def import_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
+        """Moves the rows of a fill-leakage file written before schema v3 (method, fill, fraction, accuracy,
+        base_rate; `source` names it) in as done fill-leakage measurements: their seed and seconds were
+        never recorded (NULL)."""
+        with self._transaction():
+            self._insert_fill_leakage(rows, dataset, source)
+
+    def _insert_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
+        """import_fill_leakage's rows, inside an open transaction."""
+        for row in rows:
+            key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=dataset, model=DETECTOR, method=row["method"],
+                                    mode=DETECT, fill=row["fill"], fraction=row["fraction"], seed=None,
+                                    config={"imported_from": source})
+            self._write(key, {"status": "done", "test_acc": float(row["accuracy"]),
+                              "extra": json.dumps({"base_rate": row["base_rate"]}), "finished": _now()},
+                        keep_done=False)
+
+    @_sqlite_errors
+    def _upsert(self, key: MeasurementKey, values: dict, keep_done: bool) -> None:
+        with self._transaction():
+            self._write(key, values, keep_done)
+
+    def _write(self, key: MeasurementKey, values: dict, keep_done: bool) -> None:
+        """Inside a transaction: inserts the row of `key` with `values`, or updates those columns of its row
+        (not of a done row when keep_done)."""
+        exists = self._conn.execute(f"SELECT 1 FROM measurements WHERE {_WHERE_KEY}", key_values(key)).fetchone()
+        if exists is None:
+            columns = [*KEY_COLUMNS, *values, "created"]
+            self._conn.execute(f"INSERT INTO measurements ({', '.join(columns)}) "
+                               f"VALUES ({', '.join('?' for _ in columns)})",
+                               [*key_values(key), *values.values(), _now()])
+        else:
+            self._conn.execute(f"UPDATE measurements SET {', '.join(f'{c} = ?' for c in values)} WHERE {_WHERE_KEY}"
+                               + (" AND status != 'done'" if keep_done else ""), [*values.values(), *key_values(key)])
+
+    @_sqlite_errors
+    def rows(self, **filters) -> list[dict]:
+        """Rows as dicts (versions/extra decoded), ordered by key; filters on key columns or status, each a
+        value or a list/tuple of accepted values (None matches NULL):
+        `rows(kind="retrain", method=["sg", "random"], status="done")`."""
+        clauses, params = [], []
+        for name, wanted in filters.items():
+            if name not in (*KEY_COLUMNS, "status"):
+                raise ValueError(f"cannot filter on {name!r}; filters: {[*KEY_COLUMNS, 'status']}")
+            wanted = list(wanted) if isinstance(wanted, (list, tuple, set)) else [wanted]
+            if name == "fraction":
+                wanted = [round(float(f), FRACTION_DECIMALS) for f in wanted]
+            if not wanted:
+                return []
+            values = [w for w in wanted if w is not None]
+            matches = [f"{name} IN ({', '.join('?' for _ in values)})"] if values else []
+            matches += [f"{name} IS NULL"] if len(values) < len(wanted) else []
+            clauses.append(f"({' OR '.join(matches)})")
+            params.extend(values)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        return [_decode(row) for row in self._conn.execute(f"SELECT * FROM measurements{where} ORDER BY {_ORDER}",
+                                                           params)]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _decode(row: sqlite3.Row) -> dict:
+    record = dict(row)
+    record["versions"] = json.loads(record["versions"]) if record["versions"] else None
+    record["extra"] = json.loads(record["extra"]) if record["extra"] else {}
+    record["owner"] = json.loads(record["owner"]) if record.get("owner") else None
+    return record
+
+
+def open_results(run, *, readonly: bool = False) -> ResultsDB:
+    """The results database of a run directory (a RunDir or its path), with the run directory's
+    leakage.json (fill leakage before schema v3) moved into it (into the in-memory copy only, when
+    `readonly`: ResultsDB(readonly=True))."""
+    run = run if isinstance(run, RunDir) else RunDir(run)
+    db = ResultsDB(run.results_path, readonly=readonly)
+    legacy = run.legacy_fill_leakage_path
+    if legacy.is_file():
+        rows = json.loads(legacy.read_text())
+        dataset = (run.dataset_record() or {}).get("name", "unknown")
+        if readonly:  # into the copy in memory; the file and leakage.json stay as they are
+            with transaction(db._conn):
+                db._insert_fill_leakage(rows, dataset, legacy.name)
+        else:
+            db.import_fill_leakage(rows, dataset, legacy.name)
+            legacy.unlink(missing_ok=True)  # another process may have moved it in at the same time
+    return db
