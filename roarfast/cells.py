@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from roarfast.errors import UserError
-from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL, fill_values
+from roarfast.fills import DEFAULT_FILL, FILLS, resolve_fill
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
 from roarfast.options import check_choice, check_fractions, check_positive
 from roarfast.recipe import AMP_CHOICES
@@ -78,7 +78,7 @@ class CellOptions:
         object.__setattr__(self, "fractions", check_fractions(self.fractions))
         check_positive("--seeds", self.seeds)
         check_positive("--epochs", self.epochs, optional=True)
-        check_choice("--fill", self.fill, FILLS)
+        check_choice("--fill", self.fill, FILLS.names)
         check_choice("--amp", self.amp, AMP_CHOICES)
 
     def expand(self, methods: list, first_seed: int = 0, control: bool = False,
@@ -120,7 +120,8 @@ class CellTrainer:
         run: the RunDir (rank store, base model).
         ds: the dataset (roarfast.data.load_dataset), the one the ranks were computed on.
         model, recipe: what every cell trains (cell_recipe: a ModelSpec and a Recipe).
-        fill: name of the replacement of removed pixels (FILLS); part of each cell's configuration.
+        fill: name of the replacement of removed pixels (FILLS); part of each cell's configuration. fill_object:
+            its Fill (roarfast.fills), what the loaders apply.
     """
 
     def __init__(self, run, ds, model, recipe, fill: str, device, progress: bool = False):
@@ -130,7 +131,8 @@ class CellTrainer:
         self.model_name = model.name
         self.recipe = recipe
         self.fill = fill
-        self.fill_values = fill_values(fill, ds.mean, ds.std)
+        self.fill_object = resolve_fill(fill)
+        self.fill_object.check_dataset(ds.mean, ds.std)
         self.device = device
         self.progress = progress
         self.store = run.rank_store
@@ -154,16 +156,14 @@ class CellTrainer:
     def check_ranks(self, methods) -> None:
         """Refuses, before any cell is trained, ranks made from another dataset or base model
         (RunDir.read_ranks), damaged ranks (every chunk verified; a streamed dataset's as a cell first reads
-        them) and ranks the fill cannot use: the imputation fills whole pixels, so it needs pixel ranks, not
-        --granularity value. The records are kept, so a cell does not read or verify them again."""
+        them) and ranks the fill cannot use (Fill.check_ranks: road imputes whole pixels, so it needs pixel
+        ranks, not --granularity value). The records are kept, so a cell does not read or verify them again."""
         for method in methods:
             train, test = self._rank_records(method)
             if not self.ds.streamed:  # read whole by every cell anyway: checked before the first one
                 train.verify()
                 test.verify()
-            if self.fill == ROAD_FILL and len(train.ranks.shape) != 3:
-                raise UserError(f"--fill {ROAD_FILL} imputes whole pixels and needs pixel ranks, but {method}'s are "
-                                f"{tuple(train.ranks.shape)} (extract with --granularity pixel)")
+            self.fill_object.check_ranks(train.ranks.shape, f"{method}'s")
 
     def ranks_params(self, method: str):
         """The parameters the method's stored ranks were made with, or None when the store lacks them."""
@@ -195,7 +195,7 @@ class CellTrainer:
 
         train_ranks, test_ranks = self._ranks(cell.method)
         masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=cell.fraction,
-                          keep=(cell.mode == KAR), fill=self.fill_values, mask_only=cell.control)
+                          keep=(cell.mode == KAR), fill=self.fill_object, mask_only=cell.control)
         started = time.perf_counter()
         result = train_classifier(self.ds, self.model, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)

@@ -1,4 +1,4 @@
-"""Fill leakage (DESIGN.md section 11): how visible is the hole a fill leaves? A small per-pixel
+"""Fill leakage: how visible is the hole a fill leaves? A small per-pixel
 network (the ROAD paper's imputation predictor) learns to find the removed pixels of filled train
 images and is scored on filled test images. Its pixel accuracy against the base rate (always
 guessing the majority, max(f, 1 - f)) says how much the fill gives the removal pattern away: one
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from roarfast.errors import UserError
-from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
+from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL, removed_pixels, resolve_fill
 from roarfast.options import check_fractions, check_positive, check_subset
 
 #: the detector: three 3x3 convolutions (a 7x7 view of each pixel), this many channels wide
@@ -35,7 +35,7 @@ class FillLeakageOptions:
     max_images: int = 5000
 
     def __post_init__(self):
-        object.__setattr__(self, "fills", check_subset("--fill", self.fills, FILLS))
+        object.__setattr__(self, "fills", check_subset("--fill", self.fills, FILLS.names))
         object.__setattr__(self, "fractions", check_fractions(self.fractions))
         check_positive("--max-images", self.max_images)
 
@@ -49,19 +49,11 @@ def detector(channels: int) -> torch.nn.Module:
         torch.nn.Conv2d(width, 1, 3, padding=1))
 
 
-def filled(images: torch.Tensor, ranks: torch.Tensor, fraction: float, fill: str, mean, std, ids: torch.Tensor):
-    """(normalized float32 images with the ROAR fraction replaced by `fill`, bool removed [B, H, W])."""
-    from roarfast import ops
-    from roarfast.fills import fill_values
-    from roarfast.imputation import removed_pixels, road_normalize
-
-    mean_t = torch.tensor(mean, dtype=torch.float32, device=images.device)
-    std_t = torch.tensor(std, dtype=torch.float32, device=images.device)
+def filled(images: torch.Tensor, ranks: torch.Tensor, fraction: float, fill, mean, std, ids: torch.Tensor):
+    """(normalized float32 images with the ROAR fraction of pixel ranks replaced by `fill` (a Fill or its
+    name), bool removed [B, H, W]); ids: each image's index in its split."""
     removed = removed_pixels(ranks, fraction, keep=False)
-    if fill == ROAD_FILL:
-        return road_normalize(images, ranks, fraction, False, mean=mean_t, std=std_t, ids=ids), removed
-    x = ops.mask_normalize(images, ranks, fraction, fill_values(fill, mean, std), False, mean=mean_t, std=std_t)
-    return x, removed
+    return resolve_fill(fill).apply(images, ranks, fraction, False, mean=mean, std=std, ids=ids), removed
 
 
 def detector_accuracy(train_x, train_removed, test_x, test_removed, *, seed: int = 0,

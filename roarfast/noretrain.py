@@ -1,4 +1,4 @@
-"""The no-retrain evaluation (DESIGN.md section 11): the base model on test images whose most- (MoRF)
+"""The no-retrain evaluation: the base model on test images whose most- (MoRF)
 or least-relevant-first (LeRF) fraction of pixels is replaced (Samek et al. 2017); `road` is both with
 ROAD's imputation fill (Rong et al. 2022) instead of the dataset mean. One no-retrain measurement per
 method x mode x fraction in results.sqlite (no seed, no epochs, no validation accuracy): test accuracy,
@@ -38,7 +38,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
 
     from roarfast.device import resolve_device
     from roarfast.extract import default_batch_size
-    from roarfast.fills import fill_values
+    from roarfast.fills import resolve_fill
     from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
     from roarfast.rundir import RunDir
 
@@ -77,7 +77,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
                             started = time.perf_counter()
                             accuracy, probability = _score(model, ds, device, index, predicted, batch_size, ranks,
                                                            units, fraction, least_first,
-                                                           fill_values(fill, ds.mean, ds.std))
+                                                           resolve_fill(fill))
                             db.record(key, {"test_acc": accuracy, "val_acc": None, "epochs": None,
                                             "seconds": time.perf_counter() - started,
                                             "threads": torch.get_num_threads(), "mean_probability": probability})

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from roarfast.data.base import ImageSet, make_dataset
-from roarfast.fills import fill_values
+from roarfast.fills import resolve_fill
 from roarfast.retrain import RetrainOptions, run_retrain
 from roarfast.rundir import RunDir
 from tests.model_inputs import record_eval_inputs
@@ -29,7 +29,7 @@ FILLS = {"dataset-mean": (0.0, 0.0, 0.0), "zero": (-1.0, -2.0, -3.0), "imagenet-
 
 @pytest.mark.parametrize("fill", FILLS)
 def test_fill_values_hand_worked(fill):
-    assert fill_values(fill, (0.5, 0.4, 0.6), (0.5, 0.2, 0.2)) == pytest.approx(FILLS[fill])
+    assert resolve_fill(fill).values((0.5, 0.4, 0.6), (0.5, 0.2, 0.2)) == pytest.approx(FILLS[fill])
 
 
 @pytest.mark.parametrize("fill", ["dataset-mean", "zero"])

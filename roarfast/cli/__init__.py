@@ -288,9 +288,8 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--model", default=None, help=f"model to retrain: {MODEL_HELP} (default: the base model's)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
 @recipe_option
-@click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
-              help=f"value that replaces removed pixels; {ROAD_FILL}: ROAD's noisy linear imputation from kept "
-                   f"neighbours")
+@click.option("--fill", type=click.Choice(FILLS.names), default=DEFAULT_FILL,
+              help=f"what replaces removed pixels: {FILLS.listing()}")
 @click.option("--mask-only/--no-mask-only", default=False,
               help="beside every cell, a control trained and tested on its removal pattern alone (mode "
                    "roar-mask / kar-mask): how much the mask's shape tells about the class")
@@ -325,8 +324,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @click.option("--control-seeds", type=int, default=None,
               help="controls for the first N seeds only (a control is tested against chance on the test split, "
                    "which one seed allows; default: the preset's)")
-@click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
-              help=f"what replaces removed pixels: a constant, or {ROAD_FILL} (ROAD's noisy linear imputation)")
+@click.option("--fill", type=click.Choice(FILLS.names), default=DEFAULT_FILL,
+              help=f"what replaces removed pixels: {FILLS.listing()}")
 @click.option("--model", default=None,
               help=f"{MODEL_HELP} (default: the base model's, else by dataset and device); trains the base model "
                    f"when the run directory has none, and every cell")
@@ -411,7 +410,7 @@ def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, me
 @run_options
 @data_options
 @click.option("--fill", "fills", default=f"{DEFAULT_FILL},{ROAD_FILL}",
-              help=f"fills to compare, comma-separated: {', '.join(FILLS)}")
+              help=f"fills to compare, comma-separated: {', '.join(FILLS.names)}")
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=["0.3,0.5,0.7"],
               help="fraction(s) of pixels removed; repeat or comma-separate")
 @click.option("--method", default="random", help="whose stored ranks give the removal patterns")

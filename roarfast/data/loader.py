@@ -13,7 +13,7 @@ import torch
 
 from roarfast import ops
 from roarfast.data.augment import Augment, augment  # noqa: F401  (Augment: part of the loader's API)
-from roarfast.imputation import is_road
+from roarfast.fills import resolve_fill
 
 #: share of free GPU memory a split's uint8 images may take to live on the device; beyond it they stay in
 #: pinned host memory and each batch is gathered there and copied over
@@ -29,8 +29,9 @@ class DeviceLoader:
         ranks (Tensor[N, H, W] or Tensor[N, C, H, W], the RankRecord holding them (read whole), or None):
             per-image ranks from the rank store; None = no masking.
         fraction: share of units removed (keep=False, ROAR) or kept (keep=True, KAR).
-        fill (sequence[C]): replacement in the normalized space (default 0 = the dataset mean); or "road":
-            ROAD's imputation (roarfast.imputation), computed for the whole split once, here.
+        fill: what replaces the removed units: a Fill, a fill's name (roarfast.fills.FILLS), per-channel values
+            in the normalized space, or None (the dataset mean). A fill that asks for it (whole_split_chunk:
+            road's imputation) fills the whole split once, here; any other each batch as it is gathered.
         out_dtype, channels_last: what the model takes (bf16 / channels_last on a GPU).
     """
 
@@ -47,16 +48,13 @@ class DeviceLoader:
         self.ranks = ranks.to(self.device) if ranks is not None else None
         self.fraction = fraction
         self.keep = keep
-        channels = images.shape[1]
-        self.road = is_road(fill)
-        self.fill = None if self.road else torch.tensor(fill if fill is not None else [0.0] * channels,
-                                                        dtype=torch.float32, device=self.device)
-        self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device)
-        self.std = torch.tensor(std, dtype=torch.float32, device=self.device)
+        self.fill = resolve_fill(fill)
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
         self.out_dtype = out_dtype
         self.channels_last = channels_last
-        # imputation is a solve, not a copy: once per image and fraction, not once per epoch
-        self.filled = self._road_split() if self.road and self.ranks is not None else None
+        whole_split = self.fill.whole_split_chunk is not None and self.ranks is not None
+        self.filled = self._fill_split() if whole_split else None
 
     def __len__(self) -> int:
         return self.images.shape[0]
@@ -66,21 +64,23 @@ class DeviceLoader:
         if self.filled is not None:
             memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
             return self.filled[index].contiguous(memory_format=memory_format)
-        ranks = ops.rank_rows(self.ranks, index) if self.ranks is not None else None
         images = self.images[index.to(self.images.device)].to(self.device, non_blocking=True)
-        return ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean,
-                                  std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
+        if self.ranks is None:
+            return ops.mask_normalize(images, None, mean=self.mean, std=self.std, out_dtype=self.out_dtype,
+                                      channels_last=self.channels_last)
+        return self.fill.apply(images, ops.rank_rows(self.ranks, index), self.fraction, self.keep, mean=self.mean,
+                               std=self.std, ids=index, out_dtype=self.out_dtype, channels_last=self.channels_last)
 
-    def _road_split(self) -> torch.Tensor:
-        """The whole split with its removed pixels imputed (roarfast.imputation), normalized, on the device."""
-        from roarfast.imputation import ROAD_CHUNK, road_normalize
-
+    def _fill_split(self) -> torch.Tensor:
+        """The whole split filled (a fill that costs more than a copy, like road's solve: once per image and
+        fraction, not once per epoch), normalized, on the device, whole_split_chunk images a call."""
+        chunk = self.fill.whole_split_chunk
         parts = []
-        for start in range(0, len(self), ROAD_CHUNK):
-            rows = torch.arange(start, min(len(self), start + ROAD_CHUNK), device=self.device)
-            images = self.images[start:start + ROAD_CHUNK].to(self.device)
-            parts.append(road_normalize(images, ops.rank_rows(self.ranks, rows), self.fraction, self.keep, mean=self.mean,
-                                        std=self.std, ids=rows, out_dtype=self.out_dtype))
+        for start in range(0, len(self), chunk):
+            rows = torch.arange(start, min(len(self), start + chunk), device=self.device)
+            images = self.images[start:start + chunk].to(self.device)
+            parts.append(self.fill.apply(images, ops.rank_rows(self.ranks, rows), self.fraction, self.keep,
+                                         mean=self.mean, std=self.std, ids=rows, out_dtype=self.out_dtype))
         return torch.cat(parts)
 
     def batches(self, index: torch.Tensor, batch_size: int, *, shuffle: bool = False, augment_spec=None,

@@ -1,8 +1,8 @@
 """Batches streamed from a JPEG tree too large for memory (a FileSet from load_imagefolder): DALI (or,
 without it, the CPU decoder: roarfast.data.decode) decodes each batch to the evaluation canvas
-(resize-shorter + center crop), then ROAR/KAR masking (ops.mask_normalize, or roarfast.imputation per
-batch) and augmentation as in DeviceLoader. Rank rows are verified (RankRecord.verify) before a batch
-reads them.
+(resize-shorter + center crop), then ROAR/KAR masking (the fill's `apply`, per batch for every fill:
+ops.mask_normalize for a constant, road's imputation) and augmentation as in DeviceLoader. Rank rows are
+verified (RankRecord.verify) before a batch reads them.
 
 Alignment: the per-sample source of roarfast.data.dali maps DALI's `sample_info.idx_in_epoch` to a
 sample index i of the split (from an order planned on our side, shuffled like DeviceLoader shuffles)
@@ -20,8 +20,7 @@ import torch
 from roarfast import ops
 from roarfast.data.base import FileSet
 from roarfast.data.augment import augment
-from roarfast.imputation import is_road, road_normalize
-from roarfast.store import RankRecord
+from roarfast.fills import resolve_fill
 
 
 class StreamLoader:
@@ -47,21 +46,19 @@ class StreamLoader:
         self.resize, self.crop, self.decoder = files.canvas["resize"], files.canvas["crop"], files.canvas["decoder"]
         self.ranks = None if ranks is None else self._check_ranks(ranks, self.crop)
         # a RankRecord's rows are verified (checksums, range) before a batch reads them from its memory map
-        self.record = ranks if isinstance(ranks, RankRecord) else None
+        self.record = ranks if callable(getattr(ranks, "verify", None)) else None
         self.device = torch.device(device)
         self.labels = files.labels.to(self.device)
         self.fraction, self.keep = fraction, keep
-        self.road = is_road(fill)
-        self.fill = None if self.road else torch.tensor(fill if fill is not None else [0.0] * 3, dtype=torch.float32,
-                                                        device=self.device)
-        self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device)
-        self.std = torch.tensor(std, dtype=torch.float32, device=self.device)
+        self.fill = resolve_fill(fill)
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
         self.out_dtype, self.channels_last = out_dtype, channels_last
         self.num_threads = num_threads or os.cpu_count() or 1
 
     def _check_ranks(self, ranks, crop: int) -> np.ndarray:
         """ranks as a numpy array (a memory map stays one) after checking it matches the split's files."""
-        record = isinstance(ranks, RankRecord)
+        record = callable(getattr(ranks, "verify", None))  # a rank store's record (roarfast.store.RankRecord)
         source = f"ranks of {ranks.method!r}/{ranks.split!r}" if record else "ranks"
         array = ranks.ranks if record else ranks
         if isinstance(array, torch.Tensor):
@@ -103,12 +100,12 @@ class StreamLoader:
             images = batch["images"].to(self.device, non_blocking=True)
             rows = batch["index"].to(self.device, non_blocking=True)
             ranks = batch["ranks"].to(self.device, non_blocking=True) if self.ranks is not None else None
-            if self.road and ranks is not None:  # imputed per batch, noise keyed by the sample: alike every epoch
-                x = road_normalize(images, ranks, self.fraction, self.keep, mean=self.mean, std=self.std, ids=rows,
-                                   out_dtype=self.out_dtype, channels_last=self.channels_last)
-            else:
-                x = ops.mask_normalize(images, ranks, self.fraction, self.fill, self.keep, mean=self.mean,
-                                       std=self.std, out_dtype=self.out_dtype, channels_last=self.channels_last)
+            if ranks is None:
+                x = ops.mask_normalize(images, None, mean=self.mean, std=self.std, out_dtype=self.out_dtype,
+                                       channels_last=self.channels_last)
+            else:  # filled per batch, whatever the fill draws keyed by the sample (rows): alike every epoch
+                x = self.fill.apply(images, ranks, self.fraction, self.keep, mean=self.mean, std=self.std, ids=rows,
+                                    out_dtype=self.out_dtype, channels_last=self.channels_last)
             if augment_spec is not None:
                 x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
             yield (x, self.labels[rows], rows) if with_index else (x, self.labels[rows])

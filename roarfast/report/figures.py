@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from roarfast.errors import UserError
-from roarfast.fills import DEFAULT_FILL, fill_values
+from roarfast.fills import DEFAULT_FILL, resolve_fill
 from roarfast.modes import KAR, MODES, ROAR, control_mode
 from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, shown_bounds
 from roarfast.report.load import method_order
@@ -289,13 +289,12 @@ def figure_controls(summary: dict):
 
 def example_grid(summary: dict, context, run):
     """(images float ndarray[rows, cols, H, W, C] in [0, 1], row labels, column labels, fill name) of test image
-    EXAMPLE_INDEX masked as retraining masked it (ops.mask_normalize, fills.fill_values, then back to
+    EXAMPLE_INDEX masked as retraining masked it (the fill's `apply`, then back to
     pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve.
     The only part of the report that needs the compiled extension: it is imported here."""
     import numpy as np
     import torch
 
-    from roarfast import ops
     from roarfast.data.base import FileSet
 
     ds = context.dataset
@@ -304,7 +303,7 @@ def example_grid(summary: dict, context, run):
     if isinstance(ds.test, FileSet):
         raise UserError("the dataset is streamed from disk; the grid draws in-memory datasets only")
     fill_name = DEFAULT_FILL if DEFAULT_FILL in summary["fills"] else summary["fills"][0]
-    fill = fill_values(fill_name, ds.mean, ds.std)
+    fill = resolve_fill(fill_name)
     columns = [(mode, f) for mode in MODES for f in sorted({g["fraction"] for g in summary["groups"]
                                                             if g["mode"] == mode and g["fill"] == fill_name})]
     store = run.rank_store
@@ -321,7 +320,8 @@ def example_grid(summary: dict, context, run):
         ranks = run.read_ranks(method, "test", ds.fingerprint).rows([EXAMPLE_INDEX])
         row = [original]
         for mode, fraction in columns:
-            x = ops.mask_normalize(image, ranks, float(fraction), fill, mode == "kar", mean=ds.mean, std=ds.std)
+            x = fill.apply(image, ranks, float(fraction), mode == "kar", mean=ds.mean, std=ds.std,
+                           ids=torch.tensor([EXAMPLE_INDEX]))
             row.append((x * std + mean).clamp(0, 1)[0].permute(1, 2, 0).numpy())
         rows.append(row)
     labels = ["original"] + [f"{mode.upper()} {f:.0%}" for mode, f in columns]

@@ -54,7 +54,8 @@ class MeasurementKey:
                              f"got {self.mode!r}")
         without_fill = self.kind == RETRAIN and is_control(self.mode)
         if (self.fill is None) != without_fill or (self.fill is not None and self.fill not in FILLS):
-            raise ValueError(f"fill must be {'None for a mask-only control' if without_fill else f'one of {FILLS}'}, "
+            expected = "None for a mask-only control" if without_fill else f"one of {', '.join(FILLS.names)}"
+            raise ValueError(f"fill must be {expected}, "
                              f"got {self.fill!r}")
         if isinstance(self.fraction, bool) or not isinstance(self.fraction, (int, float)):
             raise ValueError(f"fraction must be a number in [0, 1], got {self.fraction!r}")

@@ -1,4 +1,4 @@
-"""--fill road (roarfast.imputation): the loader's imputed split against scipy's solve plus the reference
+"""--fill road (roarfast.fills.road): the loader's imputed split against scipy's solve plus the reference
 Philox noise, filled once (every batch and epoch alike), KAR's removed set, bad fills and ranks."""
 
 import pytest
@@ -7,8 +7,8 @@ import torch
 from roarfast import _reference as ref
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.fills import fill_values
-from roarfast.imputation import ROAD_NOISE, removed_pixels
+from roarfast.fills import removed_pixels, resolve_fill
+from roarfast.fills.road import ROAD, ROAD_NOISE
 
 MEAN, STD = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)
 
@@ -82,11 +82,11 @@ def test_removed_pixels_counts_and_value_ranks():
 
 
 def test_fill_names():
-    assert fill_values("road", MEAN, STD) == "road"
+    assert resolve_fill("road") is ROAD and ROAD.values(MEAN, STD) is None  # computed: no constant to give
     with pytest.raises(ValueError, match="dataset-mean, imagenet-mean, zero, road"):
-        fill_values("roads", MEAN, STD)
+        resolve_fill("roads")
     images, labels, ranks = split()
-    with pytest.raises(ValueError, match="fill should be a sequence of numbers or 'road'"):
+    with pytest.raises(ValueError, match="unknown fill 'mean'"):
         DeviceLoader(images, labels, MEAN, STD, "cpu", ranks=ranks, fraction=0.5, fill="mean")
 
 
@@ -94,10 +94,8 @@ def test_fill_names():
 def test_road_fills_a_wholly_removed_image_with_the_dataset_mean(fraction, keep):
     """No kept neighbour anywhere: every pixel takes the dataset's channel mean (0 after normalization, like
     the default fill) plus the noise, not black (-mean / std after normalization)."""
-    from roarfast.imputation import road_normalize
-
     images, _, ranks = split(n=3)
     ids = torch.arange(3)
-    got = road_normalize(images, ranks, fraction, keep, mean=torch.tensor(MEAN), std=torch.tensor(STD), ids=ids)
+    got = ROAD.apply(images, ranks, fraction, keep, mean=torch.tensor(MEAN), std=torch.tensor(STD), ids=ids)
     z = ref.impute_noise_normals(ids, 3 * 8 * 8, 0).view(3, 3, 8, 8).double()
     torch.testing.assert_close(got.double(), ROAD_NOISE * z / torch.tensor(STD).view(1, 3, 1, 1), atol=1e-5, rtol=0)
