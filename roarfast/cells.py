@@ -190,7 +190,7 @@ class CellTrainer:
         CPU threads it trained with, on which CPU accuracies depend)."""
         import torch
 
-        from roarfast.stats import chance_rate
+        from roarfast.chance import chance_rate
         from roarfast.train import Masking, train_classifier
 
         train_ranks, test_ranks = self._ranks(cell.method)
