@@ -1,4 +1,4 @@
-"""The retraining step (DESIGN.md section 10): a cell is (method, mode, fraction, seed) under one
+"""The retraining step of ROAR: a cell is (method, mode, fraction, seed) under one
 configuration, a classifier trained from scratch on masked train images and tested on masked test images;
 its control (`control=True`) is the same cell trained and tested on the removal pattern alone (mode
 "<mode>-mask").
@@ -102,7 +102,7 @@ def cell_recipe(run, ds, device, options: CellOptions):
     on `device` with options.amp, options.epochs and options.recipe."""
     from roarfast.checkpoint import recorded_model
     from roarfast.recipe import default_model, recipe_for
-    from roarfast.train import checked_model
+    from roarfast.probe import checked_model
 
     meta = run.base_meta()
     if options.model is None and meta.get("model"):
@@ -190,7 +190,7 @@ class CellTrainer:
         CPU threads it trained with, on which CPU accuracies depend)."""
         import torch
 
-        from roarfast.stats import chance_rate
+        from roarfast.chance import chance_rate
         from roarfast.train import Masking, train_classifier
 
         train_ranks, test_ranks = self._ranks(cell.method)

@@ -20,7 +20,7 @@ from roarfast.fills import DEFAULT_FILL, ROAD_FILL
 
 
 class Study:
-    """One run directory's study (DESIGN.md section 12); every argument is checked here, before any work.
+    """One run directory's study (README, "Your model and data"); every argument is checked here, before any work.
 
     Args:
         run_dir: the run directory (created by the first step that writes).
@@ -52,7 +52,7 @@ class Study:
         from roarfast.extract import ExtractOptions
         from roarfast.grid import preset_grid
         from roarfast.options import parse_list
-        from roarfast.train import checked_model
+        from roarfast.probe import checked_model
 
         self.run_dir = Path(run_dir)
         if isinstance(methods, str) or callable(methods):

@@ -1,4 +1,4 @@
-"""`roarfast sweep`: the whole benchmark grid (DESIGN.md section 10) — methods x modes x fractions x
+"""`roarfast sweep`: the whole benchmark grid (README, "The whole benchmark") — methods x modes x fractions x
 seeds, each cell beside its mask-only control — resumable, shareable and local or on Ray.
 
 It trains the base model when the run directory has none, extracts the ranks the store lacks, plans the
@@ -70,7 +70,7 @@ def _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_o
     written. Trained under the run directory's claim, so of several sweeps started together one trains it
     and the others wait and reuse it."""
     from roarfast.checkpoint import recorded_model
-    from roarfast.train import run_train
+    from roarfast.basemodel import run_train
 
     def trained(meta) -> bool:
         return bool(meta) and meta.get("dataset_fingerprint") == ds.fingerprint
@@ -100,7 +100,8 @@ def _base_options(run, ds, grid, methods, device, seed, extract_options):
 
     from roarfast.extract import ExtractOptions, check_methods, method_params
     from roarfast.recipe import default_model
-    from roarfast.train import TrainOptions, checked_model
+    from roarfast.basemodel import TrainOptions
+    from roarfast.probe import checked_model
 
     spec = checked_model(grid.model or default_model(ds, device), ds)
     with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were

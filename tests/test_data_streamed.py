@@ -136,7 +136,7 @@ def test_extract_and_retrain_streamed_equal_in_memory(both, tmp_path, monkeypatc
     from roarfast.extract import ExtractOptions, run_extract
     from roarfast.retrain import RetrainOptions, run_retrain
     from roarfast.rundir import RunDir
-    from roarfast.train import TrainOptions, run_train
+    from roarfast.basemodel import TrainOptions, run_train
 
     monkeypatch.setattr(extract, "CHUNK_IMAGES", 7)  # batches of 4 straddle chunk boundaries
     out = {}

@@ -1,4 +1,4 @@
-"""The mask-only control (DESIGN.md section 2, mask leakage): a model trained and tested on a cell's
+"""The mask-only control (README, "Semantics": mask leakage): a model trained and tested on a cell's
 removal pattern alone. The pattern loader hands over exactly +-1 patterns; a pattern that encodes the
 class is learned, one independent of it is not; retrain records the control beside its cell."""
 

@@ -47,7 +47,7 @@ def test_dataset_spec_explicit_arguments_win_over_the_record(tmp_path):
 
 def test_the_base_model_is_loaded_only_for_its_dataset(tmp_path):
     from roarfast.data import load_dataset
-    from roarfast.train import TrainOptions, run_train
+    from roarfast.basemodel import TrainOptions, run_train
 
     run = RunDir(tmp_path)
     small = load_dataset("embedded", num_train=64, num_test=16)

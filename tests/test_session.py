@@ -1,5 +1,5 @@
 """End to end on the embedded dataset (CPU): the three commands a user types first, with no other
-arguments, then the benchmark's own correctness checks (DESIGN.md section 3):
+arguments, then the benchmark's own correctness checks (README, "The embedded dataset"):
 oracle ROAR at the fraction covering the object ~ chance, random ROAR at 0.5 far above it, oracle
 KAR at that fraction ~ the unmodified accuracy, and the oracle's mask-only control ~ chance."""
 

@@ -1,19 +1,26 @@
-"""Training: seeded determinism on CPU, model selection on val, masking of every split, the schedule,
-run_train's checkpoint, and (slow) the CPU default learning the embedded dataset."""
+"""Training: the loop against a straight-line reference, seeded determinism on CPU, model selection on val,
+masking of every split, the schedule, run_train's checkpoint, data parallelism, and (slow) the CPU default
+learning the embedded dataset."""
 
+import copy
 import json
+import math
 
 import pytest
 import torch
 
 from roarfast import ops
+from roarfast.basemodel import TrainOptions, run_train
 from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
-from roarfast.data.loader import DeviceLoader
+from roarfast.data.augment import Augment
+from roarfast.data.loader import DeviceLoader, pattern_loader, split_loader
 from roarfast.errors import UserError
+from roarfast.models import resolve_model
 from roarfast.recipe import MIN_STEPS_PER_EPOCH, PLUGIN_RECIPES, Recipe, default_recipe, resolve_amp
 from roarfast.rundir import RunDir
-from roarfast.train import Masking, TrainOptions, _init_model, accuracy, lr_at, run_train, train_classifier
+from roarfast.train import Masking, accuracy, train_classifier
+from roarfast.train.state import Selection, init_model, lr_at
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 
@@ -21,6 +28,107 @@ TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 @pytest.fixture(scope="module")
 def tiny():
     return load_dataset("embedded", num_train=200, num_test=60, seed=0)
+
+
+def _reference_training(ds, recipe: Recipe, seed: int, masking: Masking | None):
+    """The training loop written straight through in fp32 on CPU, from the model, the loaders and torch alone:
+    (val_acc, test_acc, best_epoch, [(lr, train_loss, val_acc) per epoch], final state dict)."""
+    options = dict(out_dtype=torch.float32, channels_last=recipe.channels_last)
+    loaders = {}
+    for split in ("train", "test"):
+        ranks = None if masking is None else getattr(masking, f"{split}_ranks")
+        if masking is not None and masking.mask_only:
+            loaders[split] = pattern_loader(ds, split, "cpu", ranks=ranks, fraction=masking.fraction,
+                                            keep=masking.keep, **options)
+        elif masking is not None:
+            loaders[split] = split_loader(ds, split, "cpu", ranks=ranks, fraction=masking.fraction, keep=masking.keep,
+                                          fill=masking.fill, **options)
+        else:
+            loaders[split] = split_loader(ds, split, "cpu", **options)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = resolve_model("fastnet").build(ds.num_classes, ds.image_size, ds.channels)
+    net = net.to(memory_format=torch.channels_last) if recipe.channels_last else net
+    ema = copy.deepcopy(net).eval() if recipe.ema_decay is not None else None
+    params = list(net.parameters())
+    optimizer = torch.optim.SGD([{"params": [p for p in params if p.dim() > 1], "weight_decay": recipe.weight_decay},
+                                 {"params": [p for p in params if p.dim() <= 1], "weight_decay": 0.0}],
+                                lr=recipe.lr, momentum=recipe.momentum, nesterov=True)
+    per_epoch = len(ds.train_index) // recipe.batch_size
+    total = per_epoch * recipe.epochs
+    warm = max(1, round(recipe.warmup * total))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.1 + 0.9 * s / warm if s < warm else
+                                                 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm))))
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
+    generator = torch.Generator().manual_seed(seed)
+    augment = Augment(flip=recipe.flip, translate=recipe.translate)
+
+    @torch.no_grad()
+    def score(model, loader, index):
+        model.eval()
+        correct = sum(int((model(x).argmax(1) == y).sum()) for x, y in loader.batches(index, recipe.eval_batch_size))
+        return correct / len(index)
+
+    best, history = (-1.0, 0, None), []
+    for epoch in range(1, recipe.epochs + 1):
+        net.train()
+        loss_sum = torch.zeros(())
+        for x, y in loaders["train"].batches(ds.train_index, recipe.batch_size, shuffle=True, augment_spec=augment,
+                                             generator=generator, drop_last=True):
+            logits = net(x)
+            loss = loss_fn(logits.float(), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            if ema is not None:
+                with torch.no_grad():
+                    for e, p in zip(ema.parameters(), net.parameters()):
+                        e.lerp_(p, 1.0 - recipe.ema_decay)
+                    for e, b in zip(ema.buffers(), net.buffers()):
+                        e.copy_(b)
+            loss_sum += loss.detach() * y.shape[0]
+        val_acc = score(ema if ema is not None else net, loaders["train"], ds.val_index)
+        history.append((optimizer.param_groups[0]["lr"], float(loss_sum) / (per_epoch * recipe.batch_size), val_acc))
+        if val_acc > best[0]:
+            best = (val_acc, epoch, copy.deepcopy((ema if ema is not None else net).state_dict()))
+    net.load_state_dict(best[2])
+    test_acc = score(net, loaders["test"], torch.arange(len(ds.test)))
+    return best[0], test_acc, best[1], history, net.state_dict()
+
+
+def _random_ranks(n: int, seed: int) -> torch.Tensor:
+    return ops.rank(torch.rand(n, 32, 32, generator=torch.Generator().manual_seed(seed)))
+
+
+@pytest.mark.parametrize("masked,ema", [(None, True), ("kar", False), ("control", True)])
+def test_the_loop_equals_a_straight_line_reference(tiny, masked, ema):
+    """State, step and selection together train exactly as the loop written straight through: the same
+    accuracies, selected epoch, per-epoch learning rate, loss and val accuracy, and bit-identical weights."""
+    recipe = TINY.replace(epochs=3, ema_decay=0.9 if ema else None)
+    masking = None
+    if masked is not None:
+        masking = Masking(train_ranks=_random_ranks(len(tiny.train), 1), test_ranks=_random_ranks(len(tiny.test), 2),
+                          fraction=0.4, keep=masked == "kar", fill=(0.5, -0.5, 0.0), mask_only=masked == "control")
+    val_acc, test_acc, best_epoch, history, weights = _reference_training(tiny, recipe, 3, masking)
+    result = train_classifier(tiny, "fastnet", recipe, "cpu", seed=3, masking=masking, progress=False)
+    assert (result.val_acc, result.test_acc, result.best_epoch) == (val_acc, test_acc, best_epoch)
+    assert [(h["lr"], h["train_loss"], h["val_acc"]) for h in result.history] == history
+    trained = result.model.state_dict()
+    assert trained.keys() == weights.keys()
+    for key, value in weights.items():
+        assert torch.equal(trained[key], value), key
+
+
+def test_selection_keeps_the_earliest_best_epoch_as_a_copy():
+    model = torch.nn.Linear(2, 1)
+    selection = Selection()
+    for epoch, val_acc in enumerate([0.3, 0.5, 0.5, 0.4], start=1):
+        selection.offer(val_acc, epoch, model)
+        with torch.no_grad():
+            model.weight.add_(1.0)  # the next epoch's weights
+    assert (selection.val_acc, selection.epoch) == (0.5, 2)
+    torch.testing.assert_close(selection.weights["weight"], model.weight.detach() - 3.0)
 
 
 def test_same_seed_same_weights_other_seed_other_weights(tiny):
@@ -112,14 +220,14 @@ def test_mixed_precision_training(tiny, monkeypatch, amp, dtype):
     monkeypatch.setattr(torch.amp.GradScaler, "scale",
                         lambda self, loss: scaled.append(self.is_enabled()) or real_scale(self, loss))
     seen = []
-    real_init = _init_model
+    real_init = init_model
 
     def hooked_init(*args):
         model = real_init(*args)
         model.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].dtype))
         return model
 
-    monkeypatch.setattr("roarfast.train._init_model", hooked_init)
+    monkeypatch.setattr("roarfast.train.state.init_model", hooked_init)
     result = train_classifier(tiny, "fastnet", TINY.replace(amp=amp, epochs=4), "cpu", seed=0, progress=False)
     assert set(seen) == {dtype}
     assert scaled and set(scaled) == {amp == "fp16"}
@@ -142,7 +250,7 @@ def test_run_train_writes_a_checkpoint_that_reproduces_its_accuracy(tmp_path, ti
 
 @pytest.mark.slow
 def test_cpu_default_learns_the_embedded_dataset_from_the_object_only():
-    """DESIGN.md section 3: the CPU default learns the embedded set (>= 90%), and with the object removed
+    """README, "The embedded dataset": the CPU default learns the embedded set (>= 90%), and with the object removed
     (oracle ROAR at the covering fraction 64/1024) nothing is left to learn (near chance)."""
     ds = load_dataset("embedded")
     recipe = default_recipe("fastnet", "cpu")
@@ -180,7 +288,7 @@ def test_data_parallel_ranks_end_identical(tmp_path):
     for key in keys:
         assert torch.equal(opened[0].get_tensor(key), opened[1].get_tensor(key)), key
     # the ranks trained: weights moved from the common initialization
-    fresh = _init_model("fastnet", load_dataset("embedded", num_train=120, num_test=40), 0, "cpu", TINY)
+    fresh = init_model("fastnet", load_dataset("embedded", num_train=120, num_test=40), 0, "cpu", TINY)
     assert not torch.equal(fresh.head.weight, opened[0].get_tensor("head.weight"))
 
 

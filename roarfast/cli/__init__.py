@@ -233,7 +233,7 @@ def main():
 @_friendly_errors
 def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, recipe, amp):
     """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
-    from roarfast.train import TrainOptions, run_train
+    from roarfast.basemodel import TrainOptions, run_train
 
     options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp, recipe=recipe)
     summary = run_train(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,

@@ -1,0 +1,44 @@
+"""Chance on a split (roarfast.chance): the share of the most frequent label, computed where a retraining
+worker needs it without the statistics' scipy."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from roarfast.chance import chance_rate
+
+
+def test_chance_is_the_share_of_the_most_frequent_label():
+    assert chance_rate([0, 1, 1, 2, 1, 0]) == 0.5
+    assert chance_rate(torch.tensor([3, 3, 3, 0])) == 0.75  # labels absent from the split count for nothing
+    with pytest.raises(ValueError, match="at least one label"):
+        chance_rate([])
+
+
+#: a worker's path: a CellTrainer trains one cell (ranks handed over in memory), then scipy is looked for
+_WORKER = """
+import sys
+from types import SimpleNamespace
+import torch
+from roarfast.cells import Cell, CellTrainer
+from roarfast.data import load_dataset
+from roarfast.models import resolve_model
+from roarfast.recipe import Recipe
+
+ds = load_dataset("embedded", num_train=64, num_test=20, seed=0)
+ranks = {split: torch.zeros(len(ds.split(split)), 32, 32, dtype=torch.int32) for split in ("train", "test")}
+run = SimpleNamespace(rank_store=None,
+                      read_ranks=lambda method, split, fingerprint: SimpleNamespace(tensor=lambda: ranks[split]))
+trainer = CellTrainer(run, ds, resolve_model("fastnet"), Recipe(epochs=1, batch_size=32), "dataset-mean", "cpu")
+metrics = trainer.train(Cell("random", "roar", 0.5, 0))
+counts = torch.bincount(ds.test.labels)
+assert metrics["test_chance"] == counts.max().item() / len(ds.test), metrics
+assert "scipy" not in sys.modules, sorted(m for m in sys.modules if m.startswith("scipy"))[:5]
+"""
+
+
+def test_a_worker_trains_a_cell_without_importing_scipy():
+    result = subprocess.run([sys.executable, "-c", _WORKER], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
