@@ -6,7 +6,7 @@ makes other ranks (roarfast.extract compares the two):
 - a Python object with no import path (a notebook's function): a digest of what it runs, so an edited
   notebook function is another estimator: its bytecode, constants (nested functions' code included) and
   the names it uses, its defaults, the values of its closure cells, and the globals it reads that are plain
-  values or functions of its own module (a notebook's helpers), each digested the same way;
+  values, tensors or functions of its own module (a notebook's helpers), each digested the same way;
 - a `captum:` class: captum's version and the class (the arguments passed are recorded with the parameters).
 
 Values are digested by what they hold: numbers, text, bytes and containers of them exactly, tensors and arrays
@@ -35,7 +35,8 @@ def object_identity(obj, name: str) -> dict:
     """{"code_sha256": ...}: the digest of what `obj` (a function or a callable object) runs; a UserError naming
     `name` and the value that cannot be digested."""
     try:
-        described = _describe(inspect.unwrap(obj), "the estimator", set())
+        # not unwrapped: a decorator's wrapper holds the wrapped function and the decorator's values in its closure
+        described = _describe(obj, "the estimator", set())
     except _Undigestible as err:
         raise UserError(f"--method {name}: {err}, which cannot be told apart from an edited one, so a change "
                         f"in it would not make new ranks; hold plain values (numbers, text, tuples, tensors) or "
@@ -127,15 +128,16 @@ def _function(function: types.FunctionType, where: str, seen: set) -> list:
 
 
 def _globals(function: types.FunctionType, seen: set) -> dict:
-    """The globals `function` reads that are plain values or functions of its own module (a notebook's helper
-    functions and constants); modules, classes and other objects count by the name it uses (co_names)."""
+    """The globals `function` reads that are plain values, tensors or arrays, or functions of its own module (a
+    notebook's helper functions and constants); modules, classes and other objects count by the name it uses
+    (co_names)."""
     out = {}
     for name in sorted(_names(function.__code__)):
         if name not in function.__globals__:
             continue
         value = function.__globals__[name]
         own_function = isinstance(value, types.FunctionType) and value.__module__ == function.__module__
-        if own_function or _plain(value):
+        if own_function or _plain(value) or _array(value) is not None:
             out[name] = _describe(value, f"global {name!r} of {function.__qualname__}", seen)
     return out
 
