@@ -257,6 +257,7 @@ def check_methods(model, ds, methods, params, device) -> list[str]:
     from roarfast.methods.requirements import check_model
     from roarfast.resolver import BUILTIN
 
+    registry.check_required(methods, params.args)
     explained = [m for m in methods if not model_free(m)]
     notes = check_model(model, explained, params.gradcam_layer) if explained else []
     outside = [m for m in explained if registry.get(m).form != BUILTIN]

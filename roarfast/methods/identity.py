@@ -17,7 +17,6 @@ apart from an edited one, so an estimator holding one is refused with what to do
 import enum
 import functools
 import hashlib
-import inspect
 import json
 import types
 

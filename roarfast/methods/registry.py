@@ -81,13 +81,19 @@ def parse_methods(spec: str | Sequence) -> list[str]:
 
 def check_arguments(names, args) -> None:
     """Refuses (UserError, one line) a --method-arg that none of the estimators `names` takes (naming what each
-    takes), and an estimator that lacks an argument it cannot run without (naming it and how to pass it)."""
+    takes), and an estimator that lacks an argument it cannot run without (check_required)."""
     records = [get(name) for name in names]
     for arg in args:
         if not any(record.takes(arg) for record in records):
             takes = "; ".join(f"{record.name} takes {record.accepted()}" for record in records)
             raise UserError(f"--method-arg {arg}: no estimator of this run takes it ({takes})")
-    for record in records:
+    check_required(names, args)
+
+
+def check_required(names, args) -> None:
+    """Refuses (UserError, one line) an estimator of `names` that lacks an argument it cannot run without among
+    `args`, naming it and how to pass it."""
+    for record in (get(name) for name in names):
         missing = [arg for arg in record.required if arg not in args]
         if missing:
             where = record.arguments[missing[0]]
