@@ -47,9 +47,9 @@ def test_all_is_every_built_in():
 
 @pytest.mark.parametrize("spec", ["smoothgrad", "sg-xyz", "captum"])
 def test_unknown_names_list_every_form(spec):
-    with pytest.raises(ValueError, match=rf"--method should be estimators, comma-separated: a built-in name \(grad \| "
-                                         rf"ig \| gb .*sg-sq-gb.*\), captum:<name>.*package.module:function.*short "
-                                         rf"forms sg \(= sg-grad\).*'all'.*got '{spec}'"):
+    with pytest.raises(ValueError, match=rf"unknown method '{spec}'; --method takes estimators, comma-separated: a "
+                                         rf"built-in name \(grad \| ig \| gb .*sg-sq-gb.*\), captum:<name>.*"
+                                         rf"package.module:function.*short forms sg \(= sg-grad\).*'all'"):
         parse_methods(spec)
 
 

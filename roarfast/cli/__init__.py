@@ -246,8 +246,7 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 def _parameter_option(parameter):
     """The flag of an estimator or ranking parameter, its type, default and help from its table entry."""
     kind = click.Choice(parameter.choices) if parameter.choices else parameter.kind
-    return click.option(*parameter.flags, parameter.name, type=kind, default=parameter.default, help=parameter.help,
-                        show_default=parameter.default is not None)
+    return click.option(*parameter.flags, parameter.name, type=kind, default=parameter.default, help=parameter.help)
 
 
 #: the estimator parameters that have flags, and the ranking options (roarfast.methods.parameters)

@@ -105,7 +105,7 @@ def captum_maps(model, batch, target, params, name: str):
     kwargs = {arg: _captum_value(value) for arg, value in args.items() if arg in attribute}
     if "target" in attribute:
         kwargs["target"] = target
-    if "baselines" in attribute:
+    if "baselines" in attribute and params.ig_baseline is not None:  # extraction always sets it (black)
         kwargs["baselines"] = params.baseline(x).expand_as(x).contiguous()
     if "n_steps" in attribute:
         kwargs["n_steps"] = params.ig_steps

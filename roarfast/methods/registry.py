@@ -37,7 +37,7 @@ def get(spec) -> Estimator:
     try:
         query = ESTIMATORS.query(spec)
     except UserError:
-        raise UserError(f"--method should be {method_forms()}, got {spec!r}") from None
+        raise UserError(f"unknown method {spec!r}; --method takes {method_forms()}") from None
     if query.form == BUILTIN:
         return query.entry.value
     if query.form == SCHEME:
