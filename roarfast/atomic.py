@@ -1,7 +1,12 @@
-"""Files replaced atomically and durably: a reader sees the old or the new file, never a mix, and a
-kill or power loss after the call returns keeps the new one. Every file roarfast rewrites in place
-(manifests, checkpoints, run-directory and cache records) goes through here."""
+"""Files and directories replaced atomically and durably, never through a link: a reader sees the old or
+the new file, never a mix, a kill or power loss after the call returns keeps the new one, and a symbolic
+link planted where roarfast writes is refused (one line naming it), its target left alone. Every file
+roarfast writes in a run directory goes through here: records and checkpoints by `replace_file` /
+`write_json` / `write_record`, files written in place (claim locks, rank arrays) opened by `open_nofollow`,
+the report swapped in whole by `replace_dir`."""
 
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -14,10 +19,39 @@ from roarfast.errors import UserError
 WRITE_MARGIN_BYTES = 16 << 20
 
 
+def refuse_link(path) -> None:
+    """A UserError naming `path` when it is a symbolic link: roarfast writes no file through one."""
+    if os.path.islink(path):
+        raise UserError(f"refusing to write {path}: it is a symbolic link (to {os.readlink(path)}), and roarfast "
+                        f"writes nothing through a link; remove it and rerun")
+
+
+def open_nofollow(path, flags: int, mode: int = 0o644) -> int:
+    """os.open(path, flags) that refuses a symbolic link at `path` (refuse_link's one line) instead of
+    opening its target: for the files written in place (claim locks, rank arrays)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            refuse_link(path)
+        raise
+
+
+def _fsync_dir(directory) -> None:
+    """Makes the entries of `directory` (a rename into it) durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def replace_file(path, write) -> None:
-    """Calls write(tmp_path) on a temporary file beside `path`, syncs it, renames it over `path` and syncs
-    the directory entry (the rename is durable only once that is)."""
+    """Calls write(tmp_path) on a temporary file beside `path` (created new, so no link can be there), syncs
+    it, renames it over `path` and syncs the directory entry (the rename is durable only once that is). A
+    symbolic link at `path` is refused (refuse_link)."""
     path = Path(path)
+    refuse_link(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
@@ -28,17 +62,115 @@ def replace_file(path, write) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    _fsync_dir(path.parent)
+
+
+def replace_bytes(path, data: bytes) -> None:
+    """Replaces `path` by `data` (replace_file), written through the temporary file's own descriptor."""
+    def write(tmp: Path) -> None:
+        fd = open_nofollow(tmp, os.O_WRONLY | os.O_TRUNC)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+
+    replace_file(path, write)
 
 
 def write_json(path, data, indent: int = 1) -> None:
     """Replaces `path` by `data` as JSON (sorted keys; non-JSON values as their str)."""
-    text = json.dumps(data, indent=indent, sort_keys=True, default=str)
-    replace_file(path, lambda tmp: tmp.write_text(text))
+    replace_bytes(path, json.dumps(data, indent=indent, sort_keys=True, default=str).encode())
+
+
+def write_record(path, record: dict, indent: int = 1) -> None:
+    """Replaces `path` by `record` sealed with its digest (fingerprint.seal), which every reader checks
+    (fingerprint.read_record)."""
+    from roarfast.fingerprint import seal
+
+    write_json(path, seal(record), indent=indent)
+
+
+def replace_dir(path, build):
+    """Builds a new directory with `build(tmp)` and swaps it in whole at `path`; returns what build returns.
+
+    `build` receives a fresh temporary directory beside `path` (`.<name>.build-*`, same filesystem) and
+    writes everything there (paths it returns point into it, not into `path`). Then every file in it is
+    synced, the previous `path` (if any) is renamed aside to `.<name>.previous`, the new one renamed to
+    `path`, and the previous removed. `path` is replaced whole: whatever it held before is gone. A symbolic
+    link at `path`, or a file, is refused (one line naming it). One call at a time per `path`: an
+    exclusive lock on `.<name>.lock` beside it, released when the call ends or the process dies.
+
+    What a failure or a kill leaves:
+    - in `build` (an exception, a full disk): `path` as it was; the temporary directory is removed (a kill
+      leaves it, and the next call on `path` removes it);
+    - after `path` was renamed aside, before the new one is in (a kill, or the rename failing): no `path`,
+      the previous whole at `.<name>.previous`; a failed rename puts it back at once, a kill is undone by
+      the next call, which renames it back before building;
+    - after the new one is in: the new `path` whole; the previous, if not yet removed, at
+      `.<name>.previous`, removed by the next call.
+    So at every point `path` is the previous whole, the new whole, or (only after a kill between the two
+    renames, until the next call) absent with the previous whole beside it.
+    """
+    path = Path(path)
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    refuse_link(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"refusing to replace {path}: it is a file, not a directory; move it aside and rerun")
+    aside = parent / f".{path.name}.previous"
+    lock = open_nofollow(parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _recover(path, aside)
+        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{path.name}.build-"))
+        try:
+            result = build(tmp)
+            _fsync_tree(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if path.exists():
+            os.rename(path, aside)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            if aside.exists():
+                os.rename(aside, path)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync_dir(parent)
+        shutil.rmtree(aside, ignore_errors=True)
+        return result
+    finally:
+        os.close(lock)
+
+
+def _recover(path: Path, aside: Path) -> None:
+    """Undoes what a killed replace_dir on `path` left (its lock is held): the previous directory renamed
+    back when `path` is missing, else removed; stale build directories removed."""
+    if os.path.islink(aside):  # never roarfast's: a link is removed, its target left alone
+        os.unlink(aside)
+    elif aside.exists():
+        if os.path.lexists(path):
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(aside, path)
+    prefix = f".{path.name}.build-"
+    for stale in path.parent.iterdir():
+        if stale.name.startswith(prefix) and stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _fsync_tree(root: Path) -> None:
+    """Syncs every file and directory under `root` (root included), so the swapped-in tree is durable."""
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if os.path.islink(os.path.join(directory, name)):
+                continue  # a link build made: its target is not part of the tree
+            fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(directory)
 
 
 def check_writable(directory, need_bytes: int, flag: str) -> None:

@@ -1,21 +1,38 @@
 """Model checkpoints: weights in `model.safetensors` (nothing is unpickled on load) and everything else
 in `meta.json` (model name, its factory's source hash and shape arguments to rebuild it, dataset
-fingerprint, accuracies, recipe, versions). Both files are written to temporary names and renamed into place."""
+fingerprint, accuracies, recipe, versions). Both files are written to temporary names and renamed into place.
 
-import json
+Both are verified by every reader: meta.json records the sha256 of the weights (`weights_sha256`) and is
+sealed with the sha256 of itself (`record_sha256`, roarfast.fingerprint.seal); a weights file or a meta that
+does not match is refused with one line naming the file and the repair, so a damaged checkpoint is never
+loaded, and new ranks are never stamped with a damaged file's hash. A checkpoint saved before digests (a
+meta with neither field) is read unverified, with a note."""
+
+import hashlib
+import logging
 from pathlib import Path
 
-from roarfast.atomic import replace_file, write_json
-from roarfast.fingerprint import sha256_file
+from roarfast.atomic import replace_bytes, write_record
+from roarfast.fingerprint import read_record, sha256_file
+
+log = logging.getLogger(__name__)
 
 WEIGHTS = "model.safetensors"
 META = "meta.json"
 #: meta keys load_checkpoint needs to rebuild the model
 REQUIRED_META = ("model", "num_classes", "image_size", "in_channels")
+#: the meta key holding the sha256 of the weights file, written by save_checkpoint
+WEIGHTS_DIGEST = "weights_sha256"
+#: what repairs a damaged checkpoint, where the caller names no run directory
+TRAIN_AGAIN = "train the model again (`roarfast train`) or restore the file"
+
+#: weights files read unverified in this process (saved before digests; the note is said once)
+_NOTED_UNVERIFIED = set()
 
 
 def save_checkpoint(directory, model, meta: dict) -> Path:
-    """Writes model's state dict and `meta` (which must hold REQUIRED_META) into `directory`; returns it."""
+    """Writes model's state dict and `meta` (which must hold REQUIRED_META; the weights' sha256 is added as
+    WEIGHTS_DIGEST) into `directory`; returns it."""
     from safetensors.torch import save
 
     missing = [key for key in REQUIRED_META if key not in meta]
@@ -26,14 +43,16 @@ def save_checkpoint(directory, model, meta: dict) -> Path:
     # contiguous copies: safetensors stores dense row-major tensors (channels_last weights are not)
     state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
     data = save(state, metadata={"model": meta["model"]})
-    # written by Python, so a full disk or a read-only directory is an OSError naming the file
-    replace_file(directory / WEIGHTS, lambda tmp: tmp.write_bytes(data))
-    write_json(directory / META, meta, indent=2)
+    # written by Python, so a full disk or a read-only directory is an OSError naming the file; the weights
+    # first: a kill between the two leaves a meta whose digest the new weights do not match (refused)
+    replace_bytes(directory / WEIGHTS, data)
+    write_record(directory / META, {**meta, WEIGHTS_DIGEST: hashlib.sha256(data).hexdigest()}, indent=2)
     return directory
 
 
-def load_checkpoint(directory, device="cpu"):
-    """(model in eval mode on `device`, meta dict) from a directory written by save_checkpoint."""
+def load_checkpoint(directory, device="cpu", repair: str = TRAIN_AGAIN):
+    """(model in eval mode on `device`, meta dict) from a directory written by save_checkpoint, both files
+    verified (a UserError naming the damaged one and the `repair` otherwise)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -43,16 +62,17 @@ def load_checkpoint(directory, device="cpu"):
     for name in (WEIGHTS, META):
         if not (directory / name).is_file():
             raise UserError(f"no checkpoint in {directory}: {name} is missing (expected {WEIGHTS} and {META})")
-    meta = read_meta(directory)
+    meta = read_meta(directory, repair)
     missing = [key for key in REQUIRED_META if key not in meta]
     if missing:
         raise UserError(f"{directory / META} lacks {', '.join(missing)}")
+    # hashed, then memory-mapped: one more read from the page cache costs less than a copy of the bytes
+    _check_weights(directory, meta, sha256_file(directory / WEIGHTS), repair)
     model = recorded_model(meta, directory).build(meta["num_classes"], meta["image_size"], meta["in_channels"])
     try:
         state = load_file(str(directory / WEIGHTS))
     except SafetensorError as err:
-        raise UserError(f"{directory / WEIGHTS} cannot be read ({err}): it is truncated or damaged; train the model "
-                        f"again (`roarfast train`) or restore the file") from None
+        raise UserError(f"{directory / WEIGHTS} cannot be read ({err}): it is truncated or damaged; {repair}") from None
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:  # a factory or object that now builds another network
@@ -72,21 +92,33 @@ def recorded_model(meta: dict, where):
     return spec
 
 
-def read_meta(directory) -> dict:
-    """The meta.json of the checkpoint in `directory` ({} when there is none); a UserError naming it when it
-    is not JSON."""
+def read_meta(directory, repair: str = TRAIN_AGAIN) -> dict:
+    """The verified meta.json of the checkpoint in `directory` ({} when there is none); a UserError naming it
+    and the `repair` when it is not JSON or does not match its digest."""
+    return read_record(Path(directory) / META, repair, older=lambda meta: WEIGHTS_DIGEST not in meta) or {}
+
+
+def checkpoint_sha256(directory, repair: str = TRAIN_AGAIN) -> str:
+    """sha256 hex of the weights file, checked against the one meta.json recorded when it was saved:
+    identifies the model whose attributions a rank store holds (a damaged file is refused, never stamped)."""
+    directory = Path(directory)
+    digest = sha256_file(directory / WEIGHTS)
+    _check_weights(directory, read_meta(directory, repair), digest, repair)
+    return digest
+
+
+def _check_weights(directory: Path, meta: dict, digest: str, repair: str) -> None:
+    """A UserError naming the weights file when `digest` (its sha256) is not the one `meta` recorded; a note,
+    once, when meta recorded none (saved before digests)."""
     from roarfast.errors import UserError
 
-    path = Path(directory) / META
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text())
-    except ValueError as err:
-        raise UserError(f"{path} is not valid JSON ({err}): train the model again (`roarfast train`) or restore "
-                        f"the file") from None
-
-
-def checkpoint_sha256(directory) -> str:
-    """sha256 hex of the weights file: identifies the model whose attributions a rank store holds."""
-    return sha256_file(Path(directory) / WEIGHTS)
+    expected = meta.get(WEIGHTS_DIGEST)
+    path = directory / WEIGHTS
+    if expected is None:
+        if path not in _NOTED_UNVERIFIED:
+            _NOTED_UNVERIFIED.add(path)
+            log.warning("note: %s was saved before roarfast recorded the weights' sha256: it is read unverified",
+                        path)
+    elif digest != expected:
+        raise UserError(f"{path} does not match the sha256 recorded in {directory / META} when it was saved (the "
+                        f"file changed on disk: damaged, truncated or replaced); {repair}")

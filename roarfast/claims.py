@@ -17,6 +17,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from roarfast.atomic import open_nofollow
+
 #: a claimant refreshes its heartbeat this often while it trains a cell
 HEARTBEAT_S = 15.0
 #: a claim from another host whose heartbeat is older than this is taken over (its process cannot be
@@ -63,8 +65,10 @@ def owner_alive(owner: dict | None, heartbeat: float | None) -> bool:
 def hold_lock(path, waiting=None):
     """Holds an exclusive lock on the file `path` (created if needed) while the body runs; another process
     waits here (calling `waiting(holder)` once, holder: "pid N on HOST") until the holder releases it, exits
-    or dies. The holder's identity is written into the file for the waiters' message."""
-    with open(path, "a+") as lock:
+    or dies. The holder's identity is written into the file for the waiters' message; a symbolic link at
+    `path` is refused (one line naming it), its target never opened."""
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
+    with os.fdopen(fd, "r+") as lock:
         said = False
         while True:
             try:
@@ -76,6 +80,7 @@ def hold_lock(path, waiting=None):
                     waiting(_holder(lock.read()))
                     said = True
                 time.sleep(CLAIM_POLL_S)
+        lock.seek(0)
         lock.truncate(0)
         lock.write(json.dumps(this_process(), sort_keys=True))
         lock.flush()

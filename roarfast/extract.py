@@ -288,8 +288,8 @@ def _bytes_to_write(store, ds, methods, options: ExtractOptions, stale: dict) ->
         maps = 2 if options.keep_maps else 0  # float16 maps (store.MAPS_DTYPE)
         row = units * (torch.empty((), dtype=ops.rank_dtype(units)).element_size() + maps)
         for method in methods:
-            manifest = store.manifest(method, split)
-            if options.force or manifest is None or not manifest["complete"] or (method, split) in stale:
+            manifest = None if options.force else store.manifest(method, split)  # --force repairs a damaged one
+            if manifest is None or not manifest["complete"] or (method, split) in stale:
                 total += shape[0] * row
     return total
 

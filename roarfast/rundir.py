@@ -14,17 +14,22 @@ in it lives. No other module spells one of these paths.
 
 It also loads the base model for a dataset (refusing one trained on another dataset), reads ranks only
 when they match the dataset and the current base model, checks that a stage can write before it spends
-compute, and keeps the stage-time record.
+compute, and keeps the stage-time record. Every record it reads is verified (the checkpoint's weights and
+meta, dataset.json and stages.json carry digests: roarfast.fingerprint.seal), the repair named in the one
+line of a mismatch; every file it writes is replaced atomically, never through a link (roarfast.atomic).
 """
 
-import json
 from contextlib import contextmanager
 from pathlib import Path
 
-from roarfast.atomic import check_writable, write_json
-from roarfast.checkpoint import META
+from roarfast.atomic import check_writable, refuse_link, write_record
+from roarfast.checkpoint import META, WEIGHTS
 from roarfast.claims import hold_lock
 from roarfast.errors import UserError
+from roarfast.fingerprint import read_record
+
+#: the format of dataset.json and stages.json: 2 since they are sealed with their digest (1: before, no field)
+RECORD_FORMAT = 2
 
 
 class RunDir:
@@ -86,8 +91,12 @@ class RunDir:
 
     def check_writable(self, need_bytes: int = 0) -> None:
         """Refuses, before a stage spends compute, a run directory that cannot be created or written, or
-        whose filesystem has less free space than the `need_bytes` the stage will write."""
+        whose filesystem has less free space than the `need_bytes` the stage will write, or where a symbolic
+        link stands at a record's place (atomic.refuse_link: no record is written through a link)."""
         check_writable(self.root, need_bytes, "--run-dir")
+        for path in (self.dataset_path, self.stage_times_path, self.base_checkpoint / WEIGHTS, self.base_meta_path,
+                     *(self.results_path.with_name(self.results_path.name + s) for s in ("", "-wal", "-shm"))):
+            refuse_link(path)
 
     @contextmanager
     def claim(self, what: str, waiting=None):
@@ -106,7 +115,12 @@ class RunDir:
         """The base model's meta.json, or {} when there is none."""
         from roarfast.checkpoint import read_meta
 
-        return read_meta(self.base_checkpoint)
+        return read_meta(self.base_checkpoint, self._train_again)
+
+    @property
+    def _train_again(self) -> str:
+        """The repair of a damaged base checkpoint."""
+        return f"retrain the base model (`roarfast train --run-dir {self.root}`) or restore the file"
 
     def save_base_model(self, model, meta: dict) -> Path:
         from roarfast.checkpoint import save_checkpoint
@@ -125,7 +139,7 @@ class RunDir:
         from roarfast.checkpoint import load_checkpoint
 
         self.check_base_model()
-        model, meta = load_checkpoint(self.base_checkpoint, device=device)
+        model, meta = load_checkpoint(self.base_checkpoint, device=device, repair=self._train_again)
         if meta.get("dataset_fingerprint") != ds.fingerprint:
             raise UserError(f"the base model in {self.base_checkpoint} was trained on dataset "
                             f"{meta.get('dataset_fingerprint')} but this dataset is {ds.fingerprint}; retrain it or "
@@ -133,10 +147,11 @@ class RunDir:
         return model, meta
 
     def base_checkpoint_sha256(self) -> str:
-        """The hash of the base model's weights: what its ranks and no-retrain measurements are tied to."""
+        """The hash of the base model's weights, verified against the one recorded when they were saved: what
+        its ranks and no-retrain measurements are tied to."""
         from roarfast.checkpoint import checkpoint_sha256
 
-        return checkpoint_sha256(self.base_checkpoint)
+        return checkpoint_sha256(self.base_checkpoint, self._train_again)
 
     # ------------------------------------------------------------------------------------------- ranks
 
@@ -159,17 +174,18 @@ class RunDir:
     def remember_dataset(self, ds) -> None:
         """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and the folder
         it was loaded from (ds.data_dir, set by load_dataset) as an absolute path, replacing dataset.json
-        atomically."""
+        atomically, sealed with its digest."""
         options = {**ds.options, **ds.read_options}
         data_dir = getattr(ds, "data_dir", None)
         record = {"name": ds.name, "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
                   "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint}
         self.root.mkdir(parents=True, exist_ok=True)
-        write_json(self.dataset_path, record)
+        write_record(self.dataset_path, {**record, "format": RECORD_FORMAT})
 
     def dataset_record(self) -> dict | None:
-        """What `train` recorded about the dataset (name, data_dir, options, fingerprint), or None."""
-        return _read_json(self.dataset_path)
+        """What `train` recorded about the dataset (name, data_dir, options, fingerprint), verified, or None."""
+        return _read_record(self.dataset_path, "restore it, or remove it and name the dataset again (--dataset, "
+                                               "--data-dir, --data-option; `roarfast train` records it anew)")
 
     def dataset_spec(self, name=None, data_dir=None, options=None) -> tuple:
         """(name, data_dir, options) to load: explicit arguments win; otherwise what `train` recorded;
@@ -198,22 +214,23 @@ class RunDir:
     def record_stage_time(self, stage: str, value) -> None:
         """Merges one stage's seconds (a number, or {part: seconds} merged into earlier parts) into
         stages.json."""
+        refuse_link(self.stage_times_path)  # before it is read: the write would be refused after the merge
         stages = self.stage_times() or {}
         stages[stage] = {**stages.get(stage, {}), **value} if isinstance(value, dict) else value
         self.root.mkdir(parents=True, exist_ok=True)
-        write_json(self.stage_times_path, stages)
+        write_record(self.stage_times_path, {**stages, "format": RECORD_FORMAT})
 
     def stage_times(self) -> dict | None:
-        """stages.json's content, or None when no sweep recorded any."""
-        return _read_json(self.stage_times_path)
+        """stages.json's content (verified), or None when no sweep recorded any."""
+        return _read_record(self.stage_times_path, "remove it (the next sweep records the stage times again) or "
+                                                   "restore it")
 
 
-def _read_json(path: Path):
-    """The JSON content of a run-directory record, or None when there is none; a UserError naming it when
-    it is not JSON."""
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError as err:
-        raise UserError(f"{path} is not valid JSON ({err}): fix or remove it") from None
+def _read_record(path: Path, repair: str) -> dict | None:
+    """The verified content of a run-directory record (roarfast.fingerprint.read_record; its format field
+    left out), or None when there is none; a UserError naming it and the `repair` when it is not JSON or
+    does not match its digest."""
+    record = read_record(path, repair, older=lambda record: "format" not in record)
+    if record is not None:
+        record.pop("format", None)
+    return record

@@ -8,6 +8,7 @@ from safetensors import safe_open
 
 from roarfast.checkpoint import checkpoint_sha256, load_checkpoint, save_checkpoint
 from roarfast.errors import UserError
+from roarfast.fingerprint import sha256_file
 from roarfast.models import build_model
 
 
@@ -33,7 +34,7 @@ def test_round_trip_same_outputs_and_meta(tmp_path, channels_last):
         model = model.to(memory_format=torch.channels_last)
     save_checkpoint(tmp_path, model, _meta())
     loaded, meta = load_checkpoint(tmp_path)
-    assert meta == _meta()
+    assert meta == {**_meta(), "weights_sha256": sha256_file(tmp_path / "model.safetensors")}
     assert not loaded.training
     x = torch.randn(3, 3, 32, 32)
     with torch.no_grad():  # a channels_last model runs other conv kernels: equal up to rounding

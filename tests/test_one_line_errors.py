@@ -46,7 +46,7 @@ def test_a_damaged_page_of_results_is_named(tmp_path):
         f.seek(page)
         f.write(b"\xa5" * page * (pages - 1))
     line = fails_with_one_line(["report", "--run-dir", str(tmp_path)])
-    assert f"{run.results_path}: database disk image is malformed; restore it from a copy" in line
+    assert f"{run.results_path}: SQLite's integrity_check failed (" in line and "; restore it from a copy" in line
 
 
 def test_a_truncated_checkpoint_is_named(trained, tmp_path):
@@ -58,7 +58,9 @@ def test_a_truncated_checkpoint_is_named(trained, tmp_path):
     weights.write_bytes(weights.read_bytes()[:1000])
     for command in (["extract", "--method", "grad"], ["evaluate", "--method", "random"]):
         line = fails_with_one_line([*command, "--run-dir", str(run_dir), *TINY])
-        assert f"{weights} cannot be read (" in line and "truncated or damaged; train the model again" in line
+        assert (f"{weights} does not match the sha256 recorded in {weights.parent / 'meta.json'} when it was saved "
+                f"(the file changed on disk: damaged, truncated or replaced); retrain the base model (`roarfast train "
+                f"--run-dir {run_dir}`) or restore the file") in line
 
 
 def test_an_untrusted_cifar_pickle_is_named(tmp_path):

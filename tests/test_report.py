@@ -16,6 +16,7 @@ from roarfast.errors import UserError
 from roarfast.report import analysis, figures, write_report
 from roarfast.report.load import load_run
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
+from roarfast.results.schema import row_digest
 from roarfast.rundir import RunDir
 
 FRACTIONS = (0.1, 0.5, 0.9)
@@ -65,10 +66,14 @@ def run_dir(tmp_path_factory):
     with sqlite3.connect(RunDir(run).results_path) as raw:
         raw.execute("UPDATE measurements SET finished = '2000-01-01T00:00:00+00:00' WHERE config_hash = ?", ("b" * 64,))
         # a mode from a later roarfast: copied from a done row
-        raw.execute("INSERT INTO measurements SELECT kind, dataset, model, method, 'future-mode', fill, fraction, "
-                    "seed, config_hash, status, test_acc, val_acc, epochs, seconds, versions, extra, error, created, "
-                    "finished, owner, heartbeat, threads FROM measurements "
+        columns = ("kind, dataset, model, method, {mode}, fill, fraction, seed, config_hash, status, test_acc, val_acc, "
+                   "epochs, seconds, versions, extra, error, created, finished, owner, heartbeat, threads, config")
+        raw.execute(f"INSERT INTO measurements ({columns.format(mode='mode')}) SELECT "
+                    f"{columns.format(mode=repr('future-mode'))} FROM measurements "
                     "WHERE method = 'good' AND mode = 'roar' AND config_hash = ?", (HASH,))
+        raw.row_factory = sqlite3.Row  # the rows edited by hand, sealed again as roarfast seals a row it writes
+        for row in raw.execute("SELECT rowid, * FROM measurements").fetchall():
+            raw.execute("UPDATE measurements SET row_sha256 = ? WHERE rowid = ?", (row_digest(dict(row)), row["rowid"]))
     return run
 
 

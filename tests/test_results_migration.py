@@ -85,7 +85,7 @@ def test_a_v2_file_migrates_in_place_with_its_rows_intact(tmp_path):
             1.5, {"roarfast": "0.1.0"}, T0, T0)
     assert rows[("random", "roar")]["error"] == "RuntimeError: oom"
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
         tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"measurements"}
     # the keys a stage computes now find the migrated rows: finished work is not redone

@@ -113,10 +113,10 @@ def test_a_full_disk_while_recording_cells_keeps_the_rows_before(tmp_path, monke
 def test_a_refused_checkpoint_write_is_one_line(tmp_path, monkeypatch, code):
     from roarfast import checkpoint
 
-    def refused(path, write):
+    def refused(path, data):
         raise OSError(code, os.strerror(code), str(path))
 
-    monkeypatch.setattr(checkpoint, "replace_file", refused)
+    monkeypatch.setattr(checkpoint, "replace_bytes", refused)
     line = fails_with_one_line(["train", "--run-dir", str(tmp_path), "--epochs", "1", *TINY])
     weights = RunDir(tmp_path).base_checkpoint / checkpoint.WEIGHTS
     assert line.startswith(f"Error: cannot write {weights}: {os.strerror(code)}; what was written before is intact")

@@ -4,18 +4,24 @@ would otherwise each repeat.
 
 A record is keyed by the split folder's real path, every file's name, size and modification time, and
 the decoding options, so a changed, added or removed file makes a new key (and a new measurement).
-Records live under $ROARFAST_CACHE_DIR, else $XDG_CACHE_HOME/roarfast, else ~/.cache/roarfast.
+Records live under $ROARFAST_CACHE_DIR, else $XDG_CACHE_HOME/roarfast, else ~/.cache/roarfast. Each is
+sealed with its digest (roarfast.fingerprint.seal): a damaged, unreadable or unsealed one is measured
+again (a note says so), never used.
 """
 
-import json
+import logging
 import os
 from pathlib import Path
 
-from roarfast.atomic import write_json
-from roarfast.fingerprint import config_hash
+from roarfast.atomic import write_record
+from roarfast.errors import UserError
+from roarfast.fingerprint import config_hash, read_record
 
-#: bump when what a record holds, or how it is measured, changes
-FORMAT = 1
+log = logging.getLogger(__name__)
+
+#: bump when what a record holds, or how it is measured, changes (2: sealed with its digest; records of
+#: format 1 are keyed apart, so never read)
+FORMAT = 2
 
 
 def cache_root() -> Path:
@@ -40,18 +46,25 @@ def _path(kind: str, key: str) -> Path:
 
 
 def read(kind: str, key: str) -> dict | None:
-    """The record stored under key, or None (absent or unreadable: it is measured again)."""
+    """The verified record stored under key, or None (absent, unreadable, damaged or without its digest: it
+    is measured again)."""
+    path = _path(kind, key)
     try:
-        return json.loads(_path(kind, key).read_text())
-    except (OSError, ValueError):
+        record = read_record(path, "measuring it again")  # FORMAT 2 keys sealed records only
+    except OSError:
         return None
+    except UserError as err:
+        log.warning("note: %s", err)
+        return None
+    return record
 
 
 def write(kind: str, key: str, record: dict) -> None:
-    """Stores record under key; a cache that cannot be written only costs a later re-measurement."""
+    """Stores record under key, sealed; a cache that cannot be written (a link at its place included) only
+    costs a later re-measurement."""
     path = _path(kind, key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, record)
-    except OSError:
+        write_record(path, record)
+    except (OSError, UserError):
         pass

@@ -12,10 +12,18 @@ Read-only (`readonly=True`: the report, `load`): the file is copied into memory 
 beside it (no WAL switch, no -wal/-shm files), and an older schema is migrated in that copy only, so a
 read-only run directory can be reported on. Every SQLite failure (a damaged file, a full disk, a
 read-only directory) is a UserError naming the file.
+
+Integrity: every row carries the digest of its columns (schema.row_digest, written with it in the same
+transaction) and every read checks it (rows, get, claim, and a write over an existing row), so a flipped
+byte in a metric or a key is refused in one line naming the file and the row, never read as data; opening a
+file runs SQLite's integrity check (`integrity_check` up to INTEGRITY_CHECK_MAX_BYTES, `quick_check`
+above), which finds a table and its key index that disagree. A results.sqlite (or its -wal, -shm or
+-journal) that is a symbolic link is refused: SQLite would write through it.
 """
 
 import functools
 import json
+import logging
 import sqlite3
 import time
 from datetime import datetime, timezone
@@ -36,11 +44,18 @@ from roarfast.results.measurement import (
     key_values,
     metric_values,
 )
-from roarfast.results.schema import migrate, transaction
+from roarfast.results.schema import migrate, row_digest, transaction
 from roarfast.rundir import RunDir
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
 RETRY_S = 0.02  # poll interval while another process holds the lock the busy handler does not cover
+#: up to this size an opened file gets SQLite's full integrity check (table against index: a few ms for
+#: thousands of rows, benchmarks/RESULTS.md "Verified reads"), above it the quick check (pages and rows only)
+INTEGRITY_CHECK_MAX_BYTES = 64 << 20
+#: the files SQLite writes beside a database
+_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 #: the order of rows(): within a kind as schema v2 ordered its cells (the report's sums depend on it)
 _ORDER = "kind, dataset, model, method, mode, fraction, seed, config_hash"
@@ -81,6 +96,29 @@ def _sqlite_errors(method):
     return wrapper
 
 
+def _damaged(path: Path, what: str) -> UserError:
+    """One line for a results file whose content failed a check: what failed and the repair."""
+    return UserError(f"{path}: {what}; restore it from a copy, or move it aside to measure again from scratch")
+
+
+def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
+    """SQLite's integrity check of the database on `conn` (the file `path`): the full one where it is small
+    enough to be cheap, else the quick one; a UserError naming the first problem found."""
+    size = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+    check = "integrity_check" if size <= INTEGRITY_CHECK_MAX_BYTES else "quick_check"
+    problem = conn.execute(f"PRAGMA {check}(1)").fetchone()[0]
+    if problem != "ok":
+        raise _damaged(path, f"SQLite's {check} failed ({' '.join(problem.split())})")  # one line
+
+
+def _refuse_links(path: Path, names) -> None:
+    """Refuses (atomic.refuse_link's one line) a symbolic link at `path` + each of `names`' suffixes."""
+    from roarfast.atomic import refuse_link
+
+    for suffix in names:
+        refuse_link(path.with_name(path.name + suffix))
+
+
 def _snapshot(path: Path) -> sqlite3.Connection:
     """An in-memory copy of the database at `path`, read without writing beside it. Where a writer's -wal
     file exists (rows may be there and not yet in the file) through SQLite's read-only mode, which uses
@@ -88,6 +126,7 @@ def _snapshot(path: Path) -> sqlite3.Connection:
     could not hold them). The copy is taken in one backup, so the reader sees one consistent state."""
     if not path.is_file():
         raise UserError(f"{path} does not exist")
+    _refuse_links(path, _SIDE_FILES)  # readers write the -shm of a WAL database
     wal = path.with_name(path.name + "-wal").exists()
     source = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro{'' if wal else '&immutable=1'}", uri=True,
                              timeout=BUSY_TIMEOUT_S)
@@ -111,9 +150,11 @@ class ResultsDB:
         if readonly:
             self._conn = _snapshot(self.path)
             self._conn.row_factory = sqlite3.Row
-            migrate(self._conn, self.path)  # the copy only: the file keeps its version
+            _check_integrity(self._conn, self.path)
+            migrate(self._conn, self.path, readonly=True)  # the copy only: the file keeps its version
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_links(self.path, ("", *_SIDE_FILES))
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE takes the write lock up front,
         # so two writers never deadlock upgrading a read lock).
         self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -125,6 +166,7 @@ class ResultsDB:
                             f"filesystem? Choose a --run-dir on a local disk")
         # FULL: a finished measurement survives a power loss, at one fsync per row.
         self._conn.execute("PRAGMA synchronous = FULL")
+        _check_integrity(self._conn, self.path)
         migrate(self._conn, self.path)
 
     def _enable_wal(self) -> str:
@@ -148,9 +190,21 @@ class ResultsDB:
     @_sqlite_errors
     def get(self, key: MeasurementKey) -> dict | None:
         """The measurement's row as `rows()` gives it, or None when it was never started."""
-        row = self._conn.execute(f"SELECT * FROM measurements WHERE {_WHERE_KEY}",
-                                 key_values(check_key(key))).fetchone()
+        row = self._row(check_key(key))
         return None if row is None else _decode(row)
+
+    def _row(self, key: MeasurementKey) -> dict | None:
+        """The verified row of `key` (with its rowid) as a dict, or None."""
+        row = self._conn.execute(f"SELECT rowid, * FROM measurements WHERE {_WHERE_KEY}", key_values(key)).fetchone()
+        return None if row is None else self._verified(dict(row))
+
+    def _verified(self, row: dict) -> dict:
+        """`row`, refused in one line naming the file and the row when it does not match its digest."""
+        if row["row_sha256"] != row_digest(row):
+            where = " ".join(f"{c}={row[c]}" for c in ("kind", "method", "mode", "fill", "fraction", "seed"))
+            raise _damaged(self.path, f"the row ({where}) does not match the sha256 written with it (the file "
+                                      f"changed on disk)")
+        return row
 
     def status(self, key: MeasurementKey) -> str | None:
         """"running", "done", "failed", or None when the measurement was never started."""
@@ -176,8 +230,7 @@ class ResultsDB:
         key = check_key(key)
         owner = owner or this_process()
         with self._transaction():
-            row = self._conn.execute(f"SELECT status, owner, heartbeat FROM measurements WHERE {_WHERE_KEY}",
-                                     key_values(key)).fetchone()
+            row = self._row(key)
             if row is not None:
                 if row["status"] == "done":
                     return False
@@ -249,18 +302,24 @@ class ResultsDB:
 
     def _write(self, key: MeasurementKey, values: dict, keep_done: bool) -> None:
         """Inside a transaction: inserts the row of `key` with `values`, or updates those columns of its row
-        (not of a done row when keep_done)."""
-        exists = self._conn.execute(f"SELECT 1 FROM measurements WHERE {_WHERE_KEY}", key_values(key)).fetchone()
+        (verified first; not a done row when keep_done), then writes the row's digest."""
+        existing = self._row(key)
         if key.config is not None:  # a key made by MeasurementKey.of: its configuration is written beside its hash
             values = {**values, "config": canonical_json(key.config)}
-        if exists is None:
+        if existing is None:
             columns = [*KEY_COLUMNS, *values, "created"]
-            self._conn.execute(f"INSERT INTO measurements ({', '.join(columns)}) "
-                               f"VALUES ({', '.join('?' for _ in columns)})",
-                               [*key_values(key), *values.values(), _now()])
+            rowid = self._conn.execute(f"INSERT INTO measurements ({', '.join(columns)}) "
+                                       f"VALUES ({', '.join('?' for _ in columns)})",
+                                       [*key_values(key), *values.values(), _now()]).lastrowid
+        elif keep_done and existing["status"] == "done":
+            return
         else:
-            self._conn.execute(f"UPDATE measurements SET {', '.join(f'{c} = ?' for c in values)} WHERE {_WHERE_KEY}"
-                               + (" AND status != 'done'" if keep_done else ""), [*values.values(), *key_values(key)])
+            rowid = existing["rowid"]
+            self._conn.execute(f"UPDATE measurements SET {', '.join(f'{c} = ?' for c in values)} WHERE rowid = ?",
+                               [*values.values(), rowid])
+        # the digest of the row as SQLite stores it, so every reader computes it from the same values
+        row = self._conn.execute("SELECT * FROM measurements WHERE rowid = ?", (rowid,)).fetchone()
+        self._conn.execute("UPDATE measurements SET row_sha256 = ? WHERE rowid = ?", (row_digest(dict(row)), rowid))
 
     @_sqlite_errors
     def rows(self, **filters) -> list[dict]:
@@ -283,8 +342,8 @@ class ResultsDB:
             clauses.append(f"({' OR '.join(matches)})")
             params.extend(values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        return [_decode(row) for row in self._conn.execute(f"SELECT * FROM measurements{where} ORDER BY {_ORDER}",
-                                                           params)]
+        return [_decode(self._verified(dict(row)))
+                for row in self._conn.execute(f"SELECT * FROM measurements{where} ORDER BY {_ORDER}", params)]
 
     def close(self) -> None:
         self._conn.close()
@@ -296,8 +355,9 @@ class ResultsDB:
         self.close()
 
 
-def _decode(row: sqlite3.Row) -> dict:
-    record = dict(row)
+def _decode(row: dict) -> dict:
+    """A verified row: JSON columns decoded, its digest and rowid left out."""
+    record = {key: value for key, value in row.items() if key not in ("row_sha256", "rowid")}
     record["versions"] = json.loads(record["versions"]) if record["versions"] else None
     record["extra"] = json.loads(record["extra"]) if record["extra"] else {}
     record["owner"] = json.loads(record["owner"]) if record.get("owner") else None
@@ -314,6 +374,8 @@ def open_results(run, *, readonly: bool = False) -> ResultsDB:
     legacy = run.legacy_fill_leakage_path
     if legacy.is_file():
         rows = json.loads(legacy.read_text())
+        log.warning("note: %s (fill leakage before results schema v3) is read unverified: its rows enter %s with "
+                    "digests of their content as found", legacy, run.results_path.name)
         dataset = (run.dataset_record() or {}).get("name", "unknown")
         if readonly:  # into the copy in memory; the file and leakage.json stay as they are
             with transaction(db._conn):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from roarfast.atomic import open_nofollow, refuse_link
 from roarfast.errors import UserError
 from roarfast.fingerprint import canonical_json
 from roarfast.store.layout import (
@@ -124,7 +125,9 @@ class RankStore:
         directory.mkdir(parents=True, exist_ok=True)
         lock_file = self._lock(directory)
         try:
-            manifest = None if force else read_manifest(directory)
+            for name in (MANIFEST, RANKS, MAPS):  # before a resume reads them: each is written
+                refuse_link(directory / name)
+            manifest = None if force else read_manifest(directory, self.run_dir)
             if manifest is not None:
                 differences = [
                     f"{key}: stored {_short(manifest.get(key))}, requested {_short(requested[key])}"
@@ -146,8 +149,9 @@ class RankStore:
             raise
 
     def _lock(self, directory: Path):
-        """An exclusive lock on `directory`, released when the file closes or the process dies."""
-        lock_file = open(directory / LOCK, "a")
+        """An exclusive lock on `directory`, released when the file closes or the process dies (a link at its
+        place refused, never followed)."""
+        lock_file = os.fdopen(open_nofollow(directory / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a")
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -211,7 +215,7 @@ class RankStore:
         Raises UserError when the store is missing, incomplete, or made from another dataset or model.
         """
         directory = self.path(method, split)
-        manifest = read_manifest(directory)
+        manifest = read_manifest(directory, self.run_dir)
         if manifest is None:
             raise UserError(f"no ranks for method {method!r}, split {split!r} in {self.root}; run extract first")
         if not manifest["complete"]:
@@ -243,13 +247,13 @@ class RankStore:
             return
         for method_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
             for split_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
-                manifest = read_manifest(split_dir)
+                manifest = read_manifest(split_dir, self.run_dir)
                 if manifest is not None:
                     yield method_dir.name, split_dir.name, manifest
 
     def manifest(self, method: str, split: str) -> dict | None:
         """The manifest of (method, split) as stored (complete or not), or None when there is none."""
-        return read_manifest(self.path(method, split))
+        return read_manifest(self.path(method, split), self.run_dir)
 
     def missing(self, methods) -> list[str]:
         """The `methods` whose ranks are not complete in every split, in the given order."""

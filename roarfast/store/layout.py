@@ -6,7 +6,8 @@ its reader and the index of stores share.
 - `maps.npy` (optional): the float16 maps the ranks came from, same shape, for pictures.
 - `manifest.json`: what the ranks are (method, params, checkpoint sha256, dataset fingerprint, shape,
   dtype), how far writing got (chunk size, chunks done as [start, stop) ranges, complete flag) and the
-  checksum of each chunk's rank bytes (`checksums[i]`, CHECKSUM of chunk i as written).
+  checksum of each chunk's rank bytes (`checksums[i]`, CHECKSUM of chunk i as written), sealed with the
+  sha256 of itself (`record_sha256`, roarfast.fingerprint.seal), checked whenever it is read.
 - `.lock`: held by the one writer of the store.
 """
 
@@ -16,14 +17,17 @@ from pathlib import Path
 
 import numpy as np
 
-from roarfast.atomic import write_json
+from roarfast.atomic import write_record
 from roarfast.errors import UserError
+from roarfast.fingerprint import unseal
 
 MANIFEST = "manifest.json"
 RANKS = "ranks.npy"
 MAPS = "maps.npy"
 LOCK = ".lock"
-FORMAT = 1  # manifest format version; bump when its meaning changes
+FORMAT = 2  # manifest format version; bump when its meaning changes (2: sealed with its digest)
+#: manifests of this format were written before digests: read unverified, with a note
+UNSEALED_FORMAT = 1
 RANK_DTYPES = ("uint16", "int32")
 SPLITS = ("train", "test")
 MAPS_DTYPE = np.float16
@@ -38,26 +42,33 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def read_manifest(directory: Path) -> dict | None:
-    """The manifest of the store in `directory`, or None when there is none; a UserError naming it when it is
-    not JSON or of another format."""
+def read_manifest(directory: Path, run_dir=None) -> dict | None:
+    """The verified manifest of the store in `directory` (`<root>/<method>/<split>`), or None when there is
+    none; a UserError naming it and the repair (`extract --force`, its run directory `run_dir`) when it is not
+    JSON, does not match its digest, or is of another format. A manifest of UNSEALED_FORMAT (written before
+    digests) is read unverified, with a note."""
     path = directory / MANIFEST
     try:
         text = path.read_text()
     except FileNotFoundError:
         return None
+    repair = repair_command(directory.parent.name, run_dir)
     try:
         manifest = json.loads(text)
     except ValueError as e:
-        raise UserError(f"{path} is not valid JSON ({e}); start this store over with --force") from None
-    if manifest.get("format") != FORMAT:
-        raise UserError(f"{path} has format {manifest.get('format')!r}, this roarfast reads format {FORMAT}")
+        raise UserError(f"{path} is not valid JSON ({e}); {repair}") from None
+    manifest = unseal(manifest, path, repair, older=lambda record: record.get("format") == UNSEALED_FORMAT)
+    if manifest.get("format") not in (UNSEALED_FORMAT, FORMAT):
+        raise UserError(f"{path} has format {manifest.get('format')!r}, this roarfast reads formats "
+                        f"{UNSEALED_FORMAT} and {FORMAT}")
     return manifest
 
 
 def write_manifest(directory: Path, manifest: dict) -> None:
-    """Replaces the manifest of the store in `directory` by `manifest`, atomically (roarfast.atomic)."""
-    write_json(directory / MANIFEST, manifest)
+    """Replaces the manifest of the store in `directory` by `manifest` (in FORMAT, sealed with its digest),
+    atomically (roarfast.atomic)."""
+    manifest["format"] = FORMAT
+    write_record(directory / MANIFEST, manifest)
 
 
 def npy_header(path: Path) -> tuple[tuple, np.dtype, int]:

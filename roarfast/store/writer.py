@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from roarfast.atomic import open_nofollow
 from roarfast.errors import UserError, write_error
 from roarfast.store.layout import (
     CHECKSUM,
@@ -53,10 +54,11 @@ class RankWriter:
         self._lock_file = lock_file
         self._ranks_fd = self._maps_fd = None
         self._maps_offset = 0
-        self._ranks_fd = os.open(directory / RANKS, os.O_RDWR)
+        # the arrays are written in place: a link planted at their place is refused, its target never opened
+        self._ranks_fd = open_nofollow(directory / RANKS, os.O_RDWR)
         self._ranks_offset = npy_header(directory / RANKS)[2]
         if manifest["maps"]:
-            self._maps_fd = os.open(directory / MAPS, os.O_RDWR)
+            self._maps_fd = open_nofollow(directory / MAPS, os.O_RDWR)
             self._maps_offset = npy_header(directory / MAPS)[2]
 
     @property
