@@ -12,19 +12,17 @@ from pathlib import Path
 
 import click
 
-from roarfast.data.registry import DATASET_FORMS
+from roarfast.data.registry import DATASETS
 from roarfast.executors import EXECUTORS
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.grid import PRESETS
 from roarfast.methods.registry import METHOD_FORMS
-from roarfast.models import model_forms
+from roarfast.models import MODELS
 from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
 from roarfast.options import parse_list
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
-MODEL_HELP = (f"{model_forms()}; models other than the built-ins train with the default recipe of their image "
-              f"size (up to {PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe changes it")
 CAM_LAYER_HELP = "dotted module name of the Grad-CAM layer (default: the model's cam_layer, else its last Conv2d)"
 
 
@@ -37,6 +35,39 @@ def _stack(*decorators):
         return func
 
     return apply
+
+
+class LazyHelpOption(click.Option):
+    """An option whose help text is built when help is shown (`help_text()`): the built-in models and datasets
+    are listed from their modules, which import torch, and `roarfast --help` must not wait for that."""
+
+    def __init__(self, *args, help_text, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help_text = help_text
+
+    def get_help_record(self, ctx):
+        self.help = self.help_text()
+        return super().get_help_record(ctx)
+
+
+def model_option(text: str):
+    """--model, its help `text` with {models} replaced by the forms it takes and the built-ins (MODELS)."""
+
+    def help_text():
+        return text.format(models=f"{MODELS.forms()}; the built-ins: {MODELS.listing()}; models other than the "
+                                  f"built-ins train with the default recipe of their image size (up to "
+                                  f"{PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe "
+                                  f"changes it")
+
+    return click.option("--model", default=None, cls=LazyHelpOption, help_text=help_text)
+
+
+def _dataset_help() -> str:
+    """--dataset's help: the forms it takes and the built-ins (DATASETS) with their options."""
+    builtins = "; ".join(f"{entry.name}: {entry.description} (--data-option {', '.join(entry.options)})"
+                         for entry in DATASETS)
+    return (f"{DATASETS.forms()}; the built-ins: {builtins}  [default: what `train` recorded in the run directory, "
+            f"else embedded]")
 
 
 run_options = _stack(
@@ -65,8 +96,7 @@ def _data_options(ctx, param, value):
 
 
 data_options = _stack(
-    click.option("--dataset", default=None,
-                 help=f"{DATASET_FORMS}  [default: what `train` recorded in the run directory, else embedded]"),
+    click.option("--dataset", default=None, cls=LazyHelpOption, help_text=_dataset_help),
     click.option("--data-dir", type=click.Path(path_type=Path), default=None,
                  help="dataset root (CIFAR or torchvision on-disk format, a JPEG tree with train/ and val/ or test/, "
                       "or a factory's data_dir)"),
@@ -225,7 +255,7 @@ def main():
 @main.command()
 @run_options
 @data_options
-@click.option("--model", default=None, help=MODEL_HELP + " (default: by dataset and device)")
+@model_option("{models} (default: by dataset and device)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the model's recipe)")
 @click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
 @recipe_option
@@ -285,7 +315,7 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--method", "methods", default=None, help="methods to retrain on (default: every stored method, plus random)")
 @click.option("--mode", "modes", default=ROAR, help=f"{', '.join(MODES)} or {','.join(MODES)}")
 @click.option("--seeds", type=int, default=1, help="retrainings per cell (seeds 0..N-1)")
-@click.option("--model", default=None, help=f"model to retrain: {MODEL_HELP} (default: the base model's)")
+@model_option("model to retrain: {models} (default: the base model's)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
 @recipe_option
 @click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
@@ -327,9 +357,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                    "which one seed allows; default: the preset's)")
 @click.option("--fill", type=click.Choice(FILLS), default=DEFAULT_FILL,
               help=f"what replaces removed pixels: a constant, or {ROAD_FILL} (ROAD's noisy linear imputation)")
-@click.option("--model", default=None,
-              help=f"{MODEL_HELP} (default: the base model's, else by dataset and device); trains the base model "
-                   f"when the run directory has none, and every cell")
+@model_option("{models} (default: the base model's, else by dataset and device); trains the base model when the "
+              "run directory has none, and every cell")
 @click.option("--epochs", type=int, default=None,
               help="training epochs of each cell (default: the preset's, else the model's recipe)")
 @recipe_option
