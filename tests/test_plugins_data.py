@@ -118,7 +118,7 @@ def test_the_dataset_help_lists_every_builtin_with_its_description_and_options(c
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if line.strip().startswith("--dataset"))
     for entry in DATASETS:
-        assert f"{entry.name}: {entry.description} (--data-option {', '.join(entry.options)})" in line
+        assert f"{entry.name}: {entry.description}" in line and ", ".join(entry.options) in line
     assert "cifar10: " in line and "num_train, num_test, seed, copies" in line  # the loaders' own signatures
     assert "torchvision:<name>" in line and "package.module:factory" in line
 

@@ -64,7 +64,8 @@ def model_option(text: str):
 
 def _dataset_help() -> str:
     """--dataset's help: the forms it takes and the built-ins (DATASETS) with their options."""
-    builtins = "; ".join(f"{entry.name}: {entry.description} (--data-option {', '.join(entry.options)})"
+    builtins = "; ".join(f"{entry.name}: {entry.description}"
+                         + (f" (--data-option {', '.join(entry.options)})" if entry.options else "")
                          for entry in DATASETS)
     return (f"{DATASETS.forms()}; the built-ins: {builtins}  [default: what `train` recorded in the run directory, "
             f"else embedded]")
