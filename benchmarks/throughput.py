@@ -276,7 +276,7 @@ def bench_jpeg(args, device):
     from torch.utils.data import DataLoader
     from torchvision import datasets, transforms
 
-    from roarfast.data.imagefolder import load_imagefolder, split_dirs
+    from roarfast.data.builtin.imagefolder import load_imagefolder, split_dirs
     from roarfast.data.stream import StreamLoader
 
     root = Path(args.jpeg_dir)

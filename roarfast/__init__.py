@@ -8,7 +8,7 @@ a missing or mismatched build fails there with the command that fixes it.
 
 import importlib
 
-from roarfast.version import __version__
+from roarfast.version import __version__  # noqa: F401  (roarfast.__version__)
 
 
 def __getattr__(name):

@@ -1,9 +1,9 @@
-"""The plug-in grammar shared by models, datasets and estimators (DESIGN.md section 12): a command-line
-spec is a built-in name, `scheme:<name>` (timm:, torchvision:, captum:) or an import path
-`package.module:attribute`; Study takes Python objects as well. Each kind's resolver (roarfast.models,
-roarfast.data.registry, roarfast.methods.registry) decides what its names and schemes mean; this module
-imports what an import path names, says which source file made an object, and names objects that have no
-import path.
+"""The plug-in grammar shared by models, datasets and estimators (README, "Your model and data"): a
+command-line spec is a built-in name, `scheme:<name>` (timm:, torchvision:, captum:) or an import path
+`package.module:attribute`; Study takes Python objects as well. Each kind's resolver (roarfast.resolver:
+roarfast.models.MODELS, roarfast.data.DATASETS, the estimators') decides what its names and schemes mean;
+this module imports what an import path names, says which source file made an object, and names objects
+that have no import path.
 
 Light on purpose (no torch): the CLI builds its help from the resolvers.
 """

@@ -1,5 +1,6 @@
-"""What to train: the Recipe (every setting of a training run besides data, model and seed), the tuned
-recipe of each model on CPU and GPU, the mixed-precision choice, and the default model of a dataset.
+"""What to train: the Recipe (every setting of a training run besides data, model and seed), the recipe of
+each model on CPU and GPU (a built-in's tuned one is declared by its module: roarfast.models.MODELS), the
+mixed-precision choice, and the default model of a dataset.
 How to train (the loop, EMA, DDP) lives in roarfast.train.
 
 torch is imported where it is used, so that the CLI can build its --amp choices (AMP_CHOICES) from here.
@@ -37,14 +38,6 @@ class Recipe:
         return dataclasses.asdict(self)
 
 
-#: recipes per model on CPU; the GPU recipes derive from them in default_recipe
-_CPU_RECIPES = {
-    "fastnet": Recipe(epochs=8, batch_size=128, lr=0.05),
-    "fastnet-gpu": Recipe(epochs=10, batch_size=256, lr=0.2, label_smoothing=0.2),
-    "resnet8": Recipe(epochs=15, batch_size=128, lr=0.1),
-    "resnet18": Recipe(epochs=15, batch_size=128, lr=0.1),
-    "resnet50": Recipe(epochs=15, batch_size=64, lr=0.05),
-}
 #: a model roarfast has not tuned (package.module:factory, timm:<name>, an object) trains with the recipe
 #: of its image side: up to PLUGIN_SMALL_IMAGE px, resnet8's CIFAR recipe at half its learning rate (an
 #: untuned network, without batch norm or with a deep stem, survives it); larger canvases, ImageNet-style
@@ -78,12 +71,21 @@ def gpu_batch_scale(batch_size: int, train_images: int | None) -> int:
     return scale
 
 
+def tuned_recipe(model_name: str) -> Recipe | None:
+    """The CPU recipe a built-in model's module declares (its ModelEntry's recipe fields over Recipe's
+    defaults), or None for any other model."""
+    from roarfast.models.registry import MODELS
+
+    fields = MODELS[model_name].recipe if model_name in MODELS else None
+    return None if fields is None else Recipe(**fields)
+
+
 def default_recipe(model_name: str, device, train_images: int | None = None, image_size: int = 32) -> Recipe:
     """The recipe of `model_name` on `device` ("cpu", "cuda", torch.device): a built-in's tuned one, any
     other model's PLUGIN_RECIPES entry for `image_size`; fp32 on CPU; on CUDA bf16 autocast and a batch up
     to 4x larger with the learning rate scaled alike (gpu_batch_scale: smaller for a training split of few
     `train_images`)."""
-    recipe = _CPU_RECIPES.get(model_name) or PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
+    recipe = tuned_recipe(model_name) or PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
     if _on_cuda(device):
         scale = gpu_batch_scale(recipe.batch_size, train_images)
         recipe = recipe.replace(batch_size=recipe.batch_size * scale, lr=recipe.lr * scale, eval_batch_size=2048)

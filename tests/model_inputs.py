@@ -1,13 +1,14 @@
 """Test helper: records what every model built during a call sees when it is evaluated (eval mode, so
 no augmentation): the real models and loaders run, a forward pre-hook only copies their input."""
 
-import roarfast.models
+import roarfast.models.spec
 
 
 def record_eval_inputs(monkeypatch) -> list:
-    """Patches roarfast.models.build_model so each built model logs its eval-mode inputs; returns a list
-    that gets one list of input tensors per model built, in build order."""
-    real_build = roarfast.models.build_model
+    """Patches the build_model that built-in models' specs call (roarfast.models.spec.resolve_model) so each
+    built model logs its eval-mode inputs; returns a list that gets one list of input tensors per model
+    built, in build order."""
+    real_build = roarfast.models.spec.build_model
     seen = []
 
     def build_and_watch(*args, **kwargs):
@@ -19,5 +20,5 @@ def record_eval_inputs(monkeypatch) -> list:
             args[0].detach().float().clone()))
         return model
 
-    monkeypatch.setattr(roarfast.models, "build_model", build_and_watch)
+    monkeypatch.setattr(roarfast.models.spec, "build_model", build_and_watch)
     return seen

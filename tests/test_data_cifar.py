@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from roarfast.data import load_dataset
-from roarfast.data.cifar import load_cifar
+from roarfast.data.builtin.cifar import load_cifar
 from roarfast.errors import UserError
 
 

@@ -1,11 +1,11 @@
-"""The embedded dataset (DESIGN.md section 3) and the Dataset wrapper: determinism, geometry of the object
+"""The embedded dataset (README, "The embedded dataset") and the Dataset wrapper: determinism, geometry of the object
 and its mask, class information only in the object, statistics, validation split and fingerprint."""
 
 import pytest
 import torch
 
 from roarfast.data import channel_stats, load_dataset, val_split
-from roarfast.data.embedded import OBJECT_SIZE, load_embedded
+from roarfast.data.builtin.embedded import OBJECT_SIZE, load_embedded
 from roarfast.errors import UserError
 
 
@@ -99,7 +99,8 @@ def test_bad_options_are_named():
         load_embedded(num_train=5)
     with pytest.raises(UserError, match="unknown option"):
         load_dataset("embedded", colour=3)
-    with pytest.raises(UserError, match="--dataset should be embedded | cifar10 .*torchvision:<Class>.*got 'mnist'"):
+    with pytest.raises(UserError, match=r"--dataset should be a built-in name \(embedded \| cifar10 \| cifar100 \| "
+                                        r"imagefolder\), torchvision:<name> .*, or package.module:factory .*got 'mnist'"):
         load_dataset("mnist")
 
 

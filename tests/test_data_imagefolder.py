@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from roarfast.data import load_dataset
-from roarfast.data.imagefolder import load_imagefolder
+from roarfast.data.builtin.imagefolder import load_imagefolder
 from roarfast.errors import UserError
 
 HYMENOPTERA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hymenoptera"

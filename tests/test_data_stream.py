@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from roarfast import ops
-from roarfast.data.imagefolder import load_imagefolder
+from roarfast.data.builtin.imagefolder import load_imagefolder
 from roarfast.data.loader import Augment, DeviceLoader
 from roarfast.data.stream import StreamLoader
 from roarfast.store import RankStore

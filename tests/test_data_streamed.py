@@ -9,7 +9,8 @@ import torch
 from click.testing import CliRunner
 from PIL import Image
 
-from roarfast.data import FileSet, ImageSet, imagefolder, load_dataset
+from roarfast.data import FileSet, ImageSet, load_dataset
+from roarfast.data.builtin import imagefolder
 from roarfast.errors import UserError
 
 RESIZE, CROP = 36, 32  # 32 px canvases: the fast 32px network trains on them

@@ -1,16 +1,20 @@
-"""build_model: output shapes, ReLU modules that guided backprop can hook, cam_layer, size of the CPU default."""
+"""The built-in models: output shapes, ReLU modules that guided backprop can hook, cam_layer, size of the CPU
+default; each listed with its description in the --model help and trained with the recipe its module declares."""
 
 import pytest
 import torch
+from click.testing import CliRunner
 from torch import nn
 
-from roarfast.models import MODELS, build_model
+from roarfast.cli import main
+from roarfast.models import MODELS, build_model, resolve_model
+from roarfast.recipe import PLUGIN_RECIPES, Recipe, default_recipe
 
 #: input side for the per-model tests: small keeps ResNet-50 cheap; every model pools globally
 SIDE = 24
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", MODELS.names)
 def test_shapes_cam_layer_and_hookable_relus(name):
     """Logits [B, classes]; cam_layer is a spatial stage; every ReLU is an nn.ReLU module, none inplace,
     each runs in forward, and a backward hook on them (guided backprop's mechanism) reaches the input."""
@@ -68,7 +72,8 @@ def _conv_linear_macs(model, x):
 
 
 def test_cpu_default_is_a_few_mflop():
-    """DESIGN.md section 3: the CPU default needs a model of a few MFLOP per 32x32 image."""
+    """The CPU default needs a model of a few MFLOP per 32x32 image (so that `roarfast run` trains its cells
+    in seconds on a laptop's cores)."""
     macs = _conv_linear_macs(build_model("fastnet", 10).eval(), torch.randn(1, 3, 32, 32))
     assert 1e6 <= 2 * macs <= 8e6
     gpu_macs = _conv_linear_macs(build_model("fastnet-gpu", 10).eval(), torch.randn(1, 3, 32, 32))
@@ -76,9 +81,27 @@ def test_cpu_default_is_a_few_mflop():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match="model should be one of"):
+    with pytest.raises(ValueError, match="unknown model 'vgg'; known: .*fastnet-gpu"):
         build_model("vgg", 10)
     with pytest.raises(ValueError, match="num_classes"):
         build_model("fastnet", 1)
     with pytest.raises(ValueError, match="in_channels"):
         build_model("fastnet", 10, in_channels=0)
+
+
+@pytest.mark.parametrize("command", ["train", "retrain", "sweep"])
+def test_the_model_help_lists_every_builtin_with_its_description(command):
+    result = CliRunner().invoke(main, [command, "--help"], terminal_width=10_000)  # one line per option
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.strip().startswith("--model"))
+    for entry in MODELS:
+        assert f"{entry.name}: {entry.description}" in line
+    assert "timm:<name>" in line and "package.module:factory" in line
+
+
+def test_a_builtin_trains_with_the_recipe_its_module_declares():
+    for entry in MODELS:
+        untuned = PLUGIN_RECIPES["small"]
+        assert default_recipe(entry.name, "cpu") == (Recipe(**entry.recipe) if entry.recipe else untuned)
+        assert resolve_model(entry.name).builtin
+    assert default_recipe("fastnet", "cpu") != default_recipe("my_module:fastnet", "cpu") == PLUGIN_RECIPES["small"]

@@ -10,17 +10,11 @@ not edges: they are how a low module reaches an entry without depending on it.
 import ast
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "roarfast"
 MAX_LINES = 500
 
-#: circles that other work of this round removes; each test below turns into a failure once its circle is
-#: gone (strict xfail), and then its entry goes
-KNOWN_CIRCLES = {
-    "models/__init__ <-> models/spec (removed by the resolvers' work)": {"roarfast.models", "roarfast.models.spec"},
-}
 
 
 def modules(package: Path = PACKAGE) -> dict:
@@ -152,15 +146,9 @@ def test_the_graph_sees_late_imports_package_inits_and_circles(tmp_path):
 
 def test_no_import_circles():
     graph = import_graph()
-    unknown = [describe(graph, c) for c in circles(graph) if c not in KNOWN_CIRCLES.values()]
-    assert unknown == [], "import circles (move what both need into a lower module):\n" + "\n".join(unknown)
+    found = [describe(graph, c) for c in circles(graph)]
+    assert found == [], "import circles (move what both need into a lower module):\n" + "\n".join(found)
 
-
-@pytest.mark.parametrize("circle", [pytest.param(members, id=label, marks=pytest.mark.xfail(
-    strict=True, reason=f"{label}: its entry in KNOWN_CIRCLES goes when this passes"))
-    for label, members in KNOWN_CIRCLES.items()])
-def test_a_known_circle_is_gone(circle):
-    assert circle not in circles(import_graph())
 
 
 def test_no_module_is_longer_than_the_limit():

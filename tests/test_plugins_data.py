@@ -1,6 +1,6 @@
 """--dataset beyond the built-ins: a user's factory (a tensor pair, or a torch Dataset of PIL images),
 torchvision's classification datasets from files written here in the formats torchvision reads, and
-one-channel data through every stage."""
+one-channel data through every stage; the --dataset help, which lists the built-ins and every other form."""
 
 import json
 import sys
@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from roarfast.data import load_dataset
+from roarfast.data import DATASETS, load_dataset
 from roarfast.errors import UserError
 from roarfast.fill_leakage import measure
 from roarfast.rundir import RunDir
@@ -110,6 +110,22 @@ def test_torchvision_cifar10_reads_the_cifar_files(tmp_path):
     written = fabricate(tmp_path)
     ds = load_dataset("torchvision:CIFAR10", tmp_path)
     assert torch.equal(ds.train.images, written["train"][0]) and torch.equal(ds.test.labels, written["test"][1])
+
+
+@pytest.mark.parametrize("command", ["train", "extract", "sweep"])
+def test_the_dataset_help_lists_every_builtin_with_its_description_and_options(command):
+    result = CliRunner().invoke(main, [command, "--help"], terminal_width=10_000)  # one line per option
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.strip().startswith("--dataset"))
+    for entry in DATASETS:
+        assert f"{entry.name}: {entry.description}" in line and ", ".join(entry.options) in line
+    assert "cifar10: " in line and "num_train, num_test, seed, copies" in line  # the loaders' own signatures
+    assert "torchvision:<name>" in line and "package.module:factory" in line
+
+
+def test_a_torchvision_set_without_a_data_dir_says_so():
+    with pytest.raises(UserError, match=r"--dataset torchvision:MNIST needs --data-dir"):
+        load_dataset("torchvision:MNIST")
 
 
 def test_a_torchvision_set_without_its_files_says_so(tmp_path):

@@ -7,228 +7,23 @@ entry appears here at once. Heavy imports (torch, the extension, DALI) happen in
 top-level keys apply to every command, a section named after a command applies to that command only.
 """
 
-import functools
 from pathlib import Path
 
 import click
 
-from roarfast.data.registry import DATASET_FORMS
+from roarfast.cli.options import (DEFAULT_RUN_DIR, _data_options, _fractions, _friendly_errors, _load_config, _options,
+                                  amp_option, data_options, method_arg_option, model_option, parameter_options,
+                                  recipe_option, run_options)
 from roarfast.executors import EXECUTORS
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.grid import PRESETS
-from roarfast.methods.parameters import PARAMETERS, RANKING
+from roarfast.methods.parameters import PARAMETERS
 from roarfast.methods.registry import method_forms
-from roarfast.models import model_forms
 from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
 from roarfast.options import parse_list
-from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
+from roarfast.recipe import AMP_CHOICES
 
-DEFAULT_RUN_DIR = "runs/default"
-MODEL_HELP = (f"{model_forms()}; models other than the built-ins train with the default recipe of their image "
-              f"size (up to {PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe changes it")
 METHOD_FORMS = method_forms()
-
-
-def _stack(*decorators):
-    """Applies several click decorators as one, so shared options are defined once."""
-
-    def apply(func):
-        for decorator in reversed(decorators):
-            func = decorator(func)
-        return func
-
-    return apply
-
-
-run_options = _stack(
-    click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
-                 show_default=True, help="where checkpoints, the rank store and results live"),
-    click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N"),
-    click.option("--seed", type=int, default=0, show_default=True, help="seed of the run"),
-    click.option("--progress/--no-progress", default=True, show_default=True, help="progress bars"),
-)
-
-def _data_options(ctx, param, value):
-    """KEY=VALUE pairs (or mappings, from a config file) -> dict, values read as YAML scalars (3 -> int, true ->
-    bool)."""
-    import yaml
-
-    options = {}
-    for item in value or ():
-        if isinstance(item, dict):
-            options.update({str(key).replace("-", "_"): val for key, val in item.items()})
-            continue
-        key, sep, text = str(item).partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
-        options[key.strip().replace("-", "_")] = yaml.safe_load(text)
-    return options
-
-
-data_options = _stack(
-    click.option("--dataset", default=None,
-                 help=f"{DATASET_FORMS}  [default: what `train` recorded in the run directory, else embedded]"),
-    click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-                 help="dataset root (CIFAR or torchvision on-disk format, a JPEG tree with train/ and val/ or test/, "
-                      "or a factory's data_dir)"),
-    # UNPROCESSED: a config file's mapping reaches _data_options whole (a str type would stringify it)
-    click.option("--data-option", "data_option", multiple=True, type=click.UNPROCESSED, callback=_data_options,
-                 metavar="KEY=VALUE",
-                 help="loader option, repeatable: embedded num_train/num_test/seed/copies; cifar download=true; "
-                      "imagefolder resize/crop/skip_bad/device/stream (stream=auto|true|false: decode batch by "
-                      "batch from disk instead of holding the canvases in memory); torchvision:<Class> and a "
-                      "factory: their own keyword arguments"),
-)
-
-def _recipe(ctx, param, value):
-    """--recipe FIELD=VALUE pairs over the config file's recipe: mapping (field by field) -> dict."""
-    from click.core import ParameterSource
-
-    configured = {}
-    if ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
-        configured = _data_options(ctx, param, ctx.lookup_default(param.name) or ())
-    return {**configured, **_data_options(ctx, param, value)}
-
-
-recipe_option = click.option(
-    "--recipe", "recipe", multiple=True, type=click.UNPROCESSED, callback=_recipe, metavar="FIELD=VALUE",
-    help=f"training recipe field, repeatable (--recipe lr=0.02 --recipe ema_decay=null); fields: "
-         f"{', '.join(RECIPE_FIELDS)}; a config file takes a `recipe:` mapping; wins over --epochs, --batch-size "
-         f"and a preset's epochs")
-
-
-amp_option = click.option(
-    "--amp", type=click.Choice(AMP_CHOICES), default="auto",
-    help="mixed precision for training: bf16 autocast, or fp16 autocast with a gradient scaler (auto: bf16 on "
-         "GPU, fp32 on CPU)")
-
-
-def _fractions(ctx, param, value):
-    """'0.3,0.7' or repeated flags -> sorted unique floats (the options check the range); nothing given ->
-    None."""
-    if value is None or (isinstance(value, (list, tuple)) and not value):
-        return None
-    items = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for item in items:
-        for part in str(item).split(","):
-            if not part.strip():
-                continue
-            try:
-                out.append(float(part))
-            except ValueError:
-                raise click.BadParameter(f"{part!r} is not a number") from None
-    if not out:
-        raise click.BadParameter("give at least one fraction")
-    return sorted(set(out))
-
-
-def _load_config(ctx, param, path):
-    """Reads a YAML config into ctx.default_map (safe loader; flags still override)."""
-    if path is None:
-        return None
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as err:
-        raise click.BadParameter(f"{path} is not valid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise click.BadParameter(f"{path} should hold a mapping of option names to values")
-    commands = ctx.command.commands if isinstance(ctx.command, click.Group) else {}
-    shared = {k: v for k, v in data.items() if k not in commands}
-    default_map = {}
-    for name, command in commands.items():
-        section = data.get(name) or {}
-        if not isinstance(section, dict):
-            raise click.BadParameter(f"section {name!r} of {path} should be a mapping")
-        # a mapping (recipe:) in both is merged field by field, the section's fields winning
-        merged = {**shared, **{k: {**shared[k], **v} if isinstance(v, dict) and isinstance(shared.get(k), dict) else v
-                               for k, v in section.items()}}
-        default_map[name] = _defaults_for(command, merged, path)
-        unknown = [k for k in section if str(k).replace("-", "_") not in _option_names(command)]
-        if unknown:
-            raise click.BadParameter(f"{path}: section {name!r} has unknown option(s) {', '.join(map(str, unknown))}")
-    known = set().union(*(_option_names(c) for c in commands.values())) if commands else set()
-    unknown = [k for k in shared if str(k).replace("-", "_") not in known]
-    if unknown:
-        raise click.BadParameter(f"{path}: unknown option(s) {', '.join(map(str, unknown))}")
-    ctx.default_map = default_map
-    return path
-
-
-def _option_names(command) -> set:
-    return {opt.lstrip("-").replace("-", "_") for p in command.params for opt in getattr(p, "opts", [])}
-
-
-def _defaults_for(command, values: dict, path) -> dict:
-    """Config keys are option names ("fraction", "run-dir"); click's default_map wants parameter names. The
-    values of number options are checked as a flag's text would be (_config_number)."""
-    by_option = {}
-    for param in command.params:
-        for opt in getattr(param, "opts", []):
-            by_option[opt.lstrip("-").replace("-", "_")] = param
-    defaults = {}
-    for key, value in values.items():
-        param = by_option.get(str(key).replace("-", "_"))
-        if param is None:
-            continue  # a key meant for another command
-        if getattr(param, "multiple", False) and not isinstance(value, (list, tuple)):
-            value = [value]
-        defaults[param.name] = _config_number(param, key, value, path)
-    return defaults
-
-
-def _config_number(param, key, value, path):
-    """`value` of a number option from the config file `path`, refused (naming the option and the file) where
-    the flag would refuse its text: click casts a default with int(), which would silently truncate
-    `epochs: 1.7` to 1 and read `seeds: true` as 1."""
-    integer = isinstance(param.type, click.types.IntParamType)
-    if not integer and not isinstance(param.type, click.types.FloatParamType):
-        return value
-    if isinstance(value, str):  # parsed as the flag's text is
-        try:
-            ok = (int if integer else float)(value) is not None
-        except ValueError:
-            ok = False
-    else:
-        ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
-    if not ok:
-        raise click.BadParameter(f"{path}: {key} should be {'an integer' if integer else 'a number'} (as "
-                                 f"{param.opts[0]} takes it), got {value!r}")
-    return value
-
-
-def _options(factory, **values):
-    """factory(**values): an options dataclass, whose checks' UserError is a usage error (exit code 2)."""
-    from roarfast.errors import UserError
-
-    try:
-        return factory(**values)
-    except UserError as err:
-        raise click.UsageError(str(err)) from None
-
-
-def _friendly_errors(func):
-    """Turns errors the user can fix (bad input, a missing or stale extension build, a full disk or a
-    read-only directory) into one-line messages instead of tracebacks."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        from roarfast._extension import ExtensionError
-        from roarfast.errors import UserError, is_write_refused, write_error
-
-        try:
-            return func(*args, **kwargs)
-        except (UserError, ExtensionError) as err:
-            raise click.ClickException(str(err)) from None
-        except OSError as err:
-            if not is_write_refused(err):
-                raise
-            raise click.ClickException(str(write_error(err, err.filename or "a file", "what was written before is "
-                                                                                       "intact"))) from None
-
-    return wrapper
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -249,7 +44,7 @@ def main():
 @main.command()
 @run_options
 @data_options
-@click.option("--model", default=None, help=MODEL_HELP + " (default: by dataset and device)")
+@model_option("{models} (default: by dataset and device)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the model's recipe)")
 @click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
 @recipe_option
@@ -264,22 +59,6 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
                         device=device, seed=seed, progress=progress)
     click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
                f"-> {summary['checkpoint']}")
-
-
-def _parameter_option(parameter):
-    """The flag of an estimator or ranking parameter, its type, default and help from its table entry."""
-    kind = click.Choice(parameter.choices) if parameter.choices else parameter.kind
-    return click.option(*parameter.flags, parameter.name, type=kind, default=parameter.default, help=parameter.help)
-
-
-#: the estimator parameters that have flags, and the ranking options (roarfast.methods.parameters)
-parameter_options = _stack(*(_parameter_option(p) for p in (*PARAMETERS.values(), *RANKING.values()) if p.flags))
-
-method_arg_option = click.option(
-    "--method-arg", "method_arg", multiple=True, callback=_data_options, metavar="NAME=VALUE",
-    help="an estimator's parameter or argument, repeatable, values read as YAML (--method-arg samples=30, "
-         "--method-arg sliding_window_shapes=[3,8,8] for captum:Occlusion); each estimator gets those it takes, "
-         "and a name none takes is refused with what each takes")
 
 
 @main.command()
@@ -318,7 +97,7 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
 @click.option("--method", "methods", default=None, help="methods to retrain on (default: every stored method, plus random)")
 @click.option("--mode", "modes", default=ROAR, help=f"{', '.join(MODES)} or {','.join(MODES)}")
 @click.option("--seeds", type=int, default=1, help="retrainings per cell (seeds 0..N-1)")
-@click.option("--model", default=None, help=f"model to retrain: {MODEL_HELP} (default: the base model's)")
+@model_option("model to retrain: {models} (default: the base model's)")
 @click.option("--epochs", type=int, default=None, help="training epochs (default: the base model's recipe)")
 @recipe_option
 @click.option("--fill", type=click.Choice(FILLS.names), default=DEFAULT_FILL,
@@ -359,9 +138,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                    "which one seed allows; default: the preset's)")
 @click.option("--fill", type=click.Choice(FILLS.names), default=DEFAULT_FILL,
               help=f"what replaces removed pixels: {FILLS.listing()}")
-@click.option("--model", default=None,
-              help=f"{MODEL_HELP} (default: the base model's, else by dataset and device); trains the base model "
-                   f"when the run directory has none, and every cell")
+@model_option("{models} (default: the base model's, else by dataset and device); trains the base model when the "
+              "run directory has none, and every cell")
 @click.option("--epochs", type=int, default=None,
               help="training epochs of each cell (default: the preset's, else the model's recipe)")
 @recipe_option

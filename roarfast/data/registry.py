@@ -1,65 +1,74 @@
-"""load_dataset, the dataset resolver: every form --dataset (and Study's `dataset=`) takes.
+"""The dataset resolver: every form --dataset (and Study's `dataset=`) takes, read by DATASETS (a
+roarfast.resolver.Resolver), and load_dataset, which loads what it names.
 
-    embedded | cifar10 | cifar100 | imagefolder   the built-in loaders (DATASETS)
-    torchvision:<Class>                           a torchvision classification dataset on disk under --data-dir
-    package.module:factory                        factory(**data options[, data_dir=]) -> (train, test[, classes])
-    a Python object                               (Study) (train, test[, classes]), a factory, or a Dataset
+    a built-in name         embedded, cifar10, cifar100, imagefolder: the modules of roarfast.data.builtin,
+                            each registering its loader (loader_entry) with a description
+    torchvision:<Class>     a torchvision classification dataset on disk under --data-dir
+    package.module:factory  factory(**data options[, data_dir=]) -> (train, test[, classes])
+    object:<name>           refused: a Python object a Study was given, which the command line cannot load
+    a Python object         (Study) (train, test[, classes]), a factory, or a Dataset
 
 Each split of a factory or object is a uint8/int64 tensor pair or a torch Dataset of (image, label)
 (roarfast.data.convert). The fingerprint covers the spec, the options (defaults included) and the data.
 
-Light on purpose (torch is imported when a dataset is loaded): the CLI builds its --dataset help from here.
+Light on purpose (torch is imported with the built-ins' modules, at the first lookup): the CLI imports
+DATASETS to build its --dataset help when the help is shown.
 """
 
 import inspect
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from roarfast.errors import UserError
 from roarfast.options import check_like
-from roarfast.plugins import OBJECT_PREFIX, import_object, import_path_of, is_import_path, object_name
+from roarfast.plugins import OBJECT_PREFIX, import_object, import_path_of, object_name
+from roarfast.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme
 
-#: dataset names and what they are
-DATASETS = {
-    "embedded": "procedural 32x32 images with ground-truth masks (no files needed)",
-    "cifar10": "CIFAR-10 in torchvision's on-disk format under --data-dir",
-    "cifar100": "CIFAR-100 in torchvision's on-disk format under --data-dir",
-    "imagefolder": "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
-}
-TORCHVISION_PREFIX = "torchvision:"
 FLAG = "--dataset"
-#: the forms --dataset takes, for its help and its errors
-DATASET_FORMS = (f"{' | '.join(DATASETS)}, torchvision:<Class> (MNIST, FashionMNIST, SVHN, CIFAR10, STL10, ... on disk "
-                 f"under --data-dir), or package.module:factory (returning (train, test[, classes]))")
-#: options that change how data is read, not what it is (the data bytes are hashed anyway)
-_NOT_IN_FINGERPRINT = ("data_dir", "device", "batch_size", "stream")
+TORCHVISION_PREFIX = "torchvision:"
 _EMPTY = inspect.Parameter.empty
 
 
-def _loader(name: str):
-    if name == "embedded":
-        from roarfast.data.embedded import load_embedded
+@dataclass(frozen=True)
+class DatasetEntry(Entry):
+    """A built-in dataset. `value` is its loader(**options[, data_dir]) -> (train, test) ImageSets (or
+    FileSets); it takes `data_dir` when it reads files (then --data-dir is required). `options`: what
+    --data-option may set, {name: default}; `read_options`: those of them that say how the data is read, not
+    what it is (kept out of the fingerprint, recorded beside it)."""
 
-        return load_embedded
-    if name in ("cifar10", "cifar100"):
-        from roarfast.data.cifar import load_cifar
+    read_options: tuple = ()
 
-        return load_cifar
-    from roarfast.data.imagefolder import load_imagefolder
 
-    return load_imagefolder
+def loader_entry(name: str, description: str, loader, *, read_options=(), order: float = 0.0) -> DatasetEntry:
+    """The DatasetEntry of `loader`: its options are its keyword arguments with defaults, but data_dir and
+    those a functools.partial binds (cifar10's name)."""
+    bound = loader.keywords if isinstance(loader, partial) else {}
+    options = {key: p.default for key, p in inspect.signature(loader).parameters.items()
+               if p.default is not _EMPTY and key != "data_dir" and key not in bound}
+    if not set(read_options) <= set(options):
+        raise ValueError(f"dataset {name!r}: read_options {sorted(set(read_options) - set(options))} are not options")
+    return DatasetEntry(name, description, value=loader, options=options, read_options=tuple(read_options),
+                        order=order)
+
+
+DATASETS = Resolver("dataset", FLAG, package="roarfast.data.builtin",
+                    schemes=[Scheme(TORCHVISION_PREFIX, "roarfast.data.torchvision_sets:torchvision_loader",
+                                    "MNIST, FashionMNIST, SVHN, CIFAR10, STL10, ... on disk under --data-dir")],
+                    import_form="package.module:factory (returning (train, test[, classes]))")
 
 
 def load_dataset(name="embedded", data_dir=None, **options):
     """Loads a dataset into memory (a roarfast.data.Dataset).
 
     Args:
-        name: a built-in name ("embedded", "cifar10", "cifar100", "imagefolder"), "torchvision:<Class>",
+        name: a built-in name (DATASETS: "embedded", "cifar10", "cifar100", "imagefolder"), "torchvision:<Class>",
             "package.module:factory", or (from Python) a factory, a (train, test[, classes]) object or a
             Dataset (returned as it is).
         data_dir: the files' root (not used by "embedded"; a factory gets it when it takes `data_dir`).
-        options: the loader's keyword arguments (embedded: num_train, num_test, seed, copies; cifar: download;
-            imagefolder: resize, crop, skip_bad, device, stream; torchvision: the class's own; a factory: its
-            own); `val_seed` picks the validation split (default: the option `seed`, else 0).
+        options: the loader's keyword arguments (a built-in's DATASETS entry lists them; torchvision: the
+            class's own; a factory: its own); `val_seed` picks the validation split (default: the option
+            `seed`, else 0).
 
     Returns:
         Dataset whose fingerprint covers the name, every option (defaults included) and the data.
@@ -77,54 +86,47 @@ def load_dataset(name="embedded", data_dir=None, **options):
 
 def _resolve(name, data_dir, options: dict, val_seed):
     """The Dataset `name` (any form but a Dataset) names, loaded."""
-    if not isinstance(name, str):
-        return _from_object(name, data_dir, options, val_seed)
-    spec = name.strip()
-    if spec.startswith(OBJECT_PREFIX):
-        raise UserError(f"{FLAG} {spec}: this dataset was a Python object given to roarfast.Study; the command line "
-                        f"cannot load it: pass the same data again, roarfast.Study(run_dir, dataset=...), or name a "
-                        f"loader: {FLAG} package.module:factory")
-    if spec in DATASETS:
-        return _load_builtin(spec, data_dir, options, val_seed)
-    if spec.startswith(TORCHVISION_PREFIX):
-        from roarfast.data.torchvision_sets import load_torchvision, options_of
-
-        class_name = spec[len(TORCHVISION_PREFIX):]
-        if data_dir is None:
-            raise UserError(f"{FLAG} {spec} needs --data-dir (torchvision's files are read from there; nothing is "
-                            f"downloaded)")
-        resolved = _options(spec, options_of(class_name), options)
-        train, test = load_torchvision(class_name, data_dir, **resolved)
-        return _make(spec, train, test, resolved, val_seed)
-    if is_import_path(spec):
-        return _from_factory(spec, import_object(spec, FLAG), data_dir, options, val_seed)
-    raise UserError(f"{FLAG} should be {DATASET_FORMS}, got {spec!r}")
+    query = DATASETS.query(name)
+    if query.form == OBJECT:
+        return _from_object(query.obj, data_dir, options, val_seed)
+    if query.form == RECORDED_OBJECT:
+        raise UserError(f"{FLAG} {query.text}: this dataset was a Python object given to roarfast.Study; the command "
+                        f"line cannot load it: pass the same data again, roarfast.Study(run_dir, dataset=...), or "
+                        f"name a loader: {FLAG} package.module:factory")
+    if query.form == BUILTIN:
+        return _load_builtin(query.entry, data_dir, options, val_seed)
+    if query.form == IMPORT_PATH:
+        return _from_factory(query.text, import_object(query.text, FLAG), data_dir, options, val_seed)
+    load, params = query.scheme.load()(query.rest, data_dir)
+    resolved = _options(query.text, params, options)
+    train, test = load(**resolved)
+    return _make(query.text, train, test, resolved, val_seed)
 
 
-def _load_builtin(name: str, data_dir, options: dict, val_seed):
+def _load_builtin(entry: DatasetEntry, data_dir, options: dict, val_seed):
     from roarfast.data.base import make_dataset
 
-    load = _loader(name)
-    params = inspect.signature(load).parameters
-    unknown = sorted(set(options) - set(params) - {"data_dir"})
+    unknown = sorted(set(options) - set(entry.options))
     if unknown:
-        known = sorted(set(params) - {"data_dir", "name"})
-        raise UserError(f"unknown option(s) {', '.join(unknown)} for dataset {name!r}; it takes {', '.join(known)}")
+        raise UserError(f"unknown option(s) {', '.join(unknown)} for dataset {entry.name!r}; it takes "
+                        f"{', '.join(sorted(entry.options))}")
     for key, value in options.items():  # the kind here; the loader checks the range
-        check_like(f"--data-option {key}", value, params[key].default)
-    if name != "embedded":
-        if data_dir is None:
-            raise UserError(f"dataset {name!r} needs --data-dir ({DATASETS[name]})")
-        options["data_dir"] = str(data_dir)
-    if name in ("cifar10", "cifar100"):
-        options["name"] = name
-    resolved = {key: p.default for key, p in params.items() if p.default is not inspect.Parameter.empty}
+        check_like(f"--data-option {key}", value, entry.options[key])
+    load = entry.load()
+    params = inspect.signature(load).parameters
+    # every keyword the loader is called with, defaults and bound ones included, is part of the fingerprint
+    resolved = {key: p.default for key, p in params.items() if p.default is not _EMPTY}
     resolved.update(options)
+    if "data_dir" in params:
+        if data_dir is None:
+            raise UserError(f"dataset {entry.name!r} needs --data-dir ({entry.description})")
+        resolved["data_dir"] = str(data_dir)
     train, test = load(**resolved)
-    fingerprint_options = {key: value for key, value in resolved.items() if key not in _NOT_IN_FINGERPRINT}
+    fingerprint_options = {key: value for key, value in resolved.items()
+                           if key != "data_dir" and key not in entry.read_options}
     fingerprint_options["val_seed"] = val_seed
-    read_options = {key: value for key, value in resolved.items() if key in _NOT_IN_FINGERPRINT and key != "data_dir"}
-    return make_dataset(name, train, test, fingerprint_options, seed=val_seed, read_options=read_options)
+    read_options = {key: value for key, value in resolved.items() if key in entry.read_options}
+    return make_dataset(entry.name, train, test, fingerprint_options, seed=val_seed, read_options=read_options)
 
 
 def _from_factory(spec: str, factory, data_dir, options: dict, val_seed):

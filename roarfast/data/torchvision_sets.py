@@ -9,6 +9,7 @@ the data does not have; the fingerprint hashes every byte anyway.
 """
 
 import inspect
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +17,9 @@ import torch
 
 from roarfast.data.base import ImageSet
 from roarfast.data.convert import image_sets
+from roarfast.data.registry import TORCHVISION_PREFIX
 from roarfast.errors import UserError
 
-PREFIX = "torchvision:"
 #: the fixed-size classification datasets the documentation and the tests name (others of torchvision's
 #: classification datasets load too when their images share one square size)
 DOCUMENTED = ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "USPS", "SVHN", "CIFAR10", "CIFAR100", "STL10")
@@ -32,12 +33,12 @@ def dataset_class(name: str):
 
     cls = getattr(torchvision.datasets, name, None)
     if not (inspect.isclass(cls) and issubclass(cls, torch.utils.data.Dataset)):
-        raise UserError(f"--dataset {PREFIX}{name}: torchvision.datasets has no dataset {name!r}; classification "
-                        f"datasets it reads from disk: {', '.join(DOCUMENTED)}, ...")
+        raise UserError(f"--dataset {TORCHVISION_PREFIX}{name}: torchvision.datasets has no dataset {name!r}; "
+                        f"classification datasets it reads from disk: {', '.join(DOCUMENTED)}, ...")
     params = inspect.signature(cls.__init__).parameters
     if name not in _READERS and "train" not in params and "split" not in params:
-        raise UserError(f"--dataset {PREFIX}{name}: takes neither train= nor split=, so it has no train and test "
-                        f"split to read")
+        raise UserError(f"--dataset {TORCHVISION_PREFIX}{name}: takes neither train= nor split=, so it has no train "
+                        f"and test split to read")
     return cls
 
 
@@ -53,11 +54,20 @@ def options_of(name: str) -> dict:
             if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
 
+def torchvision_loader(name: str, data_dir) -> tuple:
+    """`torchvision:<name>` under data_dir (the dataset resolver's scheme): (load(**options) -> (train, test)
+    ImageSets, {option: default} it takes from --data-option)."""
+    if data_dir is None:
+        raise UserError(f"--dataset {TORCHVISION_PREFIX}{name} needs --data-dir (torchvision's files are read from "
+                        f"there; nothing is downloaded)")
+    return partial(load_torchvision, name, data_dir), options_of(name)
+
+
 def load_torchvision(name: str, data_dir, **options) -> tuple[ImageSet, ImageSet]:
     """(train, test) ImageSets of torchvision.datasets.<name> under data_dir."""
     cls = dataset_class(name)
     root = Path(data_dir)
-    where = f"--dataset {PREFIX}{name}"
+    where = f"--dataset {TORCHVISION_PREFIX}{name}"
     if name in _READERS:
         return _READERS[name](cls, root, where)
     params = inspect.signature(cls.__init__).parameters
@@ -114,7 +124,7 @@ def _stl10(cls, root: Path, where: str):
 
 
 def _cifar(cls, root: Path, where: str):
-    from roarfast.data.cifar import load_cifar
+    from roarfast.data.builtin.cifar import load_cifar
 
     return load_cifar(root, name=cls.__name__.lower())
 

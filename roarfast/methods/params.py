@@ -34,10 +34,10 @@ class ExplainBatch:
         if not isinstance(self.x, torch.Tensor) or self.x.dim() != 4 or not self.x.is_floating_point():
             raise UserError(f"ExplainBatch.x should be a float Tensor[B, C, H, W], got {_describe(self.x)}")
         batch = self.x.shape[0]
-        for field in ("target", "index"):
-            value = getattr(self, field)
+        for name in ("target", "index"):
+            value = getattr(self, name)
             if not isinstance(value, torch.Tensor) or value.shape != (batch,) or value.dtype != torch.int64:
-                raise UserError(f"ExplainBatch.{field} should be an int64 Tensor[{batch}], got {_describe(value)}")
+                raise UserError(f"ExplainBatch.{name} should be an int64 Tensor[{batch}], got {_describe(value)}")
         if self.gt_mask is not None:
             expected = (batch, self.x.shape[2], self.x.shape[3])
             if self.gt_mask.shape != expected or self.gt_mask.dtype != torch.bool:

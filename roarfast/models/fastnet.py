@@ -1,10 +1,13 @@
 """Small plain CNNs for 32px images: `FastNet` (the CPU default, a few MFLOP per image) and `AirNet`
-(the GPU default, shaped after airbench's CIFAR-10 net: conv-pool-BN-ReLU blocks, a scaled linear head).
+(the GPU default, shaped after airbench's CIFAR-10 net: conv-pool-BN-ReLU blocks, a scaled linear head),
+registered as the built-ins fastnet and fastnet-gpu with their tuned recipes.
 
 ReLUs are separate nn.ReLU modules (never inplace, never functional) so guided backprop can hook them.
 """
 
 from torch import nn
+
+from roarfast.models.registry import MODELS, ModelEntry
 
 
 def conv_bn_relu(in_channels: int, out_channels: int) -> list[nn.Module]:
@@ -65,3 +68,21 @@ class AirNet(nn.Module):
         """x (Tensor[B, C, H, W]) normalized -> logits (Tensor[B, num_classes])."""
         x = self.block3(self.block2(self.block1(self.stem(x))))
         return self.head(self.pool(x).flatten(1)) * self.LOGIT_SCALE
+
+
+def fastnet(num_classes: int, image_size: int, in_channels: int) -> FastNet:
+    """The built-in fastnet (any image size: it pools globally)."""
+    return FastNet(num_classes, in_channels)
+
+
+def fastnet_gpu(num_classes: int, image_size: int, in_channels: int) -> AirNet:
+    """The built-in fastnet-gpu (any image size: it pools globally)."""
+    return AirNet(num_classes, in_channels)
+
+
+MODELS.register(ModelEntry(
+    "fastnet", "CPU default for 32px data: 3 conv stages (16/32/64), about 3 M multiply-adds per image",
+    value=fastnet, recipe={"epochs": 8, "batch_size": 128, "lr": 0.05}))
+MODELS.register(ModelEntry(
+    "fastnet-gpu", "GPU default for 32px data: airbench-class net (64/256/256), ReLU",
+    value=fastnet_gpu, recipe={"epochs": 10, "batch_size": 256, "lr": 0.2, "label_smoothing": 0.2}))

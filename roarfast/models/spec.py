@@ -1,10 +1,11 @@
 """The model resolver: what `--model` (and Study's `model=`) may name, turned into a ModelSpec that builds
-the network and says where it came from.
+the network and says where it came from. The forms are those MODELS reads (roarfast.models.registry):
 
-    built-in name           fastnet, fastnet-gpu, resnet8, resnet18, resnet50 (roarfast.models.MODELS)
+    built-in name           fastnet, fastnet-gpu, resnet8, resnet18, resnet50: the modules of roarfast.models
     package.module:factory  factory(num_classes, image_size, in_channels) -> nn.Module, imported from the
                             working directory or PYTHONPATH
     timm:<name>             timm.create_model(name, num_classes=, in_chans=), random init (roarfast[timm])
+    object:<name>           a Python object this process was given before (below), by the name its run records
     a Python object         (Study) a factory, or an nn.Module whose copies are re-initialized per training
 
 A run records the spec's `name` and `source_sha256` (the factory's source file) in the base checkpoint;
@@ -17,13 +18,10 @@ from dataclasses import dataclass
 from functools import partial
 
 from roarfast.errors import UserError
-from roarfast.plugins import (OBJECT_PREFIX, describe_error, import_object, import_path_of, is_import_path,
-                              object_name, source_sha256)
+from roarfast.models.registry import FLAG, MODELS, TIMM_PREFIX, build_model
+from roarfast.plugins import describe_error, import_object, import_path_of, object_name, source_sha256
+from roarfast.resolver import BUILTIN, IMPORT_PATH, RECORDED_OBJECT, SCHEME
 
-TIMM_PREFIX = "timm:"
-FLAG = "--model"
-#: the forms --model takes, for its help and its errors
-MODEL_FORMS = "a built-in name ({builtins}), package.module:factory, or timm:<name>"
 #: images in the output check of a factory (two, so that a model that mixes the batch is caught too)
 PROBE_IMAGES = 2
 
@@ -83,36 +81,26 @@ class ModelSpec:
 def resolve_model(spec) -> ModelSpec:
     """The ModelSpec of a built-in name, `package.module:factory`, `timm:<name>`, a name an earlier
     resolve_model recorded for an object, or a Python object (a factory, or an nn.Module instance)."""
-    from roarfast.models import MODELS, build_model
-
     if isinstance(spec, ModelSpec):
         return spec
-    if isinstance(spec, str):
-        text = spec.strip()
-        if text in MODELS:
-            return ModelSpec(text, partial(build_model, text), builtin=True)
-        if text.startswith(TIMM_PREFIX):
-            return _timm(text[len(TIMM_PREFIX):])
-        if text.startswith(OBJECT_PREFIX):
-            if text not in _OBJECTS:
-                raise UserError(f"{FLAG} {text}: this model was a Python object given to roarfast.Study; the command "
-                                f"line cannot rebuild it: pass the same object again, roarfast.Study(run_dir, "
-                                f"model=...), or train another with --model NAME|package.module:factory")
-            return _OBJECTS[text]
-        if is_import_path(text):
-            factory = import_object(text, FLAG)
-            if not callable(factory):
-                raise UserError(f"{FLAG} {text}: expected a factory(num_classes, image_size, in_channels), got "
-                                f"{type(factory).__name__}")
-            return ModelSpec(text, factory, source_sha256(factory))
-        raise UserError(f"{FLAG} should be {model_forms()}, got {spec!r}")
-    return _from_object(spec)
-
-
-def model_forms() -> str:
-    from roarfast.models import MODELS
-
-    return MODEL_FORMS.format(builtins=" | ".join(MODELS))
+    query = MODELS.query(spec)
+    if query.form == BUILTIN:
+        return ModelSpec(query.entry.name, partial(build_model, query.entry.name), builtin=True)
+    if query.form == SCHEME:
+        return query.scheme.load()(query.rest)
+    if query.form == RECORDED_OBJECT:
+        if query.text not in _OBJECTS:
+            raise UserError(f"{FLAG} {query.text}: this model was a Python object given to roarfast.Study; the "
+                            f"command line cannot rebuild it: pass the same object again, roarfast.Study(run_dir, "
+                            f"model=...), or train another with --model NAME|package.module:factory")
+        return _OBJECTS[query.text]
+    if query.form == IMPORT_PATH:
+        factory = import_object(query.text, FLAG)
+        if not callable(factory):
+            raise UserError(f"{FLAG} {query.text}: expected a factory(num_classes, image_size, in_channels), got "
+                            f"{type(factory).__name__}")
+        return ModelSpec(query.text, factory, source_sha256(factory))
+    return _from_object(query.obj)
 
 
 def check_source(spec: ModelSpec, recorded: str | None, where) -> None:
@@ -136,7 +124,7 @@ def _from_object(obj) -> ModelSpec:
             return ModelSpec(path, obj, source_sha256(obj))
         spec = ModelSpec(object_name(obj), obj)
     else:
-        raise UserError(f"model should be {model_forms()}, a factory(num_classes, image_size, in_channels) or an "
+        raise UserError(f"model should be {MODELS.forms()}, a factory(num_classes, image_size, in_channels) or an "
                         f"nn.Module, got {type(obj).__name__}")
     _OBJECTS[spec.name] = spec  # a notebook that redefines its class replaces the old one
     return spec
@@ -153,7 +141,9 @@ def _fresh_copy(template, num_classes: int, image_size: int, in_channels: int):
     return model
 
 
-def _timm(name: str) -> ModelSpec:
+def timm_model(name: str) -> ModelSpec:
+    """The ModelSpec of `timm:<name>` (MODELS' timm scheme): random weights, its source the file of the
+    model's entry point."""
     try:
         import timm
     except ImportError:

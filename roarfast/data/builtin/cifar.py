@@ -1,14 +1,17 @@
 """CIFAR-10/100 in torchvision's on-disk format (root/cifar-10-batches-py/data_batch_1..5, test_batch,
 batches.meta; root/cifar-100-python/train, test, meta): the file names come from torchvision's own
-dataset classes; the batches are read with an unpickler that only rebuilds numpy arrays."""
+dataset classes; the batches are read with an unpickler that only rebuilds numpy arrays. Registered as the
+built-in datasets cifar10 and cifar100."""
 
 import pickle
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from roarfast.data.base import ImageSet
+from roarfast.data.registry import DATASETS, loader_entry
 from roarfast.errors import UserError
 
 #: what a CIFAR batch pickle may contain besides builtins: numpy arrays and their dtypes
@@ -74,3 +77,9 @@ def load_cifar(data_dir, name: str = "cifar10", download: bool = False):
                         f"missing {', '.join(missing)} (download=True fetches it where a network exists)")
     classes = _read(folder / cls.meta["filename"])[cls.meta["key"]]
     return _split(folder, cls.train_list, "train", classes), _split(folder, cls.test_list, "test", classes)
+
+
+DATASETS.register(loader_entry("cifar10", "CIFAR-10 in torchvision's on-disk format under --data-dir",
+                               partial(load_cifar, name="cifar10")))
+DATASETS.register(loader_entry("cifar100", "CIFAR-100 in torchvision's on-disk format under --data-dir",
+                               partial(load_cifar, name="cifar100")))

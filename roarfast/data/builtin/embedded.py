@@ -1,4 +1,5 @@
-"""The embedded default dataset (DESIGN.md section 3): procedural 32x32 RGB images with known ground truth.
+"""The embedded default dataset (README, "The embedded dataset"): procedural 32x32 RGB images with known
+ground truth, registered as the built-in dataset "embedded".
 
 Every image is smooth coloured noise plus random solid distractor shapes (the background), with one
 8x8 object (or `copies` of it) pasted on top at a random position. All classes share the object's shape
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 
 from roarfast.data.base import ImageSet
+from roarfast.data.registry import DATASETS, loader_entry
 from roarfast.errors import UserError
 
 #: image side in pixels
@@ -159,3 +161,8 @@ def load_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, co
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"--data-option seed should be a non-negative int, got {seed!r}")
     return make_split(num_train, seed, 0, copies), make_split(num_test, seed, 1, copies)
+
+
+# the default dataset: listed first
+DATASETS.register(loader_entry("embedded", "procedural 32x32 images with ground-truth masks (no files needed)",
+                               load_embedded, order=-1))

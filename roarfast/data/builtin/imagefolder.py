@@ -1,6 +1,6 @@
 """JPEG trees in ImageFolder layout (root/train/<class>/*.jpg, root/val|test/<class>/*.jpg) decoded by
 NVIDIA DALI to the deterministic evaluation canvas: resize the shorter side to `resize`, center crop
-`crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas, DESIGN.md section 2).
+`crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas: README, "Semantics").
 Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU; without DALI,
 PIL and torchvision decode on the CPU (roarfast.data.decode), and the fingerprint says so.
 
@@ -11,6 +11,7 @@ split's digest, statistics and undecodable files are measured once and cached (r
 
 Sample i of a split is the i-th file in sorted (class, file name) order; DALI delivers each canvas
 with its file's index (roarfast.data.dali), so the canvas is filled by index whatever the order.
+Registered as the built-in dataset "imagefolder".
 """
 
 import logging
@@ -23,6 +24,7 @@ import torch
 from roarfast.data import cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet
 from roarfast.data.decode import DALI, canvas_batches, decoder_for
+from roarfast.data.registry import DATASETS, loader_entry
 from roarfast.errors import UserError
 from roarfast.options import check_choice, check_positive
 
@@ -285,3 +287,9 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
                 _stream_split(test_dir, test_files, test_labels, measure=False, **common))
     return (_load_split(train_dir, train_files, train_labels, **common),
             _load_split(test_dir, test_files, test_labels, **common))
+
+
+# device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
+DATASETS.register(loader_entry(
+    "imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
+    load_imagefolder, read_options=("device", "batch_size", "stream")))

@@ -1,0 +1,271 @@
+"""The options the `roarfast` commands share, defined once and stacked on several commands (run directory,
+dataset, model, recipe, AMP, the estimators' parameters), the parsing of option text (KEY=VALUE pairs,
+fractions), the `--config FILE` defaults, and the one-line errors every command shows instead of a
+traceback. The commands themselves are in roarfast/cli/__init__.py.
+
+Light on purpose: the model and dataset lists are read when help is shown (LazyHelpOption), so that
+`roarfast --help` imports no torch.
+"""
+
+import functools
+from pathlib import Path
+
+import click
+
+from roarfast.data.registry import DATASETS
+from roarfast.methods.parameters import PARAMETERS, RANKING
+from roarfast.models import MODELS
+from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
+
+DEFAULT_RUN_DIR = "runs/default"
+
+
+def _stack(*decorators):
+    """Applies several click decorators as one, so shared options are defined once."""
+
+    def apply(func):
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+class LazyHelpOption(click.Option):
+    """An option whose help text is built when help is shown (`help_text()`): the built-in models and datasets
+    are listed from their modules, which import torch, and `roarfast --help` must not wait for that."""
+
+    def __init__(self, *args, help_text, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help_text = help_text
+
+    def get_help_record(self, ctx):
+        self.help = self.help_text()
+        return super().get_help_record(ctx)
+
+
+def model_option(text: str):
+    """--model, its help `text` with {models} replaced by the forms it takes and the built-ins (MODELS)."""
+
+    def help_text():
+        return text.format(models=f"{MODELS.forms()}; the built-ins: {MODELS.listing()}; models other than the "
+                                  f"built-ins train with the default recipe of their image size (up to "
+                                  f"{PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe "
+                                  f"changes it")
+
+    return click.option("--model", default=None, cls=LazyHelpOption, help_text=help_text)
+
+
+def _dataset_help() -> str:
+    """--dataset's help: the forms it takes and the built-ins (DATASETS) with their options."""
+    builtins = "; ".join(f"{entry.name}: {entry.description}"
+                         + (f" (--data-option {', '.join(entry.options)})" if entry.options else "")
+                         for entry in DATASETS)
+    return (f"{DATASETS.forms()}; the built-ins: {builtins}  [default: what `train` recorded in the run directory, "
+            f"else embedded]")
+
+
+run_options = _stack(
+    click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
+                 show_default=True, help="where checkpoints, the rank store and results live"),
+    click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N"),
+    click.option("--seed", type=int, default=0, show_default=True, help="seed of the run"),
+    click.option("--progress/--no-progress", default=True, show_default=True, help="progress bars"),
+)
+
+def _data_options(ctx, param, value):
+    """KEY=VALUE pairs (or mappings, from a config file) -> dict, values read as YAML scalars (3 -> int, true ->
+    bool)."""
+    import yaml
+
+    options = {}
+    for item in value or ():
+        if isinstance(item, dict):
+            options.update({str(key).replace("-", "_"): val for key, val in item.items()})
+            continue
+        key, sep, text = str(item).partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        options[key.strip().replace("-", "_")] = yaml.safe_load(text)
+    return options
+
+
+data_options = _stack(
+    click.option("--dataset", default=None, cls=LazyHelpOption, help_text=_dataset_help),
+    click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+                 help="dataset root (CIFAR or torchvision on-disk format, a JPEG tree with train/ and val/ or test/, "
+                      "or a factory's data_dir)"),
+    # UNPROCESSED: a config file's mapping reaches _data_options whole (a str type would stringify it)
+    click.option("--data-option", "data_option", multiple=True, type=click.UNPROCESSED, callback=_data_options,
+                 metavar="KEY=VALUE",
+                 help="loader option, repeatable: embedded num_train/num_test/seed/copies; cifar download=true; "
+                      "imagefolder resize/crop/skip_bad/device/stream (stream=auto|true|false: decode batch by "
+                      "batch from disk instead of holding the canvases in memory); torchvision:<Class> and a "
+                      "factory: their own keyword arguments"),
+)
+
+def _recipe(ctx, param, value):
+    """--recipe FIELD=VALUE pairs over the config file's recipe: mapping (field by field) -> dict."""
+    from click.core import ParameterSource
+
+    configured = {}
+    if ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
+        configured = _data_options(ctx, param, ctx.lookup_default(param.name) or ())
+    return {**configured, **_data_options(ctx, param, value)}
+
+
+recipe_option = click.option(
+    "--recipe", "recipe", multiple=True, type=click.UNPROCESSED, callback=_recipe, metavar="FIELD=VALUE",
+    help=f"training recipe field, repeatable (--recipe lr=0.02 --recipe ema_decay=null); fields: "
+         f"{', '.join(RECIPE_FIELDS)}; a config file takes a `recipe:` mapping; wins over --epochs, --batch-size "
+         f"and a preset's epochs")
+
+
+amp_option = click.option(
+    "--amp", type=click.Choice(AMP_CHOICES), default="auto",
+    help="mixed precision for training: bf16 autocast, or fp16 autocast with a gradient scaler (auto: bf16 on "
+         "GPU, fp32 on CPU)")
+
+
+def _fractions(ctx, param, value):
+    """'0.3,0.7' or repeated flags -> sorted unique floats (the options check the range); nothing given ->
+    None."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return None
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for item in items:
+        for part in str(item).split(","):
+            if not part.strip():
+                continue
+            try:
+                out.append(float(part))
+            except ValueError:
+                raise click.BadParameter(f"{part!r} is not a number") from None
+    if not out:
+        raise click.BadParameter("give at least one fraction")
+    return sorted(set(out))
+
+
+def _load_config(ctx, param, path):
+    """Reads a YAML config into ctx.default_map (safe loader; flags still override)."""
+    if path is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as err:
+        raise click.BadParameter(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{path} should hold a mapping of option names to values")
+    commands = ctx.command.commands if isinstance(ctx.command, click.Group) else {}
+    shared = {k: v for k, v in data.items() if k not in commands}
+    default_map = {}
+    for name, command in commands.items():
+        section = data.get(name) or {}
+        if not isinstance(section, dict):
+            raise click.BadParameter(f"section {name!r} of {path} should be a mapping")
+        # a mapping (recipe:) in both is merged field by field, the section's fields winning
+        merged = {**shared, **{k: {**shared[k], **v} if isinstance(v, dict) and isinstance(shared.get(k), dict) else v
+                               for k, v in section.items()}}
+        default_map[name] = _defaults_for(command, merged, path)
+        unknown = [k for k in section if str(k).replace("-", "_") not in _option_names(command)]
+        if unknown:
+            raise click.BadParameter(f"{path}: section {name!r} has unknown option(s) {', '.join(map(str, unknown))}")
+    known = set().union(*(_option_names(c) for c in commands.values())) if commands else set()
+    unknown = [k for k in shared if str(k).replace("-", "_") not in known]
+    if unknown:
+        raise click.BadParameter(f"{path}: unknown option(s) {', '.join(map(str, unknown))}")
+    ctx.default_map = default_map
+    return path
+
+
+def _option_names(command) -> set:
+    return {opt.lstrip("-").replace("-", "_") for p in command.params for opt in getattr(p, "opts", [])}
+
+
+def _defaults_for(command, values: dict, path) -> dict:
+    """Config keys are option names ("fraction", "run-dir"); click's default_map wants parameter names. The
+    values of number options are checked as a flag's text would be (_config_number)."""
+    by_option = {}
+    for param in command.params:
+        for opt in getattr(param, "opts", []):
+            by_option[opt.lstrip("-").replace("-", "_")] = param
+    defaults = {}
+    for key, value in values.items():
+        param = by_option.get(str(key).replace("-", "_"))
+        if param is None:
+            continue  # a key meant for another command
+        if getattr(param, "multiple", False) and not isinstance(value, (list, tuple)):
+            value = [value]
+        defaults[param.name] = _config_number(param, key, value, path)
+    return defaults
+
+
+def _config_number(param, key, value, path):
+    """`value` of a number option from the config file `path`, refused (naming the option and the file) where
+    the flag would refuse its text: click casts a default with int(), which would silently truncate
+    `epochs: 1.7` to 1 and read `seeds: true` as 1."""
+    integer = isinstance(param.type, click.types.IntParamType)
+    if not integer and not isinstance(param.type, click.types.FloatParamType):
+        return value
+    if isinstance(value, str):  # parsed as the flag's text is
+        try:
+            ok = (int if integer else float)(value) is not None
+        except ValueError:
+            ok = False
+    else:
+        ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+    if not ok:
+        raise click.BadParameter(f"{path}: {key} should be {'an integer' if integer else 'a number'} (as "
+                                 f"{param.opts[0]} takes it), got {value!r}")
+    return value
+
+
+def _options(factory, **values):
+    """factory(**values): an options dataclass, whose checks' UserError is a usage error (exit code 2)."""
+    from roarfast.errors import UserError
+
+    try:
+        return factory(**values)
+    except UserError as err:
+        raise click.UsageError(str(err)) from None
+
+
+def _friendly_errors(func):
+    """Turns errors the user can fix (bad input, a missing or stale extension build, a full disk or a
+    read-only directory) into one-line messages instead of tracebacks."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from roarfast._extension import ExtensionError
+        from roarfast.errors import UserError, is_write_refused, write_error
+
+        try:
+            return func(*args, **kwargs)
+        except (UserError, ExtensionError) as err:
+            raise click.ClickException(str(err)) from None
+        except OSError as err:
+            if not is_write_refused(err):
+                raise
+            raise click.ClickException(str(write_error(err, err.filename or "a file", "what was written before is "
+                                                                                       "intact"))) from None
+
+    return wrapper
+
+
+def _parameter_option(parameter):
+    """The flag of an estimator or ranking parameter, its type, default and help from its table entry."""
+    kind = click.Choice(parameter.choices) if parameter.choices else parameter.kind
+    return click.option(*parameter.flags, parameter.name, type=kind, default=parameter.default, help=parameter.help)
+
+
+#: the estimator parameters that have flags, and the ranking options (roarfast.methods.parameters)
+parameter_options = _stack(*(_parameter_option(p) for p in (*PARAMETERS.values(), *RANKING.values()) if p.flags))
+
+method_arg_option = click.option(
+    "--method-arg", "method_arg", multiple=True, callback=_data_options, metavar="NAME=VALUE",
+    help="an estimator's parameter or argument, repeatable, values read as YAML (--method-arg samples=30, "
+         "--method-arg sliding_window_shapes=[3,8,8] for captum:Occlusion); each estimator gets those it takes, "
+         "and a name none takes is refused with what each takes")
