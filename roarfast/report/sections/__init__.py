@@ -1,6 +1,6 @@
 """The report's sections, one module each. A section is one object holding its numbers (the summary.json
 keys it computes from the loaded measurements), its tables or lines, and its figures; the page (index.md,
-index.html, summary.json and the verdict lines) is assembled from the ordered list of sections, so a
+index.html, summary.json with its list of figures) is assembled from the ordered list of sections, so a
 section cannot be computed and then left out, nor a figure drawn and never shown.
 
 Adding a section is one module here plus its test:
