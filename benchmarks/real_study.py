@@ -64,7 +64,7 @@ def numbers_page(summary: dict, args, seconds: float, command: str) -> str:
     """The Markdown page of what the README quotes."""
     import torch
 
-    from roarfast.report.render import verdict_lines
+    from roarfast.report.text import verdict_lines
 
     lines = [f"# CIFAR-10 (JPEG q75): {args.train_per_class * 10:,} train / {args.test_per_class * 10:,} test images",
              "", f"Command: `{command}`", "",
@@ -92,7 +92,7 @@ def numbers_page(summary: dict, args, seconds: float, command: str) -> str:
 def readme_snippet(summary: dict, args, seconds: float, command: str, figure: str, page: str) -> str:
     """What the README shows beside the figure: the command and its cost, the rankings and the verdicts at 50%,
     how visible each fill's holes are; the whole of it is on the numbers page."""
-    from roarfast.report.render import verdict_lines
+    from roarfast.report.text import verdict_lines
 
     shown = [line for line in verdict_lines(summary) if line.startswith("ranking") or " 50% " in line]
     holes = [f"{r['fill']} {r['accuracy']:.0%}" for r in summary.get("fill_leakage") or [] if r["fraction"] == 0.5]

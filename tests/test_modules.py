@@ -10,7 +10,6 @@ not edges: they are how a low module reaches an entry without depending on it.
 import ast
 from pathlib import Path
 
-
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "roarfast"
 MAX_LINES = 500

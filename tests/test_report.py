@@ -13,8 +13,9 @@ from scipy import stats as sps
 
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.report import analysis, figures, write_report
+from roarfast.report import write_report
 from roarfast.report.load import load_run
+from roarfast.report.sections import accuracy, controls, ensembles, examples, rankings
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.results.schema import row_digest
 from roarfast.rundir import RunDir
@@ -199,20 +200,20 @@ def read_png(fig, path):
 
 def test_figures_draw_one_line_per_method(written, tmp_path):
     summary = written.summary
-    fig = figures.figure_accuracy(summary, "dataset-mean")
+    fig = accuracy.figure_accuracy(summary, "dataset-mean")
     roar, kar = fig.axes[:2]
     expected = {"random", "copy", "good", "solo", "chance", "base model (unmodified)"}
     assert labelled_lines(roar) == expected and labelled_lines(kar) == expected
     assert roar.get_xlabel() == "fraction of pixels removed (%)" and kar.get_xlabel() == "fraction of pixels kept (%)"
     image = read_png(fig, tmp_path / "a.png")
     assert image.shape[1] > image.shape[0]  # two panels side by side
-    fig = figures.figure_controls(summary)
+    fig = controls.figure_controls(summary)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["random, ROAR", "good, ROAR: LEAKY control"]
     assert labelled_lines(panels[1]) == {"ROAR (dataset-mean)", "ROAR (road)", "mask-only control", "chance",
                                          "base model (unmodified)"}
     read_png(fig, tmp_path / "c.png")
-    assert figures.figure_ensembles(summary, "dataset-mean") is None  # no grad family in these results
+    assert ensembles.figure_ensembles(summary, "dataset-mean") is None  # no grad family in these results
 
 
 def test_ensemble_panels_per_base_estimator(tmp_path):
@@ -221,7 +222,7 @@ def test_ensemble_panels_per_base_estimator(tmp_path):
                                                           ("var-grad", 0.35), ("ig", 0.7), ("random", 0.8))
               for f in FRACTIONS]
     summary = {"groups": groups, "chance": 0.1, "base": {"test_acc": 0.9}, "fills": ["dataset-mean"]}
-    fig = figures.figure_ensembles(summary, "dataset-mean")
+    fig = ensembles.figure_ensembles(summary, "dataset-mean")
     (panel,) = fig.axes  # ig has no ensemble member here: no panel
     assert labelled_lines(panel) == {"grad", "sg-grad", "sg-sq-grad", "var-grad", "random", "chance",
                                      "base model (unmodified)"}
@@ -252,12 +253,12 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
                     record(db, method, mode, f, 0, 0.5)
     written = write_report(run.root)
     assert (run.report_dir / "examples.png").is_file()
-    images, methods, labels, fill = figures.example_grid(written.summary, load_run(run).context, run)
+    images, methods, labels, fill = examples.example_grid(written.summary, load_run(run).context, run)
     assert fill == "dataset-mean" and methods == ["random", "oracle"] and labels == ["original", "ROAR 25%", "ROAR 50%", "KAR 25%", "KAR 50%"]
-    original = ds.test.images[figures.EXAMPLE_INDEX].permute(1, 2, 0).double().numpy() / 255
+    original = ds.test.images[examples.EXAMPLE_INDEX].permute(1, 2, 0).double().numpy() / 255
     mean = np.array(ds.mean)
     for r, method in enumerate(methods):
-        rank = ranks[method][figures.EXAMPLE_INDEX].numpy()
+        rank = ranks[method][examples.EXAMPLE_INDEX].numpy()
         assert np.allclose(images[r, 0], original, atol=1e-6)
         for c, (keep, f) in enumerate(((False, 0.25), (False, 0.5), (True, 0.25), (True, 0.5)), start=1):
             top = rank < int(f * h * w)
@@ -291,7 +292,7 @@ def test_cli_prints_verdicts_and_where_the_report_is(run_dir, tmp_path):
 def test_a_method_lacking_a_fraction_is_not_ranked_over_a_shorter_curve():
     accs = {("a", "roar", "dataset-mean", 0.1): {0: 0.5, 1: 0.6}, ("a", "roar", "dataset-mean", 0.5): {0: 0.4, 1: 0.3},
             ("b", "roar", "dataset-mean", 0.1): {0: 0.9, 1: 0.8}}
-    (ranking,) = analysis.rankings(accs)
+    (ranking,) = rankings.rankings(accs)
     assert ranking["fractions"] == [0.1, 0.5] and ranking["incomplete"] == ["b"]
     (entry,) = ranking["entries"]
     assert entry["method"] == "a" and entry["mean"] == pytest.approx(np.mean([0.45, 0.45]))

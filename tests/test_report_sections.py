@@ -1,10 +1,17 @@
-"""The report's sections beyond retraining: the no-retrain measurements in a table, the Kendall tau between
-benchmarks computed by hand, fill leakage (from results.sqlite, and from a leakage.json of before schema
-v3) beside the class controls."""
+"""The report's sections: one registered from outside (its numbers, a table and a figure) found on every page
+at the place its order gives it, and none overwriting another's numbers; the sections beyond retraining: the
+no-retrain measurements in a table, the Kendall tau between benchmarks computed by hand, fill leakage (from
+results.sqlite, and from a leakage.json of before schema v3) beside the class controls."""
 
 import json
+from collections import Counter
 
-from roarfast.report import write_report
+import pytest
+
+from roarfast.report import sections, write_report
+from roarfast.report.figures import pyplot
+from roarfast.report.sections import Figure, Table
+from roarfast.resolver import Resolver
 from roarfast.results import FILL_LEAKAGE, NO_RETRAIN, RETRAIN, MeasurementKey, ResultsDB
 from roarfast.rundir import RunDir
 
@@ -81,3 +88,70 @@ def test_cells_trained_with_different_thread_counts_are_noted(tmp_path):
     assert note.startswith("the cells were trained with different CPU thread counts (1 thread: 4 cell(s), 2 threads: "
                            "2 cell(s)); CPU accuracies depend on the thread count")
     assert threads_note([2, 2]) == [] and threads_note([None, 2]) == []
+
+
+@pytest.fixture
+def own_sections(monkeypatch):
+    """The built-in sections in a resolver of the test's own, so that what a test registers ends with it."""
+    monkeypatch.setattr(sections, "SECTIONS", Resolver("report section", "section", list(sections.SECTIONS)))
+
+
+def cells_per_method(loaded, summary):
+    return {"probe": dict(Counter(c["method"] for c in loaded.cells))}
+
+
+def probe_table(summary):
+    return [Table("Probe: cells per method", ["method", "cells"], sorted(summary["probe"].items()))]
+
+
+def probe_figures(summary, context, run):
+    def bars():
+        fig, ax = pyplot().subplots(figsize=(3, 2))
+        ax.bar(list(summary["probe"]), list(summary["probe"].values()), color="tab:blue")
+        return fig
+
+    return [Figure("probe.png", "Probe: a bar per method", bars), Figure("nothing.png", "Never drawn", lambda: None)]
+
+
+def test_a_section_registered_in_one_place_is_on_every_page(tmp_path, own_sections):
+    """What a new section module does (numbers, a table, a figure, an order between the control tables and the
+    test accuracy tables), done from the test: summary.json, index.md and index.html show it, in its place."""
+    import matplotlib.image as mpimg
+
+    sections.register("probe", "cells per method", 65, numbers=cells_per_method, blocks=probe_table,
+                      figures=probe_figures)
+    run = RunDir(tmp_path)
+    fill_run(run)
+    report = write_report(tmp_path)
+    # fill_run: per method 2 seeds with each of 2 fills
+    assert report.summary["probe"] == {"a": 4, "b": 4, "random": 4}
+    assert json.loads((run.report_dir / "summary.json").read_text())["probe"] == {"a": 4, "b": 4, "random": 4}
+    assert {"file": "probe.png", "title": "Probe: a bar per method", "kind": "probe"} in report.summary["figures"]
+    assert "probe.png" in report.files and not (run.report_dir / "nothing.png").exists()
+    image = mpimg.imread(run.report_dir / "probe.png")
+    assert image.shape[0] > 100 and (image[..., 2] - image[..., 0] > 0.4).mean() > 0.05  # the blue bars are drawn
+    markdown = (run.report_dir / "index.md").read_text()
+    table = markdown.index("## Probe: cells per method")
+    assert markdown.index("## Verdict against random") < table < markdown.index("## Test accuracy, ROAR")
+    assert markdown[table:].startswith("## Probe: cells per method\n\n| method | cells |\n|---|---|\n| a | 4 |\n"
+                                       "| b | 4 |\n| random | 4 |\n\n## Probe: a bar per method\n\n"
+                                       "![Probe: a bar per method](probe.png)\n")
+    assert "Never drawn" not in markdown
+    page = (run.report_dir / "index.html").read_text()
+    assert "<h2>Probe: cells per method</h2><table>" in page and "<td>random</td><td>4</td>" in page
+    assert "<img alt='Probe: a bar per method' src='data:image/png;base64," in page
+
+
+def test_a_section_cannot_overwrite_anothers_numbers(tmp_path, own_sections):
+    sections.register("usurper", "sets the verdicts again", 5, numbers=lambda loaded, summary: {"verdicts": []})
+    fill_run(RunDir(tmp_path))
+    with pytest.raises(ValueError, match="report section 'usurper' sets \\['verdicts'\\]"):
+        write_report(tmp_path)
+
+
+def test_a_section_s_blocks_are_tables_or_lines():
+    from roarfast.report.render import page
+    from roarfast.report.sections import Section
+
+    with pytest.raises(TypeError, match="report section 'loose' gave str: blocks are Table or Lines"):
+        page([Section("loose", blocks=lambda summary: ["a line outside Lines"])], {}, {})

@@ -1,7 +1,9 @@
-"""The report (DESIGN.md section 10): tables, figures and verdicts from a run directory, in four steps
-that each take plain data from the one before — load (roarfast.report.load: the run directory's
-measurements, read once), analyse (.analysis: intervals, tests, verdicts, rankings, the no-retrain and
-fill-leakage tables), draw (.figures) and render (.render: index.md, index.html, cells.csv, summary.json).
+"""The report: tables, figures and verdicts from a run directory (README, "The whole benchmark"), in four
+steps that each take plain data from the one before — load (roarfast.report.load: the run directory's
+measurements, read once), analyse (.analysis: the numbers the sections share, then each section's), draw
+(.figures: each section's figures) and render (.render: the page of the sections in order, as index.md and
+index.html, beside cells.csv and summary.json). What the page holds is the list of sections
+(roarfast.report.sections, one module each: its numbers, its tables or lines, its figures).
 
 Writes `<run_dir>/report/` by default; can be rerun at any time, also while a sweep is writing.
 From Python: `report = write_report(run_dir)`; `report.index_html`, `report.verdict_lines()`,
@@ -11,9 +13,11 @@ From Python: `report = write_report(run_dir)`; `report.index_html`, `report.verd
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roarfast.report import sections
 from roarfast.report.analysis import analyse
 from roarfast.report.load import load_run
-from roarfast.report.render import verdict_lines, write_files
+from roarfast.report.render import page, write_files
+from roarfast.report.text import verdict_lines
 
 
 @dataclass
@@ -40,15 +44,15 @@ def write_report(run_dir, out_dir=None, dataset=None) -> Report:
     Study's, which the run directory may not be able to load). Raises UserError, writing nothing, when the run
     directory has no results.sqlite or no finished cells, or when out_dir cannot be written."""
     from roarfast.atomic import check_writable
-    from roarfast.report.figures import write_figures
+    from roarfast.report.figures import draw
     from roarfast.rundir import RunDir
 
     run = RunDir(run_dir)
     loaded = load_run(run, dataset)
-    summary = analyse(loaded)
+    listed = sections.ordered()
+    summary = analyse(loaded, listed)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir
     check_writable(out_dir, 0, "--out")  # the run directory itself may be read-only: only out_dir is written
-    figures = write_figures(summary, run, loaded.context, out_dir)
-    summary["figures"] = figures
-    files = write_files(summary, loaded.cells, out_dir)
-    return Report(out_dir, summary, [f["file"] for f in figures] + files)
+    shown = draw(listed, summary, loaded.context, run, out_dir)
+    files = write_files(summary, page(listed, summary, shown), loaded.cells, out_dir)
+    return Report(out_dir, summary, [f["file"] for f in summary["figures"]] + files)

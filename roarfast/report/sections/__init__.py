@@ -1,0 +1,85 @@
+"""The report's sections, one module each. A section is one object holding its numbers (the summary.json
+keys it computes from the loaded measurements), its tables or lines, and its figures; the page (index.md,
+index.html, summary.json with its list of figures) is assembled from the ordered list of sections, so a
+section cannot be computed and then left out, nor a figure drawn and never shown.
+
+Adding a section is one module here plus its test:
+
+    from roarfast.report.sections import Figure, Table, register
+
+    def numbers(loaded, summary):            # analyse: {summary.json key: JSON-able value}
+        ...
+    def tables(summary):                     # render: [Table | Lines], from the whole summary
+        ...
+    def figures(summary, context, run):      # draw: [Figure]
+        ...
+    register("name", "what it shows, in one line", order=75, numbers=numbers, blocks=tables, figures=figures)
+
+Each of the three is optional. `order` places the section on the page (the built-ins use 10, 20, ... 150);
+its figures follow its blocks. Every module of this package is imported at the first listing
+(roarfast.resolver's package discovery), which runs its `register`.
+
+What the steps hand a section: `loaded` (roarfast.report.load.Loaded: the cells, the raw rows, the context),
+`summary` (roarfast.report.analysis.measured's shared numbers: fills, base, chance, groups, leakage,
+verdicts, notes; plus the numbers of the sections placed before it; when rendering, all of it),
+`context` (load.Context: chance, the dataset when it could be opened) and `run` (the RunDir).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from roarfast.resolver import Entry, Resolver
+
+#: every report section, found in this package's modules
+SECTIONS = Resolver("report section", "section", package=__name__)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table: `header` (all empty: none shown) and `rows` of cells (rendered with str)."""
+
+    title: str
+    header: list
+    rows: list
+
+
+@dataclass(frozen=True)
+class Lines:
+    """A list of lines under a title."""
+
+    title: str
+    lines: list
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure a section draws: `draw()` returns the matplotlib Figure (None: nothing to draw, so neither
+    saved nor shown), saved as `file` and shown under `title`. `fill`: the fill it shows, if one
+    (summary.json lists the figures fill by fill, then those of the whole run)."""
+
+    file: str
+    title: str
+    draw: Callable
+    fill: str | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report (see the module's docstring for what each callable receives and returns)."""
+
+    name: str
+    numbers: Callable | None = None
+    blocks: Callable | None = None
+    figures: Callable | None = None
+
+
+def register(name: str, description: str, order: float, *, numbers=None, blocks=None, figures=None) -> Section:
+    """Registers a section (a module of this package calls this as it is imported) and returns it."""
+    section = Section(name, numbers, blocks, figures)
+    SECTIONS.register(Entry(name, description, value=section, order=order))
+    return section
+
+
+def ordered() -> list[Section]:
+    """The sections in page order."""
+    return [entry.load() for entry in SECTIONS]

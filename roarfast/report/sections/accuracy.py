@@ -1,0 +1,36 @@
+"""The paper's figure, one per fill: test accuracy against the fraction of pixels removed (ROAR) or kept
+(KAR), one line per estimator with its 95% interval, random as a shaded band, leaky points marked."""
+
+from functools import partial
+
+from roarfast.modes import MODES
+from roarfast.report.figures import accuracy_panel, curves_of, figure_legend, method_colors, pyplot
+from roarfast.report.sections import Figure, register
+
+
+def figures(summary: dict, context, run) -> list:
+    return [Figure(f"accuracy_{fill}.png", f"Test accuracy against the fraction of pixels removed (ROAR) or kept "
+                                          f"(KAR), fill {fill}", partial(figure_accuracy, summary, fill), fill)
+            for fill in summary["fills"]]
+
+
+def figure_accuracy(summary: dict, fill: str):
+    """A ROAR and a KAR panel of one fill. Returns the Figure (None when neither mode has cells with this
+    fill)."""
+    plt = pyplot()
+
+    modes = [m for m in MODES if curves_of(summary, m, fill)]
+    if not modes:
+        return None
+    colors = method_colors(summary)
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes) + 2.5, 4.8), squeeze=False,
+                             layout="constrained")
+    for ax, mode in zip(axes[0], modes):
+        accuracy_panel(ax, summary, mode, fill, colors, f"{mode.upper()} (fill {fill})")
+    figure_legend(fig, axes.flat)
+    fig.suptitle("Test accuracy after retraining; shaded: 95% t-interval over seeds")
+    return fig
+
+
+register("accuracy", "test accuracy against the fraction removed or kept, one figure per fill", 30,
+         figures=figures)

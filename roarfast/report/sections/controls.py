@@ -1,0 +1,78 @@
+"""The mask-only controls (each cell retrained on its removal pattern alone): a table per mode of their
+accuracy against chance with the leakage test's p, and each method's curve beside its control's."""
+
+from collections import defaultdict
+from functools import partial
+
+from roarfast.modes import MODES, cell_mode, control_mode
+from roarfast.report.figures import curves_of, decorate, draw_curve, figure_legend, pyplot
+from roarfast.report.load import method_order
+from roarfast.report.sections import Figure, Table, register
+from roarfast.report.text import p_text, pct
+
+
+def tables(summary: dict) -> list:
+    by_mode = defaultdict(list)
+    for e in summary["leakage"]:
+        by_mode[e["mode"]].append(e)
+    out = []
+    for mode, entries in by_mode.items():
+        fractions = sorted({e["fraction"] for e in entries})
+        cells = {(e["method"], e["fraction"]): e for e in entries}
+        methods = sorted({e["method"] for e in entries}, key=method_order)
+        rows = [[m] + [leak_cell(cells.get((m, f))) for f in fractions] for m in methods]
+        title = (f"Mask-only controls of the {cell_mode(mode).upper()} cells: accuracy against chance "
+                 f"({pct(summary['chance'])}), one-sided p")
+        out.append(Table(title, ["method"] + [f"{f:.0%}" for f in fractions], rows))
+    return out
+
+
+def leak_cell(e: dict | None) -> str:
+    if e is None:
+        return "-"
+    if e["leaky"] is None:
+        return f"{pct(e['mean'])} (not tested)"
+    return f"{pct(e['mean'])}" + (" LEAKY" if e["leaky"] else "") + f" (p={p_text(e['p'])}, n={e['n']})"
+
+
+def figures(summary: dict, context, run) -> list:
+    return [Figure("controls.png", "Each method's ROAR/KAR curve beside its mask-only control",
+                   partial(figure_controls, summary))]
+
+
+def figure_controls(summary: dict):
+    """A panel per method and mode: its ROAR (KAR) curve per fill beside its mask-only control and chance.
+    None when there are no controls."""
+    plt = pyplot()
+
+    panels = []
+    for mode in MODES:
+        controls = curves_of(summary, control_mode(mode), None)
+        panels += [(mode, method) for method in sorted(controls, key=method_order)]
+    if not panels:
+        return None
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    leaky = {(e["method"], e["mode"]) for e in summary["leakage"] if e["leaky"]}
+    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols + 2.5, 3.6 * rows), squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (mode, method) in zip(axes.flat, panels):
+        for fill in summary["fills"]:
+            curve = curves_of(summary, mode, fill).get(method)
+            if curve:
+                draw_curve(ax, curve, f"{mode.upper()} ({fill})")
+        draw_curve(ax, curves_of(summary, control_mode(mode), None)[method], "mask-only control", color="tab:red",
+                   linestyle="--")
+        decorate(ax, summary, mode, f"{method}, {mode.upper()}")
+        if (method, control_mode(mode)) in leaky:
+            ax.set_title(f"{method}, {mode.upper()}: LEAKY control", color="firebrick")
+    figure_legend(fig, axes.flat)
+    fig.suptitle("ROAR/KAR accuracy beside the mask-only control (trained on the removal pattern alone); "
+                 "shaded: 95% t-interval over seeds")
+    return fig
+
+
+register("controls", "the mask-only controls against chance (mask leakage), with each method's curve beside its "
+                     "control's", 60, blocks=tables, figures=figures)

@@ -1,0 +1,99 @@
+"""One test image masked exactly as retraining saw it: a row per method, a column per mode and fraction.
+The only part of the report that reads the dataset and the rank store, and imports the compiled extension
+(when it draws); a grid that cannot be drawn becomes a note."""
+
+from functools import partial
+
+from roarfast.errors import UserError
+from roarfast.fills import DEFAULT_FILL, resolve_fill
+from roarfast.modes import MODES
+from roarfast.report.figures import pyplot
+from roarfast.report.load import method_order
+from roarfast.report.sections import Figure, register
+
+EXAMPLE_INDEX = 0  # the test image drawn in the example grid
+
+
+def figures(summary: dict, context, run) -> list:
+    return [Figure("examples.png", f"Test image {EXAMPLE_INDEX} as retraining saw it (rows: methods; columns: mode "
+                                   f"and fraction)", partial(_draw, summary, context, run))]
+
+
+def _draw(summary: dict, context, run):
+    """The figure, or None (with a note in the summary when the store or the extension cannot serve)."""
+    from roarfast._extension import ExtensionError
+
+    try:
+        grid = example_grid(summary, context, run)
+    except (UserError, ExtensionError) as err:
+        summary["notes"].append(f"example images not drawn: {err}")
+        return None
+    return None if grid is None else figure_examples(*grid)
+
+
+def example_grid(summary: dict, context, run):
+    """(images float ndarray[rows, cols, H, W, C] in [0, 1], row labels, column labels, fill name) of test image
+    EXAMPLE_INDEX masked as retraining masked it (the fill's `apply`, then back to
+    pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve.
+    The only part of the report that needs the compiled extension: it is imported here."""
+    import numpy as np
+    import torch
+
+    from roarfast.data.base import FileSet
+
+    ds = context.dataset
+    if ds is None or not summary["fills"]:
+        return None
+    if isinstance(ds.test, FileSet):
+        raise UserError("the dataset is streamed from disk; the grid draws in-memory datasets only")
+    fill_name = DEFAULT_FILL if DEFAULT_FILL in summary["fills"] else summary["fills"][0]
+    fill = resolve_fill(fill_name)
+    columns = [(mode, f) for mode in MODES for f in sorted({g["fraction"] for g in summary["groups"]
+                                                            if g["mode"] == mode and g["fill"] == fill_name})]
+    store = run.rank_store
+    stored = set(store.methods("test"))
+    methods = sorted({g["method"] for g in summary["groups"] if g["mode"] in MODES} & stored, key=method_order)
+    if not methods or not columns:
+        return None
+    image = ds.test.images[EXAMPLE_INDEX:EXAMPLE_INDEX + 1]
+    mean = torch.tensor(ds.mean).view(1, -1, 1, 1)
+    std = torch.tensor(ds.std).view(1, -1, 1, 1)
+    original = image.float().div(255)[0].permute(1, 2, 0).numpy()
+    rows = []
+    for method in methods:
+        ranks = run.read_ranks(method, "test", ds.fingerprint).rows([EXAMPLE_INDEX])
+        row = [original]
+        for mode, fraction in columns:
+            x = fill.apply(image, ranks, float(fraction), mode == "kar", mean=ds.mean, std=ds.std,
+                           ids=torch.tensor([EXAMPLE_INDEX]))
+            row.append((x * std + mean).clamp(0, 1)[0].permute(1, 2, 0).numpy())
+        rows.append(row)
+    labels = ["original"] + [f"{mode.upper()} {f:.0%}" for mode, f in columns]
+    return np.stack([np.stack(r) for r in rows]), methods, labels, fill_name
+
+
+def figure_examples(images, row_labels: list, col_labels: list, fill: str):
+    """The example grid: rows = methods, columns = original then mode x fraction."""
+    plt = pyplot()
+
+    rows, cols = images.shape[:2]
+    fig, axes = plt.subplots(rows, cols, figsize=(1.35 * cols + 1.0, 1.4 * rows + 0.6), squeeze=False,
+                             layout="constrained")
+    for r in range(rows):
+        for c in range(cols):
+            ax = axes[r][c]
+            picture = images[r, c]
+            ax.imshow(picture[..., 0] if picture.shape[-1] == 1 else picture, cmap="gray" if picture.shape[-1] == 1
+                      else None, vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(col_labels[c], fontsize=8)
+            if c == 0:
+                ax.set_ylabel(row_labels[r], fontsize=8)
+    fig.suptitle(f"One test image as retraining saw it (removed pixels take the fill: {fill})", fontsize=10)
+    return fig
+
+
+register("examples", "one test image masked as retraining saw it, per method, mode and fraction", 90,
+         figures=figures)

@@ -1,0 +1,57 @@
+"""The rankings: per mode and fill, each estimator's area under its accuracy-vs-fraction curve (per seed,
+then mean and interval over the seeds), best first; with one fraction, its accuracy there."""
+
+from collections import defaultdict
+
+from roarfast import stats
+from roarfast.modes import LOWER_IS_BETTER, MODES
+from roarfast.report.analysis import accuracies
+from roarfast.report.load import method_order, mode_order
+from roarfast.report.sections import Table, register
+from roarfast.report.text import interval_text, ranked_by, title_fill
+
+
+def numbers(loaded, summary: dict) -> dict:
+    return {"rankings": rankings(accuracies(loaded.cells)[0])}
+
+
+def rankings(accs: dict) -> list:
+    """Per (mode, fill): each method's per-seed AUC over every fraction run in that mode and fill, mean and
+    interval over the seeds that have them all; sorted best first. A method lacking a fraction (a sweep
+    still running) is listed as incomplete rather than ranked over a shorter curve."""
+    out = []
+    slots = {(m, f) for (_x, m, f, _fr) in accs if m in MODES}
+    for mode, fill in sorted(slots, key=lambda t: (mode_order(t[0]), t[1])):
+        by_method = defaultdict(dict)  # method -> fraction -> {seed: acc}
+        for (method, m, f, fraction), by_seed in accs.items():
+            if (m, f) == (mode, fill):
+                by_method[method][fraction] = by_seed
+        fractions = sorted({fr for curves in by_method.values() for fr in curves})
+        entries, incomplete = [], []
+        for method, curves in sorted(by_method.items(), key=lambda kv: method_order(kv[0])):
+            seeds = set.intersection(*(set(curves.get(fr, {})) for fr in fractions))
+            if not seeds:
+                incomplete.append(method)
+                continue
+            aucs = [stats.curve_auc(fractions, [curves[fr][s] for fr in fractions]) for s in sorted(seeds)]
+            entries.append({"method": method, **stats.t_interval(aucs).to_dict()})
+        entries.sort(key=lambda e: e["mean"] if LOWER_IS_BETTER[mode] else -e["mean"])
+        out.append({"mode": mode, "fill": fill, "fractions": fractions, "lower_is_better": LOWER_IS_BETTER[mode],
+                    "entries": entries, "incomplete": incomplete})
+    return out
+
+
+def tables(summary: dict) -> list:
+    out = []
+    for r in summary["rankings"]:
+        better = "lower" if r["lower_is_better"] else "higher"
+        measure = "AUC" if len(r["fractions"]) > 1 else "accuracy"
+        rows = [[str(i + 1), e["method"], interval_text(e), str(e["n"])] for i, e in enumerate(r["entries"])]
+        rows += [["-", m, "not ranked: a fraction or seed missing", "-"] for m in r["incomplete"]]
+        out.append(Table(f"Ranking, {title_fill(r['mode'], r['fill'])}: {ranked_by(r['fractions'])}, {better} is "
+                         f"better", ["rank", "method", f"{measure} [95% interval]", "seeds"], rows))
+    return out
+
+
+register("rankings", "the estimators ranked by the area under their accuracy curves", 20, numbers=numbers,
+         blocks=tables)

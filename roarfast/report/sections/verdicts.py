@@ -1,0 +1,40 @@
+"""The verdicts against random, a table per mode and fill: each estimator at each fraction, its
+Holm-corrected p, and what its mask-only control's leak does to the verdict."""
+
+from collections import defaultdict
+
+from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED
+from roarfast.report.load import method_order
+from roarfast.report.sections import Table, register
+from roarfast.report.text import p_text, title_fill
+
+#: what a verdict table's cell adds per leak reading
+LEAK_CELL = {NO_CONTROL: "; no control", UNTESTED: "; control untested", LEAK_STANDS: "; LEAKY control, stands",
+             LEAK_INCONCLUSIVE: "; LEAKY control, INCONCLUSIVE", LEAKY_NO_VERDICT: "; LEAKY control"}
+
+
+def tables(summary: dict) -> list:
+    by_slot = defaultdict(list)
+    for e in summary["verdicts"]:
+        by_slot[(e["mode"], e["fill"])].append(e)
+    out = []
+    for (mode, fill), entries in by_slot.items():
+        fractions = sorted({e["fraction"] for e in entries})
+        cells = {(e["method"], e["fraction"]): e for e in entries}
+        methods = sorted({e["method"] for e in entries}, key=method_order)
+        rows = [[m] + [verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
+        out.append(Table(f"Verdict against random, {title_fill(mode, fill)} (Holm-corrected p; beside a leaky "
+                         f"control a verdict stands or is inconclusive by the leak's direction: Methods)",
+                         ["method"] + [f"{f:.0%}" for f in fractions], rows))
+    return out
+
+
+def verdict_cell(e: dict | None) -> str:
+    if e is None:
+        return "-"
+    text = e["verdict"] if e["p"] is None else f"{e['verdict']} (p={p_text(e['p_holm'])})"
+    return text + LEAK_CELL.get(e["leak"], "")
+
+
+register("verdicts", "each estimator against random per mode, fill and fraction, read beside its control", 50,
+         blocks=tables)

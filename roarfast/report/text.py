@@ -1,0 +1,93 @@
+"""How the report writes its numbers, written once for every section: percentages, p-values, intervals,
+where a cell group sits ("ROAR 50% [road]"), what a ranking orders by, a verdict's reading beside its
+mask-only control, and the verdict lines `roarfast report` and `roarfast run` print (also the page's "All
+verdicts").
+"""
+
+from roarfast.fills import DEFAULT_FILL
+from roarfast.report.analysis import (LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED,
+                                      shown_bounds)
+
+
+def pct(value) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def p_text(value) -> str:
+    return "-" if value is None else (f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}")
+
+
+def interval_text(g: dict) -> str:
+    """A mean with its 95% interval as shown (within [0%, 100%]), or "(1 seed)"."""
+    if g["low"] is None:
+        return f"{pct(g['mean'])} (1 seed)"
+    low, high = shown_bounds(g)
+    return f"{pct(g['mean'])} [{low:.1%}, {high:.1%}]"
+
+
+def where(summary: dict, mode: str, fill: str | None, fraction: float) -> str:
+    """"ROAR 50%" (with the fill when the run holds another than the default)."""
+    show_fill = fill is not None and (len(summary["fills"]) > 1 or fill != DEFAULT_FILL)
+    return f"{mode.upper()} {fraction:.0%}" + (f" [{fill}]" if show_fill else "")
+
+
+def title_fill(mode: str, fill) -> str:
+    """A table title's mode and fill: "ROAR (fill road)", "ROAR-MASK (mask-only control)"."""
+    return f"{mode.upper()} (mask-only control)" if fill is None else f"{mode.upper()} (fill {fill})"
+
+
+def ranked_by(fractions: list) -> str:
+    """What a ranking orders by: the AUC over the fractions run, or with one fraction its accuracy."""
+    if len(fractions) == 1:
+        return f"accuracy at {fractions[0]:.0%}"
+    return f"AUC over {fractions[0]:.0%}-{fractions[-1]:.0%}" if fractions else "AUC"
+
+
+#: what a verdict's tag says beside its verdict, per leak reading (none for a clean or uncontrolled one)
+LEAK_TAG = {LEAK_STANDS: " [stands despite a leaky control]", LEAK_INCONCLUSIVE: " [INCONCLUSIVE: leaky control]"}
+
+
+def control_text(summary: dict, entry: dict) -> str:
+    """The verdict line's reading of the cell's mask-only control."""
+    control, leak = entry["control"], entry["leak"]
+    if leak == NO_CONTROL:
+        return "no control"
+    if leak == UNTESTED:
+        return f"control {pct(control['mean'])} (not tested: {control['test'].removeprefix('none: ')})"
+    if not control["leaky"]:
+        return f"control {pct(control['mean'])}, not leaky"
+    text = (f"LEAKY: its mask-only control reaches {pct(control['mean'])} (chance {pct(summary['chance'])}, "
+            f"p={p_text(control['p'])}), so the removal pattern's shape alone lifts this accuracy")
+    if leak == LEAKY_NO_VERDICT:
+        return text
+    effect = "could explain" if leak == LEAK_INCONCLUSIVE else "works against"
+    return f"{text}, which {effect} \"{entry['verdict']}\""
+
+
+def verdict_lines(summary: dict) -> list[str]:
+    """One line per estimator x mode x fraction verdict (with what its mask-only control's leak does to
+    it), a line per leaky control of random, and a ranking line per mode and fill."""
+    lines = []
+    for e in summary["verdicts"]:
+        numbers = f"{pct(e['mean'])} vs random {pct(e['random_mean'])}"
+        if e["p"] is not None:
+            numbers += f", Welch p={p_text(e['p'])}, Holm p={p_text(e['p_holm'])}"
+        else:
+            numbers += f", seeds {e['n']} vs {e['n_random']}"
+        lines.append(f"{where(summary, e['mode'], e['fill'], e['fraction'])} {e['method']}: {e['verdict']}"
+                     f"{LEAK_TAG.get(e['leak'], '')} ({numbers}); {control_text(summary, e)}")
+    for leak in summary["leakage"]:
+        if leak["method"] == "random" and leak["leaky"]:
+            lines.append(f"{leak['mode'].upper()} {leak['fraction']:.0%} random: LEAKY control "
+                         f"{pct(leak['mean'])} (chance {pct(summary['chance'])}, p={p_text(leak['p'])})")
+    for r in summary["rankings"]:
+        if not r["entries"]:
+            continue
+        order = " < " if r["lower_is_better"] else " > "
+        ranked = order.join(f"{e['method']} {pct(e['mean'])}" for e in r["entries"])
+        fill = f" [{r['fill']}]" if len(summary["fills"]) > 1 or r["fill"] != DEFAULT_FILL else ""
+        better = "lower" if r["lower_is_better"] else "higher"
+        missing = f"; not ranked (a fraction or seed missing): {', '.join(r['incomplete'])}" if r["incomplete"] else ""
+        lines.append(f"ranking {r['mode'].upper()}{fill} ({ranked_by(r['fractions'])}, {better} is better): "
+                     f"{ranked}{missing}")
+    return lines
