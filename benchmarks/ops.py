@@ -27,7 +27,7 @@ from roarfast import _reference as ref  # noqa: E402
 from roarfast import ops  # noqa: E402
 
 SIZES = {"cifar": (512, 3, 32, 32), "imagenet": (256, 3, 224, 224)}
-N_SAMPLES = 15  # SmoothGrad's default sample count (DESIGN.md section 2)
+N_SAMPLES = 15  # SmoothGrad's default sample count (README, "Semantics")
 FRACTION = 0.5
 NOISE_LEVEL = 0.15
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

@@ -1,6 +1,6 @@
 """Every stage of roarfast against its baseline, measured in the same run, in one table.
 
-Stages (DESIGN.md section 9):
+Stages (the targets: README, "Performance"):
   extract-sg3      SG + SG-SQ + VAR of grad, n samples, one pass (ours) vs Captum NoiseTunnel(Saliency)
                    run three times (smoothgrad, smoothgrad_sq, vargrad)
   extract-<m>      each method's passes/s vs the model's own forward + input-backward passes/s at that batch
@@ -400,7 +400,7 @@ def format_estimate(rows, total) -> str:
     return "\n".join(lines)
 
 
-#: impute stage: CIFAR-size images, half of each image's pixels removed at random (DESIGN.md section 11)
+#: impute stage: CIFAR-size images, half of each image's pixels removed at random (ROAD's setting)
 IMPUTE_SHAPE = (256, 3, 32, 32)
 IMPUTE_FRACTION = 0.5
 

@@ -15,7 +15,7 @@ from roarfast.errors import UserError
 
 _extension.load()
 
-#: the channel reductions of a [B,C,H,W] map to one score per pixel (DESIGN.md section 2);
+#: the channel reductions of a [B,C,H,W] map to one score per pixel (README, "Semantics");
 #: "value" ranks every C*H*W value as a unit of its own.
 CHANNEL_REDUCTIONS = ("sum_sq", "abs_sum", "max", "value")
 
@@ -97,7 +97,7 @@ def _reduce_channels_fake(scores, reduction):
 
 
 def units_for_fraction(fraction: float, units: int) -> int:
-    """k = floor(fraction * units), the number of units a fraction in [0, 1] removes (DESIGN.md section 2)."""
+    """k = floor(fraction * units), the number of units a fraction in [0, 1] removes (README, "Semantics")."""
     if isinstance(fraction, bool) or not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction should be a number in [0, 1], got {fraction!r}")
     # Rounded to 6 decimals first so that 0.29 * 100 = 28.999999999999996 still removes 29 units.
@@ -294,7 +294,7 @@ def ensemble_update(state: EnsembleState, grads: torch.Tensor) -> EnsembleState:
 
 
 def ensemble_finalize(state: EnsembleState, reduction: str = "none"):
-    """SmoothGrad's three maps from the moments of the samples g_i (DESIGN.md section 2).
+    """SmoothGrad's three maps from the moments of the samples g_i (README, "Semantics").
 
     Per value: sg = mean g, sg_sq = mean g^2, var = mean g^2 - (mean g)^2 (population, >= 0).
 
@@ -344,7 +344,7 @@ def _check_impute_args(images, removed):
 
 def impute(images: torch.Tensor, removed: torch.Tensor, noise: float = 0.0, seed: int = 0,
            ids: torch.Tensor | None = None) -> torch.Tensor:
-    """ROAD's noisy linear imputation of the removed pixels of a batch (DESIGN.md section 11).
+    """ROAD's noisy linear imputation of the removed pixels of a batch (Rong et al., ICML 2022; README, "Semantics").
 
     Every removed pixel becomes the weighted mean of its in-bounds 8 neighbours (1/6 edge, 1/12
     diagonal), all removed pixels of an image and channel solved jointly by conjugate gradients, then

@@ -1,4 +1,4 @@
-"""The statistics of the benchmark (DESIGN.md sections 10-11): means over seeds, intervals,
+"""The statistics of the benchmark (README, "The whole benchmark" and "Semantics"): means over seeds, intervals,
 estimator-vs-random tests, the Holm correction, the area under an accuracy curve, the mask-leakage test of
 a mask-only control, and the agreement (Kendall tau) between the estimator rankings of the benchmarks.
 

@@ -1,4 +1,4 @@
-"""Exactly floor(fraction x N) units are removed (DESIGN.md section 2), at fractions where floor and
+"""Exactly floor(fraction x N) units are removed (README, "Semantics"), at fractions where floor and
 round disagree; expected counts are worked by hand, not taken from ops.units_for_fraction."""
 
 import pytest

@@ -1,4 +1,4 @@
-// Reduction of a [C,H,W] attribution map to one score per pixel (DESIGN.md section 2).
+// Reduction of a [C,H,W] attribution map to one score per pixel (README, "Semantics").
 // Used by rank (scores with channels), reduce_channels and the ensemble finalize step.
 #pragma once
 

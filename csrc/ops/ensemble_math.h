@@ -1,4 +1,4 @@
-// Streaming moments of the SmoothGrad ensemble (DESIGN.md section 2), shared by the CPU and CUDA
+// Streaming moments of the SmoothGrad ensemble (README, "Semantics"), shared by the CPU and CUDA
 // ensemble kernels: Welford within a chunk of samples, the Chan et al. merge of the chunk into the
 // running (count, mean, M2), and the finalize to SG, SG-SQ and VAR. All in float32.
 #pragma once

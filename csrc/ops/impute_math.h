@@ -1,4 +1,4 @@
-// Noisy linear imputation (ROAD, Rong et al. ICML 2022; DESIGN.md section 11), shared by the CPU and
+// Noisy linear imputation (ROAD, Rong et al. ICML 2022), shared by the CPU and
 // CUDA impute kernels: the 8-neighbour stencil of the linear system and the Philox noise.
 #pragma once
 

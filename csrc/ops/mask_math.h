@@ -1,4 +1,4 @@
-// Masking of ranked units (DESIGN.md section 2), shared by the CPU and CUDA mask kernels:
+// Masking of ranked units (README, "Semantics"), shared by the CPU and CUDA mask kernels:
 // which units are replaced, where an element and its rank live, and the value written.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Counter-based Gaussian noise for SmoothGrad (DESIGN.md section 2), shared by the CPU and CUDA
+// Counter-based Gaussian noise for SmoothGrad (README, "Semantics"), shared by the CPU and CUDA
 // noise kernels so both draw the same numbers: Philox4x32-10 (Salmon et al., SC'11, "Parallel
 // random numbers: as easy as 1, 2, 3") gives 4 uniform words per counter, Box-Muller turns each
 // pair into two standard normals.

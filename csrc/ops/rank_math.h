@@ -1,4 +1,4 @@
-// Ordering of attribution scores for ranking (DESIGN.md section 2): descending score,
+// Ordering of attribution scores for ranking (README, "Semantics"): descending score,
 // ties by the lower flat index, NaN last. Shared by the CPU radix sort and the CUDA sorts.
 #pragma once
 
