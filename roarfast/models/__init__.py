@@ -1,5 +1,5 @@
-"""Classifier architectures: the built-ins by name (build_model("fastnet" | "fastnet-gpu" | "resnet8" |
-"resnet18" | "resnet50")) and every form --model takes (resolve_model: built-in, package.module:factory,
+"""Classifier architectures: the built-ins by name (build_model("fastnet" | "fastnet-gpu" | "airbench" |
+"resnet8" | "resnet18" | "resnet50")) and every form --model takes (resolve_model: built-in, package.module:factory,
 timm:<name>, a Python object; roarfast.models.spec).
 
 Light on purpose (torch is imported where a network is built): the CLI builds its --model help from here.
@@ -10,7 +10,9 @@ from roarfast.models.spec import ModelSpec, model_forms, resolve_model
 #: model names and what they are
 MODELS = {
     "fastnet": "CPU default for 32px data: 3 conv stages (16/32/64), about 3 M multiply-adds per image",
-    "fastnet-gpu": "GPU default for 32px data: airbench-class net (64/256/256), ReLU",
+    "fastnet-gpu": "GPU default for 33-64 px data: airbench-shaped net (64/256/256) with a learned stem, ReLU",
+    "airbench": "GPU default for 32px data: airbench94's net (frozen whitening stem from the training patches, "
+                "identity-initialized convs, 64/256/256), ReLU; trains with airbench's recipe",
     "resnet8": "CIFAR ResNet-8: 3 stages of one BasicBlock (16/32/64)",
     "resnet18": "torchvision ResNet-18 (no pretrained weights), small-image stem up to 64 px",
     "resnet50": "torchvision ResNet-50 (no pretrained weights), small-image stem up to 64 px",
@@ -33,6 +35,10 @@ def build_model(name: str, num_classes: int, image_size: int = 32, in_channels: 
         from roarfast.models.fastnet import AirNet
 
         return AirNet(num_classes, in_channels)
+    if name == "airbench":
+        from roarfast.models.airbench import airbench
+
+        return airbench(num_classes, image_size, in_channels)
     if name == "resnet8":
         from roarfast.models.resnet import ResNet8
 
