@@ -112,9 +112,16 @@ def measure(ds, model, recipe, device, sizes: list, ways: list, repeats: int, ec
     maskings = random_maskings(ds, max(sizes))
     steps = len(ds.train_index) // min(recipe.batch_size, len(ds.train_index))
     images = recipe.epochs * steps * min(recipe.batch_size, len(ds.train_index))
-    warm = [Run(seed=100, masking=maskings[0])]
-    for way in ways:  # one untimed pass each: compilation and autotuning are a process's, not a cell's
-        train_way(ds, model, recipe.replace(epochs=1), device, way, warm * (2 if way != "alone" else 1))
+    errors = {}
+    for way in ways:  # one untimed pass each (compiled: per K, a shape each): a process's set-up, not a cell's
+        for k in sizes if "+" in way else [min(sizes)]:
+            try:
+                train_way(ds, model, recipe.replace(epochs=1), device, way,
+                          [Run(seed=100 + s, masking=maskings[s]) for s in range(k)])
+            except Exception as err:  # noqa: BLE001  (a way that fails is reported, the others measured)
+                errors[way] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                echo(f"{way}: FAILED ({errors[way]})")
+    ways = [way for way in ways if way not in errors]
     times, accs = {}, {}
     for repeat in range(repeats):
         for k in sizes:
@@ -124,7 +131,7 @@ def measure(ds, model, recipe, device, sizes: list, ways: list, repeats: int, ec
                 times.setdefault((way, k), []).append(seconds)
                 accs[(way, k)] = acc
                 echo(f"repeat {repeat} K={k} {way}: {seconds:.2f} s ({k * images / seconds:,.0f} img/s)")
-    rows = []
+    rows = [dict(way=way, error=error) for way, error in errors.items()]
     for (way, k), seconds in times.items():
         ratios = [a / s for a, s in zip(times[("alone", k)], seconds)]
         rows.append(dict(way=way, k=k, seconds=seconds, images_per_s=k * images / statistics.median(seconds),
@@ -137,6 +144,8 @@ def markdown(rows: list, header: str, flops: float | None = None, peak: float | 
     lines = [header, "", "| way | K | seconds (each repetition) | images/s | x one at a time (median, each) |"
              + (" TFLOP/s | share of peak |" if flops else ""),
              "| --- | ---: | --- | ---: | --- |" + (" ---: | ---: |" if flops else "")]
+    lines += [f"| {r['way']} | | failed: {r['error']} | | |" for r in rows if "error" in r]
+    rows = [r for r in rows if "error" not in r]
     for r in sorted(rows, key=lambda r: (r["k"], r["way"] != "alone", r["way"])):
         line = (f"| {r['way']} | {r['k']} | {' / '.join(f'{s:.2f}' for s in r['seconds'])} | {r['images_per_s']:,.0f} | "
                 f"{r['ratio_to_alone']:.2f} ({' / '.join(f'{x:.2f}' for x in r['ratios'])}) |")

@@ -23,7 +23,8 @@ from roarfast.train.masking import Masking
 from roarfast.train.parallel import distributed
 
 IMPLEMENTATIONS = ("loop", "fused", "streams")
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+#: torch.compile modes (reduce-overhead: CUDA graphs)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,9 @@ def train_group(dataset, model, recipe: Recipe, device, runs: list, grouping: Gr
         elif state in failed:
             outcomes[indices[0]] = failed[state]
     finished = [o for o in outcomes if isinstance(o, TrainResult)]
+    share = (time.perf_counter() - started) / max(1, len(finished))
     for result in finished:
-        result.seconds = (time.perf_counter() - started) / len(finished)
+        result.seconds = share
     return outcomes
 
 
