@@ -2,35 +2,42 @@
 device and written chunk by chunk into the rank store (resumable; a no-op on a complete store).
 """
 
+import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
+from roarfast.methods.parameters import PARAMETERS, RANKING, check_method_args
 from roarfast.options import check_choice, check_positive
 from roarfast.recipe import AMP_CHOICES
 
 #: images per store chunk: the unit of resumption after a kill
 CHUNK_IMAGES = 512
-#: train images a plug-in estimator is tried on before any store is written (its shape and NaN checks)
+#: train images a plug-in or Captum estimator is tried on before any store is written (shape, NaN, arguments)
 PROBE_IMAGES = 2
 
 
 @dataclass(frozen=True)
 class ExtractOptions:
     """What to extract and how (the flags of `roarfast extract`); each value is checked here, once. The
-    estimator parameters (samples, noise level, IG steps, target) are checked by MethodParams."""
+    estimator parameters (samples, noise level, IG steps and baseline, target, Grad-CAM layer) and the ranking
+    options (granularity, reduction) take their defaults and checks from roarfast.methods.parameters;
+    `method_args` (--method-arg NAME=VALUE) set any parameter an estimator reads, winning over the fields, or
+    an argument it takes (a Captum class's, a plug-in's keyword)."""
 
     methods: str = "sg-sq"
     splits: tuple = ("train", "test")
     batch_size: int | None = None
-    samples: int = 15
-    noise_level: float = 0.15
-    ig_steps: int = 25
-    target: str = "predicted"
-    granularity: str = "pixel"
-    reduction: str = "sum_sq"
-    gradcam_layer: str | None = None
+    samples: int = PARAMETERS["samples"].default
+    noise_level: float = PARAMETERS["noise_level"].default
+    ig_steps: int = PARAMETERS["ig_steps"].default
+    ig_baseline: object = PARAMETERS["ig_baseline"].default
+    target: str = PARAMETERS["target"].default
+    granularity: str = RANKING["granularity"].default
+    reduction: str = RANKING["reduction"].default
+    gradcam_layer: str | None = PARAMETERS["gradcam_layer"].default
+    method_args: dict = field(default_factory=dict)
     amp: str = "auto"
     keep_maps: bool = False
     force: bool = False
@@ -41,16 +48,24 @@ class ExtractOptions:
         if bad:  # before any work, so that `--split train,val` does not extract train first
             raise UserError(f"--split takes train and test, got {bad[0]!r}")
         check_positive("--batch-size", self.batch_size, optional=True)
-        check_choice("--granularity", self.granularity, ("pixel", "value"))
+        for parameter in (*PARAMETERS.values(), *RANKING.values()):
+            parameter.check(getattr(self, parameter.name))
+        object.__setattr__(self, "method_args", check_method_args(self.method_args))
         check_choice("--amp", self.amp, AMP_CHOICES)
+
+    def shared_values(self) -> dict:
+        """The shared estimator parameters' values: the fields, or the --method-arg values that name them."""
+        values = {name: getattr(self, name) for name in PARAMETERS}
+        values.update({name: value for name, value in self.method_args.items() if name in PARAMETERS})
+        return values
 
 
 def model_free(method: str) -> bool:
-    """Whether a method's ranks ignore the trained model (random, sobel, oracle): stored without a
-    checkpoint hash, computed without loading one."""
+    """Whether a method's ranks ignore the trained model (its record says so: random, sobel, oracle): stored
+    without a checkpoint hash, computed without loading one."""
     from roarfast.methods import registry
 
-    return not method.startswith(registry.CAPTUM_PREFIX) and registry.get(method).target == "none"
+    return not registry.get(method).uses_model
 
 
 def default_batch_size(device, image_size: int) -> int:
@@ -69,33 +84,90 @@ def method_params(options: ExtractOptions, seed: int, device, ds):
     from roarfast.methods.params import black_baseline
     from roarfast.recipe import autocast_dtype
 
-    return MethodParams(noise_level=options.noise_level, n_samples=options.samples, ig_steps=options.ig_steps,
-                        ig_baseline=black_baseline(ds.mean, ds.std), target=options.target,
-                        gradcam_layer=options.gradcam_layer, autocast_dtype=autocast_dtype(options.amp, device),
-                        seed=seed)
+    values = options.shared_values()
+    baseline = values["ig_baseline"]
+    return MethodParams(noise_level=values["noise_level"], n_samples=values["samples"], ig_steps=values["ig_steps"],
+                        ig_baseline=black_baseline(ds.mean, ds.std) if baseline == "black" else tuple(baseline),
+                        target=values["target"], gradcam_layer=values["gradcam_layer"],
+                        autocast_dtype=autocast_dtype(options.amp, device), seed=seed,
+                        args={k: v for k, v in options.method_args.items() if k not in PARAMETERS})
 
 
 def store_params(method: str, options: ExtractOptions, seed: int) -> dict:
-    """What makes one method's ranks what they are: a resumed or reused store must match it (the seed
-    only where the method draws random numbers, so a new seed reuses e.g. sobel's ranks)."""
+    """What makes one method's ranks what they are, read from its record (never from its name): the parameters
+    it reads with their values and the arguments it was given, the identity of its code, the seed only where
+    it draws random numbers (so a new seed reuses e.g. sobel's ranks), and how its maps are ranked. A resumed
+    or reused store must record the same (provenance_change)."""
     from roarfast.methods import registry
 
+    record = registry.get(method)
     params = {"granularity": options.granularity, "reduction": rank_reduction(options)}
-    if registry.seeded(method):
+    if record.seeded:
         params["seed"] = seed
-    if model_free(method):
-        return params
-    params["target"] = options.target
-    if registry.is_plugin(method):  # its source is part of what the ranks are
-        params["source"] = registry.get(method).source_sha256
-        return params
-    if "sg" in method or "var" in method:
-        params.update(samples=options.samples, noise_level=options.noise_level)
-    if method.endswith("ig") or method == "ig":
-        params["ig_steps"] = options.ig_steps
-    if method == "gradcam":
-        params["gradcam_layer"] = options.gradcam_layer
+    params["parameters"] = record.values(options.shared_values(), options.method_args)
+    params["code"] = dict(record.code)
     return params
+
+
+def provenance_change(manifest: dict | None, params: dict, checkpoint_sha256: str | None) -> str | None:
+    """What differs between the provenance a store records (its manifest) and `params` / the checkpoint it
+    would be made from now, in one line ("ig_steps 2 -> 20"); None when nothing does (or there is no store)."""
+    from roarfast.fingerprint import canonical_json
+
+    if manifest is None:
+        return None
+    changes = [f"{name} {_short(old)} -> {_short(new)}"
+               for name, old, new in _differences(manifest.get("params"), json.loads(canonical_json(params)))]
+    if checkpoint_sha256 is not None and manifest.get("checkpoint_sha256") != checkpoint_sha256:
+        changes.append(f"base checkpoint {_short(manifest.get('checkpoint_sha256'))} -> {_short(checkpoint_sha256)}")
+    return "; ".join(changes) or None
+
+
+def ranks_to_make(run, methods, options: ExtractOptions, seed: int) -> list[str]:
+    """The `methods` whose ranks run_extract would make: missing or incomplete in a split of options.splits, or
+    recorded with another provenance (parameters, arguments, code, seed, base checkpoint) than `options` and
+    `seed` make now. The sweep extracts these."""
+    from roarfast.methods.registry import check_arguments
+
+    check_arguments(methods, options.method_args)
+    checkpoint = run.base_checkpoint_sha256() if not all(model_free(m) for m in methods) else None
+    out = []
+    for method in methods:
+        params = store_params(method, options, seed)
+        for split in options.splits:
+            manifest = run.rank_store.manifest(method, split)
+            if manifest is None or not manifest["complete"] or provenance_change(
+                    manifest, params, None if model_free(method) else checkpoint):
+                out.append(method)
+                break
+    return out
+
+
+def options_for(options: ExtractOptions, methods) -> ExtractOptions:
+    """`options` for extracting `methods` alone: their names, and the --method-arg values they take."""
+    from dataclasses import replace
+
+    from roarfast.methods import registry
+
+    records = [registry.get(m) for m in methods]
+    args = {k: v for k, v in options.method_args.items() if any(r.takes(k) for r in records)}
+    return replace(options, methods=",".join(methods), method_args=args)
+
+
+def _differences(recorded, requested, path: str = ""):
+    """(name, recorded, requested) of every value that differs, nested mappings walked (the estimator's
+    parameters named alone: "ig_steps", not "parameters.ig_steps")."""
+    if isinstance(recorded, dict) and isinstance(requested, dict):
+        for key in sorted(set(recorded) | set(requested), key=str):
+            name = key if path in ("", "parameters") else f"{path}.{key}"
+            yield from _differences(recorded.get(key), requested.get(key), name)
+    elif recorded != requested:
+        yield path, recorded, requested
+
+
+def _short(value) -> str:
+    text = "none" if value is None else json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def rank_maps(maps, reduction: str):
@@ -119,7 +191,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
 
     from roarfast.device import resolve_device
     from roarfast.memory import keep_freed_memory
-    from roarfast.methods import parse_methods
+    from roarfast.methods import parse_methods, registry
     from roarfast.rundir import RunDir
 
     keep_freed_memory()
@@ -129,6 +201,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         methods = parse_methods(options.methods)
     except ValueError as err:
         raise UserError(str(err)) from None
+    registry.check_arguments(methods, options.method_args)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     needs_model = not all(model_free(m) for m in methods)
     ckpt_sha = None
@@ -137,11 +210,13 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
             model, _ = run.load_base_model(ds, device)
         ckpt_sha = run.base_checkpoint_sha256()
         model = model.to(device).eval()
-    if "oracle" in methods and ds.train.masks is None:
-        raise UserError(f"dataset {ds.name} has no ground-truth masks, so it has no 'oracle' method")
+    masked = [repr(m) for m in methods if registry.get(m).ground_truth]
+    if masked and ds.train.masks is None:
+        raise UserError(f"dataset {ds.name} has no ground-truth masks, so it has no {', '.join(masked)} method")
 
     store = run.rank_store
-    run.check_writable(_bytes_to_write(store, ds, methods, options))  # before any map is computed
+    stale = _stale_stores(store, methods, options, seed, ckpt_sha)
+    run.check_writable(_bytes_to_write(store, ds, methods, options, stale))  # before any map is computed
     params = method_params(options, seed, device, ds)
     for line in check_methods(model, ds, methods, params, device):
         print(line)
@@ -152,28 +227,44 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     summary = {}
     for split in options.splits:
         summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed,
-                                      ckpt_sha, device, progress))
+                                      ckpt_sha, stale, device, progress))
     return summary
+
+
+def _stale_stores(store, methods, options: ExtractOptions, seed: int, ckpt_sha) -> dict:
+    """{(method, split): what changed} of the stores recorded with another provenance than this extraction
+    makes (unless --force starts them over anyway): each is made again, and says why in one line."""
+    stale = {}
+    for method in methods:
+        params = store_params(method, options, seed)
+        for split in options.splits:
+            change = None if options.force else provenance_change(
+                store.manifest(method, split), params, None if model_free(method) else ckpt_sha)
+            if change:
+                stale[(method, split)] = change
+    return stale
 
 
 def check_methods(model, ds, methods, params, device) -> list[str]:
     """Refuses (UserError), before any store is written, methods the model cannot serve
-    (roarfast.methods.requirements: ReLU modules for guided backprop, a conv layer for Grad-CAM) and plug-in
-    estimators whose maps of the first PROBE_IMAGES train images have the wrong shape or are not finite.
-    Returns the lines to print once (the Grad-CAM layer chosen)."""
+    (roarfast.methods.requirements: ReLU modules for guided backprop, a conv layer for Grad-CAM) and estimators
+    from outside roarfast (plug-ins, Captum classes) that fail on the first PROBE_IMAGES train images (wrong
+    shape, not finite, an argument missing). Returns the lines to print once (the Grad-CAM layer chosen)."""
     import torch
 
     from roarfast.data.loader import split_loader
     from roarfast.methods import ExplainBatch, compute_maps, registry
     from roarfast.methods.requirements import check_model
+    from roarfast.resolver import BUILTIN
 
+    registry.check_required(methods, params.args)
     explained = [m for m in methods if not model_free(m)]
     notes = check_model(model, explained, params.gradcam_layer) if explained else []
-    plugins = [m for m in explained if registry.is_plugin(m)]
-    if plugins:
+    outside = [m for m in explained if registry.get(m).form != BUILTIN]
+    if outside:
         rows = torch.arange(min(PROBE_IMAGES, len(ds.train)))
         x, y, index = next(split_loader(ds, "train", device).batches(rows, rows.shape[0], with_index=True))
-        compute_maps(model, ExplainBatch(x=x, target=y, index=index.cpu()), plugins, params)
+        compute_maps(model, ExplainBatch(x=x, target=y, index=index.cpu()), outside, params)
     return notes
 
 
@@ -183,8 +274,9 @@ def _rank_shape(part, options: ExtractOptions) -> tuple:
     return (len(part), c, h, w) if options.granularity == "value" else (len(part), h, w)
 
 
-def _bytes_to_write(store, ds, methods, options: ExtractOptions) -> int:
-    """Bytes of the stores this extraction writes (ranks, and maps when kept), incomplete ones counted whole."""
+def _bytes_to_write(store, ds, methods, options: ExtractOptions, stale: dict) -> int:
+    """Bytes of the stores this extraction writes (ranks, and maps when kept), incomplete and stale ones counted
+    whole."""
     import torch
 
     from roarfast import ops
@@ -197,12 +289,13 @@ def _bytes_to_write(store, ds, methods, options: ExtractOptions) -> int:
         row = units * (torch.empty((), dtype=ops.rank_dtype(units)).element_size() + maps)
         for method in methods:
             manifest = store.manifest(method, split)
-            if options.force or manifest is None or not manifest["complete"]:
+            if options.force or manifest is None or not manifest["complete"] or (method, split) in stale:
                 total += shape[0] * row
     return total
 
 
-def _extract_split(store, models, ds, split, methods, options, params, batch_size, seed, ckpt_sha, device, progress):
+def _extract_split(store, models, ds, split, methods, options, params, batch_size, seed, ckpt_sha, stale, device,
+                   progress):
     import torch
 
     from roarfast import ops
@@ -216,11 +309,14 @@ def _extract_split(store, models, ds, split, methods, options, params, batch_siz
     writers = {}
     summary = {}
     for method in methods:
+        change = stale.get((method, split))
+        if change:
+            print(f"extract: {method} {split} was made with other values ({change}): extracting it again")
         writer = store.open_writer(
             method, split, shape=rank_shape, dtype=ops.rank_dtype(math.prod(rank_shape[1:])),
             chunk_size=CHUNK_IMAGES, params=store_params(method, options, seed),
             checkpoint_sha256=None if model_free(method) else ckpt_sha, dataset_fingerprint=ds.fingerprint,
-            keep_maps=options.keep_maps, force=options.force)
+            keep_maps=options.keep_maps, force=options.force or change is not None)
         summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": writer.complete}
         if writer.complete:
             writer.close()
@@ -328,13 +424,13 @@ class _ChunkRows:
 
 def _model_groups(models, methods):
     """[(model, methods)] with the compiled model (when there is one) for the compilable methods."""
-    from roarfast.methods.registry import compilable
+    from roarfast.methods import registry
 
     model, compiled = models
     if compiled is None:
         return [(model, methods)]
-    fast = [m for m in methods if compilable(m)]
-    rest = [m for m in methods if not compilable(m)]
+    fast = [m for m in methods if registry.get(m).compilable]
+    rest = [m for m in methods if not registry.get(m).compilable]
     return [(g_model, group) for g_model, group in ((compiled, fast), (model, rest)) if group]
 
 

@@ -39,6 +39,8 @@ class Study:
         data_dir, dataset_options: as --data-dir and --data-option.
         recipe: Recipe fields overriding the model's recipe ({"lr": 0.02}), as --recipe.
         extract_options: roarfast.extract.ExtractOptions (or a dict of its fields) for the ranks.
+        method_args: the estimators' parameters and arguments ({"sliding_window_shapes": (3, 8, 8)} for
+            captum:Occlusion), as --method-arg; each estimator gets those it takes.
         seed: the first seed (the base model's and the ranks').
         progress: progress bars and the sweep's lines.
         group_size: retraining cells trained together, as --group-size (None: the device's default).
@@ -47,11 +49,13 @@ class Study:
     def __init__(self, run_dir, *, model=None, dataset="embedded", methods=None, fractions=None, modes=None,
                  seeds=None, fill: str = DEFAULT_FILL, device="auto", preset: str = "quick", data_dir=None,
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
-                 extract_options=None, seed: int = 0, progress: bool = True, group_size: int | None = None):
+                 extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
+                 group_size: int | None = None):
         from roarfast.data import load_dataset
         from roarfast.device import resolve_device
         from roarfast.extract import ExtractOptions
         from roarfast.grid import preset_grid
+        from roarfast.methods.registry import check_arguments
         from roarfast.options import check_positive, parse_list
         from roarfast.probe import checked_model
 
@@ -63,10 +67,13 @@ class Study:
                                 modes=parse_list(modes) if isinstance(modes, str) else modes, seeds=seeds,
                                 control=control, control_seeds=control_seeds, fill=fill, model=model, epochs=epochs,
                                 recipe=recipe, first_seed=seed)
-        self.grid.method_list()  # every method resolved and registered now, a bad one refused now
         if isinstance(extract_options, dict):
             extract_options = ExtractOptions(**extract_options)
         self.extract_options = extract_options or ExtractOptions()
+        if method_args is not None:
+            self.extract_options = replace(self.extract_options, method_args=method_args)
+        # every method resolved and registered now, a bad one or an argument none takes refused now
+        check_arguments(self.grid.method_list(), self.extract_options.method_args)
         self.device = resolve_device(device)
         self.seed = seed
         self.progress = progress

@@ -1,14 +1,13 @@
 """`roarfast sweep`: the whole benchmark grid (README, "The whole benchmark") — methods x modes x fractions x
 seeds, each cell beside its mask-only control — resumable, shareable and local or on Ray.
 
-It trains the base model when the run directory has none, extracts the ranks the store lacks, plans the
-grid against results.sqlite (roarfast.grid) and runs the cells left through an executor
-(roarfast.executors); it returns once every cell of its grid is done.
+It trains the base model when the run directory has none, extracts the ranks the store lacks (or holds with
+another provenance), plans the grid against results.sqlite (roarfast.grid) and runs the cells left through an
+executor (roarfast.executors); it returns once every cell of its grid is done.
 """
 
 import time
 from contextlib import ExitStack
-from dataclasses import replace
 
 from roarfast.executors import EXECUTORS, Progress, RayOptions, execute, import_ray
 from roarfast.grid import Grid, Plan, describe_plan, make_plan
@@ -115,24 +114,26 @@ def _base_options(run, ds, grid, methods, device, seed, extract_options):
 
 
 def _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo) -> None:
-    """Extracts the methods whose ranks the store lacks (a complete store is left as it is), each under the
-    run directory's claim on its ranks, so that several sweeps extract each method once."""
-    from roarfast.extract import ExtractOptions, run_extract
+    """Extracts the methods whose ranks the store lacks, or holds with another provenance than this sweep makes
+    (a parameter, an argument, the estimator's code, the seed, the base model: extract.ranks_to_make; a
+    complete store of the same provenance is left as it is), each under the run directory's claim on its
+    ranks, so that several sweeps extract each method once."""
+    from roarfast.extract import ExtractOptions, options_for, ranks_to_make, run_extract
 
-    # a method complete in both splits is used as it is, whatever options `roarfast extract` made it with
-    if not run.rank_store.missing(methods):
+    options = extract_options or ExtractOptions()
+    if not ranks_to_make(run, methods, options, seed):
         return
     with ExitStack() as claims:
         # every process claims in one (sorted) order, so two sweeps never hold what the other waits for
-        for method in sorted(run.rank_store.missing(methods)):
+        for method in sorted(ranks_to_make(run, methods, options, seed)):
             claims.enter_context(run.claim(f"ranks-{method}", waiting=lambda holder, m=method: echo(
                 f"[sweep] ranks of {m}: waiting for {holder}, which extracts them")))
-        missing = run.rank_store.missing(methods)  # extracted by another sweep while this one waited
+        missing = ranks_to_make(run, methods, options, seed)  # extracted by another sweep while this one waited
         if not missing:
             return
-        options = replace(extract_options or ExtractOptions(), methods=",".join(missing))
         started = time.perf_counter()
-        run_extract(run.root, options, dataset_obj=ds, device=device, seed=seed, progress=progress)
+        run_extract(run.root, options_for(options, missing), dataset_obj=ds, device=device, seed=seed,
+                    progress=progress)
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
     echo(f"[sweep] extract: {', '.join(missing)} in {seconds:.0f} s")

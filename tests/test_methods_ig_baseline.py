@@ -50,7 +50,7 @@ def test_extraction_gives_ig_the_black_baseline_of_the_training_split():
 
 
 def test_documented_defaults_in_the_library():
-    """DESIGN.md section 2: n = 15 samples, noise level 0.15, 25 IG steps."""
+    """The documented defaults (README, "Semantics"): n = 15 samples, noise level 0.15, 25 IG steps."""
     for samples, noise, steps in ((ExtractOptions().samples, ExtractOptions().noise_level, ExtractOptions().ig_steps),
                                   (MethodParams().n_samples, MethodParams().noise_level, MethodParams().ig_steps)):
         assert (samples, noise, steps) == (15, 0.15, 25)

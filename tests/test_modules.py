@@ -19,8 +19,6 @@ MAX_LINES = 500
 #: circles that other work of this round removes; each test below turns into a failure once its circle is
 #: gone (strict xfail), and then its entry goes
 KNOWN_CIRCLES = {
-    "methods/plugins <-> methods/registry (removed by the estimators' work)":
-        {"roarfast.methods.plugins", "roarfast.methods.registry"},
     "models/__init__ <-> models/spec (removed by the resolvers' work)": {"roarfast.models", "roarfast.models.spec"},
 }
 

@@ -62,7 +62,7 @@ def test_sweep_with_a_users_model_data_and_estimator_ends_in_a_report(cli_run):
     assert RunDir(run).dataset_record()["name"] == f"{module}:tensors"
     # the estimator's ranks live under its import path, tied to its source
     manifest = RunDir(run).rank_store.manifest(f"{module}:saliency", "test")
-    assert manifest["complete"] and manifest["params"]["source"] == sha256_file(source)
+    assert manifest["complete"] and manifest["params"]["code"] == {"file_sha256": sha256_file(source)}
     rows = json.loads((run / "report" / "summary.json").read_text())["groups"]
     assert {g["method"] for g in rows} == {"random", f"{module}:saliency"}
     assert f"ROAR 50% {module}:saliency" in report and (run / "report" / "index.html").is_file()

@@ -1,9 +1,10 @@
 """results.sqlite files of earlier schema versions migrate in place when opened, their rows kept: a v1 file
 (before claims) and a v2 file (cells only: no-retrain rows as seed-0 cells, the fill in `extra`) become
-`measurements` with kind, fill, NULL seeds and epochs (v3), and a v3 file gains the thread count (v4, NULL
-for its rows), with config hashes unchanged so that finished work stays finished; a run directory's
+`measurements` with kind, fill, NULL seeds and epochs (v3), a v3 file gains the thread count (v4, NULL for
+its rows) and a v4 file the configuration column (v5, NULL for its rows), with config hashes unchanged so that finished work stays finished; a run directory's
 leakage.json moves into the database. Opened read-only, an older file is migrated in memory only."""
 
+import dataclasses
 import json
 import sqlite3
 
@@ -11,6 +12,7 @@ import pytest
 
 from roarfast.claims import this_process
 from roarfast.errors import UserError
+from roarfast.fingerprint import config_hash
 from roarfast.results import (
     FILL_LEAKAGE,
     NO_RETRAIN,
@@ -20,6 +22,7 @@ from roarfast.results import (
     ResultsDB,
     open_results,
 )
+from roarfast.results.measurement import KEY_COLUMNS, key_values
 from roarfast.rundir import RunDir
 
 #: the cells table of schema version 2, as roarfast wrote it before v3
@@ -82,7 +85,7 @@ def test_a_v2_file_migrates_in_place_with_its_rows_intact(tmp_path):
             1.5, {"roarfast": "0.1.0"}, T0, T0)
     assert rows[("random", "roar")]["error"] == "RuntimeError: oom"
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"measurements"}
     # the keys a stage computes now find the migrated rows: finished work is not redone
@@ -103,7 +106,7 @@ def test_a_v1_file_gains_the_claims_and_the_v3_columns_and_keeps_its_rows(tmp_pa
         (claimed,) = db.rows(status="running")
     assert claimed["owner"]["pid"] == this_process()["pid"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 #: the measurements table of schema version 3, as roarfast wrote it before thread counts
@@ -123,7 +126,7 @@ def write_v3_file(path) -> None:
         raw.execute(V3_SCHEMA)
         raw.execute("INSERT INTO measurements (kind, dataset, model, method, mode, fill, fraction, seed, config_hash, "
                     "status, test_acc, val_acc, epochs, seconds, created, finished) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'done', 0.3, 0.31, 3, 1.5, ?, ?)", (*V3_KEY.__dict__.values(), T0, T0))
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'done', 0.3, 0.31, 3, 1.5, ?, ?)", (*key_values(V3_KEY), T0, T0))
         raw.execute("PRAGMA user_version = 3")
 
 
@@ -134,11 +137,26 @@ def test_a_v3_file_gains_the_thread_count_and_keeps_its_rows(tmp_path):
         (old,) = db.rows()
         assert (old["test_acc"], old["status"], old["threads"]) == (0.3, "done", None)  # never recorded
         assert db.is_done(V3_KEY)  # the key still finds it: finished work is not redone
-        new = MeasurementKey(**{**V3_KEY.__dict__, "seed": 2})
+        new = dataclasses.replace(V3_KEY, seed=2)
         db.record(new, {"test_acc": 0.4, "val_acc": 0.4, "epochs": 3, "seconds": 1.0, "threads": 2})
         assert db.get(new)["threads"] == 2 and "threads" not in db.get(new)["extra"]
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_v4_file_gains_the_config_column_and_new_rows_keep_their_configuration(tmp_path):
+    path = tmp_path / "r.sqlite"
+    write_v3_file(path)
+    with ResultsDB(path) as db:  # v3 -> v5: the v4 column (threads) and the v5 one (config)
+        (old,) = db.rows()
+        assert old["config"] is None  # written before configurations were kept: only the hash is known
+        config = {"recipe": {"epochs": 3, "lr": 0.05}, "fill": "dataset-mean", "ranks": {"seed": 1}}
+        new = MeasurementKey.of(config=config, **{**{c: getattr(V3_KEY, c) for c in KEY_COLUMNS[:-1]}, "seed": 4})
+        assert db.claim(new)
+        assert db.get(new)["config"] == config  # kept from the claim on
+        db.record(new, {"test_acc": 0.4, "val_acc": 0.4, "epochs": 3, "seconds": 1.0})
+        assert db.get(new)["config"] == config and db.get(new)["config_hash"] == config_hash(config)
+    assert new == MeasurementKey(**{c: getattr(new, c) for c in KEY_COLUMNS})  # the config is not the key: its hash is
 
 
 def test_an_older_file_opened_read_only_is_migrated_in_memory_only(tmp_path):

@@ -8,9 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.methods import register
+from roarfast.methods.declaration import ESTIMATORS
+from roarfast.methods.estimators.baselines import random as random_scores
 from roarfast.rundir import RunDir
-from roarfast.methods import registry
-from roarfast.methods.baselines import random as random_scores
 
 #: enough images and epochs for the model to learn the embedded task, few enough for CI
 ARGS = ["--data-option", "num_train=3000", "--data-option", "num_test=500", "--method", "oracle,random,random-twin",
@@ -23,8 +24,9 @@ def finished(tmp_path_factory):
     come out no different from random."""
     run_dir = tmp_path_factory.mktemp("run") / "default"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
-        registry.register("random-twin", target="none")(random_scores)
+        assert len(ESTIMATORS)  # the built-ins discovered before the copy
+        mp.setattr(ESTIMATORS, "_entries", dict(ESTIMATORS._entries))
+        register("random-twin", uses_model=False, seeded=True, target_mode="none")(random_scores)
         first = CliRunner().invoke(main, ["run", "--run-dir", str(run_dir), *ARGS], catch_exceptions=False)
         assert first.exit_code == 0, first.output
         stamps = {p.name: p.stat().st_mtime_ns for p in RunDir(run_dir).base_checkpoint.iterdir()}

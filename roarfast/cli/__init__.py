@@ -16,7 +16,8 @@ from roarfast.data.registry import DATASET_FORMS
 from roarfast.executors import EXECUTORS
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.grid import PRESETS
-from roarfast.methods.registry import METHOD_FORMS
+from roarfast.methods.parameters import PARAMETERS, RANKING
+from roarfast.methods.registry import method_forms
 from roarfast.models import model_forms
 from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
 from roarfast.options import parse_list
@@ -25,7 +26,7 @@ from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 DEFAULT_RUN_DIR = "runs/default"
 MODEL_HELP = (f"{model_forms()}; models other than the built-ins train with the default recipe of their image "
               f"size (up to {PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe changes it")
-CAM_LAYER_HELP = "dotted module name of the Grad-CAM layer (default: the model's cam_layer, else its last Conv2d)"
+METHOD_FORMS = method_forms()
 
 
 def _stack(*decorators):
@@ -242,21 +243,30 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
                f"-> {summary['checkpoint']}")
 
 
+def _parameter_option(parameter):
+    """The flag of an estimator or ranking parameter, its type, default and help from its table entry."""
+    kind = click.Choice(parameter.choices) if parameter.choices else parameter.kind
+    return click.option(*parameter.flags, parameter.name, type=kind, default=parameter.default, help=parameter.help)
+
+
+#: the estimator parameters that have flags, and the ranking options (roarfast.methods.parameters)
+parameter_options = _stack(*(_parameter_option(p) for p in (*PARAMETERS.values(), *RANKING.values()) if p.flags))
+
+method_arg_option = click.option(
+    "--method-arg", "method_arg", multiple=True, callback=_data_options, metavar="NAME=VALUE",
+    help="an estimator's parameter or argument, repeatable, values read as YAML (--method-arg samples=30, "
+         "--method-arg sliding_window_shapes=[3,8,8] for captum:Occlusion); each estimator gets those it takes, "
+         "and a name none takes is refused with what each takes")
+
+
 @main.command()
 @run_options
 @data_options
 @click.option("--method", "methods", default="sg-sq", help=METHOD_FORMS)
 @click.option("--split", "splits", default="train,test", help="splits to attribute, comma-separated")
 @click.option("--batch-size", type=int, default=None, help="images per batch (default: by device)")
-@click.option("--samples", type=int, default=15, help="noisy samples of the SmoothGrad family")
-@click.option("--noise-level", type=float, default=0.15, help="sigma = noise level x (max - min) of each image")
-@click.option("--ig-steps", type=int, default=25, help="integrated-gradients steps (Riemann midpoint)")
-@click.option("--target", type=click.Choice(["predicted", "label"]), default="predicted", help="the explained class")
-@click.option("--granularity", type=click.Choice(["pixel", "value"]), default="pixel",
-              help="rank pixels (channels reduced) or every C*H*W value")
-@click.option("--reduction", type=click.Choice(["sum_sq", "abs_sum", "max"]), default="sum_sq",
-              help="how channels fold into one pixel score")
-@click.option("--cam-layer", "--gradcam-layer", "gradcam_layer", default=None, help=CAM_LAYER_HELP)
+@parameter_options
+@method_arg_option
 @click.option("--amp", type=click.Choice(AMP_CHOICES), default="auto",
               help="autocast for the model's passes (auto: bf16 on GPU, off on CPU)")
 @click.option("--keep-maps/--no-keep-maps", default=False, help="also store fp16 maps (for pictures)")
@@ -264,15 +274,15 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="torch.compile the model for its passes (pays a compile first; worth it on large runs)")
 @_friendly_errors
-def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, methods, splits, batch_size, samples,
-            noise_level, ig_steps, target, granularity, reduction, gradcam_layer, amp, keep_maps, force, compile_model):
-    """Attribution maps for every train and test image -> per-pixel ranks in the rank store."""
+def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, methods, splits, batch_size, method_arg,
+            amp, keep_maps, force, compile_model, **parameters):
+    """Attribution maps for every train and test image -> per-pixel ranks in the rank store. A store made with
+    other values (a parameter, an argument, the estimator's code, the base model) is made again."""
     from roarfast.extract import ExtractOptions, run_extract
 
-    options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, samples=samples,
-                             noise_level=noise_level, ig_steps=ig_steps, target=target, granularity=granularity,
-                             reduction=reduction, gradcam_layer=gradcam_layer, amp=amp, keep_maps=keep_maps,
-                             force=force, compile=compile_model)
+    options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, amp=amp,
+                             keep_maps=keep_maps, force=force, compile=compile_model, method_args=method_arg,
+                             **parameters)
     run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option, device=device,
                 seed=seed, progress=progress)
 
@@ -341,7 +351,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
               help="training epochs of each cell (default: the preset's, else the model's recipe)")
 @recipe_option
 @amp_option
-@click.option("--cam-layer", "gradcam_layer", default=None, help=CAM_LAYER_HELP)
+@click.option("--cam-layer", "gradcam_layer", default=None, help=PARAMETERS["gradcam_layer"].help)
+@method_arg_option
 @click.option("--executor", type=click.Choice(EXECUTORS), default="local",
               help="local: cells one after another in this process; ray: one Ray task per cell")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
@@ -354,8 +365,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @GROUP_SIZE_OPTION
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
-          control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, executor, address, cpus_per_cell,
-          gpus_per_cell, dry_run, group_size):
+          control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
+          cpus_per_cell, gpus_per_cell, dry_run, group_size):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
@@ -371,7 +382,8 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     ray = _options(RayOptions, address=address, cpus_per_cell=cpus_per_cell, gpus_per_cell=gpus_per_cell)
     run_sweep(run_dir, grid, executor=executor, ray=ray, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
               dataset_options=data_option, device=device, seed=seed, progress=progress,
-              extract_options=ExtractOptions(gradcam_layer=gradcam_layer), echo=click.echo, group_size=group_size)
+              extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg),
+              echo=click.echo, group_size=group_size)
 
 
 @main.command()

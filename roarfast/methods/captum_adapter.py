@@ -1,22 +1,42 @@
-"""`captum:<ClassName>`: any attribution class of captum.attr as an estimator.
+"""`captum:<ClassName>`: any attribution class of captum.attr as an estimator, its record read from the class.
 
-The class is built with the model (and, for classes that take a layer, the Grad-CAM layer) and called as
-attribute(x, target=target), adding the arguments roarfast already has options for when the method takes
-them: baselines (params.ig_baseline, if set) and n_steps (params.ig_steps). Layer methods return layer-shaped
-maps; their channels are summed and the result upsampled bilinearly to the input, like Grad-CAM.
+The record comes from the class's constructor and `attribute()` signatures: every class reads the target
+(when attribute() takes one); a `layer` constructor argument reads --cam-layer and needs a conv layer;
+`n_steps` reads --ig-steps and `baselines` the IG baseline (black). Their other arguments are the ones a user
+passes with `--method-arg NAME=VALUE` (Study: method_args=), each to the constructor or to attribute() by
+name; those without a default must be passed (captum:Occlusion's sliding_window_shapes). Classes whose layers
+need a propagation rule (LRP, LayerLRP) take `rules` besides: {module type or dotted module name: rule class},
+for modules Captum has no default rule for.
+
+Layer methods return layer-shaped maps; their channels are summed and the result upsampled bilinearly to the
+input, like Grad-CAM. Captum's random draws (GradientShap, Lime, ...) are seeded by the run's seed.
 """
 
 import inspect
-
-import torch
-import torch.nn.functional as F
+from functools import partial
 
 from roarfast.errors import UserError
+from roarfast.methods.declaration import CONV_LAYER, Estimator, parameters_of
+from roarfast.methods.identity import captum_identity
+from roarfast.resolver import SCHEME
 
-#: classes that wrap another method or explain a neuron or an LLM: no single-call default exists.
+PREFIX = "captum:"
+#: classes that wrap or underlie another method: no single-call default exists (neuron and LLM classes are
+#: refused by their base classes)
 UNSUPPORTED = {
     "NoiseTunnel": "it wraps another method; the built-in sg-*, sg-sq-*, var-* compute the same ensembles",
+    "LimeBase": "it is the base of captum:Lime and captum:KernelShap, which take it from there",
 }
+#: what roarfast passes itself: the model (and layer), the images, the classes, and the arguments it reads as
+#: its own parameters; the rest of a signature is the user's to pass
+_SUPPLIED = {"self", "forward_func", "model", "layer", "device_ids", "inputs", "target", "additional_forward_args",
+             "return_convergence_delta", "n_steps", "baselines"}
+#: the shared parameter each of Captum's arguments reads
+_READS = {"layer": "gradcam_layer", "n_steps": "ig_steps", "baselines": "ig_baseline"}
+#: separates Captum's random stream from the other per-batch randomness keyed by the same seed
+CAPTUM_STREAM = 4
+#: the argument of LRP classes that names the rules of modules Captum has no default rule for
+RULES = "rules"
 
 
 def _captum_attr():
@@ -37,43 +57,67 @@ def attribution_class(name: str):
         raise UserError(f"captum:{name} is not a captum.attr attribution class; captum.attr has: {' '.join(known)}")
     if name in UNSUPPORTED:
         raise UserError(f"captum:{name} is not supported: {UNSUPPORTED[name]}")
-    if issubclass(cls, attr.NeuronAttribution) or "LLM" in name or name.endswith("Base"):
+    foreign = tuple(getattr(attr, base) for base in ("NeuronAttribution", "LLMAttribution", "LLMGradientAttribution")
+                    if hasattr(attr, base))
+    if issubclass(cls, foreign):
         raise UserError(f"captum:{name} is not supported: it does not attribute a class logit of an image model")
     return cls
 
 
-def check_captum_name(name: str) -> None:
-    """Raises UserError unless captum:<name> can be computed."""
-    attribution_class(name)
+def captum_estimator(name: str) -> Estimator:
+    """The record of captum:<name>, read from its class's signatures."""
+    cls = attribution_class(name)
+    init = _signature(cls.__init__)
+    attribute = _signature(cls.attribute)
+    reads = [_READS[arg] for arg in ("layer", "n_steps", "baselines") if arg in {**init, **attribute}]
+    arguments = {arg: f"{name}.__init__" for arg in init if arg not in _SUPPLIED}
+    arguments.update({arg: f"{name}.attribute" for arg in attribute if arg not in _SUPPLIED})
+    if _needs_rules(cls):
+        arguments[RULES] = f"roarfast's rules of {name}: {{module type or name: rule class}}"
+    required = tuple(arg for arg, where in arguments.items() if arg != RULES
+                     and {**init, **attribute}[arg].default is inspect.Parameter.empty)
+    target_mode = "given" if "target" in attribute else "none"
+    return Estimator(PREFIX + name, partial(captum_maps, name=name), _first_line(cls),
+                     parameters_of(reads, (), target_mode), arguments=arguments, required=required,
+                     seeded=True, target_mode=target_mode, requires=(CONV_LAYER,) if "layer" in init else (),
+                     form=SCHEME, code=captum_identity(cls))
 
 
-def takes_layer(name: str) -> bool:
-    """Whether captum:<name> is built with a layer (the Grad-CAM layer)."""
-    return "layer" in inspect.signature(attribution_class(name).__init__).parameters
-
-
-def captum_maps(model, batch, target, params, name: str) -> torch.Tensor:
+def captum_maps(model, batch, target, params, name: str):
     """Maps of captum.attr.<name> for batch.x (Tensor[B, C, H, W]) -> float32 Tensor[B, C, H, W] or
     Tensor[B, 1, H, W] (layer methods)."""
+    import torch.nn.functional as F
+
+    from roarfast.methods.params import seeded
+
     attr = _captum_attr()
     cls = attribution_class(name)
-    if takes_layer(name):
+    init, attribute = _signature(cls.__init__), _signature(cls.attribute)
+    args = dict(params.args)
+    rules = args.pop(RULES, None)
+    built = {arg: _captum_value(value) for arg, value in args.items() if arg in init}
+    if "layer" in init:
         from roarfast.methods.model_context import cam_layer
 
-        method = cls(model, cam_layer(model, params.gradcam_layer))
-    else:
-        method = cls(model)
+        built["layer"] = cam_layer(model, params.gradcam_layer)
+    method = cls(model, **built)
     x = batch.x.detach().requires_grad_(True)
-    kwargs = {"target": target}
-    accepts = inspect.signature(method.attribute).parameters
-    if "baselines" in accepts and params.ig_baseline is not None:
+    kwargs = {arg: _captum_value(value) for arg, value in args.items() if arg in attribute}
+    if "target" in attribute:
+        kwargs["target"] = target
+    if "baselines" in attribute and params.ig_baseline is not None:  # extraction always sets it (black)
         kwargs["baselines"] = params.baseline(x).expand_as(x).contiguous()
-    if "n_steps" in accepts:
+    if "n_steps" in attribute:
         kwargs["n_steps"] = params.ig_steps
-    try:
-        maps = method.attribute(x, **kwargs)
-    except TypeError as err:
-        raise UserError(f"captum:{name} needs arguments roarfast does not supply ({err})") from None
+    if _needs_rules(cls):
+        _attach_rules(model, name, rules or {})
+    with seeded(batch, params, CAPTUM_STREAM):
+        try:
+            maps = method.attribute(x, **kwargs)
+        except (TypeError, ValueError, RuntimeError, AssertionError) as err:
+            given = ", ".join(f"{k}={v!r}" for k, v in args.items()) or "none"
+            raise UserError(f"captum:{name} failed: {' '.join(str(err).split())} (--method-arg given: {given}; it "
+                            f"takes {captum_estimator(name).accepted()})") from None
     maps = maps.detach().float()
     if isinstance(method, attr.LayerAttribution):
         if maps.dim() != 4:
@@ -81,3 +125,50 @@ def captum_maps(model, batch, target, params, name: str) -> torch.Tensor:
                             "(Tensor[B, K, h, w]) can be upsampled to the input")
         maps = F.interpolate(maps.sum(1, keepdim=True), size=x.shape[2:], mode="bilinear", align_corners=False)
     return maps
+
+
+def _signature(function) -> dict:
+    """The named parameters of `function` (no *args, **kwargs)."""
+    return {arg: p for arg, p in inspect.signature(function).parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def _captum_value(value):
+    """A --method-arg value as Captum takes it: YAML lists as tuples (shapes, strides)."""
+    if isinstance(value, list):
+        return tuple(_captum_value(v) for v in value)
+    return value
+
+
+def _needs_rules(cls) -> bool:
+    return issubclass(cls, _captum_attr().LRP)  # LayerLRP too
+
+
+def _attach_rules(model, name: str, rules) -> None:
+    """Sets `rule` on every module `rules` names (by type name or dotted module name), for this call (Captum
+    removes them after); refuses, naming them and how to pass a rule, modules Captum has no default rule for."""
+    from captum.attr._core import lrp
+    from captum.attr._utils import lrp_rules
+
+    kinds = {n: c for n, c in vars(lrp_rules).items() if inspect.isclass(c) and issubclass(c, lrp_rules.PropagationRule)
+             and c is not lrp_rules.PropagationRule}
+    if not isinstance(rules, dict) or any(rule not in kinds for rule in rules.values()):
+        raise UserError(f"--method-arg {RULES} for captum:{name} should map module types or names to one of "
+                        f"{', '.join(sorted(kinds))}, got {rules!r}")
+    known = (*lrp.SUPPORTED_LAYERS_WITH_RULES, *lrp.SUPPORTED_NON_LINEAR_LAYERS)
+    leaves = [(n, m) for n, m in model.named_modules() if next(m.children(), None) is None]  # LRP rules the leaves
+    chosen = {n: rules.get(n, rules.get(type(m).__name__)) for n, m in leaves}
+    missing = [f"{type(m).__name__} ({n or 'the model'})" for n, m in leaves
+               if chosen[n] is None and not hasattr(m, "rule") and type(m) not in known]
+    if missing:
+        example = missing[0].split(" ")[0]
+        raise UserError(f"captum:{name} has no rule for {', '.join(missing)}: pass --method-arg "
+                        f"'{RULES}={{{example}: EpsilonRule}}' (Study: method_args={{'{RULES}': {{'{example}': "
+                        f"'EpsilonRule'}}}}); rules: {', '.join(sorted(kinds))}")
+    for n, m in leaves:
+        if chosen[n] is not None:
+            m.rule = kinds[chosen[n]]()
+
+
+def _first_line(cls) -> str:
+    return f"captum.attr.{cls.__name__}: " + (cls.__doc__ or "").strip().split("\n")[0]

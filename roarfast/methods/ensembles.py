@@ -7,15 +7,10 @@ samples x images go through one forward/backward, and ops.ensemble_* folds them 
 fp32 moments (Chan's merge) without keeping all n maps.
 """
 
-from functools import partial
-
 from roarfast import ops
-from roarfast.methods.gradients import BASES, input_attribution, rows_per_input
+from roarfast.methods.gradients import input_attribution, rows_per_input
 from roarfast.methods.params import derive_seed
-from roarfast.methods.registry import RELU_MODULES, register_shared
 
-#: statistic of the ensemble -> position in ops.ensemble_finalize's (sg, sg_sq, var).
-STATISTICS = {"sg": 0, "sg-sq": 1, "var": 2}
 #: separates the noise stream from other per-batch randomness keyed by the same seed.
 NOISE_STREAM = 1
 
@@ -26,8 +21,9 @@ def noise_seed(batch, params) -> int:
     return derive_seed(params.seed_for(batch), NOISE_STREAM, int(batch.index[0]) if batch.index.numel() else 0)
 
 
-def smoothgrad_family(model, batch, target, params, names, base):
-    """Maps of the requested `names` among sg-<base>, sg-sq-<base>, var-<base>, each float32 Tensor[B, C, H, W].
+def smoothgrad_statistics(model, batch, target, params, base: str) -> tuple:
+    """(SG, SG-SQ, VAR) of the `base` ("grad", "ig", "gb") maps over params.n_samples noisy copies of batch.x,
+    each float32 Tensor[B, C, H, W].
 
     Samples are processed in chunks of s samples x B images (s*B rows, times ig_steps for IG) under
     params.max_chunk_elements; at least one sample of the whole batch per chunk.
@@ -43,11 +39,4 @@ def smoothgrad_family(model, batch, target, params, names, base):
         noisy = ops.noise(x, samples, params.noise_level, seed, offset=offset)
         maps = input_attribution(model, noisy, target.repeat(samples), params, base)
         state = ops.ensemble_update(state, maps.view(samples, *x.shape))
-    stats = ops.ensemble_finalize(state, reduction="none")
-    return {name: stats[STATISTICS[name[: -len(base) - 1]]] for name in names}
-
-
-for _base in BASES:
-    register_shared(*(f"{stat}-{_base}" for stat in STATISTICS), compilable=_base != "gb",
-                    requires=(RELU_MODULES,) if _base == "gb" else ())(
-        partial(smoothgrad_family, base=_base))
+    return tuple(ops.ensemble_finalize(state, reduction="none"))

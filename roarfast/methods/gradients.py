@@ -1,4 +1,5 @@
-"""Gradient estimators on the normalized input: grad, ig (integrated gradients), gb (guided backprop).
+"""The math of the gradient estimators on the normalized input: grad, ig (integrated gradients), gb (guided
+backprop), registered in roarfast/methods/estimators/gradients.py.
 
 `input_attribution` computes any of the three for arbitrary rows; the SmoothGrad family
 (ensembles.py) calls it on noisy samples.
@@ -11,9 +12,6 @@ from torch import nn
 
 from roarfast.errors import UserError
 from roarfast.methods.model_context import logits_of, selected_logits
-from roarfast.methods.registry import RELU_MODULES, register
-
-BASES = ("grad", "ig", "gb")
 
 
 def logit_gradient(model: nn.Module, x: torch.Tensor, target: torch.Tensor | None, params) -> torch.Tensor:
@@ -88,27 +86,10 @@ def input_attribution(model: nn.Module, x: torch.Tensor, target: torch.Tensor | 
         if target is None:
             raise ValueError("ig needs the explained classes up front: its path points are not the input")
         return integrated_gradients(model, x, target, params)
-    raise ValueError(f"base should be one of {', '.join(BASES)}, got {base!r}")
+    raise ValueError(f"base should be one of grad, ig, gb, got {base!r}")
 
 
 def rows_per_input(base: str, params) -> int:
     """Forward/backward rows one input costs under `base` (IG evaluates every step)."""
     return params.ig_steps if base == "ig" else 1
 
-
-@register("grad", target="own", compilable=True, seeded=False)
-def grad(model, batch, target, params):
-    """Vanilla gradient d logit_target / d x -> Tensor[B, C, H, W]."""
-    return input_attribution(model, batch.x, target, params, "grad")
-
-
-@register("ig", compilable=True, seeded=False)
-def ig(model, batch, target, params):
-    """Integrated gradients from params.ig_baseline -> Tensor[B, C, H, W]."""
-    return input_attribution(model, batch.x, target, params, "ig")
-
-
-@register("gb", target="own", seeded=False, requires=(RELU_MODULES,))
-def gb(model, batch, target, params):
-    """Guided backprop -> Tensor[B, C, H, W]."""
-    return input_attribution(model, batch.x, target, params, "gb")

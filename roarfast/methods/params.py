@@ -1,13 +1,14 @@
 """What an estimator receives: one batch to explain (`ExplainBatch`) and the options (`MethodParams`)."""
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import torch
 
 from roarfast.errors import UserError
+from roarfast.methods.parameters import PARAMETERS
 
-TARGETS = ("predicted", "label")
 AUTOCAST_DTYPES = (None, torch.bfloat16, torch.float16)
 
 
@@ -46,7 +47,8 @@ class ExplainBatch:
 
 @dataclass
 class MethodParams:
-    """Options of the estimators (DESIGN.md section 2 gives the defaults).
+    """Options of the estimators; the shared parameters' defaults and checks are roarfast.methods.parameters'
+    (README, "Semantics", says why they are what they are).
 
     Attributes:
         noise_level: SmoothGrad sigma as a fraction of each image's value range (max - min).
@@ -63,27 +65,27 @@ class MethodParams:
             on CUDA; on CPU computation stays fp32 (CPU autocast is slower than fp32 there).
         seed: the run's seed; SmoothGrad noise and random scores are keyed by it and the images' global
             indices (a batch's own seed, when set, takes its place).
+        args: the estimator's own arguments (`--method-arg`): compute_maps hands each estimator those it takes
+            (Estimator.call_arguments).
     """
 
-    noise_level: float = 0.15
-    n_samples: int = 15
-    ig_steps: int = 25
+    noise_level: float = PARAMETERS["noise_level"].default
+    n_samples: int = PARAMETERS["samples"].default
+    ig_steps: int = PARAMETERS["ig_steps"].default
     ig_baseline: Sequence[float] | None = None
-    target: str = "predicted"
-    gradcam_layer: str | None = None
+    target: str = PARAMETERS["target"].default
+    gradcam_layer: str | None = PARAMETERS["gradcam_layer"].default
     max_chunk_elements: int = 2**24
     autocast_dtype: torch.dtype | None = None
     seed: int = 0
+    args: Mapping = field(default_factory=dict)
 
     def __post_init__(self):
-        if not self.noise_level >= 0:
-            raise UserError(f"noise_level should be >= 0, got {self.noise_level}")
-        for field in ("n_samples", "ig_steps", "max_chunk_elements"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or value < 1:
-                raise UserError(f"{field} should be a positive int, got {value!r}")
-        if self.target not in TARGETS:
-            raise UserError(f"target should be one of {', '.join(TARGETS)}, got {self.target!r}")
+        for name, value in (("noise_level", self.noise_level), ("samples", self.n_samples),
+                            ("ig_steps", self.ig_steps), ("target", self.target)):
+            PARAMETERS[name].check(value, "n_samples" if name == "samples" else name)
+        if not isinstance(self.max_chunk_elements, int) or self.max_chunk_elements < 1:
+            raise UserError(f"max_chunk_elements should be a positive int, got {self.max_chunk_elements!r}")
         if self.autocast_dtype not in AUTOCAST_DTYPES:
             raise UserError("autocast_dtype should be None, torch.bfloat16 or torch.float16, "
                             f"got {self.autocast_dtype}")
@@ -101,6 +103,17 @@ class MethodParams:
         if baseline.numel() != x.shape[1]:
             raise UserError(f"ig_baseline should hold {x.shape[1]} values (one per channel), got {baseline.numel()}")
         return baseline.view(1, -1, 1, 1)
+
+
+@contextmanager
+def seeded(batch: ExplainBatch, params: MethodParams, stream: int):
+    """torch's random numbers seeded by (the batch's seed, `stream`, its first global index) for the duration,
+    restored after: an estimator from outside roarfast that draws them gives the same maps on every run."""
+    x = batch.x
+    seed = derive_seed(params.seed_for(batch), stream, int(batch.index[0]) if batch.index.numel() else 0)
+    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
 
 
 def black_baseline(mean: Sequence[float], std: Sequence[float]) -> tuple[float, ...]:

@@ -6,57 +6,68 @@ itself given to Study, with
     # explained classes (predicted by default, --target label); the model is in eval mode, parameters
     # frozen; maps: Tensor[B, C, H, W] or Tensor[B, 1, H, W], larger = more important
 
-Each is registered (roarfast.methods.registry) under a readable name that says where it lives and is
-unique: its import path (`package.module:function`, so the store directory, the report and a later
+and, when its signature takes them, keyword arguments from `--method-arg NAME=VALUE` (Study: method_args=).
+Each gets a record (roarfast.methods.declaration.Estimator) under a readable name that says where it lives and
+is unique: its import path (`package.module:function`, so the store directory, the report and a later
 `--method` all use the one name), or object:<name> for a function with none (a notebook's, a script's
-__main__). Its output is checked on every batch (shape, NaN/Inf) and the run's seed seeds torch's
-random numbers around each call, so a plug-in that draws them is reproducible like a built-in.
+__main__). Its code identity is its source file's hash, or for an object the digest of what it runs
+(roarfast.methods.identity), so an edited function makes new ranks. Its output is checked on every batch
+(shape, NaN/Inf) and the run's seed seeds torch's random numbers around each call, so a plug-in that draws
+them is reproducible like a built-in.
 """
 
 import inspect
 from functools import partial
 
 from roarfast.errors import UserError
-from roarfast.plugins import describe_error, import_object, import_path_of, object_name, source_sha256
+from roarfast.methods.declaration import Estimator, parameters_of
+from roarfast.methods.identity import file_identity, object_identity
+from roarfast.plugins import describe_error, import_object, import_path_of, object_name
+from roarfast.resolver import IMPORT_PATH, OBJECT
 
 FLAG = "--method"
 #: separates a plug-in's random stream from the other per-batch randomness keyed by the same seed
 PLUGIN_STREAM = 3
+#: the plug-ins recorded in this process, by name (a notebook redefines a function: the newer record wins)
+_PLUGINS: dict[str, Estimator] = {}
 
 
-def register_plugin(spec) -> str:
-    """Registers the estimator an import path names (or a function object) and returns its name."""
-    from roarfast.methods.registry import Estimator, add
+def recorded(name: str) -> Estimator | None:
+    """The record of a plug-in this process resolved under `name`, or None."""
+    return _PLUGINS.get(name)
 
+
+def register_plugin(spec) -> Estimator:
+    """The record of the estimator an import path names (or of a function object), kept under its name."""
     if isinstance(spec, str):
-        name, function = spec.strip(), import_object(spec, FLAG)
+        name, function, form = spec.strip(), import_object(spec, FLAG), IMPORT_PATH
     else:
         function = spec
         if "<" in getattr(function, "__qualname__", ""):  # a lambda or a nested function: no name to store under
             raise UserError(f"{FLAG}: an estimator function needs a name to store its ranks under, got "
                             f"{function.__qualname__}; define it with def at module level")
-        name = import_path_of(function) or object_name(function)
+        path = import_path_of(function)
+        name, form = (path, IMPORT_PATH) if path else (object_name(function), OBJECT)
     if not callable(function):
         raise UserError(f"{FLAG} {name}: expected a function(model, images, target), got {type(function).__name__}")
-    _check_signature(name, function)
-    add(Estimator(name, partial(plugin_maps, function, name), target="given", plugin=True,
-                   source_sha256=source_sha256(function)))
-    return name
+    arguments, required, any_argument = _keywords(name, function)
+    code = (file_identity(function) if form == IMPORT_PATH else None) or object_identity(function, name)
+    record = Estimator(name, partial(plugin_maps, function, name), _first_line(function), parameters_of(),
+                       arguments=arguments, required=required, any_argument=any_argument, seeded=True, form=form,
+                       code=code)
+    _PLUGINS[name] = record
+    return record
 
 
 def plugin_maps(function, name: str, model, batch, target, params):
-    """Calls function(model, images, target) for one batch under the batch's seed; checks and returns its
-    maps as float32 Tensor[B, C or 1, H, W] on the images' device."""
-    import torch
-
-    from roarfast.methods.params import derive_seed
+    """Calls function(model, images, target, **its arguments) for one batch under the batch's seed; checks and
+    returns its maps as float32 Tensor[B, C or 1, H, W] on the images' device."""
+    from roarfast.methods.params import seeded
 
     x = batch.x.detach()
-    seed = derive_seed(params.seed_for(batch), PLUGIN_STREAM, int(batch.index[0]) if batch.index.numel() else 0)
-    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
-        torch.manual_seed(seed)
+    with seeded(batch, params, PLUGIN_STREAM):
         try:
-            maps = function(model, x, target)
+            maps = function(model, x, target, **params.args)
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001  (the user's function: any failure is theirs to fix)
@@ -84,11 +95,28 @@ def check_maps(name: str, maps, x):
     return maps
 
 
-def _check_signature(name: str, function) -> None:
-    """Refuses a function that cannot take (model, images, target) before any image is processed."""
+def _keywords(name: str, function) -> tuple[dict, tuple, bool]:
+    """(the keyword arguments it takes beyond (model, images, target), name -> where; those without a default;
+    whether it takes any keyword). Refuses a function that cannot take (model, images, target) before any image
+    is processed."""
     try:
-        inspect.signature(function).bind(None, None, None)
+        signature = inspect.signature(function)
+    except ValueError:
+        return {}, (), False  # no signature to read (a builtin): the first call tells
+    try:
+        bound = signature.bind_partial(None, None, None)
     except TypeError as err:
         raise UserError(f"{FLAG} {name} should take (model, images, target): {err}") from None
-    except ValueError:
-        pass  # no signature to read (a builtin): the first call tells
+    rest = [p for p in signature.parameters.values() if p.name not in bound.arguments]
+    unfilled = [p.name for p in rest if p.kind == p.POSITIONAL_ONLY and p.default is p.empty]
+    if unfilled:
+        raise UserError(f"{FLAG} {name} should take (model, images, target): it also needs {', '.join(unfilled)} "
+                        f"by position")
+    keywords = [p for p in rest if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return ({p.name: f"a keyword argument of {name}" for p in keywords},
+            tuple(p.name for p in keywords if p.default is p.empty),
+            any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()))
+
+
+def _first_line(function) -> str:
+    return (getattr(function, "__doc__", None) or "").strip().split("\n")[0]

@@ -1,4 +1,4 @@
-"""What an estimator needs of the model (Estimator.requires), checked before any image is processed, so
+"""What an estimator needs of the model (its record's `requires`), checked before any image is processed, so
 that an unfit model is refused in one line instead of failing after a base model was trained or half a
 store was written:
 
@@ -12,6 +12,7 @@ from torch import nn
 
 from roarfast.errors import UserError
 from roarfast.methods import registry
+from roarfast.methods.declaration import CONV_LAYER, RELU_MODULES
 from roarfast.methods.model_context import cam_layer, cam_layer_name
 
 
@@ -20,29 +21,21 @@ def check_model(model: nn.Module, names, gradcam_layer: str | None = None) -> li
     once (the Grad-CAM layer chosen when --cam-layer did not name it)."""
     needs = {}
     for name in names:
-        for requirement in _requirements(name):
+        for requirement in registry.get(name).requires:
             needs.setdefault(requirement, []).append(name)
     notes = []
-    if registry.RELU_MODULES in needs and not any(isinstance(m, nn.ReLU) for m in model.modules()):
+    if RELU_MODULES in needs and not any(isinstance(m, nn.ReLU) for m in model.modules()):
         activations = sorted({type(m).__name__ for m in model.modules() if _is_activation(m)})
         found = f"its activations: {', '.join(activations)}" if activations else "no activation modules"
-        raise UserError(f"--method {','.join(needs[registry.RELU_MODULES])}: guided backprop guides nn.ReLU modules, "
+        raise UserError(f"--method {','.join(needs[RELU_MODULES])}: guided backprop guides nn.ReLU modules, "
                         f"and {type(model).__name__} has none ({found}); pick other methods or a model with nn.ReLU")
-    if registry.CONV_LAYER in needs:
+    if CONV_LAYER in needs:
         layer, source = cam_layer_name(model, gradcam_layer)
         cam_layer(model, layer)  # refuses a name that is not a module of the model
         if source != "--cam-layer":
-            notes.append(f"{', '.join(needs[registry.CONV_LAYER])}: layer {layer!r} ({source}; --cam-layer NAME picks "
+            notes.append(f"{', '.join(needs[CONV_LAYER])}: layer {layer!r} ({source}; --cam-layer NAME picks "
                          f"another)")
     return notes
-
-
-def _requirements(name: str) -> tuple:
-    if name.startswith(registry.CAPTUM_PREFIX):
-        from roarfast.methods.captum_adapter import takes_layer
-
-        return (registry.CONV_LAYER,) if takes_layer(name[len(registry.CAPTUM_PREFIX):]) else ()
-    return registry.get(name).requires
 
 
 def _is_activation(module: nn.Module) -> bool:

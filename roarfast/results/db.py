@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from roarfast.claims import owner_alive, this_process
 from roarfast.errors import UserError
+from roarfast.fingerprint import canonical_json
 from roarfast.modes import DETECT
 from roarfast.results.measurement import (
     DETECTOR,
@@ -250,6 +251,8 @@ class ResultsDB:
         """Inside a transaction: inserts the row of `key` with `values`, or updates those columns of its row
         (not of a done row when keep_done)."""
         exists = self._conn.execute(f"SELECT 1 FROM measurements WHERE {_WHERE_KEY}", key_values(key)).fetchone()
+        if key.config is not None:  # a key made by MeasurementKey.of: its configuration is written beside its hash
+            values = {**values, "config": canonical_json(key.config)}
         if exists is None:
             columns = [*KEY_COLUMNS, *values, "created"]
             self._conn.execute(f"INSERT INTO measurements ({', '.join(columns)}) "
@@ -261,7 +264,8 @@ class ResultsDB:
 
     @_sqlite_errors
     def rows(self, **filters) -> list[dict]:
-        """Rows as dicts (versions/extra decoded), ordered by key; filters on key columns or status, each a
+        """Rows as dicts (versions, extra and config decoded; config None where a row predates schema v5),
+        ordered by key; filters on key columns or status, each a
         value or a list/tuple of accepted values (None matches NULL):
         `rows(kind="retrain", method=["sg", "random"], status="done")`."""
         clauses, params = [], []
@@ -297,6 +301,7 @@ def _decode(row: sqlite3.Row) -> dict:
     record["versions"] = json.loads(record["versions"]) if record["versions"] else None
     record["extra"] = json.loads(record["extra"]) if record["extra"] else {}
     record["owner"] = json.loads(record["owner"]) if record.get("owner") else None
+    record["config"] = json.loads(record["config"]) if record.get("config") else None
     return record
 
 

@@ -3,7 +3,7 @@ the columns that name it) and the metrics of a finished one, checked into column
 
 import math
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from roarfast.fills import FILLS
 from roarfast.fingerprint import config_hash
@@ -32,7 +32,9 @@ class MeasurementKey:
     """What identifies one measurement in results.sqlite: its `kind` (retrain, no-retrain, fill-leakage),
     `method`'s ranks, `mode` and `fraction`, the `fill` of the removed pixels (None where no pixel value
     is seen: a mask-only control), the `seed` (None where nothing is drawn), on `dataset` with `model`,
-    and the rest of its configuration hashed as `config_hash`. `MeasurementKey.of` hashes a config."""
+    and the rest of its configuration hashed as `config_hash`. `MeasurementKey.of` hashes a config and keeps
+    it as `config` (written into the row's `config` column, so every number says what made it; not part of
+    the key's identity: the hash is)."""
 
     kind: str
     dataset: str
@@ -43,6 +45,7 @@ class MeasurementKey:
     fraction: float
     seed: int | None
     config_hash: str
+    config: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
         if self.kind not in KIND_MODES:
@@ -72,8 +75,8 @@ class MeasurementKey:
 
     @classmethod
     def of(cls, *, config: dict, **fields) -> "MeasurementKey":
-        """The key with `config` (recipe, fill, ranks' params, ...) folded into its hash."""
-        return cls(**fields, config_hash=config_hash(config))
+        """The key with `config` (recipe, fill, ranks' params, ...) folded into its hash and kept."""
+        return cls(**fields, config_hash=config_hash(config), config=config)
 
 
 def check_key(key) -> MeasurementKey:

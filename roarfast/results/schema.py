@@ -3,7 +3,8 @@ files written by earlier versions.
 
 Schema versions: 1 (cells), 2 (+ owner, heartbeat: claims), 3 (the table `measurements`: kind, fill and
 NULL seeds and epochs where they do not apply, instead of no-retrain rows posing as seed-0 cells and the
-fill in `extra`), 4 (+ threads: the CPU threads a measurement ran with; CPU accuracies depend on it). An
+fill in `extra`), 4 (+ threads: the CPU threads a measurement ran with; CPU accuracies depend on it), 5 (+
+config: the configuration whose hash is config_hash, as canonical JSON; NULL for rows written before). An
 older file is migrated in one transaction, its rows kept and their config hashes unchanged, so finished
 measurements stay finished.
 """
@@ -17,7 +18,7 @@ from roarfast.fills import DEFAULT_FILL
 from roarfast.modes import NO_RETRAIN_METRICS, NO_RETRAIN_MODES, is_control
 from roarfast.results.measurement import NO_RETRAIN, RETRAIN
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS measurements (
     finished TEXT,
     owner TEXT,
     heartbeat REAL,
-    threads INTEGER
+    threads INTEGER,
+    config TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS measurement_key ON measurements
     (kind, dataset, model, method, mode, IFNULL(fill, ''), fraction, IFNULL(seed, -1), config_hash);
@@ -74,6 +76,8 @@ def migrate(conn, path: Path) -> None:
             conn.execute("ALTER TABLE cells ADD COLUMN heartbeat REAL")
         if version == 3:  # before thread counts: they were never recorded (NULL)
             conn.execute("ALTER TABLE measurements ADD COLUMN threads INTEGER")
+        if version in (3, 4):  # before configurations were kept: only their hashes are known (NULL)
+            conn.execute("ALTER TABLE measurements ADD COLUMN config TEXT")
         for statement in _SCHEMA.split(";")[:-1]:  # executescript would commit the open transaction
             conn.execute(statement)
         if version in (1, 2):

@@ -1,18 +1,20 @@
 """Grad-CAM: ReLU(sum_k alpha_k A_k) at a conv layer, alpha_k = spatial mean of d logit / d A_k,
 upsampled bilinearly to the input size."""
 
-import torch
-import torch.nn.functional as F
-
 from roarfast.errors import UserError
-from roarfast.methods.model_context import cam_layer, logits_of, selected_logits
-from roarfast.methods.registry import CONV_LAYER, register
+from roarfast.methods.declaration import CONV_LAYER, register
 
 
-@register("gradcam", target="own", seeded=False, requires=(CONV_LAYER,))
+@register("gradcam", "Grad-CAM at --cam-layer, upsampled to the input", reads=("gradcam_layer",), target_mode="own",
+          requires=(CONV_LAYER,), order=4)
 def gradcam(model, batch, target, params):
     """Grad-CAM at params.gradcam_layer (default: model.cam_layer, else the last Conv2d) -> float32
     Tensor[B, 1, H, W]."""
+    import torch
+    import torch.nn.functional as F
+
+    from roarfast.methods.model_context import cam_layer, logits_of, selected_logits
+
     layer = cam_layer(model, params.gradcam_layer)
     captured = []
     handle = layer.register_forward_hook(lambda module, inputs, output: captured.append(output))

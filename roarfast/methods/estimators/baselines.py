@@ -1,22 +1,23 @@
 """Estimators that do not look at the model: random, sobel, oracle."""
 
-import torch
-import torch.nn.functional as F
-
 from roarfast.errors import UserError
-from roarfast.methods.params import derive_seed
-from roarfast.methods.registry import register
+from roarfast.methods.declaration import register
 
 #: separates the random-ranking stream from other per-image randomness keyed by the same seed.
 RANDOM_STREAM = 2
 #: Sobel derivative along width (x); its transpose differentiates along height.
-SOBEL_X = torch.tensor([[-1.0, 0.0, 1.0], [-2.0, 0.0, 2.0], [-1.0, 0.0, 1.0]])
+SOBEL_X = ((-1.0, 0.0, 1.0), (-2.0, 0.0, 2.0), (-1.0, 0.0, 1.0))
 
 
-@register("random", target="none")
+@register("random", "fixed uniform random scores per image (the reference of every verdict)", uses_model=False,
+          seeded=True, target_mode="none", order=3)
 def random(model, batch, target, params):
     """Fixed uniform random scores per image -> float32 Tensor[B, C, H, W]: image i's scores come from a
     generator seeded by (the seed, i's global index), so they do not depend on the batching."""
+    import torch
+
+    from roarfast.methods.params import derive_seed
+
     shape = batch.x.shape[1:]
     scores = torch.empty((batch.x.shape[0], *shape), dtype=torch.float32)
     generator = torch.Generator()
@@ -27,22 +28,30 @@ def random(model, batch, target, params):
     return scores.to(batch.x.device)
 
 
-@register("sobel", target="none", seeded=False)
+@register("sobel", "Sobel edge magnitude of the image, summed over channels", uses_model=False, target_mode="none",
+          order=3)
 def sobel(model, batch, target, params):
     """Per-channel Sobel magnitude sqrt(Gx^2 + Gy^2) of the (normalized) input, summed over channels ->
     float32 Tensor[B, 1, H, W]. Borders are replicated so that the image edge is not an edge."""
+    import torch
+    import torch.nn.functional as F
+
     x = batch.x.float()
     channels = x.shape[1]
-    kernel = torch.stack([SOBEL_X, SOBEL_X.t()]).to(x.device)
+    sobel_x = torch.tensor(SOBEL_X)
+    kernel = torch.stack([sobel_x, sobel_x.t()]).to(x.device)
     weight = kernel.repeat(channels, 1, 1).unsqueeze(1)  # [2C, 1, 3, 3]: (gx, gy) per channel
     grads = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), weight, groups=channels)
     gx, gy = grads[:, 0::2], grads[:, 1::2]
     return torch.sqrt(gx * gx + gy * gy).sum(1, keepdim=True)
 
 
-@register("oracle", target="none", seeded=False)
+@register("oracle", "the dataset's ground-truth importance mask", uses_model=False, target_mode="none",
+          ground_truth=True, order=3)
 def oracle(model, batch, target, params):
     """The ground-truth importance mask as float32 Tensor[B, 1, H, W] (1 = important)."""
+    import torch
+
     if batch.gt_mask is None:
         raise UserError("oracle needs ground-truth importance masks (batch.gt_mask), and this dataset has none; "
                         "the embedded dataset has them")
