@@ -138,7 +138,8 @@ def part_airbench(args, ds) -> tuple[dict, str]:
             sync(args.device)
             rows.append(dict(activation=activation, seed=seed, test_acc=result.test_acc, val_acc=result.val_acc,
                              best_epoch=result.best_epoch, seconds=time.perf_counter() - start))
-            print(f"airbench {activation} seed {seed}: {result.test_acc:.2%} in {rows[-1]['seconds']:.2f} s", flush=True)
+            print(f"airbench {activation} seed {seed}: {result.test_acc:.2%} in {rows[-1]['seconds']:.2f} s",
+                  flush=True)
     lines = [f"airbench on {ds.name} ({len(ds.train_index)} training images, {recipe.epochs} epochs, batch "
              f"{recipe.batch_size}, lr {recipe.lr:g}, {recipe.amp or 'fp32'}, TTA level {recipe.tta}):", "",
              "| activation | seed | test acc (TTA) | val acc | seconds |", "| --- | ---: | ---: | ---: | ---: |"]
@@ -219,7 +220,8 @@ def part_paper(args, ds) -> tuple[dict, str]:
     net = resolve_model(model).build(ds.num_classes, ds.image_size, ds.channels).to(args.device)
     flops = flops_per_image_step(net, ds.channels, ds.image_size)
     retrain_s = float(stages.get("retrain", 0.0))
-    share = images * flops / retrain_s / H100_BF16_PEAK if retrain_s and torch.device(args.device).type == "cuda" else None
+    on_gpu = torch.device(args.device).type == "cuda"
+    share = images * flops / retrain_s / H100_BF16_PEAK if retrain_s and on_gpu else None
     finished = code == 0
     result = dict(finished=finished, calls=calls, stages=stages, cells_done=len(done), cells_failed=len(failed),
                   model=model, flops_per_image_step=flops, retrain_images=images, share_of_peak=share,

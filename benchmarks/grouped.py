@@ -100,6 +100,11 @@ def train_way(ds, model, recipe, device, way: str, runs: list) -> tuple[float, l
         failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             raise failed[0]
+        expected = way if len(runs) > 1 or grouping.how != "fused" else way.replace("fused", "loop")
+        if torch.device(device).type == "cpu":
+            expected = expected.replace("streams", "loop")
+        if {r.trained_as for r in results} != {expected}:  # e.g. a network that cannot be fused
+            raise RuntimeError(f"trained as {sorted({r.trained_as for r in results})}, not {expected}")
     sync(device)
     return time.perf_counter() - start, [(r.test_acc, r.val_acc) for r in results]
 
@@ -147,7 +152,8 @@ def markdown(rows: list, header: str, flops: float | None = None, peak: float | 
     lines += [f"| {r['way']} | | failed: {r['error']} | | |" for r in rows if "error" in r]
     rows = [r for r in rows if "error" not in r]
     for r in sorted(rows, key=lambda r: (r["k"], r["way"] != "alone", r["way"])):
-        line = (f"| {r['way']} | {r['k']} | {' / '.join(f'{s:.2f}' for s in r['seconds'])} | {r['images_per_s']:,.0f} | "
+        seconds = " / ".join(f"{s:.2f}" for s in r["seconds"])
+        line = (f"| {r['way']} | {r['k']} | {seconds} | {r['images_per_s']:,.0f} | "
                 f"{r['ratio_to_alone']:.2f} ({' / '.join(f'{x:.2f}' for x in r['ratios'])}) |")
         if flops:
             tflops = r["images_per_s"] * flops / 1e12

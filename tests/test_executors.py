@@ -116,8 +116,8 @@ def test_a_cell_held_elsewhere_is_skipped_and_the_group_takes_the_next(tmp_path)
     trainer = GroupTrainer()
     with ResultsDB(tmp_path / "r.sqlite") as db:
         assert db.claim(trainer.key(SEEDS[1]), other)
-        trainer.during = lambda cells: db.record(trainer.key(SEEDS[1]), {"test_acc": 0.7, "val_acc": 0.7, "epochs": 1,
-                                                                          "seconds": 1.0}) if cells[0].seed == 0 else None
+        done = {"test_acc": 0.7, "val_acc": 0.7, "epochs": 1, "seconds": 1.0}
+        trainer.during = lambda cells: db.record(trainer.key(SEEDS[1]), done) if cells[0].seed == 0 else None
         execute(trainer, [(cell, None) for cell in SEEDS], db, group_size=2)
         accuracies = {r["seed"]: r["test_acc"] for r in db.rows(status="done")}
     assert trainer.groups == [[0, 2], [3, 4]]

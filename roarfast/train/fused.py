@@ -16,8 +16,9 @@ import copy
 import torch
 from torch import nn
 
-#: the fused forward must give the members' logits within this (relative to their largest magnitude)
-PROBE_TOLERANCE = 1e-4
+#: the fused forward must give the members' logits within this, relative to their largest magnitude: far
+#: above rounding (TF32 convolutions on a GPU differ by about 1e-3), far below what mixing members gives
+PROBE_TOLERANCE = 1e-2
 
 
 class NotFusable(Exception):

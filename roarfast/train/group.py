@@ -45,8 +45,10 @@ class Grouping:
             check_choice("group compile mode", self.compile, COMPILE_MODES)
 
 
-#: what a device trains by default when --group-size is not given, chosen from the measurements in
-#: benchmarks/RESULTS.md ("Cells trained together"); on a GPU not measured yet: one at a time
+#: what a device trains by default (its size when --group-size is not given, its way when it is), from
+#: benchmarks/RESULTS.md ("cells trained together"). CPU: a loop of states runs at one at a time's speed
+#: (0.93-1.14x) and fused networks slower from K = 4 (0.66-0.73x: K activations overflow the cache), so one
+#: at a time, and a loop when asked for more. GPU: not measured yet; fused is HFTA's way for small networks
 DEFAULT_GROUPING = {"cpu": Grouping(size=1, how="loop"), "cuda": Grouping(size=1, how="fused")}
 
 

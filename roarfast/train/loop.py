@@ -92,18 +92,20 @@ def train_states(states: list[TrainState], dataset, recipe: Recipe, steps: Steps
     `failed` None: an error ends the training. A dict: a state whose step or evaluation raises is dropped
     and its error kept there (state -> exception) while the others go on."""
     from roarfast.data.augment import Augment
-    from roarfast.train.streams import join_streams, on_stream
+    from roarfast.train.streams import join_streams
 
     rank, world = distributed()
     flip = recipe.flip and not recipe.alternate_flips  # alternating flips: chosen per image below, not drawn
     spec = Augment(flip=flip, translate=recipe.translate) if (flip or recipe.translate) else None
+    images = steps.per_epoch * steps.batch_size
     alive = list(states)
 
-    def guarded(state, action):
+    def guarded(state, action, *args):
+        """action(*args); with `failed`, an exception is kept there and the state leaves the training."""
         if failed is None:
-            return action()
+            return action(*args)
         try:
-            return action()
+            return action(*args)
         except (KeyboardInterrupt, UserError):
             raise
         except Exception as err:  # noqa: BLE001  (this state's error: the group goes on without it)
@@ -113,29 +115,32 @@ def train_states(states: list[TrainState], dataset, recipe: Recipe, steps: Steps
 
     for epoch in range(1, recipe.epochs + 1):
         started = time.perf_counter()
-        tallies, batches = {}, {}
-        for state in list(alive):
-            tallies[state] = new_tally(state)
-            batches[state] = guarded(state, lambda state=state: _start_epoch(state, dataset, steps, spec, epoch,
-                                                                              (rank, world)))
+        tallies = {state: new_tally(state) for state in alive}
+        batches = {state: guarded(state, _start_epoch, state, dataset, steps, spec, epoch, (rank, world))
+                   for state in list(alive)}
         for _ in range(steps.per_epoch):
             for state in list(alive):
-                def step(state=state):
-                    pairs = [next(iterator) for iterator in batches[state]]
-                    with on_stream(state.stream, [t for pair in pairs for t in pair]) if state.stream else nullcontext():
-                        for tally, (loss, correct) in zip(tallies[state], train_step(state, pairs)):
-                            tally.add(loss, correct, steps.batch_size)
-
-                guarded(state, step)
-            bar.update(steps.batch_size * sum(len(s.members) for s in alive))
+                guarded(state, _step, state, batches[state], tallies[state], steps.batch_size)
+            bar.update(steps.batch_size * sum(len(state.members) for state in alive))
         join_streams(alive)
-        entries = []
-        for state in list(alive):
-            entries += guarded(state, lambda state=state: end_epoch(
-                state, epoch, dataset.val_index, tallies[state], steps.per_epoch * steps.batch_size, started)) or []
+        entries = [entry for state in list(alive)
+                   for entry in guarded(state, end_epoch, state, epoch, dataset.val_index, tallies[state], images,
+                                        started) or []]
         if entries:
             bar.set_postfix(loss="/".join(f"{e['train_loss']:.3f}" for e in entries),
                             val="/".join(f"{e['val_acc']:.1%}" for e in entries))
+
+
+def _step(state: TrainState, iterators: list, tallies: list, batch_size: int) -> None:
+    """One step of `state` on the next batch of each member's iterator (on the state's stream, if it has one),
+    its losses and correct counts added to the members' tallies."""
+    from roarfast.train.streams import on_stream
+
+    pairs = [next(iterator) for iterator in iterators]
+    stream = on_stream(state.stream, [t for pair in pairs for t in pair]) if state.stream is not None else nullcontext()
+    with stream:
+        for tally, (loss, correct) in zip(tallies, train_step(state, pairs)):
+            tally.add(loss, correct, batch_size)
 
 
 def _start_epoch(state: TrainState, dataset, steps: Steps, spec, epoch: int, shard) -> list:
@@ -161,6 +166,7 @@ def _flipped(batches, flips: torch.Tensor | None, epoch: int):
     for x, y, rows in batches:
         if flips is not None:
             chosen = flips[rows] ^ (epoch % 2 == 0)
-            layout = torch.channels_last if x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
-            x = torch.where(chosen.view(-1, 1, 1, 1), x.flip(3), x).contiguous(memory_format=layout)
+            last = x.is_contiguous(memory_format=torch.channels_last)
+            x = torch.where(chosen.view(-1, 1, 1, 1), x.flip(3), x)
+            x = x.contiguous(memory_format=torch.channels_last if last else torch.contiguous_format)
         yield x, y
