@@ -25,6 +25,7 @@ and resumed, so that the GPU session does not debug this script.
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -179,6 +180,7 @@ def _sweep(args, extra: list, seconds: float) -> tuple[int | None, float]:
         command += ["--dataset", "embedded", "--data-option", "num_train=600", "--data-option", "num_test=200"]
     if args.group_size:
         command += ["--group-size", str(args.group_size)]
+    command += shlex.split(args.sweep_args)
     start = time.perf_counter()
     try:
         code = subprocess.run(command, timeout=max(1.0, seconds), cwd=ROOT).returncode
@@ -227,7 +229,8 @@ def part_paper(args, ds) -> tuple[dict, str]:
                   model=model, flops_per_image_step=flops, retrain_images=images, share_of_peak=share,
                   wall_seconds=sum(c["seconds"] for c in calls))
     extract = stages.get("extract", {})
-    lines = [f"`roarfast sweep --preset paper` on {ds.name} ({model}, group size {args.group_size or 'default'}): "
+    flags = " ".join(filter(None, [f"--group-size {args.group_size}" if args.group_size else "", args.sweep_args]))
+    lines = [f"`roarfast sweep --preset paper{' ' + flags if flags else ''}` on {ds.name} ({model}): "
              f"{'finished' if finished else 'not finished yet (the next call resumes)'} after {len(calls)} step(s), "
              f"{result['wall_seconds'] / 60:.1f} min of calls", "",
              "| stage | wall time |", "| --- | ---: |",
@@ -258,6 +261,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=None, help="the paper sweep's --group-size")
     parser.add_argument("--seconds", type=float, default=480, help="the paper part's time in this call")
+    parser.add_argument("--sweep-args", default="", help="more flags of the paper sweep, as --sweep-args='--control-seeds 1'")
     parser.add_argument("--run-dir", type=Path, default=PAPER_RUN)
     parser.add_argument("--smoke", action="store_true", help="every part on the CPU on tiny data")
     parser.add_argument("--smoke-cut", type=float, default=25, help="--smoke: seconds of the first, cut sweep")

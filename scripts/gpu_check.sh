@@ -17,7 +17,7 @@
 #   grouped          benchmarks/gpu_round.py --parts grouped: K cells one at a time vs together, share of peak
 #   paper            benchmarks/gpu_round.py --parts paper: `roarfast sweep --preset paper` (resumes across calls;
 #                    its run directory is runs/gpu-round-paper), then the report; ROARFAST_GROUP_SIZE sets its
-#                    --group-size
+#                    --group-size, ROARFAST_SWEEP_ARGS adds flags (e.g. "--control-seeds 1")
 # Issue 25's GPU round, without a build (the carried extension), in 10-minute calls:
 #   ROARFAST_GPU_STAGES=airbench-cifar,grouped bash scripts/gpu_check.sh      then, until it says finished,
 #   ROARFAST_GPU_STAGES=paper ROARFAST_GROUP_SIZE=K bash scripts/gpu_check.sh
@@ -124,7 +124,8 @@ if [ -f .device-data/cifar10-jpeg.npz ]; then
   stage airbench-cifar 150 $PY "${ROUND[@]}" --parts airbench
   stage grouped 330 $PY "${ROUND[@]}" --parts grouped
   left=$((BUDGET - SECONDS - 20))
-  stage paper 560 $PY "${ROUND[@]}" --parts paper --seconds "$left" ${ROARFAST_GROUP_SIZE:+--group-size "$ROARFAST_GROUP_SIZE"}
+  stage paper 560 $PY "${ROUND[@]}" --parts paper --seconds "$left" \
+    ${ROARFAST_GROUP_SIZE:+--group-size "$ROARFAST_GROUP_SIZE"} --sweep-args="${ROARFAST_SWEEP_ARGS:-}"
 elif wanted airbench-cifar || wanted grouped || wanted paper; then
   echo "airbench-cifar, grouped, paper: SKIPPED (no .device-data/cifar10-jpeg.npz: see benchmarks/cifar_gpu.py pack)" \
     | tee -a "$SUMMARY"

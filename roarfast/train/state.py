@@ -125,8 +125,10 @@ def init_from_data(net: torch.nn.Module, loader, index: torch.Tensor) -> None:
     """Runs net's `init_from_images` hook, if it has one, on its first `init_images` samples of `index`."""
     init = getattr(net, "init_from_images", None)
     if init is not None:
+        count = min(int(net.init_images), index.shape[0])
+        (images, _), = loader.batches(index[:count], count)  # one batch, in memory or streamed alike
         with torch.no_grad():
-            init(loader.gather(index[:min(int(net.init_images), index.shape[0])].to(loader.device)))
+            init(images)
 
 
 def _optimizer(model, recipe):
