@@ -264,7 +264,7 @@ def main(argv=None):
     parser.add_argument("--sweep-args", default="", help="more flags of the paper sweep, as --sweep-args='--control-seeds 1'")
     parser.add_argument("--run-dir", type=Path, default=PAPER_RUN)
     parser.add_argument("--smoke", action="store_true", help="every part on the CPU on tiny data")
-    parser.add_argument("--smoke-cut", type=float, default=25, help="--smoke: seconds of the first, cut sweep")
+    parser.add_argument("--smoke-cut", type=float, default=4, help="--smoke: seconds of the first, cut sweep")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.smoke:
