@@ -122,9 +122,14 @@ class CellTrainer:
         model, recipe: what every cell trains (cell_recipe: a ModelSpec and a Recipe).
         fill: name of the replacement of removed pixels (FILLS); part of each cell's configuration. fill_object:
             its Fill (roarfast.fills), what the loaders apply.
+        grouping: how train_group trains cells together (roarfast.train.Grouping; None: the device's default).
+            How, not what: it is no part of a cell's configuration.
     """
 
-    def __init__(self, run, ds, model, recipe, fill: str, device, progress: bool = False):
+    def __init__(self, run, ds, model, recipe, fill: str, device, progress: bool = False, grouping=None):
+        from roarfast.train import default_grouping
+
+        self.grouping = grouping or default_grouping(device)
         self.run = run
         self.ds = ds
         self.model = model
@@ -184,21 +189,54 @@ class CellTrainer:
                                  mode=cell.measured_mode, fill=None if cell.control else self.fill,
                                  fraction=cell.fraction, seed=cell.seed, config=config)
 
+    def _masking(self, cell: Cell):
+        from roarfast.train import Masking
+
+        train_ranks, test_ranks = self._ranks(cell.method)
+        return Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=cell.fraction,
+                       keep=(cell.mode == KAR), fill=self.fill_object, mask_only=cell.control)
+
+    def _metrics(self, result, seconds: float) -> dict:
+        import torch
+
+        from roarfast.chance import chance_rate
+
+        return {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs, "seconds": seconds,
+                "test_images": len(self.ds.test), "test_chance": chance_rate(self.ds.test.labels),
+                "threads": torch.get_num_threads()}
+
     def train(self, cell: Cell) -> dict:
         """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images,
         test_chance: what the report's leakage test needs, so it never has to open the dataset; threads: the
         CPU threads it trained with, on which CPU accuracies depend)."""
-        import torch
+        from roarfast.train import train_classifier
 
-        from roarfast.chance import chance_rate
-        from roarfast.train import Masking, train_classifier
-
-        train_ranks, test_ranks = self._ranks(cell.method)
-        masking = Masking(train_ranks=train_ranks, test_ranks=test_ranks, fraction=cell.fraction,
-                          keep=(cell.mode == KAR), fill=self.fill_object, mask_only=cell.control)
+        masking = self._masking(cell)
         started = time.perf_counter()
         result = train_classifier(self.ds, self.model, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)
-        return {"test_acc": result.test_acc, "val_acc": result.val_acc, "epochs": result.epochs,
-                "seconds": time.perf_counter() - started, "test_images": len(self.ds.test),
-                "test_chance": chance_rate(self.ds.test.labels), "threads": torch.get_num_threads()}
+        return self._metrics(result, time.perf_counter() - started)
+
+    def train_group(self, cells: list) -> list:
+        """Trains `cells` together (self.grouping.how); returns per cell its metrics (as train's, with
+        `group_size` and `group`: how many cells trained together and how) or the exception that failed it
+        (a UserError or an interruption ends them all). A grouped cell's `seconds` is its share of the group's
+        wall time (the time from the first set-up to the last test, divided by the cells that finished), so
+        that a run's seconds still add up to the time it took."""
+        from roarfast.train import Run, train_group
+
+        outcomes, runs = {}, {}
+        for i, cell in enumerate(cells):
+            try:
+                runs[i] = Run(seed=cell.seed, masking=self._masking(cell))
+            except (KeyboardInterrupt, UserError):
+                raise
+            except Exception as err:  # noqa: BLE001  (this cell's error: the others train)
+                outcomes[i] = err
+        order = list(runs)
+        results = train_group(self.ds, self.model, self.recipe, self.device, [runs[i] for i in order],
+                              self.grouping, progress=self.progress) if order else []
+        for i, result in zip(order, results):
+            outcomes[i] = result if isinstance(result, Exception) else {
+                **self._metrics(result, result.seconds), "group_size": len(cells), "group": result.trained_as}
+        return [outcomes[i] for i in range(len(cells))]

@@ -155,46 +155,75 @@ class _Claims:
 
 
 def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ray: RayOptions | None = None,
-            progress: Progress | None = None, echo=print) -> None:
-    """Trains the cells `todo` ([(Cell, key or None)]) with `executor`, claiming each first; waits for
-    cells other processes hold, taking over any whose claimant died, until every cell is done."""
+            progress: Progress | None = None, echo=print, group_size: int = 1) -> None:
+    """Trains the cells `todo` ([(Cell, key or None)]) with `executor`, claiming each first, `group_size` at
+    a time (trainer.train_group; 1: trainer.train, each alone); waits for cells other processes hold, taking
+    over any whose claimant died, until every cell is done."""
     progress = progress or Progress(len(todo), enabled=False, echo=echo)
     try:
         if executor == "ray":
-            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray or RayOptions())
+            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray or RayOptions(),
+                         group_size)
         else:
-            _execute_local(trainer, list(todo), _Claims(db, progress, echo))
+            _execute_local(trainer, list(todo), _Claims(db, progress, echo), group_size)
     finally:
         progress.close()
 
 
-def _execute_local(trainer: CellTrainer, pending: list, claims: _Claims) -> None:
-    """Each cell trained in this process in turn."""
+def _claim_group(trainer: CellTrainer, pending: list, claims: _Claims, size: int) -> list:
+    """Up to `size` cells of `pending`, in order, claimed in one pass and taken out of it ([(cell, key)]);
+    cells done by anyone leave `pending`, cells a live process holds stay there (the group is smaller)."""
+    group = []
+    for item in list(pending):
+        if len(group) == size:
+            break
+        cell, key = item
+        key = key or trainer.key(cell)
+        claimed = claims.claim(key)
+        if claimed is not False:
+            pending.remove(item)
+        if claimed:
+            group.append((cell, key))
+    return group
+
+
+def _train_claimed(trainer: CellTrainer, group: list) -> list:
+    """Per cell of the claimed `group` its metrics or the exception that failed it: one cell trained alone
+    (trainer.train), several together (trainer.train_group). UserError and interruptions propagate."""
+    try:
+        if len(group) == 1:
+            return [trainer.train(group[0][0])]
+        return trainer.train_group([cell for cell, _ in group])
+    except (KeyboardInterrupt, UserError):
+        raise
+    except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
+        return [err] * len(group)
+
+
+def _finish_group(claims: _Claims, group: list, outcomes: list, pending: list) -> None:
+    """Records, or marks failed, each cell of `group` by its outcome (metrics or an exception)."""
+    for (cell, key), outcome in zip(group, outcomes):
+        if isinstance(outcome, BaseException):
+            claims.finish(cell, key, pending, error=outcome)
+        else:
+            claims.finish(cell, key, pending, metrics=outcome)
+
+
+def _execute_local(trainer: CellTrainer, pending: list, claims: _Claims, group_size: int = 1) -> None:
+    """The cells trained in this process, `group_size` at a time."""
     with claims.heartbeat():
         while pending:
-            progressed = False
-            for item in list(pending):
-                cell, key = item
-                key = key or trainer.key(cell)
-                claimed = claims.claim(key)
-                if not claimed:
-                    if claimed is None:
-                        pending.remove(item)
-                    continue
-                try:
-                    metrics = trainer.train(cell)
-                except (KeyboardInterrupt, UserError):
-                    claims.release(key)
-                    raise
-                except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
-                    pending.remove(item)
-                    claims.finish(cell, key, pending, error=err)
-                    continue
-                pending.remove(item)
-                progressed = True
-                claims.finish(cell, key, pending, metrics=metrics)
-            if pending and not progressed:
+            group = _claim_group(trainer, pending, claims, group_size)
+            if not group:
                 time.sleep(POLL_S)  # the rest is held by live processes: wait for them (or their end)
+                continue
+            try:
+                outcomes = _train_claimed(trainer, group)
+            except (KeyboardInterrupt, UserError):
+                for _, key in group:
+                    claims.release(key)
+                raise
+            _finish_group(claims, group, outcomes, pending)
     claims.raise_failures()
 
 
@@ -203,8 +232,9 @@ def _execute_local(trainer: CellTrainer, pending: list, claims: _Claims) -> None
 _WORKER_TRAINERS = {}
 
 
-def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
-    """A Ray task: trains one cell from what the run directory holds (a shared filesystem across nodes)."""
+def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
+    """A Ray task: trains `cells` (one alone, or several together) from what the run directory holds (a
+    shared filesystem across nodes); returns per cell its metrics or the exception that failed it."""
     import json
 
     import torch
@@ -212,6 +242,7 @@ def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
     from roarfast.cells import cell_recipe
     from roarfast.models.spec import check_source
     from roarfast.rundir import RunDir
+    from roarfast.train import Grouping
 
     key = (run_dir, json.dumps(settings, sort_keys=True))
     if key not in _WORKER_TRAINERS:
@@ -224,8 +255,10 @@ def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
         model, recipe = cell_recipe(run, ds, device, options)
         check_source(model, settings["model_source"], "the sweep's driver")
         _WORKER_TRAINERS.clear()
-        _WORKER_TRAINERS[key] = CellTrainer(run, ds, model, recipe, settings["fill"], device)
-    return _WORKER_TRAINERS[key].train(cell)
+        _WORKER_TRAINERS[key] = CellTrainer(run, ds, model, recipe, settings["fill"], device,
+                                            grouping=Grouping(**settings["grouping"]))
+    trainer = _WORKER_TRAINERS[key]
+    return [trainer.train(cells[0])] if len(cells) == 1 else trainer.train_group(cells)
 
 
 def _default_cpus(ray) -> int:
@@ -235,50 +268,47 @@ def _default_cpus(ray) -> int:
     return max(1, min(local_threads(), int(largest)))
 
 
-def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: RayOptions) -> None:
-    """One Ray task per cell; this process (the driver) claims each cell before submitting it, keeps its
-    heartbeat, and finishes it when the task returns."""
+def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: RayOptions,
+                 group_size: int = 1) -> None:
+    """One Ray task per group of `group_size` cells (with one cell's resources); this process (the driver)
+    claims each cell before submitting it, keeps its heartbeat, and finishes it when the task returns."""
     ray = import_ray()
     if not ray.is_initialized():
         ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
     gpus = options.gpus_per_cell
     cpus = options.cpus_per_cell if options.cpus_per_cell is not None else (_default_cpus(ray) if gpus == 0 else 1)
-    remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=0)(_ray_train_cell)
+    remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=0)(_ray_train_cells)
     settings = {"device": "cuda" if gpus > 0 else "cpu", "model": trainer.model_name,
                 "model_source": trainer.model.source_sha256, "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
-                "threads": max(1, int(cpus)) if gpus == 0 else local_threads()}
+                "threads": max(1, int(cpus)) if gpus == 0 else local_threads(),
+                "grouping": {"size": group_size, "how": trainer.grouping.how, "compile": trainer.grouping.compile}}
     slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1) // (gpus if gpus > 0 else cpus)))
-    in_flight = {}  # ObjectRef -> (cell, key)
+    in_flight = {}  # ObjectRef -> [(cell, key)]
     try:
         with claims.heartbeat():
             while pending or in_flight:
                 submitted = False
-                for item in list(pending):
-                    if len(in_flight) >= slots:
+                while pending and len(in_flight) < slots:
+                    group = _claim_group(trainer, pending, claims, group_size)
+                    if not group:
                         break
-                    cell, key = item
-                    key = key or trainer.key(cell)
-                    claimed = claims.claim(key)
-                    if claimed:
-                        in_flight[remote.remote(str(trainer.run.root), settings, cell)] = (cell, key)
-                        submitted = True
-                    if claimed is not False:
-                        pending.remove(item)
+                    in_flight[remote.remote(str(trainer.run.root), settings, [cell for cell, _ in group])] = group
+                    submitted = True
                 if not in_flight:
                     if pending and not submitted:
                         time.sleep(POLL_S)
                     continue
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
                 for ref in ready:
-                    cell, key = in_flight.pop(ref)
+                    group = in_flight.pop(ref)
                     try:
-                        metrics = ray.get(ref)
+                        outcomes = ray.get(ref)
                     except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
-                        claims.finish(cell, key, pending, error=err)
-                        continue
-                    claims.finish(cell, key, pending, metrics=metrics)
+                        outcomes = [err] * len(group)
+                    _finish_group(claims, group, outcomes, pending)
     except BaseException:
-        for cell, key in in_flight.values():
-            claims.release(key)
+        for group in in_flight.values():
+            for _, key in group:
+                claims.release(key)
         raise
     claims.raise_failures()

@@ -30,12 +30,27 @@ class Recipe:
     amp: str | None = None  # None (fp32), "bf16" (autocast) or "fp16" (autocast + gradient scaler)
     channels_last: bool = True  # faster convolutions on CPU (oneDNN) and GPU (tensor cores) alike
     eval_batch_size: int = 512
+    # airbench's training (the fields below are left out of to_dict at their defaults: LATER_FIELDS)
+    schedule: str = "cosine"  # "cosine": warmup from lr/10, cosine to 0; "linear": from lr/5 up, then down to 0.07 lr
+    lookahead: bool = False  # every 5 steps the weights pulled to a slow copy of them, at the end set to it
+    alternate_flips: bool = False  # (with flip) a random half flipped in epoch 1, then each epoch the other half
+    tta: int = 0  # test-time views averaged: 0 none, 1 + the mirror image, 2 + 1-pixel shifts of both
+    bias_lr_scale: float | None = None  # 1-D parameters: lr x this, decayed as much per step as the weights
 
     def replace(self, **changes) -> "Recipe":
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields, LATER_FIELDS only where they differ from their defaults: a results row's configuration
+        hash holds the recipe, so a field added later leaves the recipes (and rows) from before it alone."""
+        fields = dataclasses.asdict(self)
+        return {k: v for k, v in fields.items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+
+
+#: Recipe fields added after results were recorded, with their defaults (Recipe.to_dict)
+LATER_FIELDS = {"schedule": "cosine", "lookahead": False, "alternate_flips": False, "tta": 0, "bias_lr_scale": None}
+#: Recipe.schedule choices
+SCHEDULES = ("cosine", "linear")
 
 
 #: a model roarfast has not tuned (package.module:factory, timm:<name>, an object) trains with the recipe
@@ -54,6 +69,8 @@ MIN_STEPS_PER_EPOCH = 32
 #: fastnet-gpu (airbench-class, 64/256/256) is sized for CIFAR-10's 50,000 images: on the embedded
 #: dataset's 4,500 it reached 66% test in 3 epochs at batch 256 (CPU, fp32) where fastnet learns it
 GPU_NET_MIN_IMAGES = 20_000
+#: airbench's whitening stem, widths and pools are CIFAR-10's: the GPU default only at this image side
+AIRBENCH_IMAGE_SIZE = 32
 
 
 def _on_cuda(device) -> bool:
@@ -143,6 +160,15 @@ def _flag(value):
     return value
 
 
+def _choice(choices):
+    def check(value):
+        if isinstance(value, bool) or value not in choices:
+            raise ValueError(f"one of {', '.join(map(str, choices))}")
+        return value
+
+    return check
+
+
 def _amp(value):
     if value not in (None, *AMP_CHOICES):
         raise ValueError(f"one of {', '.join(AMP_CHOICES)}")
@@ -155,6 +181,8 @@ RECIPE_FIELDS = {
     "momentum": _number(0, 1, high_open=True), "weight_decay": _number(0), "label_smoothing": _number(0, 1, high_open=True),
     "warmup": _number(0, 1), "ema_decay": _number(0, 1, low_open=True, high_open=True, optional=True), "flip": _flag,
     "translate": _integer(0), "amp": _amp, "channels_last": _flag, "eval_batch_size": _integer(1),
+    "schedule": _choice(SCHEDULES), "lookahead": _flag, "alternate_flips": _flag, "tta": _choice((0, 1, 2)),
+    "bias_lr_scale": _number(0, low_open=True, optional=True),
 }
 
 
@@ -208,9 +236,11 @@ def _precision_dtype(amp: str | None):
 
 
 def default_model(dataset, device) -> str:
-    """For images up to 64 px: fastnet-gpu on CUDA when the training split has GPU_NET_MIN_IMAGES or more,
-    else fastnet; resnet18 for larger canvases."""
+    """For images up to 64 px: on CUDA, when the training split has GPU_NET_MIN_IMAGES or more, airbench for
+    CIFAR-size images (AIRBENCH_IMAGE_SIZE px) and fastnet-gpu for the others; else fastnet. resnet18 for
+    larger canvases."""
     if dataset.image_size > 64:
         return "resnet18"
-    large = len(dataset.train) >= GPU_NET_MIN_IMAGES
-    return "fastnet-gpu" if _on_cuda(device) and large else "fastnet"
+    if not (_on_cuda(device) and len(dataset.train) >= GPU_NET_MIN_IMAGES):
+        return "fastnet"
+    return "airbench" if dataset.image_size == AIRBENCH_IMAGE_SIZE else "fastnet-gpu"

@@ -18,10 +18,11 @@ class RetrainOptions(CellOptions):
 
 
 def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
-                seed=0, progress=True, dataset_obj=None) -> list:
-    """Runs every cell not yet in results.sqlite, seeds from `seed`; returns all rows of the requested cells,
-    in run order. Model-free ranks (random, sobel, oracle) are extracted here when missing; other methods
-    need `roarfast extract` first."""
+                seed=0, progress=True, dataset_obj=None, group_size: int | None = None) -> list:
+    """Runs every cell not yet in results.sqlite, seeds from `seed`, `group_size` cells trained together
+    (None: the device's default, roarfast.train.default_grouping); returns all rows of the requested cells, in
+    run order. Model-free ranks (random, sobel, oracle) are extracted here when missing; other methods need
+    `roarfast extract` first."""
     from roarfast.cells import CellTrainer, cell_methods, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.executors import execute
@@ -29,10 +30,12 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     from roarfast.memory import keep_freed_memory
     from roarfast.results import open_results
     from roarfast.rundir import RunDir
+    from roarfast.train import default_grouping
 
     keep_freed_memory()
     run = RunDir(run_dir)
     device = resolve_device(device)
+    grouping = default_grouping(device, group_size)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     run.check_writable()  # before a cell is trained: its row must be written
     model, recipe = cell_recipe(run, ds, device, options)
@@ -47,9 +50,9 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     if missing:
         raise UserError(f"no complete ranks in {run.root} for {', '.join(missing)}: run "
                         f"`roarfast extract --method {','.join(missing)} --run-dir {run.root}` first")
-    trainer = CellTrainer(run, ds, model, recipe, options.fill, device, progress=progress)
+    trainer = CellTrainer(run, ds, model, recipe, options.fill, device, progress=progress, grouping=grouping)
     trainer.check_ranks(methods)
     cells = [(cell, trainer.key(cell)) for cell in options.expand(methods, seed, control=options.mask_only)]
     with open_results(run) as db:
-        execute(trainer, cells, db, echo=lambda line: None)
+        execute(trainer, cells, db, echo=lambda line: None, group_size=grouping.size)
         return [db.get(key) for _, key in cells]

@@ -43,18 +43,20 @@ class Study:
             captum:Occlusion), as --method-arg; each estimator gets those it takes.
         seed: the first seed (the base model's and the ranks').
         progress: progress bars and the sweep's lines.
+        group_size: retraining cells trained together, as --group-size (None: the device's default).
     """
 
     def __init__(self, run_dir, *, model=None, dataset="embedded", methods=None, fractions=None, modes=None,
                  seeds=None, fill: str = DEFAULT_FILL, device="auto", preset: str = "quick", data_dir=None,
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
-                 extract_options=None, method_args=None, seed: int = 0, progress: bool = True):
+                 extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
+                 group_size: int | None = None):
         from roarfast.data import load_dataset
         from roarfast.device import resolve_device
         from roarfast.extract import ExtractOptions
         from roarfast.grid import preset_grid
         from roarfast.methods.registry import check_arguments
-        from roarfast.options import parse_list
+        from roarfast.options import check_positive, parse_list
         from roarfast.probe import checked_model
 
         self.run_dir = Path(run_dir)
@@ -75,6 +77,7 @@ class Study:
         self.device = resolve_device(device)
         self.seed = seed
         self.progress = progress
+        self.group_size = check_positive("group_size", group_size, optional=True)
         self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
         if model is not None:
             checked_model(model, self.dataset)
@@ -86,7 +89,8 @@ class Study:
 
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
         run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
-                  progress=self.progress, extract_options=self.extract_options, echo=self._echo)
+                  progress=self.progress, extract_options=self.extract_options, echo=self._echo,
+                  group_size=self.group_size)
         return self.results()
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):

@@ -16,14 +16,16 @@ from roarfast.options import check_choice
 
 def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
-              extract_options=None, dataset_obj=None, echo=print) -> dict:
-    """Runs `grid` in run_dir: base model, ranks, then every cell not yet done. Returns
+              extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None) -> dict:
+    """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
+    together (None: the device's default, roarfast.train.default_grouping). Returns
     {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.memory import keep_freed_memory
     from roarfast.results import RETRAIN, open_results
     from roarfast.rundir import RunDir
+    from roarfast.train import default_grouping
 
     keep_freed_memory()
     check_choice("--executor", executor, EXECUTORS)
@@ -31,6 +33,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         import_ray()  # fail before any work when Ray is missing
     run = RunDir(run_dir)
     device = resolve_device(device)
+    grouping = default_grouping(device, group_size)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     methods = grid.method_list()
     if not dry_run:
@@ -38,7 +41,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo)
         _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)
     model, recipe = cell_recipe(run, ds, device, grid)
-    trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False)
+    trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping)
     if dry_run:
         if not run.results_path.exists():
             plan = Plan(cells=[(cell, None) for cell in grid.cells()])
@@ -54,7 +57,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
         bar = Progress(len(plan.todo), progress, echo, eta=plan.finished)
-        execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo)
+        execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size)
         rows = [db.get(key) for _, key in plan.cells]
         # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
         retrained = db.rows(kind=RETRAIN, status="done")

@@ -13,6 +13,15 @@
 #   retrain-cells    benchmarks/retrain_cells.py: one cell's GPU utilization, 1/2/4/8 cells at once
 #   bench-throughput benchmarks/throughput.py --quick
 #   estimate         benchmarks/throughput.py --estimate paper (GPU-measured rates)
+#   airbench-cifar   benchmarks/gpu_round.py --parts airbench: the airbench model on the CIFAR-10 pack, ReLU and GELU
+#   grouped          benchmarks/gpu_round.py --parts grouped: K cells one at a time vs together, share of peak
+#   paper            benchmarks/gpu_round.py --parts paper: `roarfast sweep --preset paper` (resumes across calls;
+#                    its run directory is runs/gpu-round-paper), then the report; ROARFAST_GROUP_SIZE sets its
+#                    --group-size, ROARFAST_SWEEP_ARGS adds flags (e.g. "--control-seeds 1")
+# Issue 25's GPU round, without a build (the carried extension), in 10-minute calls:
+#   ROARFAST_GPU_STAGES=airbench-cifar,grouped bash scripts/gpu_check.sh      then, until it says finished,
+#   ROARFAST_GPU_STAGES=paper ROARFAST_GROUP_SIZE=K bash scripts/gpu_check.sh
+# (the stages' summary.md, to paste into benchmarks/RESULTS.md, comes back beside the archive as gpu-round.md).
 # Every result is a file in RESULTS_DIR; summary.txt lists each stage's status and seconds. A stage
 # that would overrun the budget (ROARFAST_GPU_BUDGET seconds, default 560) is cut by timeout and says so.
 # Under the device tool ($OUT set) RESULTS_DIR is packed into $OUT/gpu-results.tar.gz at exit (only a
@@ -24,7 +33,7 @@ RESULTS=${1:-$PWD/gpu-results}
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 BUDGET=${ROARFAST_GPU_BUDGET:-560}
-STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate},"
+STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate,airbench-cifar,grouped,paper},"
 wanted() { [[ "$STAGES" == *",$1,"* ]]; }
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -35,6 +44,7 @@ pack_results() {  # the device tool brings back at most 8 files: one archive, th
   tar -czf "$OUT/gpu-results.tar.gz" --exclude='*.npy' --exclude='*.safetensors' --exclude='*.jpg' \
     --exclude='*.so' -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")"
   cp "$SUMMARY" "$OUT/summary.txt"
+  cp "$RESULTS/gpu-round/summary.md" "$OUT/gpu-round.md" 2>/dev/null || true
   cp roarfast/_C*.so "$OUT/" 2>/dev/null || true
 }
 trap pack_results EXIT
@@ -109,4 +119,15 @@ stage run-e2e 150 $PY -m roarfast.cli run --device cuda --run-dir "$RESULTS/run"
 stage retrain-cells 180 $PY benchmarks/retrain_cells.py --out "$RESULTS/cells"
 stage bench-throughput 100 $PY benchmarks/throughput.py --device cuda --quick --json "$RESULTS/throughput.json"
 stage estimate 90 $PY benchmarks/throughput.py --device cuda --estimate paper --json "$RESULTS/estimate.json"
+if [ -f .device-data/cifar10-jpeg.npz ]; then
+  ROUND=(benchmarks/gpu_round.py --pack .device-data --out "$RESULTS/gpu-round")
+  stage airbench-cifar 150 $PY "${ROUND[@]}" --parts airbench
+  stage grouped 330 $PY "${ROUND[@]}" --parts grouped
+  left=$((BUDGET - SECONDS - 20))
+  stage paper 560 $PY "${ROUND[@]}" --parts paper --seconds "$left" \
+    ${ROARFAST_GROUP_SIZE:+--group-size "$ROARFAST_GROUP_SIZE"} --sweep-args="${ROARFAST_SWEEP_ARGS:-}"
+elif wanted airbench-cifar || wanted grouped || wanted paper; then
+  echo "airbench-cifar, grouped, paper: SKIPPED (no .device-data/cifar10-jpeg.npz: see benchmarks/cifar_gpu.py pack)" \
+    | tee -a "$SUMMARY"
+fi
 echo "total ${SECONDS}s; results in $RESULTS" | tee -a "$SUMMARY"

@@ -71,3 +71,72 @@ def test_an_interrupted_cell_gives_its_claim_back(tmp_path):
         with pytest.raises(KeyboardInterrupt):
             execute(trainer, [(cell, None) for cell in CELLS], db)
         assert db.rows() == []  # as if never started: another run takes it at once
+
+
+class GroupTrainer(StandInTrainer):
+    """Trains groups too: the groups it was handed (seeds), each cell's outcome as StandInTrainer's (an
+    exception in place of a failing cell's metrics, a UserError ending the group); `during(group)` runs
+    while a group trains."""
+
+    def __init__(self, fail=(), error=RuntimeError("out of memory"), during=None):
+        super().__init__(fail, error)
+        self.groups, self.during = [], during
+
+    def train_group(self, cells):
+        self.groups.append([cell.seed for cell in cells])
+        if self.during is not None:
+            self.during(cells)
+        outcomes = []
+        for cell in cells:
+            try:
+                outcomes.append(self.train(cell))
+            except UserError:
+                raise
+            except Exception as err:  # noqa: BLE001
+                outcomes.append(err)
+        return outcomes
+
+
+SEEDS = [Cell("random", "roar", 0.5, seed) for seed in range(5)]
+
+
+def test_cells_are_handed_out_in_groups_and_a_group_of_one_trains_alone(tmp_path):
+    trainer = GroupTrainer()
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        execute(trainer, [(cell, None) for cell in SEEDS], db, group_size=2)
+        assert sorted(r["seed"] for r in db.rows(status="done")) == [0, 1, 2, 3, 4]
+    assert trainer.groups == [[0, 1], [2, 3]]  # the last cell alone: train, not train_group
+    assert trainer.trained == SEEDS
+
+
+def test_a_cell_held_elsewhere_is_skipped_and_the_group_takes_the_next(tmp_path):
+    """Another live process holds seed 1: the first group is seeds 0 and 2; once that process has recorded
+    seed 1, it leaves the plan, never trained here."""
+    other = {"host": "another-host", "pid": 1, "start": None}  # alive while its heartbeat is fresh
+    trainer = GroupTrainer()
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        assert db.claim(trainer.key(SEEDS[1]), other)
+        done = {"test_acc": 0.7, "val_acc": 0.7, "epochs": 1, "seconds": 1.0}
+        trainer.during = lambda cells: db.record(trainer.key(SEEDS[1]), done) if cells[0].seed == 0 else None
+        execute(trainer, [(cell, None) for cell in SEEDS], db, group_size=2)
+        accuracies = {r["seed"]: r["test_acc"] for r in db.rows(status="done")}
+    assert trainer.groups == [[0, 2], [3, 4]]
+    assert accuracies == {0: 0.0, 1: 0.7, 2: 0.2, 3: 0.3, 4: 0.4}
+
+
+def test_a_failing_cell_of_a_group_is_marked_failed_alone(tmp_path):
+    trainer = GroupTrainer(fail={SEEDS[1]})
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        with pytest.raises(UserError, match=r"1 cell\(s\) failed, e.g. random roar 0.5 seed 1"):
+            execute(trainer, [(cell, None) for cell in SEEDS], db, group_size=3)
+        statuses = {r["seed"]: r["status"] for r in db.rows()}
+    assert statuses == {0: "done", 1: "failed", 2: "done", 3: "done", 4: "done"}
+
+
+def test_a_group_ended_by_a_user_error_gives_every_claim_back(tmp_path):
+    trainer = GroupTrainer(fail={SEEDS[3]}, error=UserError("ranks damaged"))
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        with pytest.raises(UserError, match="ranks damaged"):
+            execute(trainer, [(cell, None) for cell in SEEDS], db, group_size=3)
+        rows = {r["seed"]: r["status"] for r in db.rows()}
+    assert rows == {0: "done", 1: "done", 2: "done"}  # the second group (3, 4) left no claim behind

@@ -91,11 +91,14 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
         assert {(r["extra"]["test_images"], r["extra"]["test_chance"]) for r in db.rows()} == {(128, chance)}
 
 
-def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuracies(prepared, tmp_path):
+@pytest.mark.parametrize("group", [[], ["--group-size", "3"]], ids=["alone", "groups-of-3"])
+def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuracies(prepared, tmp_path, group):
+    """Killed while a cell (or a group of cells trained together) trains, after one finished: the rerun trains
+    what is left, and every row equals the uninterrupted run's, cells trained one at a time."""
     reference = copy_of(prepared, tmp_path, "reference")
     assert cli("sweep", "--run-dir", str(reference), *GRID).returncode == 0
     run_dir = copy_of(prepared, tmp_path, "killed")
-    proc = subprocess.Popen([sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *GRID],
+    proc = subprocess.Popen([sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *GRID, *group],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     try:
@@ -111,7 +114,7 @@ def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuraci
         proc.wait()
     with ResultsDB(results(run_dir)) as db:
         assert 0 < len(db.rows(status="done")) < CELLS
-    result = cli("sweep", "--run-dir", str(run_dir), *GRID)
+    result = cli("sweep", "--run-dir", str(run_dir), *GRID, *group)
     assert result.returncode == 0, result.stderr
     assert accuracies(run_dir) == accuracies(reference)
 

@@ -293,7 +293,8 @@ def test_data_parallel_ranks_end_identical(tmp_path):
 
 
 @pytest.mark.parametrize("image_size,train_images,device,expected", [
-    (32, 50_000, "cuda", "fastnet-gpu"), (32, 4_500, "cuda", "fastnet"), (32, 50_000, "cpu", "fastnet"),
+    (32, 50_000, "cuda", "airbench"), (48, 50_000, "cuda", "fastnet-gpu"), (32, 4_500, "cuda", "fastnet"),
+    (32, 50_000, "cpu", "fastnet"),
     (224, 1_000, "cuda", "resnet18"), (224, 1_000, "cpu", "resnet18")])
 def test_default_model_by_canvas_data_size_and_device(image_size, train_images, device, expected):
     from types import SimpleNamespace

@@ -89,6 +89,13 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
                 seed=seed, progress=progress)
 
 
+#: --group-size of retrain and sweep (a cell's results do not depend on it: how cells train, not what)
+GROUP_SIZE_OPTION = click.option(
+    "--group-size", type=click.IntRange(min=1), default=None,
+    help="cells trained together by one loop, each with its own seed, masks and row (default: the device's, "
+         "from benchmarks/RESULTS.md: 1 on CPU and GPU)")
+
+
 @main.command()
 @run_options
 @data_options
@@ -106,9 +113,10 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
               help="beside every cell, a control trained and tested on its removal pattern alone (mode "
                    "roar-mask / kar-mask): how much the mask's shape tells about the class")
 @amp_option
+@GROUP_SIZE_OPTION
 @_friendly_errors
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
-            epochs, recipe, fill, mask_only, amp):
+            epochs, recipe, fill, mask_only, amp, group_size):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     from roarfast.cli.tables import retrain_table
     from roarfast.retrain import RetrainOptions, run_retrain
@@ -116,7 +124,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
     options = _options(RetrainOptions, fractions=tuple(fractions), methods=methods, modes=parse_list(modes),
                        seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
-                       device=device, seed=seed, progress=progress)
+                       device=device, seed=seed, progress=progress, group_size=group_size)
     click.echo(retrain_table(rows))
 
 
@@ -155,10 +163,11 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @click.option("--gpus-per-cell", type=float, default=0.0, help="Ray: GPUs per cell, fractions allowed (0.25: four "
               "small models share a GPU)")
 @click.option("--dry-run", is_flag=True, help="print the plan (cells done, to do, ETA) and stop")
+@GROUP_SIZE_OPTION
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
-          cpus_per_cell, gpus_per_cell, dry_run):
+          cpus_per_cell, gpus_per_cell, dry_run, group_size):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
@@ -175,7 +184,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     run_sweep(run_dir, grid, executor=executor, ray=ray, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
               dataset_options=data_option, device=device, seed=seed, progress=progress,
               extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg),
-              echo=click.echo)
+              echo=click.echo, group_size=group_size)
 
 
 @main.command()

@@ -84,5 +84,5 @@ MODELS.register(ModelEntry(
     "fastnet", "CPU default for 32px data: 3 conv stages (16/32/64), about 3 M multiply-adds per image",
     value=fastnet, recipe={"epochs": 8, "batch_size": 128, "lr": 0.05}))
 MODELS.register(ModelEntry(
-    "fastnet-gpu", "GPU default for 32px data: airbench-class net (64/256/256), ReLU",
+    "fastnet-gpu", "GPU default for 33-64 px data: airbench-shaped net (64/256/256) with a learned stem, ReLU",
     value=fastnet_gpu, recipe={"epochs": 10, "batch_size": 256, "lr": 0.2, "label_smoothing": 0.2}))

@@ -1,6 +1,12 @@
-"""The state of one model's training: everything a step updates and an epoch's end reads, built under the
-model's own seed (initialization, data order, augmentation) and with its own masked loaders, so that
-several states can advance side by side exactly as each would alone."""
+"""The state of a training: per model a `Member` (its masked loaders, its generator, its flips, its selection
+and history), built under the model's own seed, and a `TrainState`, what one step updates (network, EMA,
+optimizer, schedule, loss scale, lookahead) for one member, or for several fused into one network
+(roarfast.train.fused); so several models advance side by side exactly as each would alone.
+
+A network may declare two hooks, called here and by the loop: `init_from_images(images)` with its first
+`init_images` training images (dataset order, masked as it trains, not augmented) before the first step (a
+whitening stem fitted on the data), and `start_epoch(epoch)` before each epoch (parts frozen on a schedule).
+"""
 
 import copy
 import math
@@ -12,6 +18,15 @@ from roarfast.recipe import Recipe
 from roarfast.train.masking import Masking, split_loaders
 from roarfast.train.parallel import data_parallel
 
+#: lookahead (airbench): the weights are pulled to their slow copy every this many steps
+LOOKAHEAD_EVERY = 5
+#: ...with the slow copy's weight LOOKAHEAD_DECAY ** LOOKAHEAD_EVERY x (step / total) ** LOOKAHEAD_POWER: the
+#: pull grows from nothing to 0.77 as training ends
+LOOKAHEAD_DECAY = 0.95
+LOOKAHEAD_POWER = 3
+#: the "linear" schedule (airbench): from this share of lr up to lr over the warmup, then down to END of it
+LINEAR_START, LINEAR_END = 0.2, 0.07
+
 
 @dataclass
 class Selection:
@@ -22,22 +37,41 @@ class Selection:
     epoch: int = 0
     weights: dict | None = None
 
-    def offer(self, val_acc: float, epoch: int, model: torch.nn.Module) -> None:
-        """Keeps `model`'s weights when `val_acc` beats the best so far (the earliest epoch wins a tie)."""
+    def offer(self, val_acc: float, epoch: int, model) -> None:
+        """Keeps `model`'s weights (an nn.Module, or a function returning its state dict) when `val_acc` beats
+        the best so far (the earliest epoch wins a tie)."""
         if val_acc > self.val_acc:
+            state = model.state_dict() if isinstance(model, torch.nn.Module) else model()
             self.val_acc, self.epoch = val_acc, epoch
-            self.weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            self.weights = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
 
 
-@dataclass
+@dataclass(eq=False)
+class Member:
+    """One model's own part of a training: `net`, its network (the result, whose weights a fused training sets
+    at the end); `loaders` {"train", "test"} of its (masked) images; `generator`, its data order and
+    augmentation; `flips`, with alternating flips, whether each training image is flipped in odd epochs (None
+    otherwise); the best epoch so far and one history entry per epoch (epoch, lr, train_loss, train_acc,
+    val_acc, seconds)."""
+
+    net: torch.nn.Module
+    loaders: dict
+    generator: torch.Generator
+    device: torch.device
+    flips: torch.Tensor | None = None
+    selection: Selection = field(default_factory=Selection)
+    history: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class TrainState:
-    """One model's training.
+    """What one step updates, for `members` (one, or several fused into `net`).
 
-    net: the network (its weights are the result); model: what a step calls (net, or its DDP wrapper);
-    ema: the EMA copy of net (None when the recipe has no EMA); optimizer, scheduler (per step), scaler
-    (fp16 loss scaling; disabled otherwise), loss_fn; generator: this model's data order and augmentation;
-    loaders: {"train", "test"} of its (masked) images; selection: the best epoch so far; history: one entry
-    per epoch (epoch, lr, train_loss, train_acc, val_acc, seconds).
+    net: the network stepped; model: what a step calls (net, its DDP wrapper or its compiled form); ema: the
+    EMA copy of net (None when the recipe has no EMA); optimizer, scheduler (per step), scaler (fp16 loss
+    scaling; disabled otherwise), loss_fn; lookahead: the slow copy of net's float state (None without
+    lookahead); total_steps: the steps of the whole training; stream: the CUDA stream its steps run on (None:
+    the current one).
     """
 
     net: torch.nn.Module
@@ -47,12 +81,12 @@ class TrainState:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     scaler: torch.amp.GradScaler
     loss_fn: torch.nn.Module
-    generator: torch.Generator
-    loaders: dict
     recipe: Recipe
     device: torch.device
-    selection: Selection = field(default_factory=Selection)
-    history: list = field(default_factory=list)
+    members: list
+    total_steps: int
+    lookahead: dict | None = None
+    stream: object = None
 
     @property
     def evaluated(self) -> torch.nn.Module:
@@ -61,7 +95,13 @@ class TrainState:
 
 
 def lr_at(step: int, total: int, recipe: Recipe) -> float:
-    """Learning-rate factor at `step` of `total`: linear warmup from 0.1 to 1, then cosine to 0."""
+    """Learning-rate factor at `step` of `total`. "cosine": linear warmup from 0.1 to 1, then cosine to 0;
+    "linear": from LINEAR_START to 1 over the warmup, then linearly to LINEAR_END at the last step."""
+    if recipe.schedule == "linear":
+        warm = int(recipe.warmup * total)
+        if step < warm:
+            return LINEAR_START + (1.0 - LINEAR_START) * step / warm
+        return 1.0 + (LINEAR_END - 1.0) * (step - warm) / max(1, total - warm)
     warm = max(1, int(round(recipe.warmup * total)))
     if step < warm:
         return 0.1 + 0.9 * step / warm
@@ -81,21 +121,47 @@ def init_model(model, dataset, seed, device, recipe):
     return model
 
 
+def init_from_data(net: torch.nn.Module, loader, index: torch.Tensor) -> None:
+    """Runs net's `init_from_images` hook, if it has one, on its first `init_images` samples of `index`."""
+    init = getattr(net, "init_from_images", None)
+    if init is not None:
+        count = min(int(net.init_images), index.shape[0])
+        (images, _), = loader.batches(index[:count], count)  # one batch, in memory or streamed alike
+        with torch.no_grad():
+            init(images)
+
+
 def _optimizer(model, recipe):
-    """SGD with Nesterov momentum; no weight decay on biases and norm parameters (1-D tensors)."""
+    """SGD with Nesterov momentum. 1-D tensors (biases, norm parameters): no weight decay, or with
+    recipe.bias_lr_scale that much more learning rate and as much decay per step as the weights."""
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
-    return torch.optim.SGD([{"params": decay, "weight_decay": recipe.weight_decay},
-                            {"params": no_decay, "weight_decay": 0.0}],
+    biases = {"params": no_decay, "weight_decay": 0.0}
+    if recipe.bias_lr_scale is not None:
+        scale = recipe.bias_lr_scale
+        biases = {"params": no_decay, "lr": recipe.lr * scale, "weight_decay": recipe.weight_decay / scale}
+    return torch.optim.SGD([{"params": decay, "weight_decay": recipe.weight_decay}, biases],
                            lr=recipe.lr, momentum=recipe.momentum, nesterov=True)
 
 
-def new_state(dataset, architecture, recipe: Recipe, device: torch.device, seed: int, masking: Masking | None,
-              total_steps: int) -> TrainState:
-    """The state of a fresh `architecture` (a ModelSpec) before its first step of `total_steps`, trained on
-    dataset masked by `masking`, under `seed`."""
+def new_member(dataset, architecture, recipe: Recipe, device: torch.device, seed: int,
+               masking: Masking | None) -> Member:
+    """A fresh `architecture` (a ModelSpec) under `seed`, its loaders masked by `masking`, its data hook run,
+    its generator seeded (and, with alternating flips, the flips of its odd epochs drawn from it)."""
     loaders = split_loaders(dataset, masking, device, recipe)
     net = init_model(architecture, dataset, seed, device, recipe)
+    init_from_data(net, loaders["train"], dataset.train_index)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    flips = None
+    if recipe.flip and recipe.alternate_flips:
+        flips = torch.rand(len(dataset.train), generator=generator, device=device) < 0.5
+    return Member(net=net, loaders=loaders, generator=generator, device=device, flips=flips)
+
+
+def new_state(net: torch.nn.Module, members: list, recipe: Recipe, device: torch.device, total_steps: int,
+              compile_mode: str | None = None) -> TrainState:
+    """The state that steps `net` (the member's network, or the members fused) before its first step of
+    `total_steps`; `compile_mode`: torch.compile's mode for the step's forward and backward (None: eager)."""
     ema = copy.deepcopy(net).eval() if recipe.ema_decay is not None else None
     model = data_parallel(net, device)
     optimizer = _optimizer(model, recipe)
@@ -103,6 +169,11 @@ def new_state(dataset, architecture, recipe: Recipe, device: torch.device, seed:
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.amp == "fp16")
-    generator = torch.Generator(device=device).manual_seed(seed)
+    lookahead = None
+    if recipe.lookahead:
+        lookahead = {k: v.detach().clone() for k, v in net.state_dict().items() if v.is_floating_point()}
+    if compile_mode is not None:
+        model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
     return TrainState(net=net, model=model, ema=ema, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                      loss_fn=loss_fn, generator=generator, loaders=loaders, recipe=recipe, device=device)
+                      loss_fn=loss_fn, recipe=recipe, device=device, members=members, total_steps=total_steps,
+                      lookahead=lookahead)
