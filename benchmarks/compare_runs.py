@@ -8,7 +8,10 @@
 Prints what differs and exits 1 on a difference, 0 when the two agree.
 
 A results.sqlite of an earlier schema (a run made before an upgrade) is compared through a copy migrated by
-roarfast.results, so the files themselves are not touched.
+roarfast.results, so the files themselves are not touched. `--across-versions` matches measurements without
+their config hash, for two versions of roarfast that record a configuration differently (the hash covers
+what a version writes down, e.g. the ranks' provenance), and leaves the report out: each run directory must
+then hold one configuration per cell.
 """
 
 import argparse
@@ -30,8 +33,8 @@ def _bits(value):
     return struct.pack("<d", value).hex() if isinstance(value, float) else value
 
 
-def measurements(run_dir: Path) -> dict:
-    """{key: compared values} of run_dir's results.sqlite, read from a migrated copy."""
+def measurements(run_dir: Path, key_columns=KEY) -> dict:
+    """{key: compared values} of run_dir's results.sqlite, read from a migrated copy, keyed by `key_columns`."""
     from roarfast.results import ResultsDB
     from roarfast.rundir import RunDir
 
@@ -43,7 +46,10 @@ def measurements(run_dir: Path) -> dict:
                 shutil.copy(f"{source}{suffix}", f"{copy}{suffix}")
         with ResultsDB(copy) as db:
             rows = db.rows()
-    return {tuple(row[k] for k in KEY): tuple(_bits(row[k]) for k in COMPARED) for row in rows}
+    out = {tuple(row[k] for k in key_columns): tuple(_bits(row[k]) for k in COMPARED) for row in rows}
+    if len(out) != len(rows):
+        raise SystemExit(f"{run_dir}: several measurements share a key of {', '.join(key_columns)}")
+    return out
 
 
 def index_markdown(run_dir: Path) -> str:
@@ -75,16 +81,21 @@ def summary(run_dir: Path) -> dict:
     return data
 
 
-def compare(a: Path, b: Path) -> list[str]:
+def compare(a: Path, b: Path, across_versions: bool = False) -> list[str]:
     """The differences between run directories a and b, one line each (none: the same run)."""
     problems = []
-    ma, mb = measurements(a), measurements(b)
+    key_columns = KEY[:-1] if across_versions else KEY
+    ma, mb = measurements(a, key_columns), measurements(b, key_columns)
     for key in sorted(set(ma) | set(mb), key=repr):
         if key not in mb or key not in ma:
-            problems.append(f"measurement only in {a if key in ma else b}: {dict(zip(KEY, key))}")
+            problems.append(f"measurement only in {a if key in ma else b}: {dict(zip(key_columns, key))}")
         elif ma[key] != mb[key]:
-            problems.append(f"measurement {dict(zip(KEY, key))}: {dict(zip(COMPARED, ma[key]))} vs "
+            problems.append(f"measurement {dict(zip(key_columns, key))}: {dict(zip(COMPARED, ma[key]))} vs "
                             f"{dict(zip(COMPARED, mb[key]))}")
+    if across_versions:
+        if not problems:
+            print(f"same measurements: {len(ma)} equal bit for bit across versions (keys without the config hash)")
+        return problems
     ia, ib = index_markdown(a).splitlines(), index_markdown(b).splitlines()
     differing = [f"index.md line {i + 1}:\n  {x}\n  {y}" for i, (x, y) in enumerate(zip(ia, ib)) if x != y]
     if len(ia) != len(ib):
@@ -103,8 +114,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run_a", type=Path)
     parser.add_argument("run_b", type=Path)
+    parser.add_argument("--across-versions", action="store_true",
+                        help="match measurements without their config hash; leave the reports out")
     args = parser.parse_args(argv)
-    problems = compare(args.run_a, args.run_b)
+    problems = compare(args.run_a, args.run_b, args.across_versions)
     for line in problems:
         print(line)
     return 1 if problems else 0
