@@ -10,23 +10,14 @@ import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.extract import ExtractOptions, ranks_to_make, run_extract
 from roarfast.methods import parse_methods, plugins
 from roarfast.methods.identity import object_identity
 from roarfast.rundir import RunDir
 from tests.plugin_files import write_module
+from tests.test_cli_options import SIZES, TINY, dataset  # noqa: F401  (dataset: a fixture)
 from tests.test_extract import untrained_base
-
-SIZES = {"num_train": 20, "num_test": 10}
-TINY = [arg for key, n in SIZES.items() for arg in ("--data-option", f"{key}={n}")] + ["--device", "cpu",
-                                                                                       "--no-progress"]
-
-
-@pytest.fixture(scope="module")
-def dataset():
-    return load_dataset("embedded", **SIZES)
 
 
 @pytest.fixture()

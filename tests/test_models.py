@@ -89,11 +89,16 @@ def test_bad_arguments_are_named():
         build_model("fastnet", 10, in_channels=0)
 
 
+def help_line(command: str, flag: str) -> str:
+    """The line of `roarfast COMMAND --help` that documents `flag` (a wide terminal: one line per option)."""
+    result = CliRunner().invoke(main, [command, "--help"], terminal_width=10_000)
+    assert result.exit_code == 0, result.output
+    return next(line for line in result.output.splitlines() if line.strip().startswith(flag))
+
+
 @pytest.mark.parametrize("command", ["train", "retrain", "sweep"])
 def test_the_model_help_lists_every_builtin_with_its_description(command):
-    result = CliRunner().invoke(main, [command, "--help"], terminal_width=10_000)  # one line per option
-    assert result.exit_code == 0, result.output
-    line = next(line for line in result.output.splitlines() if line.strip().startswith("--model"))
+    line = help_line(command, "--model")
     for entry in MODELS:
         assert f"{entry.name}: {entry.description}" in line
     assert "timm:<name>" in line and "package.module:factory" in line

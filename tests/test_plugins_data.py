@@ -18,6 +18,7 @@ from roarfast.fill_leakage import measure
 from roarfast.rundir import RunDir
 from tests.plugin_files import write_module
 from tests.test_data_cifar import fabricate
+from tests.test_models import help_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from fashion_cli import garments, write_mnist_format  # noqa: E402  (the example's own IDX writer)
@@ -114,9 +115,7 @@ def test_torchvision_cifar10_reads_the_cifar_files(tmp_path):
 
 @pytest.mark.parametrize("command", ["train", "extract", "sweep"])
 def test_the_dataset_help_lists_every_builtin_with_its_description_and_options(command):
-    result = CliRunner().invoke(main, [command, "--help"], terminal_width=10_000)  # one line per option
-    assert result.exit_code == 0, result.output
-    line = next(line for line in result.output.splitlines() if line.strip().startswith("--dataset"))
+    line = help_line(command, "--dataset")
     for entry in DATASETS:
         assert f"{entry.name}: {entry.description}" in line and ", ".join(entry.options) in line
     assert "cifar10: " in line and "num_train, num_test, seed, copies" in line  # the loaders' own signatures
