@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from roarfast.cells import Cell, CellOptions, CellTrainer
 from roarfast.errors import UserError
+from roarfast.plugins import named_imports
 
 EXECUTORS = ("local", "ray")
 #: how often an executor waiting on cells that other processes train looks again
@@ -211,13 +212,15 @@ def _ray_train_cell(run_dir: str, settings: dict, cell: Cell) -> dict:
 
     from roarfast.cells import cell_recipe
     from roarfast.models.spec import check_source
+    from roarfast.plugins import user_named
     from roarfast.rundir import RunDir
 
     key = (run_dir, json.dumps(settings, sort_keys=True))
     if key not in _WORKER_TRAINERS:
         torch.set_num_threads(settings["threads"])
         run = RunDir(run_dir)
-        ds = run.open_dataset()
+        with user_named(settings["imports"]):  # what the driver's user named: the records may name it here too
+            ds = run.open_dataset()
         device = settings["device"]
         # the driver's recipe field by field: a worker on another device or version trains the same cells
         options = CellOptions(model=settings["model"], fill=settings["fill"], recipe=settings["recipe"])
@@ -246,7 +249,7 @@ def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: 
     remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=0)(_ray_train_cell)
     settings = {"device": "cuda" if gpus > 0 else "cpu", "model": trainer.model_name,
                 "model_source": trainer.model.source_sha256, "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
-                "threads": max(1, int(cpus)) if gpus == 0 else local_threads()}
+                "threads": max(1, int(cpus)) if gpus == 0 else local_threads(), "imports": named_imports()}
     slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1) // (gpus if gpus > 0 else cpus)))
     in_flight = {}  # ObjectRef -> (cell, key)
     try:

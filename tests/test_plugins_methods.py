@@ -71,7 +71,8 @@ def test_gb_on_a_model_without_relu_modules_is_refused_before_any_image(tmp_path
     original = roarfast.methods.compute_maps
     monkeypatch.setattr(roarfast.methods, "compute_maps", lambda *a, **k: calls.append(1) or original(*a, **k))
     before = snapshot(run)
-    result = CliRunner().invoke(main, ["extract", "--run-dir", run, "--method", "sg-gb", "--device", "cpu"])
+    result = CliRunner().invoke(main, ["extract", "--run-dir", run, "--method", "sg-gb", "--device", "cpu",
+                                       "--trust-run-dir"])  # its records name the user's model and data
     assert result.exit_code == 1
     assert "--method sg-gb: guided backprop guides nn.ReLU modules, and Sequential has none (its activations: GELU)" \
         in result.output

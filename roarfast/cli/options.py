@@ -15,6 +15,7 @@ import click
 from roarfast.data.registry import DATASETS
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
+from roarfast.plugins import TRUST_FLAG
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
@@ -253,6 +254,27 @@ def _friendly_errors(func):
                                                                                        "intact"))) from None
 
     return wrapper
+
+
+def trust_option(func):
+    """--trust-run-dir, and the scope the command runs in (roarfast.plugins.user_named): a record of the run
+    directory may name the import paths the command's --model, --dataset and --method name again, or any with
+    --trust-run-dir; otherwise opening a run directory imports nothing it names."""
+    @functools.wraps(func)
+    def command(*args, trust_run_dir=False, **kwargs):
+        from roarfast.plugins import user_named
+
+        specs = [kwargs.get("model"), kwargs.get("dataset")]
+        for key in ("methods", "method"):  # comma-separated estimators
+            specs += str(kwargs.get(key) or "").split(",")
+        with user_named(specs, kwargs["run_dir"] if trust_run_dir else None):
+            return func(*args, **kwargs)
+
+    return click.option(TRUST_FLAG, "trust_run_dir", is_flag=True,
+                        help="let the run directory's records (its model, dataset and estimators) name code to "
+                             "import: only for run directories whose author you trust (without it, a plug-in the "
+                             "records name is imported only when you name it again: --model, --dataset, --method)"
+                        )(command)
 
 
 def _parameter_option(parameter):
