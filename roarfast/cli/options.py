@@ -99,10 +99,12 @@ data_options = _stack(
     # UNPROCESSED: a config file's mapping reaches _data_options whole (a str type would stringify it)
     click.option("--data-option", "data_option", multiple=True, type=click.UNPROCESSED, callback=_data_options,
                  metavar="KEY=VALUE",
-                 help="loader option, repeatable: embedded num_train/num_test/seed/copies; cifar download=true; "
-                      "imagefolder resize/crop/skip_bad/device/stream (stream=auto|true|false: decode batch by "
-                      "batch from disk instead of holding the canvases in memory); torchvision:<Class> and a "
-                      "factory: their own keyword arguments"),
+                 help="loader option, repeatable: every dataset num_train/num_test (a seeded subset, each class in "
+                      "proportion; embedded generates that many), embedded seed/copies; cifar download=true; "
+                      "imagefolder resize/crop (default: the images' own size when they share one, else 256/224), "
+                      "skip_bad/device/stream (stream=auto|true|false: decode batch by batch from disk instead of "
+                      "holding the canvases in memory); torchvision:<Class> and a factory: their own keyword "
+                      "arguments"),
 )
 
 def _recipe(ctx, param, value):
