@@ -1,7 +1,8 @@
 """Opening a run directory runs nothing from it: records (dataset.json's name, meta.json's model, a rank store's
 method) that name code, re-sealed as an attacker would, make no command import or call it; each stage that
 must rebuild a plug-in refuses in one line saying how to name it again or opt in, the report goes on without
-the example images, and the same run directory works once the user names its plug-ins again or trusts it."""
+the example images, and the same run directory works once the user names its plug-ins again or trusts it (on
+the command line and from a Study)."""
 
 import json
 import shutil
@@ -185,3 +186,21 @@ def test_records_resolve_builtins_and_listed_scheme_entries_but_no_other_names(t
         resolve_model("torchvision.models:resnet18", recorded_in=record)
     with pytest.raises(UserError, match="torchvision.datasets has no dataset 'utils'"):
         DATASETS.query("torchvision:utils", recorded_in=record).scheme.load()("utils", tmp_path)
+
+
+def test_a_study_names_what_it_was_given_and_trusts_the_rest_only_when_told(honest_run, tmp_path):
+    import importlib
+
+    from roarfast import Study
+
+    module, run, _ = honest_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    data = importlib.import_module(module).tensors  # the records' dataset, given; their model is not
+    study = Study(copy, dataset=data, methods=["random"], device="cpu", progress=False)
+    with pytest.raises(UserError, match=f"names --model {module}:small_cnn, code roarfast would import"):
+        study.evaluate(["morf"], fractions=(0.5,), methods="random")
+    trusted = Study(copy, dataset=data, methods=["random"], device="cpu", progress=False, trust_run_dir=True)
+    assert set(trusted.evaluate(["morf"], fractions=(0.5,), methods="random")["method"]) == {"random"}
+    named = Study(copy, dataset=data, model=f"{module}:small_cnn", methods=["random"], device="cpu", progress=False)
+    assert len(named.evaluate(["morf"], fractions=(0.5,), methods="random")) == 1
