@@ -82,12 +82,14 @@ def load_checkpoint(directory, device="cpu", repair: str = TRAIN_AGAIN):
 
 
 def recorded_model(meta: dict, where):
-    """The ModelSpec that rebuilds the model a checkpoint's meta records, refused (both hashes named) when its
-    factory's source changed since (roarfast.models.check_source)."""
+    """The ModelSpec that rebuilds the model a checkpoint's meta (in the directory `where`) records, refused
+    (both hashes named) when its factory's source changed since (roarfast.models.check_source). The record is a
+    name: an import path is imported only where the user named it again or trusts the run directory
+    (roarfast.plugins.check_recorded)."""
     from roarfast.models import resolve_model
     from roarfast.models.spec import check_source
 
-    spec = resolve_model(meta["model"])
+    spec = resolve_model(meta["model"], recorded_in=Path(where) / META)
     check_source(spec, meta.get("model_source_sha256"), where)
     return spec
 

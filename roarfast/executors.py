@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from roarfast.cells import Cell, CellOptions, CellTrainer
 from roarfast.errors import UserError
+from roarfast.plugins import named_imports
 
 EXECUTORS = ("local", "ray")
 #: how often an executor waiting on cells that other processes train looks again
@@ -241,6 +242,7 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
 
     from roarfast.cells import cell_recipe
     from roarfast.models.spec import check_source
+    from roarfast.plugins import user_named
     from roarfast.rundir import RunDir
     from roarfast.train import Grouping
 
@@ -248,7 +250,8 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
     if key not in _WORKER_TRAINERS:
         torch.set_num_threads(settings["threads"])
         run = RunDir(run_dir)
-        ds = run.open_dataset()
+        with user_named(settings["imports"]):  # what the driver's user named: the records may name it here too
+            ds = run.open_dataset()
         device = settings["device"]
         # the driver's recipe field by field: a worker on another device or version trains the same cells
         options = CellOptions(model=settings["model"], fill=settings["fill"], recipe=settings["recipe"])
@@ -281,7 +284,8 @@ def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: 
     settings = {"device": "cuda" if gpus > 0 else "cpu", "model": trainer.model_name,
                 "model_source": trainer.model.source_sha256, "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
                 "threads": max(1, int(cpus)) if gpus == 0 else local_threads(),
-                "grouping": {"size": group_size, "how": trainer.grouping.how, "compile": trainer.grouping.compile}}
+                "grouping": {"size": group_size, "how": trainer.grouping.how, "compile": trainer.grouping.compile},
+                "imports": named_imports()}
     slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1) // (gpus if gpus > 0 else cpus)))
     in_flight = {}  # ObjectRef -> [(cell, key)]
     try:

@@ -5,6 +5,14 @@ roarfast.models.MODELS, roarfast.data.DATASETS, the estimators') decides what it
 this module imports what an import path names, says which source file made an object, and names objects
 that have no import path.
 
+A run directory's records (meta.json's model, dataset.json's name, a rank store's method) are names, never
+code to run: opening a run directory must be as safe as opening a CSV file. A record may name a built-in, a
+scheme's entry (a model timm lists, a dataset class of torchvision.datasets, an attribution class of
+captum.attr: checked against the library's own list before anything is called) or an object this process
+holds; an import path it names is imported only inside `user_named`, where the user named that path again
+(a flag, a Study argument) or trusts the run directory (--trust-run-dir; Study(trust_run_dir=True)):
+`check_recorded` refuses it otherwise, in one line saying both remedies.
+
 Light on purpose (no torch): the CLI builds its help from the resolvers.
 """
 
@@ -13,6 +21,8 @@ import inspect
 import os
 import re
 import sys
+from contextlib import contextmanager
+from pathlib import Path
 
 from roarfast.errors import UserError
 
@@ -21,6 +31,12 @@ from roarfast.errors import UserError
 OBJECT_PREFIX = "object:"
 #: `package.module:attribute` (the attribute may be dotted: `module:Class.factory`)
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+#: the opt-in flag that lets a run directory's records name code
+TRUST_FLAG = "--trust-run-dir"
+#: the scopes open now (user_named): each the import paths the user named and the run directory they trust
+_SCOPES: list[tuple[set, Path | None]] = []
 
 
 def is_import_path(spec) -> bool:
@@ -52,6 +68,41 @@ def import_object(spec: str, flag: str):
             raise UserError(f"{flag} {spec}: {module_name} has no attribute {attribute!r}")
         obj = getattr(obj, part)
     return obj
+
+
+@contextmanager
+def user_named(specs=(), trusted_run_dir=None):
+    """While the body runs, a run directory's record may name the import paths among `specs` (what the user
+    named: flags, Study arguments; other strings are ignored), and any at all when it lies in
+    `trusted_run_dir` (the user's opt-in). Scopes nest; a command or a Study call opens one."""
+    named = {spec.strip() for spec in specs if is_import_path(spec)}
+    scope = (named, None if trusted_run_dir is None else Path(trusted_run_dir).resolve())
+    _SCOPES.append(scope)
+    try:
+        yield
+    finally:
+        _SCOPES.remove(scope)
+
+
+def named_imports() -> list[str]:
+    """The import paths the open scopes let records name (those trusted so far included): what a worker
+    process, which opens the run directory again, must be told (`user_named(named_imports())`)."""
+    return sorted(set().union(*(named for named, _ in _SCOPES)))
+
+
+def check_recorded(spec: str, flag: str, record) -> None:
+    """Refuses (UserError, one line) the import path `spec` read from the run-directory file `record` unless an
+    open scope names it or trusts the run directory holding `record`; a trusted one counts as named from then
+    on in that scope (named_imports)."""
+    path = Path(record).resolve()
+    for named, trusted in _SCOPES:
+        if spec in named:
+            return
+        if trusted is not None and path.is_relative_to(trusted):
+            named.add(spec)
+            return
+    raise UserError(f"{record} names {flag} {spec}, code roarfast would import, and opening a run directory runs "
+                    f"nothing it names: name it again ({flag} {spec}) or pass {TRUST_FLAG} to import it")
 
 
 def import_path_of(obj) -> str | None:

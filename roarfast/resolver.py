@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
-from roarfast.plugins import OBJECT_PREFIX, is_import_path
+from roarfast.plugins import OBJECT_PREFIX, check_recorded, is_import_path
 
 #: the forms a spec takes (Query.form)
 BUILTIN, SCHEME, IMPORT_PATH, RECORDED_OBJECT, OBJECT = "builtin", "scheme", "import path", "recorded object", "object"
@@ -192,9 +192,16 @@ class Resolver:
 
     # -------------------------------------------------------------------------------------- resolving
 
-    def query(self, spec) -> Query:
+    def query(self, spec, *, recorded_in=None) -> Query:
         """What `spec` names (a string as the command line or a record gives it, or a Python object); a
-        UserError naming the flag and every form when a string is none of them."""
+        UserError naming the flag and every form when a string is none of them.
+
+        recorded_in: the run-directory file `spec` was read from. A record names a string, and an import path
+        only where the user named it again or trusts the run directory (plugins.check_recorded); its built-ins,
+        scheme entries (validated by their loaders against the library's own list) and objects of this
+        process resolve as always."""
+        if recorded_in is not None and not isinstance(spec, str):
+            raise UserError(f"{recorded_in}: {self.flag} should be recorded as a name, got {type(spec).__name__}")
         if not isinstance(spec, str):
             return Query(OBJECT, obj=spec)
         text = spec.strip()
@@ -207,5 +214,7 @@ class Resolver:
         if text.startswith(OBJECT_PREFIX):
             return Query(RECORDED_OBJECT, text)
         if self.import_form and is_import_path(text):
+            if recorded_in is not None:
+                check_recorded(text, self.flag, recorded_in)
             return Query(IMPORT_PATH, text)
         raise UserError(f"{self.flag} should be {self.forms()}, got {spec!r}")

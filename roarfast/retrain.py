@@ -28,9 +28,11 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     from roarfast.executors import execute
     from roarfast.extract import ExtractOptions, model_free, run_extract
     from roarfast.memory import keep_freed_memory
+    from roarfast.methods.declaration import ESTIMATORS
     from roarfast.results import open_results
     from roarfast.rundir import RunDir
     from roarfast.train import default_grouping
+    from roarfast.store.layout import MANIFEST
 
     keep_freed_memory()
     run = RunDir(run_dir)
@@ -40,7 +42,10 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     run.check_writable()  # before a cell is trained: its row must be written
     model, recipe = cell_recipe(run, ds, device, options)
     store = run.rank_store
-    methods = cell_methods(options.methods or ",".join(store.methods()) or "random")
+    stored = [] if options.methods else store.methods()
+    for method in stored:  # names read from the store's manifests: code only where the user named it again
+        ESTIMATORS.query(method, recorded_in=store.path(method, "train") / MANIFEST)
+    methods = cell_methods(options.methods or ",".join(stored) or "random")
     missing = store.missing(methods)
     cheap = [m for m in missing if model_free(m)]
     if cheap:  # model-free ranks take seconds: make them here rather than send the user back to extract

@@ -105,8 +105,10 @@ class RunDir:
         N on HOST"), then finds it built. The claim is an exclusive lock on claims/<what>.lock, which the
         kernel releases when the holder exits or dies: a killed claimant's work is taken over at once, as a
         dead owner's cell is."""
+        from roarfast.store.layout import dir_name
+
         self.claims_dir.mkdir(parents=True, exist_ok=True)
-        with hold_lock(self.claims_dir / f"{what}.lock", waiting):
+        with hold_lock(self.claims_dir / f"{dir_name(what)}.lock", waiting):  # a long method's name bounded
             yield
 
     # -------------------------------------------------------------------------------------- base model
@@ -145,6 +147,22 @@ class RunDir:
                             f"{meta.get('dataset_fingerprint')} but this dataset is {ds.fingerprint}; retrain it or "
                             f"pick the matching --dataset")
         return model, meta
+
+    def check_named_model(self, spec) -> None:
+        """Refuses (one line) a --model naming another model than the one the base model records: a stage that
+        loads the base model takes --model only to name it again (a plug-in the record names is imported only
+        then: roarfast.plugins.check_recorded). Nothing is imported here."""
+        from roarfast.models import MODELS
+        from roarfast.resolver import BUILTIN
+
+        recorded = self.base_meta().get("model")
+        if spec is None or recorded is None:
+            return
+        query = MODELS.query(spec)
+        named = query.entry.name if query.form == BUILTIN else query.text
+        if named != recorded:
+            raise UserError(f"--model {spec}: the base model in {self.base_checkpoint} is {recorded}; name that one "
+                            f"(or none: --model only names the base model again here)")
 
     def base_checkpoint_sha256(self) -> str:
         """The hash of the base model's weights, verified against the one recorded when they were saved: what
@@ -188,10 +206,22 @@ class RunDir:
                                                "--data-dir, --data-option; `roarfast train` records it anew)")
 
     def dataset_spec(self, name=None, data_dir=None, options=None) -> tuple:
-        """(name, data_dir, options) to load: explicit arguments win; otherwise what `train` recorded;
-        otherwise the embedded dataset with its defaults."""
+        """(name, data_dir, options) to load: explicit arguments win; what `train` recorded fills in the rest
+        when no dataset is named, or when the plug-in it records (an import path) is named again alone (no
+        data_dir, no options); otherwise the embedded dataset with its defaults. A recorded name is only a
+        name: a plug-in is loaded where the user named it again or trusts the run directory, and refused in one
+        line otherwise (roarfast.plugins.check_recorded)."""
+        from roarfast.data.registry import DATASETS
+        from roarfast.plugins import is_import_path
+
         options = dict(options or {})
-        record = self.dataset_record() if name is None else None
+        record = None
+        if name is None:
+            record = self.dataset_record()
+            if record is not None:
+                DATASETS.query(record["name"], recorded_in=self.dataset_path)
+        elif is_import_path(name) and data_dir is None and not options:
+            record = self._record_of(name.strip())
         if record is not None:
             name = record["name"]
             if data_dir is None and record["data_dir"] is not None:
@@ -201,6 +231,15 @@ class RunDir:
                                     f"(moved?): give its new place with --data-dir")
             options = {**record["options"], **options}
         return name or "embedded", data_dir, options
+
+    def _record_of(self, name: str) -> dict | None:
+        """The dataset record when it records the dataset `name`, else None; a record that does not verify is
+        left aside here (naming the dataset in full is its repair)."""
+        try:
+            record = self.dataset_record()
+        except UserError:
+            return None
+        return record if record is not None and record["name"] == name else None
 
     def open_dataset(self, name=None, data_dir=None, options=None):
         """load_dataset on dataset_spec(...)."""

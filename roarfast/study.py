@@ -44,13 +44,15 @@ class Study:
         seed: the first seed (the base model's and the ranks').
         progress: progress bars and the sweep's lines.
         group_size: retraining cells trained together, as --group-size (None: the device's default).
+        trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
+            estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
     """
 
     def __init__(self, run_dir, *, model=None, dataset="embedded", methods=None, fractions=None, modes=None,
                  seeds=None, fill: str = DEFAULT_FILL, device="auto", preset: str = "quick", data_dir=None,
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
-                 group_size: int | None = None):
+                 group_size: int | None = None, trust_run_dir: bool = False):
         from roarfast.data import load_dataset
         from roarfast.device import resolve_device
         from roarfast.extract import ExtractOptions
@@ -79,8 +81,18 @@ class Study:
         self.progress = progress
         self.group_size = check_positive("group_size", group_size, optional=True)
         self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
+        named = [self.dataset.name, *self.grid.method_list()]
         if model is not None:
-            checked_model(model, self.dataset)
+            named.append(checked_model(model, self.dataset).name)
+        self._trust = trust_run_dir
+        self._named = tuple(named)
+
+    def _records(self):
+        """The scope of a step: the run directory's records may name what this Study was given (and any code,
+        with trust_run_dir) (roarfast.plugins.user_named)."""
+        from roarfast.plugins import user_named
+
+        return user_named(self._named, self.run_dir if self._trust else None)
 
     def run(self, fill: str | None = None):
         """The sweep (roarfast sweep): the base model and the ranks where missing, then every cell of the grid
@@ -88,9 +100,10 @@ class Study:
         from roarfast.sweep import run_sweep
 
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
-        run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
-                  progress=self.progress, extract_options=self.extract_options, echo=self._echo,
-                  group_size=self.group_size)
+        with self._records():
+            run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
+                      progress=self.progress, extract_options=self.extract_options, echo=self._echo,
+                      group_size=self.group_size)
         return self.results()
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):
@@ -99,7 +112,8 @@ class Study:
         from roarfast.noretrain import NoRetrainOptions, run_noretrain
 
         options = NoRetrainOptions(metrics=tuple(metrics), fractions=tuple(fractions), methods=methods)
-        run_noretrain(self.run_dir, options, dataset_obj=self.dataset, device=self.device, progress=self.progress)
+        with self._records():
+            run_noretrain(self.run_dir, options, dataset_obj=self.dataset, device=self.device, progress=self.progress)
         return self.results(kind="no-retrain")
 
     def leakage(self, fills=(DEFAULT_FILL, ROAD_FILL), fractions=(0.3, 0.5, 0.7), method: str = "random",

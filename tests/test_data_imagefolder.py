@@ -78,8 +78,9 @@ def test_samples_in_imagefolder_order(tree, decoder):
 def canvas_of(tmp_path, image, wide: bool):
     """The 12 px canvas (resize shorter side 16, center crop 12) of `image` as int Tensor[H, W, 3], read
     along the image's long axis (transposed back when the image is tall)."""
-    _save(tmp_path / "train" / "x" / "a.jpg", image)
-    _save(tmp_path / "test" / "x" / "a.jpg", image)
+    for split in ("train", "test"):
+        for cls in ("x", "y"):  # two classes: a one-class tree is refused
+            _save(tmp_path / split / cls / "a.jpg", image)
     train, _ = load_imagefolder(tmp_path, resize=16, crop=12, device="cpu")
     canvas = train.images[0].permute(1, 2, 0).int()
     return canvas if wide else canvas.transpose(0, 1)

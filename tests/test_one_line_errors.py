@@ -80,7 +80,10 @@ def test_an_untrusted_cifar_pickle_is_named(tmp_path):
 
 @pytest.mark.parametrize("option, message", [
     ("num_train=abc", "--data-option num_train should be an int, got 'abc'"),
-    ("num_train=0", "--data-option num_train should be an int >= 10 (one image per class), got 0"),
+    ("num_train=0", "--data-option num_train should be an int in [10, 100000] (at least one image per class; at "
+                    "most what generating in memory allows), got 0"),
+    ("num_test=99999999999", "--data-option num_test should be an int in [10, 100000] (at least one image per "
+                             "class; at most what generating in memory allows), got 99999999999"),
     ("copies=1.5", "--data-option copies should be an int, got 1.5"),
     ("seed=-1", "--data-option seed should be a non-negative int, got -1"),
 ])
@@ -96,9 +99,10 @@ def jpeg_tree(tmp_path_factory):
 
 
 @pytest.mark.parametrize("option, message", [
-    ("resize=abc", "--data-option resize should be an int, got 'abc'"),
+    ("resize=abc", "--data-option resize should be a positive int, got 'abc'"),
     ("skip_bad=maybe", "--data-option skip_bad should be true or false, got 'maybe'"),
-    ("resize=0", "imagefolder: crop should be in (0, resize=0], got 32"),
+    ("resize=0", "--data-option resize should be a positive int, got 0"),
+    ("resize=16", "imagefolder: crop should be in (0, resize=16], got 32"),
     ("batch_size=abc", "--data-option batch_size should be a positive int, got 'abc'"),
 ])
 def test_imagefolder_options_that_cannot_be_right_are_named(tmp_path, jpeg_tree, option, message):

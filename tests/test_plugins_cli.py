@@ -155,8 +155,11 @@ def test_a_changed_model_source_is_refused_on_resume_with_both_hashes(tmp_path, 
     source.write_text(source.read_text().replace("nn.Conv2d(8, 8, 3, padding=1)", "nn.Conv2d(8, 8, 5, padding=2)"))
     changed = sha256_file(source)
     before = snapshot(run)
-    for command in (["sweep", *grid(module)], ["extract", "--method", "grad", *CPU],
-                    ["retrain", "--method", "random", "--epochs", "1", *CPU]):
+    # the plug-ins named again (extract) or the run directory trusted (retrain): its records name code
+    for command in (["sweep", *grid(module)],
+                    ["extract", "--method", "grad", "--dataset", f"{module}:tensors", "--model", f"{module}:small_cnn",
+                     *CPU],
+                    ["retrain", "--method", "random", "--epochs", "1", "--trust-run-dir", *CPU]):
         line = fails_with_one_line([command[0], "--run-dir", run, *command[1:]])
         assert f"--model {module}:small_cnn" in line and trained in line and changed in line
         assert snapshot(run) == before

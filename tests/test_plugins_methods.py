@@ -1,6 +1,7 @@
 """What an estimator needs of the model, and estimators from outside roarfast: guided backprop on in-place
 ReLUs equals the out-of-place model; a model without ReLU modules is refused for gb before any image is
-processed; a plug-in's random numbers follow the run's seed; an estimator object needs a name."""
+processed; a plug-in's random numbers follow the run's seed; an estimator object needs a name; one whose import
+path is longer than a file name goes through the sweep and the report under its full name."""
 
 import copy
 
@@ -71,7 +72,8 @@ def test_gb_on_a_model_without_relu_modules_is_refused_before_any_image(tmp_path
     original = roarfast.methods.compute_maps
     monkeypatch.setattr(roarfast.methods, "compute_maps", lambda *a, **k: calls.append(1) or original(*a, **k))
     before = snapshot(run)
-    result = CliRunner().invoke(main, ["extract", "--run-dir", run, "--method", "sg-gb", "--device", "cpu"])
+    result = CliRunner().invoke(main, ["extract", "--run-dir", run, "--method", "sg-gb", "--device", "cpu",
+                                       "--trust-run-dir"])  # its records name the user's model and data
     assert result.exit_code == 1
     assert "--method sg-gb: guided backprop guides nn.ReLU modules, and Sequential has none (its activations: GELU)" \
         in result.output
@@ -108,3 +110,29 @@ def test_an_estimator_object_is_named_by_where_it_lives(tmp_path, monkeypatch):
         parse_methods([nested])
     with pytest.raises(UserError, match=r"should take \(model, images, target\)"):
         parse_methods([len])
+
+
+#: an estimator whose import path is longer than a file name may be (255 bytes)
+LONG_NAME = "saliency_" + "with_a_very_long_descriptive_name_" * 8
+LONG_PLUGIN = f'''
+
+def {LONG_NAME}(model, images, target):
+    return saliency(model, images, target)
+'''
+
+
+def test_an_estimator_with_a_long_import_path_goes_through_the_sweep_and_the_report(tmp_path, monkeypatch):
+    import json
+
+    module = write_module(tmp_path / "code", monkeypatch, extra=LONG_PLUGIN)
+    method = f"{module}:{LONG_NAME}"
+    run = tmp_path / "run"
+    for args in (["sweep", "--run-dir", run, "--dataset", f"{module}:tensors", "--model", f"{module}:small_cnn",
+                  "--method", method, "--fraction", "0.5", "--mode", "roar", "--seeds", "1", "--no-control",
+                  "--recipe", "epochs=1", "--device", "cpu", "--no-progress"],
+                 ["report", "--run-dir", run]):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+    assert len(method) > 255 and RunDir(run).rank_store.methods() == sorted(["random", method])
+    groups = json.loads((run / "report" / "summary.json").read_text())["groups"]
+    assert {g["method"] for g in groups} == {"random", method}

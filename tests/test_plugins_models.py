@@ -38,8 +38,10 @@ def test_a_timm_network_trains_and_explains_on_one_and_three_channels(tmp_path, 
     assert meta["model_source_sha256"] == sha256_file(inspect.getsourcefile(entry))
     # extract rebuilds the network from the recorded name: gb guides timm's in-place ReLUs, Grad-CAM takes the
     # last Conv2d (timm nets have no cam_layer) and says so once
-    out = invoke(["extract", "--run-dir", run, "--method", "gb,gradcam", "--split", "test", *CPU])
-    model, _ = RunDir(run).load_base_model(RunDir(run).open_dataset())
+    # (its dataset, a plug-in, named again: the record alone imports nothing; its options come from the record)
+    out = invoke(["extract", "--run-dir", run, "--method", "gb,gradcam", "--split", "test", "--dataset",
+                  f"{module}:tensors", *CPU])
+    model, _ = RunDir(run).load_base_model(RunDir(run).open_dataset(f"{module}:tensors"))
     last_conv = [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d)][-1]
     assert out.count("gradcam: layer") == 1 and f"gradcam: layer '{last_conv}' (its last Conv2d" in out
     store = RunDir(run).rank_store

@@ -301,6 +301,26 @@ def test_methods_and_status_list_complete_stores(tmp_path):
     assert RankStore(tmp_path / "empty").methods() == [] and RankStore(tmp_path / "empty").status() == []
 
 
+def test_a_long_method_name_is_stored_under_a_bounded_directory_and_listed_in_full(tmp_path):
+    store = RankStore(tmp_path)
+    long = "a_package.a_module_with_a_long_name:" + "estimator_" * 40  # 435 characters: no file name is so long
+    ranks = random_ranks((10, 4, 5), np.uint16)
+    for split in ("train", "test"):
+        with store.open_writer(long, split, **writer_args()) as writer:
+            write_chunks(writer, ranks, [0, 1, 2])
+    (directory,) = [p.name for p in tmp_path.iterdir()]
+    assert len(directory.encode()) <= 100 and directory.startswith("a_package.a_module_with_a_long_name:estimator_")
+    assert store.manifest(long, "test")["method"] == long
+    assert store.methods() == [long] and store.methods("test") == [long]
+    assert {s["method"] for s in store.status()} == {long}
+    assert np.array_equal(store.read(long, "train").ranks, ranks)
+    # another long name with the same first characters gets its own directory
+    other = long + "x"
+    with store.open_writer(other, "test", **writer_args()) as writer:
+        write_chunks(writer, ranks, [0, 1, 2])
+    assert len(list(tmp_path.iterdir())) == 2 and store.methods("test") == sorted([long, other])
+
+
 def test_manifest_replacement_leaves_no_temp_files(tmp_path):
     store = RankStore(tmp_path)
     with store.open_writer("sg", "train", **writer_args()) as writer:

@@ -13,7 +13,7 @@ import click
 
 from roarfast.cli.options import (DEFAULT_RUN_DIR, _data_options, _fractions, _friendly_errors, _load_config, _options,
                                   amp_option, data_options, method_arg_option, model_option, parameter_options,
-                                  recipe_option, run_options)
+                                  recipe_option, run_options, trust_option)
 from roarfast.executors import EXECUTORS
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.grid import PRESETS
@@ -24,6 +24,9 @@ from roarfast.options import parse_list
 from roarfast.recipe import AMP_CHOICES
 
 METHOD_FORMS = method_forms()
+#: --model's help on the stages that load the base model
+NAMED_AGAIN = ("the base model, named again as `train` took it: needed only where it is a plug-in "
+               "(package.module:factory), which the run directory's record alone never imports")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -49,6 +52,7 @@ def main():
 @click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
 @recipe_option
 @amp_option
+@trust_option
 @_friendly_errors
 def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, recipe, amp):
     """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
@@ -75,13 +79,17 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 @click.option("--force", is_flag=True, help="recompute a complete store")
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="torch.compile the model for its passes (pays a compile first; worth it on large runs)")
+@model_option(NAMED_AGAIN)
+@trust_option
 @_friendly_errors
 def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, methods, splits, batch_size, method_arg,
-            amp, keep_maps, force, compile_model, **parameters):
+            amp, keep_maps, force, compile_model, model, **parameters):
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store. A store made with
     other values (a parameter, an argument, the estimator's code, the base model) is made again."""
     from roarfast.extract import ExtractOptions, run_extract
+    from roarfast.rundir import RunDir
 
+    RunDir(run_dir).check_named_model(model)
     options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, amp=amp,
                              keep_maps=keep_maps, force=force, compile=compile_model, method_args=method_arg,
                              **parameters)
@@ -114,6 +122,7 @@ GROUP_SIZE_OPTION = click.option(
                    "roar-mask / kar-mask): how much the mask's shape tells about the class")
 @amp_option
 @GROUP_SIZE_OPTION
+@trust_option
 @_friendly_errors
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
             epochs, recipe, fill, mask_only, amp, group_size):
@@ -164,6 +173,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
               "small models share a GPU)")
 @click.option("--dry-run", is_flag=True, help="print the plan (cells done, to do, ETA) and stop")
 @GROUP_SIZE_OPTION
+@trust_option
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
@@ -216,12 +226,17 @@ def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds,
               help="fraction(s) of pixels replaced; repeat or comma-separate")
 @click.option("--method", "methods", default=None, help="methods to evaluate (default: every method with test ranks)")
 @click.option("--batch-size", type=int, default=None, help="images per batch (default: by device)")
+@model_option(NAMED_AGAIN)
+@trust_option
 @_friendly_errors
-def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, metrics, fractions, methods, batch_size):
+def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, metrics, fractions, methods, batch_size,
+             model):
     """No-retrain evaluations of the base model on the rank store: MoRF, LeRF, ROAD (results.sqlite)."""
     from roarfast.cli.tables import no_retrain_table
     from roarfast.noretrain import NoRetrainOptions, run_noretrain
+    from roarfast.rundir import RunDir
 
+    RunDir(run_dir).check_named_model(model)
     options = _options(NoRetrainOptions, metrics=parse_list(metrics), fractions=tuple(fractions), methods=methods,
                        batch_size=batch_size)
     rows = run_noretrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
@@ -238,6 +253,7 @@ def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, me
               help="fraction(s) of pixels removed; repeat or comma-separate")
 @click.option("--method", default="random", help="whose stored ranks give the removal patterns")
 @click.option("--max-images", type=int, default=5000, help="train and test images used, each")
+@trust_option
 @_friendly_errors
 def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fills, fractions, method, max_images):
     """Fill leakage: a per-pixel detector's accuracy at finding removed pixels after each fill, vs the base rate."""
@@ -256,6 +272,7 @@ def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fil
               show_default=True, help="the run directory to report on")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where to write the report  [default: RUN_DIR/report]")
+@trust_option
 @_friendly_errors
 def report(run_dir, out_dir):
     """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite."""

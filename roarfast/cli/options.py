@@ -15,6 +15,7 @@ import click
 from roarfast.data.registry import DATASETS
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
+from roarfast.plugins import TRUST_FLAG
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
@@ -98,10 +99,12 @@ data_options = _stack(
     # UNPROCESSED: a config file's mapping reaches _data_options whole (a str type would stringify it)
     click.option("--data-option", "data_option", multiple=True, type=click.UNPROCESSED, callback=_data_options,
                  metavar="KEY=VALUE",
-                 help="loader option, repeatable: embedded num_train/num_test/seed/copies; cifar download=true; "
-                      "imagefolder resize/crop/skip_bad/device/stream (stream=auto|true|false: decode batch by "
-                      "batch from disk instead of holding the canvases in memory); torchvision:<Class> and a "
-                      "factory: their own keyword arguments"),
+                 help="loader option, repeatable: every dataset num_train/num_test (a seeded subset, each class in "
+                      "proportion; embedded generates that many), embedded seed/copies; cifar download=true; "
+                      "imagefolder resize/crop (default: the images' own size when they share one, else 256/224), "
+                      "skip_bad/device/stream (stream=auto|true|false: decode batch by batch from disk instead of "
+                      "holding the canvases in memory); torchvision:<Class> and a factory: their own keyword "
+                      "arguments"),
 )
 
 def _recipe(ctx, param, value):
@@ -253,6 +256,27 @@ def _friendly_errors(func):
                                                                                        "intact"))) from None
 
     return wrapper
+
+
+def trust_option(func):
+    """--trust-run-dir, and the scope the command runs in (roarfast.plugins.user_named): a record of the run
+    directory may name the import paths the command's --model, --dataset and --method name again, or any with
+    --trust-run-dir; otherwise opening a run directory imports nothing it names."""
+    @functools.wraps(func)
+    def command(*args, trust_run_dir=False, **kwargs):
+        from roarfast.plugins import user_named
+
+        specs = [kwargs.get("model"), kwargs.get("dataset")]
+        for key in ("methods", "method"):  # comma-separated estimators
+            specs += str(kwargs.get(key) or "").split(",")
+        with user_named(specs, kwargs["run_dir"] if trust_run_dir else None):
+            return func(*args, **kwargs)
+
+    return click.option(TRUST_FLAG, "trust_run_dir", is_flag=True,
+                        help="let the run directory's records (its model, dataset and estimators) name code to "
+                             "import: only for run directories whose author you trust (without it, a plug-in the "
+                             "records name is imported only when you name it again: --model, --dataset, --method)"
+                        )(command)
 
 
 def _parameter_option(parameter):

@@ -3,7 +3,9 @@ installed, else PIL and torchvision on the CPU (CPU_DECODER), said once with how
 
 The CPU decoder makes the same canvas as DALI's pipeline: PIL's libjpeg-turbo decode (bit-identical to
 DALI's CPU decoder and to torchvision's decode_jpeg on all 60,000 CIFAR-10 JPEGs; torchvision's image
-decoding is deprecated), EXIF orientation applied, the shorter side resized to `resize` (torchvision's
+decoding is deprecated), EXIF orientation applied, images of more than 8 bits a channel scaled to 8 bits
+(eight_bits: 16-bit grey as DALI scales it, round(v / 257); 16-bit colour as PIL reads it, v >> 8, at most
+one level from DALI's; an image of no fixed range, 32-bit or float, refused naming its file), the shorter side resized to `resize` (torchvision's
 bilinear resize with antialiasing) with the longer side rounded as DALI rounds it, and a center crop
 whose offset is rounded half up, as DALI's. The resize is not bit-identical (DALI keeps the exact scale
 and moves its sampling grid by a fraction of a pixel): on real photos at 224 px the canvases differ by
@@ -100,7 +102,9 @@ def _canvas(path: Path, resize: int, crop: int) -> tuple[torch.Tensor, bytes]:
     try:
         with Image.open(io.BytesIO(data)) as opened:
             # EXIF orientation applied, as DALI's decoder applies it
-            array = np.asarray(ImageOps.exif_transpose(opened).convert("RGB"))
+            array = np.asarray(eight_bits(ImageOps.exif_transpose(opened), path, opened.format).convert("RGB"))
+    except UserError:
+        raise
     except Exception as err:  # noqa: BLE001  (any failure to decode is the file's)
         raise RuntimeError(f"cannot decode {path}: {err}") from None
     image = torch.from_numpy(array.copy()).permute(2, 0, 1)
@@ -112,3 +116,23 @@ def _canvas(path: Path, resize: int, crop: int) -> tuple[torch.Tensor, bytes]:
         image = functional.resize(image, size, interpolation=functional.InterpolationMode.BILINEAR, antialias=True)
     top, left = int((size[0] - crop) / 2 + 0.5), int((size[1] - crop) / 2 + 0.5)  # DALI's crop_pos 0.5, half up
     return image[:, top:top + crop, left:left + crop].contiguous(), hashlib.sha256(data).digest()
+
+
+#: PIL's modes of 16-bit grey images (PNG, TIFF); a PNG's mode "I" holds 16 bits too (PNG has no more)
+_SIXTEEN_BITS = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
+def eight_bits(image, where, file_format: str | None = None):
+    """`image` (a PIL image, read from a file of `file_format`) with 8 bits a channel: 16-bit grey scaled to the
+    8-bit range as DALI's decoder scales it (round(v / 257)), an 8-bit image as it is. A UserError naming
+    `where` for an image whose values have no fixed range (32-bit integers, floats): a PIL convert would clip
+    it to white."""
+    from PIL import Image
+
+    if image.mode in _SIXTEEN_BITS or (image.mode == "I" and file_format == "PNG"):
+        values = np.asarray(image, dtype=np.uint32)
+        return Image.fromarray(((values + 128) // 257).astype(np.uint8), mode="L")
+    if image.mode in ("I", "F"):
+        raise UserError(f"{where}: its pixels are {'32-bit integers' if image.mode == 'I' else 'floats'}, which have "
+                        f"no fixed range to scale to 8 bits; save it with 8 or 16 bits a channel")
+    return image

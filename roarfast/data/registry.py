@@ -9,14 +9,16 @@ roarfast.resolver.Resolver), and load_dataset, which loads what it names.
     a Python object         (Study) (train, test[, classes]), a factory, or a Dataset
 
 Each split of a factory or object is a uint8/int64 tensor pair or a torch Dataset of (image, label)
-(roarfast.data.convert). The fingerprint covers the spec, the options (defaults included) and the data.
+(roarfast.data.convert). Every form takes num_train / num_test: a seeded, stratified subset
+(roarfast.data.subset) made here once, unless its loader takes them itself (embedded generates that many).
+The fingerprint covers the spec, the options (defaults included; the subset's counts when given) and the data.
 
 Light on purpose (torch is imported with the built-ins' modules, at the first lookup): the CLI imports
 DATASETS to build its --dataset help when the help is shown.
 """
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -27,6 +29,9 @@ from roarfast.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Ent
 
 FLAG = "--dataset"
 TORCHVISION_PREFIX = "torchvision:"
+#: the keyword of a built-in loader that takes the stratified subset itself (roarfast.data.subset.Subset), to
+#: read only the files it keeps
+SUBSET = "subset"
 _EMPTY = inspect.Parameter.empty
 
 
@@ -41,11 +46,11 @@ class DatasetEntry(Entry):
 
 
 def loader_entry(name: str, description: str, loader, *, read_options=(), order: float = 0.0) -> DatasetEntry:
-    """The DatasetEntry of `loader`: its options are its keyword arguments with defaults, but data_dir and
-    those a functools.partial binds (cifar10's name)."""
+    """The DatasetEntry of `loader`: its options are its keyword arguments with defaults, but data_dir, SUBSET
+    and those a functools.partial binds (cifar10's name)."""
     bound = loader.keywords if isinstance(loader, partial) else {}
     options = {key: p.default for key, p in inspect.signature(loader).parameters.items()
-               if p.default is not _EMPTY and key != "data_dir" and key not in bound}
+               if p.default is not _EMPTY and key not in ("data_dir", SUBSET) and key not in bound}
     if not set(read_options) <= set(options):
         raise ValueError(f"dataset {name!r}: read_options {sorted(set(read_options) - set(options))} are not options")
     return DatasetEntry(name, description, value=loader, options=options, read_options=tuple(read_options),
@@ -67,8 +72,9 @@ def load_dataset(name="embedded", data_dir=None, **options):
             Dataset (returned as it is).
         data_dir: the files' root (not used by "embedded"; a factory gets it when it takes `data_dir`).
         options: the loader's keyword arguments (a built-in's DATASETS entry lists them; torchvision: the
-            class's own; a factory: its own); `val_seed` picks the validation split (default: the option
-            `seed`, else 0).
+            class's own; a factory: its own), and for every form num_train / num_test (the images of each split
+            to keep: a stratified subset); `val_seed` picks the validation split and the subset (default: the
+            option `seed`, else 0).
 
     Returns:
         Dataset whose fingerprint covers the name, every option (defaults included) and the data.
@@ -87,51 +93,94 @@ def load_dataset(name="embedded", data_dir=None, **options):
 def _resolve(name, data_dir, options: dict, val_seed):
     """The Dataset `name` (any form but a Dataset) names, loaded."""
     query = DATASETS.query(name)
-    if query.form == OBJECT:
-        return _from_object(query.obj, data_dir, options, val_seed)
     if query.form == RECORDED_OBJECT:
         raise UserError(f"{FLAG} {query.text}: this dataset was a Python object given to roarfast.Study; the command "
                         f"line cannot load it: pass the same data again, roarfast.Study(run_dir, dataset=...), or "
                         f"name a loader: {FLAG} package.module:factory")
     if query.form == BUILTIN:
-        return _load_builtin(query.entry, data_dir, options, val_seed)
-    if query.form == IMPORT_PATH:
-        return _from_factory(query.text, import_object(query.text, FLAG), data_dir, options, val_seed)
-    load, params = query.scheme.load()(query.rest, data_dir)
-    resolved = _options(query.text, params, options)
-    train, test = load(**resolved)
-    return _make(query.text, train, test, resolved, val_seed)
+        source = _builtin(query.entry, data_dir)
+    elif query.form == IMPORT_PATH:
+        source = _factory(query.text, import_object(query.text, FLAG), data_dir)
+    elif query.form == OBJECT:
+        source = _object(query.obj, data_dir)
+    else:
+        load, params = query.scheme.load()(query.rest, data_dir)
+        source = _Source(query.text, params, load)
+    return source.dataset(options, val_seed)
 
 
-def _load_builtin(entry: DatasetEntry, data_dir, options: dict, val_seed):
-    from roarfast.data.base import make_dataset
+@dataclass(frozen=True)
+class _Source:
+    """What a dataset form loads from: its recorded `name`, `params` (the options it takes: name -> default,
+    _EMPTY when required), `load(**options)` -> (train, test) ImageSets, `fixed` keywords it is called with
+    that no option sets (a built-in's bound ones: fingerprinted too), the `read_options` kept out of the
+    fingerprint, whether `load` takes the SUBSET itself (a loader that reads files one by one), and `builtin`
+    (its options are checked as a built-in's)."""
 
-    unknown = sorted(set(options) - set(entry.options))
-    if unknown:
-        raise UserError(f"unknown option(s) {', '.join(unknown)} for dataset {entry.name!r}; it takes "
-                        f"{', '.join(sorted(entry.options))}")
-    for key, value in options.items():  # the kind here; the loader checks the range
-        check_like(f"--data-option {key}", value, entry.options[key])
+    name: str
+    params: dict
+    load: object
+    fixed: dict = field(default_factory=dict)
+    read_options: tuple = ()
+    takes_subset: bool = False
+    builtin: bool = False
+
+    def dataset(self, options: dict, val_seed):
+        """The Dataset of `options` (--data-option): the loader's own, and num_train / num_test (a stratified
+        subset, roarfast.data.subset) where the loader does not take them itself."""
+        from roarfast.data.base import make_dataset
+        from roarfast.data.subset import Subset, subset_split
+
+        options = dict(options)
+        own = {key: options.pop(key) for key in list(options) if key in self.params}
+        subset = Subset.take(options, val_seed)
+        resolved = {**self.fixed, **self._resolve(own, options)}
+        if self.takes_subset:
+            train, test = self.load(**resolved, **{SUBSET: subset})
+        else:
+            train, test = self.load(**resolved)
+            train, test = (subset_split(part, subset.rows(split, part.labels, len(part.classes), self.name))
+                           for split, part in (("train", train), ("test", test)))
+        fingerprinted = {key: value for key, value in resolved.items() if key not in self.read_options}
+        try:
+            return make_dataset(self.name, train, test, {**fingerprinted, **subset.recorded(), "val_seed": val_seed},
+                                seed=val_seed, read_options={key: resolved[key] for key in self.read_options})
+        except TypeError as err:  # an option the fingerprint cannot hash
+            raise UserError(f"{FLAG} {self.name}: its options should be plain values (numbers, strings, lists): "
+                            f"{err}") from None
+
+    def _resolve(self, own: dict, rest: dict) -> dict:
+        """Every option the loader is called with (its defaults with the given ones); a UserError for one it
+        does not take, or a required one not given."""
+        from roarfast.data.subset import OPTIONS
+
+        if self.builtin:
+            if rest:
+                raise UserError(f"unknown option(s) {', '.join(sorted(rest))} for dataset {self.name!r}; it takes "
+                                f"{', '.join(sorted({*self.params, *OPTIONS.values()}))}")
+            for key, value in own.items():  # the kind here; the loader checks the range
+                check_like(f"--data-option {key}", value, self.params[key])
+        return _options(self.name, self.params, {**own, **rest})
+
+
+def _builtin(entry: DatasetEntry, data_dir) -> _Source:
+    """A built-in's loader, called with its defaults and bound keywords (all fingerprinted) and the given
+    options, with data_dir where it reads files (not fingerprinted: the files are)."""
     load = entry.load()
     params = inspect.signature(load).parameters
-    # every keyword the loader is called with, defaults and bound ones included, is part of the fingerprint
-    resolved = {key: p.default for key, p in params.items() if p.default is not _EMPTY}
-    resolved.update(options)
     if "data_dir" in params:
         if data_dir is None:
             raise UserError(f"dataset {entry.name!r} needs --data-dir ({entry.description})")
-        resolved["data_dir"] = str(data_dir)
-    train, test = load(**resolved)
-    fingerprint_options = {key: value for key, value in resolved.items()
-                           if key != "data_dir" and key not in entry.read_options}
-    fingerprint_options["val_seed"] = val_seed
-    read_options = {key: value for key, value in resolved.items() if key in entry.read_options}
-    return make_dataset(entry.name, train, test, fingerprint_options, seed=val_seed, read_options=read_options)
+        load = partial(load, data_dir=str(data_dir))
+    fixed = {key: p.default for key, p in params.items()
+             if p.default is not _EMPTY and key not in entry.options and key not in ("data_dir", SUBSET)}
+    return _Source(entry.name, dict(entry.options), load, fixed=fixed, read_options=entry.read_options,
+                   takes_subset=SUBSET in params, builtin=True)
 
 
-def _from_factory(spec: str, factory, data_dir, options: dict, val_seed):
-    """Calls a `package.module:factory` (or an importable factory object) with the data options (and data_dir
-    when it takes one) and converts what it returns."""
+def _factory(spec: str, factory, data_dir) -> _Source:
+    """A `package.module:factory` (or an importable factory object), called with the data options (and data_dir
+    when it takes one); what it returns is converted (roarfast.data.convert)."""
     from roarfast.data.convert import image_sets
     from roarfast.plugins import describe_error
 
@@ -145,30 +194,29 @@ def _from_factory(spec: str, factory, data_dir, options: dict, val_seed):
     takes_dir = params.pop("data_dir", None) is not None
     if data_dir is not None and not takes_dir:
         raise UserError(f"--data-dir: {FLAG} {spec} takes no data_dir argument")
-    resolved = _options(spec, params, options)
-    try:
-        result = factory(**resolved, **({"data_dir": str(data_dir)} if takes_dir and data_dir is not None else {}))
-    except UserError:
-        raise
-    except Exception as err:  # noqa: BLE001  (the user's factory: any failure is theirs to fix)
-        raise UserError(f"{FLAG} {spec} failed: {describe_error(err)}") from None
-    train, test = image_sets(result, f"{FLAG} {spec}")
-    return _make(spec, train, test, resolved, val_seed)
+
+    def load(**options):
+        try:
+            result = factory(**options, **({"data_dir": str(data_dir)} if takes_dir and data_dir is not None else {}))
+        except UserError:
+            raise
+        except Exception as err:  # noqa: BLE001  (the user's factory: any failure is theirs to fix)
+            raise UserError(f"{FLAG} {spec} failed: {describe_error(err)}") from None
+        return image_sets(result, f"{FLAG} {spec}")
+
+    return _Source(spec, params, load)
 
 
-def _from_object(obj, data_dir, options: dict, val_seed):
+def _object(obj, data_dir) -> _Source:
     """A dataset given to Study as a Python object: a factory (by its import path when it has one) or the
-    (train, test[, classes]) it would return."""
+    (train, test[, classes]) it would return, which takes no options but num_train / num_test."""
     from roarfast.data.convert import image_sets
 
     if callable(obj) and not isinstance(obj, (tuple, list)) and not hasattr(obj, "__getitem__"):
-        return _from_factory(import_path_of(obj) or object_name(obj), obj, data_dir, options, val_seed)
-    if options:
-        raise UserError(f"data options {', '.join(options)}: a dataset given as data takes none")
+        return _factory(import_path_of(obj) or object_name(obj), obj, data_dir)
     first = obj[0] if isinstance(obj, (tuple, list)) and obj else obj
     name = OBJECT_PREFIX + ("tensors" if isinstance(first, (tuple, list)) else type(first).__name__)
-    train, test = image_sets(obj, f"dataset {name}")
-    return _make(name, train, test, {}, val_seed)
+    return _Source(name, {}, lambda: image_sets(obj, f"dataset {name}"))
 
 
 def _options(spec: str, params: dict, given: dict) -> dict:
@@ -182,12 +230,3 @@ def _options(spec: str, params: dict, given: dict) -> dict:
     if missing:
         raise UserError(f"{FLAG} {spec} needs --data-option {' '.join(f'{key}=VALUE' for key in missing)}")
     return {**{key: default for key, default in params.items() if default is not _EMPTY}, **given}
-
-
-def _make(name: str, train, test, options: dict, val_seed):
-    from roarfast.data.base import make_dataset
-
-    try:
-        return make_dataset(name, train, test, {**options, "val_seed": val_seed}, seed=val_seed)
-    except TypeError as err:  # an option the fingerprint cannot hash
-        raise UserError(f"{FLAG} {name}: its options should be plain values (numbers, strings, lists): {err}") from None

@@ -28,10 +28,13 @@ _SET_HERE = ("self", "root", "train", "split", "transform", "target_transform", 
 
 
 def dataset_class(name: str):
-    """torchvision.datasets.<name>, or a UserError listing the classification datasets."""
+    """torchvision.datasets.<name>, a dataset class torchvision.datasets lists (its __all__: checked before
+    anything is called, so a run directory's record naming torchvision:<name> can name nothing else), or a
+    UserError listing the classification datasets."""
     import torchvision
 
-    cls = getattr(torchvision.datasets, name, None)
+    listed = name in getattr(torchvision.datasets, "__all__", ())
+    cls = getattr(torchvision.datasets, name, None) if listed else None
     if not (inspect.isclass(cls) and issubclass(cls, torch.utils.data.Dataset)):
         raise UserError(f"--dataset {TORCHVISION_PREFIX}{name}: torchvision.datasets has no dataset {name!r}; "
                         f"classification datasets it reads from disk: {', '.join(DOCUMENTED)}, ...")

@@ -9,7 +9,9 @@ the network and says where it came from. The forms are those MODELS reads (roarf
     a Python object         (Study) a factory, or an nn.Module whose copies are re-initialized per training
 
 A run records the spec's `name` and `source_sha256` (the factory's source file) in the base checkpoint;
-the stages rebuild the network from the name and refuse a source that changed since.
+the stages rebuild the network from the name and refuse a source that changed since. A recorded name is
+resolved with `recorded_in`: an import path only where the user named it again or trusts the run directory
+(roarfast.plugins.check_recorded), a timm: name only when timm lists it.
 """
 
 import copy
@@ -78,12 +80,13 @@ class ModelSpec:
                             f"Tensor[{PROBE_IMAGES}, {num_classes}] (num_classes), got {got}")
 
 
-def resolve_model(spec) -> ModelSpec:
+def resolve_model(spec, *, recorded_in=None) -> ModelSpec:
     """The ModelSpec of a built-in name, `package.module:factory`, `timm:<name>`, a name an earlier
-    resolve_model recorded for an object, or a Python object (a factory, or an nn.Module instance)."""
+    resolve_model recorded for an object, or a Python object (a factory, or an nn.Module instance).
+    recorded_in: the run-directory file the name was read from (roarfast.resolver.Resolver.query)."""
     if isinstance(spec, ModelSpec):
         return spec
-    query = MODELS.query(spec)
+    query = MODELS.query(spec, recorded_in=recorded_in)
     if query.form == BUILTIN:
         return ModelSpec(query.entry.name, partial(build_model, query.entry.name), builtin=True)
     if query.form == SCHEME:

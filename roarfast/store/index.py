@@ -1,5 +1,6 @@
 """The rank stores under one root (a run directory's is RunDir.rank_store), `<root>/<method>/<split>/`:
-opening a store's writer (new or resumed), reading a complete one back, and listing what is there."""
+opening a store's writer (new or resumed), reading a complete one back, and listing what is there (by the
+full method names the manifests hold: a long name's directory is bounded, layout.dir_name)."""
 
 import fcntl
 import json
@@ -21,6 +22,7 @@ from roarfast.store.layout import (
     RANKS,
     SPLITS,
     chunk_count,
+    dir_name,
     done_count,
     now,
     npy_header,
@@ -73,7 +75,7 @@ class RankStore:
         self.run_dir = run_dir  # named in the repair commands of its messages
 
     def path(self, method: str, split: str) -> Path:
-        return self.root / _check_name("method", method) / _check_name("split", split)
+        return self.root / dir_name(_check_name("method", method)) / _check_name("split", split)
 
     def open_writer(
         self,
@@ -242,14 +244,18 @@ class RankStore:
                           run_dir=self.run_dir)
 
     def _manifests(self):
-        """(method, split, manifest) of every store under the root, sorted."""
+        """(method, split, manifest) of every store under the root, sorted; the method is the full name its
+        manifest holds where the directory is that name's (dir_name), else the directory's name."""
         if not self.root.is_dir():
             return
         for method_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
             for split_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
                 manifest = read_manifest(split_dir, self.run_dir)
                 if manifest is not None:
-                    yield method_dir.name, split_dir.name, manifest
+                    method = manifest.get("method")
+                    if not isinstance(method, str) or dir_name(method) != method_dir.name:
+                        method = method_dir.name
+                    yield method, split_dir.name, manifest
 
     def manifest(self, method: str, split: str) -> dict | None:
         """The manifest of (method, split) as stored (complete or not), or None when there is none."""

@@ -1,6 +1,9 @@
 """The on-disk layout of one rank store, `<root>/<method>/<split>/`, and the pieces of it that its writer,
 its reader and the index of stores share.
 
+`<method>` is the method's name, or for a name too long to be one file name (a plug-in's long import path)
+a bounded one: its first characters and a hash of the whole (`dir_name`); the manifest holds the full name.
+
 - `ranks.npy`: a plain .npy file, Tensor[N, H, W] (pixel units) or Tensor[N, C, H, W] (value units),
   uint16 or int32, rank 0 = most important; read back as a read-only memory map.
 - `maps.npy` (optional): the float16 maps the ranks came from, same shape, for pictures.
@@ -11,6 +14,7 @@ its reader and the index of stores share.
 - `.lock`: held by the one writer of the store.
 """
 
+import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +39,18 @@ MAPS_DTYPE = np.float16
 #: SHA-NI), so verifying a read costs less than reading it (benchmarks/RESULTS.md, "Rank checksums");
 #: it guards against damage, not against an adversary, for which 64 bits suffice
 CHECKSUM = "xxh3_64"
+#: the longest name (UTF-8 bytes) kept as its own directory name; file systems allow 255
+LONGEST_DIR_NAME = 100
+#: a longer name's directory: this many of its first characters, "-", HASHED_CHARS hex of its sha256
+PREFIX_CHARS, HASHED_CHARS = 60, 16
+
+
+def dir_name(name: str) -> str:
+    """The directory (or file) name of a method, bounded: the name itself up to LONGEST_DIR_NAME bytes, else
+    its first PREFIX_CHARS characters and a hash of the whole name (readable, unique, never too long)."""
+    if len(name.encode()) <= LONGEST_DIR_NAME:
+        return name
+    return f"{name[:PREFIX_CHARS]}-{hashlib.sha256(name.encode()).hexdigest()[:HASHED_CHARS]}"
 
 
 def now() -> str:
@@ -52,11 +68,14 @@ def read_manifest(directory: Path, run_dir=None) -> dict | None:
         text = path.read_text()
     except FileNotFoundError:
         return None
-    repair = repair_command(directory.parent.name, run_dir)
     try:
         manifest = json.loads(text)
     except ValueError as e:
-        raise UserError(f"{path} is not valid JSON ({e}); {repair}") from None
+        raise UserError(f"{path} is not valid JSON ({e}); {repair_command(directory.parent.name, run_dir)}") from None
+    method = manifest.get("method") if isinstance(manifest, dict) else None
+    # a long name's directory is bounded (dir_name): the repair names the method the manifest says it holds
+    repair = repair_command(method if isinstance(method, str) and dir_name(method) == directory.parent.name
+                            else directory.parent.name, run_dir)
     manifest = unseal(manifest, path, repair, older=lambda record: record.get("format") == UNSEALED_FORMAT)
     if manifest.get("format") not in (UNSEALED_FORMAT, FORMAT):
         raise UserError(f"{path} has format {manifest.get('format')!r}, this roarfast reads formats "

@@ -41,6 +41,10 @@ DISTRACTOR_SIDES = (3, 8)
 COPY_CELL = 10
 MAX_COPIES = 9
 
+#: the most images of a split: a split is generated at once, about 65 KB of float intermediates an image
+#: (100,000 images: about 7 GB)
+MAX_IMAGES = 100_000
+
 # independent random streams: the label stream never feeds the background
 _STREAM_LABELS, _STREAM_BACKGROUND, _STREAM_OBJECTS = 0, 1, 2
 
@@ -153,9 +157,9 @@ def make_split(n: int, seed: int, split: int, copies: int) -> ImageSet:
 def load_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, copies: int = 1):
     """(train, test) ImageSets of the embedded dataset; masks = the object pixels."""
     for name, value in (("num_train", num_train), ("num_test", num_test)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < len(CLASSES):
-            raise UserError(f"--data-option {name} should be an int >= {len(CLASSES)} (one image per class), got "
-                            f"{value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not len(CLASSES) <= value <= MAX_IMAGES:
+            raise UserError(f"--data-option {name} should be an int in [{len(CLASSES)}, {MAX_IMAGES}] (at least one "
+                            f"image per class; at most what generating in memory allows), got {value!r}")
     if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= MAX_COPIES:
         raise UserError(f"--data-option copies should be an int in [1, {MAX_COPIES}], got {copies!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

@@ -1,6 +1,8 @@
 """JPEG trees in ImageFolder layout (root/train/<class>/*.jpg, root/val|test/<class>/*.jpg) decoded by
 NVIDIA DALI to the deterministic evaluation canvas: resize the shorter side to `resize`, center crop
-`crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas: README, "Semantics").
+`crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas: README, "Semantics"). A tree whose
+images all share one size keeps it (read from the files' headers, cached); ImageNet's 256/224 canvas is for
+trees of varied sizes, and a canvas larger than the images is made only when asked.
 Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU; without DALI,
 PIL and torchvision decode on the CPU (roarfast.data.decode), and the fingerprint says so.
 
@@ -8,6 +10,9 @@ A tree whose canvases fit in memory is decoded once into ImageSets; a larger one
 stream=True) becomes FileSets that the StreamLoader decodes batch by batch. Both fingerprint the same
 way, from the files' names and bytes, so one tree is one dataset whichever way it is read; a streamed
 split's digest, statistics and undecodable files are measured once and cached (roarfast.data.cache).
+
+A one-class tree is refused. num_train / num_test (the dataset resolver's stratified subset) are chosen
+from the listing, so only the files kept are read.
 
 Sample i of a split is the i-th file in sorted (class, file name) order; DALI delivers each canvas
 with its file's index (roarfast.data.dali), so the canvas is filled by index whatever the order.
@@ -36,6 +41,9 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 TEST_SPLITS = ("val", "test")
 #: share of the memory available at load time the decoded canvases may take before stream="auto" streams
 IN_MEMORY_SHARE = 0.5
+#: the canvas of a tree whose images differ in size (ImageNet's evaluation canvas): shorter side resized to
+#: DEFAULT_RESIZE, center crop DEFAULT_CROP; a tree whose images share one size keeps it (canvas)
+DEFAULT_RESIZE, DEFAULT_CROP = 256, 224
 
 
 def class_names(split_dir: Path) -> list[str]:
@@ -250,6 +258,41 @@ def check_canvas(resize: int, crop: int) -> None:
         raise UserError(f"imagefolder: crop should be in (0, resize={resize}], got {crop}")
 
 
+def shared_size(split_dir: Path, files: list[str]) -> tuple | None:
+    """(width, height) every image of `files` (relative to split_dir) has, from their headers (no decode), or
+    None when they differ; cached with the tree's measurements (roarfast.data.cache) by the files' names,
+    sizes and times."""
+    from PIL import Image
+
+    key = cache.listing_key("imagefolder-size", split_dir, files, {})
+    record = cache.read("imagefolder-size", key)
+    if record is None:
+        sizes = set()
+        for name in files:
+            try:
+                with Image.open(split_dir / name) as image:
+                    sizes.add(tuple(sorted(image.size)))  # EXIF orientation may swap the sides
+            except Exception:  # noqa: BLE001 - an undecodable file is found (and named) by the decode
+                continue
+            if len(sizes) > 1:
+                break
+        record = {"size": list(sizes.pop()) if len(sizes) == 1 else None}
+        cache.write("imagefolder-size", key, record)
+    return None if record["size"] is None else tuple(record["size"])
+
+
+def canvas_size(resize: int | None, crop: int | None, sides: list) -> tuple[int, int]:
+    """(resize, crop) of the canvas: as given; what is not given keeps the images' own size when they all share
+    one (`sides`: each split's shared (short, long) sides, or None), so a canvas larger than the images comes
+    only when asked; else the ImageNet canvas (DEFAULT_RESIZE, DEFAULT_CROP), within what is given."""
+    own = sides[0][0] if sides[0] is not None and all(side == sides[0] for side in sides) else None
+    if own is not None:
+        resize = resize if resize is not None else max(own, crop or own)
+        return resize, crop if crop is not None else resize
+    resize = resize if resize is not None else max(DEFAULT_RESIZE, crop or 0)
+    return resize, crop if crop is not None else min(DEFAULT_CROP, resize)
+
+
 def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
     """(train, test) split folders of the tree at root; the test split defaults to val, else test."""
     if test_split is None:
@@ -260,10 +303,12 @@ def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
     return root / "train", root / test_split
 
 
-def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: bool = False, device: str = "auto",
-                     test_split: str | None = None, batch_size: int | None = None, stream="auto"):
+def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = None, skip_bad: bool = False,
+                     device: str = "auto", test_split: str | None = None, batch_size: int | None = None,
+                     stream="auto", subset=None):
     """(train, test) splits of the tree at data_dir: data_dir/train and data_dir/<test_split> (default: val,
-    else test), canvas = shorter side resized to `resize`, center `crop` x `crop`.
+    else test), canvas = shorter side resized to `resize`, center `crop` x `crop`; what is not given keeps the
+    images' own size when they all share one, else the ImageNet canvas (canvas_size).
 
     skip_bad: log and drop images that cannot be decoded instead of failing with their names.
     device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device); without DALI, "auto" and
@@ -271,12 +316,27 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
     batch_size: images per decode batch (default: by canvas size, default_batch_size).
     stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
         decodes them into memory (ImageSets), "auto" streams when the canvases would not fit (wants_stream).
+    subset: the dataset resolver's stratified subset (roarfast.data.subset.Subset, num_train / num_test),
+        chosen from the listing so that only the files it keeps are read.
     """
     root = Path(data_dir)
-    check_canvas(resize, crop)
+    check_positive("--data-option resize", resize, optional=True)
+    check_positive("--data-option crop", crop, optional=True)
+    if resize is not None and crop is not None:
+        check_canvas(resize, crop)
     train_dir, test_dir = split_dirs(root, test_split)
     classes, train_files, train_labels = list_tree(train_dir)
+    if len(classes) < 2:  # a classifier of one class learns nothing, and ROAR measures nothing
+        raise UserError(f"{train_dir} holds {len(classes)} class folder ({', '.join(classes)}): a classifier needs "
+                        f"at least 2 <class>/ folders")
     _, test_files, test_labels = list_tree(test_dir, classes)
+    if subset is not None:
+        where = f"imagefolder {root}"
+        train_files, train_labels = _rows(train_files, train_labels, subset.rows("train", train_labels, len(classes),
+                                                                                  where))
+        test_files, test_labels = _rows(test_files, test_labels, subset.rows("test", test_labels, len(classes), where))
+    resize, crop = canvas_size(resize, crop, [shared_size(train_dir, train_files), shared_size(test_dir, test_files)])
+    check_canvas(resize, crop)
     check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
     check_positive("--data-option batch_size", batch_size, optional=True)
     decoder = decoder_for(device)
@@ -287,6 +347,13 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
                 _stream_split(test_dir, test_files, test_labels, measure=False, **common))
     return (_load_split(train_dir, train_files, train_labels, **common),
             _load_split(test_dir, test_files, test_labels, **common))
+
+
+def _rows(files: list[str], labels: list[int], rows) -> tuple[list[str], list[int]]:
+    """The files and labels of `rows` (None: all)."""
+    if rows is None:
+        return files, labels
+    return [files[i] for i in rows], [labels[i] for i in rows]
 
 
 # device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
