@@ -212,10 +212,15 @@ def test_a_flipped_key_in_the_table_or_its_index_is_refused_when_opened(run, btr
 
 
 def _v5_file(path) -> None:
-    """results.sqlite as schema v5 left it: the same rows without their digests."""
-    with sqlite3.connect(path) as raw:
-        raw.execute("ALTER TABLE measurements DROP COLUMN row_sha256")
-        raw.execute("PRAGMA user_version = 5")
+    """results.sqlite as schema v5 left it: the same rows without their digests. The connection is closed here,
+    so its last checkpoint of the write-ahead log lands now, not when it is collected later."""
+    raw = sqlite3.connect(path)
+    try:
+        with raw:
+            raw.execute("ALTER TABLE measurements DROP COLUMN row_sha256")
+            raw.execute("PRAGMA user_version = 5")
+    finally:
+        raw.close()
 
 
 def test_a_v5_file_gets_row_digests_once_saying_its_rows_were_never_verified(run, caplog):
