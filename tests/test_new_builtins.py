@@ -88,4 +88,4 @@ def test_a_model_and_a_dataset_are_one_module_each(tmp_path):
     assert seen["builtin"] and seen["cam_layer"] == "0"
     assert (seen["recipe"]["epochs"], seen["recipe"]["batch_size"], seen["recipe"]["lr"]) == (1, 16, 0.01)
     assert seen["images"] == 48 and seen["options"] == {"n": 48, "brightness": 200, "val_seed": 0}
-    assert seen["refused"] == "unknown option(s) colour for dataset 'squares'; it takes brightness, n"
+    assert seen["refused"] == "unknown option(s) colour for dataset 'squares'; it takes brightness, n, num_test, num_train"
