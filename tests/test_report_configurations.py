@@ -180,3 +180,34 @@ def test_cells_retrained_with_other_epochs_in_one_run_directory_are_reported_apa
     for part in summary["configurations"]:
         (group,) = [g for g in part["groups"] if g["method"] == "random"]
         assert group["seeds"] == [0, 1]  # two seeds of its own, never four pooled
+
+
+def row(method="random", epochs=2, lr=0.1, dataset="embedded", fingerprint=FINGERPRINT, finished="2026-01-01", **ranks):
+    """A retraining row as ResultsDB.rows gives it (only what configurations read)."""
+    made = config(method, epochs, control=False)
+    made["recipe"]["lr"] = lr
+    made["dataset"] = fingerprint
+    made["ranks"].update(ranks)
+    return {"dataset": dataset, "model": "fastnet", "method": method, "config": made, "finished": finished}
+
+
+def labels(rows) -> list:
+    from roarfast.report.configurations import split
+
+    return [(c.label, len(c.rows)) for c in split(rows)]
+
+
+def test_labels_name_what_differs_and_only_that():
+    # the methods' own ranks differ (parameters, seed): one configuration, unlabelled
+    assert labels([row("random"), row("grad"), row("ixg", seed=3)]) == [("", 3)]
+    assert labels([row(epochs=2), row(epochs=4, finished="2026-02-01")]) == [("epochs 2", 1), ("epochs 4", 1)]
+    assert labels([row(epochs=2, lr=0.1), row(epochs=4, lr=0.05, finished="2026-02-01")]) == [
+        ("epochs 2, lr 0.1", 1), ("epochs 4, lr 0.05", 1)]
+    # another dataset: named first, its fingerprint (a digest, cut short) after it
+    assert labels([row(), row(dataset="cifar10", fingerprint="e" * 64, finished="2026-02-01")]) == [
+        ("dataset embedded, data dddddddd", 1), ("dataset cifar10, data eeeeeeee", 1)]
+    # a shared rank setting splits them; rows without a config form their own
+    legacy = {"dataset": "embedded", "model": "fastnet", "method": "random", "config": None, "finished": "2025-01-01"}
+    assert labels([row(), row(granularity="value", finished="2026-02-01"), legacy]) == [
+        (UNRECORDED, 1), ("granularity pixel", 1), ("granularity value", 1)]
+    assert labels([row(), legacy]) == [(UNRECORDED, 1), ("configuration recorded", 1)]

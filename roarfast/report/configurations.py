@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 METHOD_OWN_RANKS = ("parameters", "code", "seed")
 #: a cell's config keys that are not part of its configuration (see the module's docstring)
 PER_CELL = ("ranks", "fill")
-#: the label of the rows that recorded no config
-UNRECORDED = "configuration not recorded (rows before schema v5)"
+#: the label of the rows that recorded no config, and of the one configuration recorded beside them
+UNRECORDED, RECORDED = "configuration not recorded (rows before schema v5)", "configuration recorded"
 #: a label names at most this many settings (the Configurations table lists them all)
 LABEL_SETTINGS = 3
 #: how the configuration's flattened settings are named in a label, where the leaf name would mislead
@@ -97,7 +97,7 @@ def _label(configurations: list) -> None:
         c.differs = {n: f.get(n) for n in differing}
         shown = [f"{n} {short(f.get(n))}" for n in differing[:LABEL_SETTINGS]]
         more = len(differing) - LABEL_SETTINGS
-        c.label = (", ".join(shown) + (f", +{more} more" if more > 0 else "")) or "as recorded"
+        c.label = (", ".join(shown) + (f", +{more} more" if more > 0 else "")) or RECORDED
     for c in configurations:
         if c.settings is None:
             c.label = UNRECORDED
