@@ -2,9 +2,10 @@
 - every measurement of results.sqlite: the same keys (kind, dataset, model, method, mode, fill, fraction,
   seed, config hash), each with the same status, epochs and accuracies bit for bit (test_acc, val_acc as
   float64 bit patterns); times, dates and versions are left out;
-- report/index.md, equal once the stage times (the only timings in it) are blanked and the run directory's
-  own path (in notes) is written <run-dir>;
-- report/summary.json, equal once its timings (the stages' and the base model's seconds) are blanked.
+- report/index.md, equal once the stage times and the configurations' finished times (the only timings in
+  it) are blanked and the run directory's own path (in notes) is written <run-dir>;
+- report/summary.json, equal once its timings (the stages' and the base model's seconds, each
+  configuration's first and last finished time) are blanked.
 Prints what differs and exits 1 on a difference, 0 when the two agree.
 
 A results.sqlite of an earlier schema (a run made before an upgrade) is compared through a copy migrated by
@@ -53,17 +54,20 @@ def measurements(run_dir: Path, key_columns=KEY) -> dict:
 
 
 def index_markdown(run_dir: Path) -> str:
-    """report/index.md with the seconds column of its stage-times table blanked and the run directory's
-    path replaced."""
+    """report/index.md with the seconds column of its stage-times table and the finished times of its
+    configurations table blanked and the run directory's path replaced."""
     from roarfast.rundir import RunDir
 
-    out, in_stage_times = [], False
+    out, in_stage_times, in_configurations = [], False, False
     text = (RunDir(run_dir).report_dir / "index.md").read_text().replace(str(run_dir), "<run-dir>")
     for line in text.splitlines():
         if line.startswith("## "):
             in_stage_times = line == "## Stage times"
+            in_configurations = line.startswith("## Configurations: ")
         elif in_stage_times and line.startswith("| ") and not line.startswith("| stage |"):
             line = re.sub(r"^(\| [^|]* \| )[-\d.]+( \|)", r"\1<seconds>\2", line)
+        elif in_configurations and line.startswith("| ") and not line.startswith("| configuration |"):
+            line = re.sub(r"^(\| [^|]* \| [^|]* \| )[^|]* \| [^|]*( \|)", r"\1<finished> | <finished>\2", line)
         out.append(line)
     return "\n".join(out)
 
@@ -77,7 +81,9 @@ def summary(run_dir: Path) -> dict:
     data = json.loads(text.replace(json.dumps(str(run_dir))[1:-1], "<run-dir>"))
     for stage in data.get("stages", []):
         stage["seconds"] = None
-    data.get("base", {})["seconds"] = None
+    for part in data.get("configurations") or [data]:  # several configurations, or the one
+        part.get("base", {})["seconds"] = None
+        part.get("configuration", {}).update(first=None, last=None)
     return data
 
 

@@ -114,9 +114,10 @@ def _counts_line(summary: dict) -> str:
     leaky = [e["mean"] for e in summary["leakage"] if e["leaky"]]
     spread = f" ({min(leaky):.0%}-{max(leaky):.0%} against chance {summary['chance']:.0%})" if leaky else ""
     return (f"{controls['leaky']} of {controls['tested']} mask-only controls are leaky{spread}: the removal "
-            f"pattern alone tells the class apart. Of {verdicts['drawn']} verdicts, {verdicts['conclusive']} are "
-            f"conclusive and {verdicts['inconclusive']} inconclusive by their leak's direction (rings and red "
-            f"squares in the figure).")
+            f"pattern alone tells the class apart. Of {verdicts['drawn']} verdicts, {verdicts['significant']} are "
+            f"significant after Holm; by their leak's direction, {verdicts['leaky_stands']} stand despite a leaky "
+            f"control and {verdicts['leaky_could_explain']} could be the leak's doing (rings and red squares in the "
+            f"figure).")
 
 
 def replace_between(path: Path, name: str, text: str) -> None:

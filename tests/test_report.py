@@ -151,7 +151,9 @@ def test_newest_config_wins_fills_stay_apart_and_unknown_modes_are_ignored(writt
     assert summary["fills"] == ["dataset-mean", "road"]
     road = verdict(summary, "good", "roar", 0.5, fill="road")
     assert road["random_mean"] == pytest.approx(0.51)
-    assert any("config hashes" in n for n in summary["notes"])
+    (stale,) = summary["set_aside"]  # rows before schema v5: the newest of each cell, the older set aside
+    assert stale["rows"] == 3 and "another config hash" in stale["why"]
+    assert written.verdict_lines()[0].startswith("set aside: 3 row(s): cells measured again under another config hash")
     assert any("future-mode" in n for n in summary["notes"])
     assert not any(g["mode"] == "future-mode" for g in summary["groups"])
     assert summary["chance"] == pytest.approx(0.1) and summary["base"]["test_acc"] == 0.95
@@ -253,7 +255,7 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
                     record(db, method, mode, f, 0, 0.5)
     written = write_report(run.root)
     assert (run.report_dir / "examples.png").is_file()
-    images, methods, labels, fill = examples.example_grid(written.summary, load_run(run).context, run)
+    images, methods, labels, fill = examples.example_grid(written.summary, load_run(run), run)
     assert fill == "dataset-mean" and methods == ["random", "oracle"] and labels == ["original", "ROAR 25%", "ROAR 50%", "KAR 25%", "KAR 50%"]
     original = ds.test.images[examples.EXAMPLE_INDEX].permute(1, 2, 0).double().numpy() / 255
     mean = np.array(ds.mean)

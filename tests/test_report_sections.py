@@ -82,7 +82,8 @@ def test_cells_trained_with_different_thread_counts_are_noted(tmp_path):
             for seed, threads in enumerate(counts):
                 for method in ("random", "a"):
                     record(db, RETRAIN, method, "roar", "dataset-mean", 0.5, seed, threads=threads)
-        return [note for note in load_run(run).notes if "thread" in note]
+        (part,) = load_run(run).parts
+        return [note for note in part.notes if "thread" in note]
 
     (note,) = threads_note([1, 1, 2])
     assert note.startswith("the cells were trained with different CPU thread counts (1 thread: 4 cell(s), 2 threads: "

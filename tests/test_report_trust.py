@@ -55,7 +55,7 @@ def test_one_seed_controls_of_an_image_tree_are_tested_from_the_rows(tmp_path):
     (line,) = [line for line in written.verdict_lines() if line.startswith("ROAR 50% sg-sq:")]
     assert "LEAKY: its mask-only control reaches 38.6%" in line and "not tested" not in line
     index = (written.out_dir / "index.md").read_text()
-    assert "| mask-only controls | 4 tested: 3 leaky |" in index
+    assert "| mask-only controls | 4 tested: 3 leaky, 1 not leaky |" in index
 
 
 def test_controls_that_cannot_be_tested_are_counted_untested_never_not_leaky(tmp_path):
@@ -63,10 +63,11 @@ def test_controls_that_cannot_be_tested_are_counted_untested_never_not_leaky(tmp
     written = write_report(hand_made_run(tmp_path / "run", TREE_ROWS, {}).root)
     summary = written.summary
     assert summary["counts"]["controls"] == {"all": 4, "tested": 0, "leaky": 0, "untested": 4}
-    assert summary["counts"]["verdicts"]["conclusive"] == 0
-    assert summary["counts"]["verdicts"]["unchecked"] == summary["counts"]["verdicts"]["drawn"] == 3
+    verdicts = summary["counts"]["verdicts"]
+    assert verdicts["control_not_leaky"] == verdicts["leaky_stands"] == verdicts["leaky_could_explain"] == 0
+    assert verdicts["no_control"] == verdicts["drawn"] == 3
     index = (written.out_dir / "index.md").read_text()
-    assert "| mask-only controls | 0 tested: 0 leaky; 4 untested" in index
+    assert "| mask-only controls | 0 tested: 0 leaky, 0 not leaky; 4 untested" in index
     assert "leaky cells | 0" not in index
     (line,) = [line for line in written.verdict_lines() if line.startswith("ROAR 50% grad:")]
     assert "control 28.6% (not tested: one seed and the test split's size is unknown)" in line
@@ -77,12 +78,13 @@ def test_controls_that_cannot_be_tested_are_counted_untested_never_not_leaky(tmp
 # a ROAR "better than random" and a KAR "no different" (they stand) and could explain the others (inconclusive).
 RANDOM = {"roar": [0.60, 0.61, 0.62], "kar": [0.50, 0.51, 0.52]}
 LEAKY, CLEAN = [0.40, 0.42, 0.44], [0.09, 0.10, 0.11]
+STANDS, COULD_EXPLAIN = "leaky control, verdict stands", "leaky control could explain the verdict"
 CASES = {  # method: (mode, accuracies, control, expected verdict, expected reading)
-    "roar-better": ("roar", [0.30, 0.31, 0.32], LEAKY, "better than random", "leaky, verdict stands"),
-    "roar-worse": ("roar", [0.80, 0.81, 0.82], LEAKY, "worse", "leaky, inconclusive"),
-    "roar-clean": ("roar", [0.20, 0.21, 0.22], CLEAN, "better than random", "not leaky"),
-    "kar-better": ("kar", [0.80, 0.81, 0.82], LEAKY, "better than random", "leaky, inconclusive"),
-    "kar-same": ("kar", [0.51, 0.50, 0.52], LEAKY, "no different", "leaky, verdict stands"),
+    "roar-better": ("roar", [0.30, 0.31, 0.32], LEAKY, "better than random", STANDS),
+    "roar-worse": ("roar", [0.80, 0.81, 0.82], LEAKY, "worse", COULD_EXPLAIN),
+    "roar-clean": ("roar", [0.20, 0.21, 0.22], CLEAN, "better than random", "control not leaky"),
+    "kar-better": ("kar", [0.80, 0.81, 0.82], LEAKY, "better than random", COULD_EXPLAIN),
+    "kar-same": ("kar", [0.51, 0.50, 0.52], LEAKY, "no different", STANDS),
     "kar-high": ("kar", [0.97, 0.99, 1.00], None, "better than random", "no control"),
 }
 
@@ -107,24 +109,29 @@ def test_each_verdict_reads_its_leaks_direction(directions):
         assert "[stands despite a leaky control]" in lines[method], lines[method]
         assert "works against" in lines[method]
     for method in ("roar-worse", "kar-better"):
-        assert "[INCONCLUSIVE: leaky control]" in lines[method], lines[method]
-        assert "could explain" in lines[method]
+        assert "[a leaky control could explain it]" in lines[method], lines[method]
+        assert "which could explain" in lines[method]
+    # what was tested, in words: every drawn verdict says whether it is significant after Holm
+    assert ", significant after Holm" in lines["roar-better"] and ", not significant after Holm" in lines["kar-same"]
+    assert not any("conclusive" in line.lower() for line in directions.verdict_lines())
     assert "LEAKY" not in lines["roar-clean"] and "not leaky" in lines["roar-clean"]
     assert "[" not in lines["kar-high"].split("(")[0] and "no control" in lines["kar-high"]
 
 
-def test_tables_and_counts_say_which_verdicts_are_conclusive(directions):
-    assert directions.summary["counts"]["verdicts"] == {"all": 6, "drawn": 6, "conclusive": 3, "inconclusive": 2,
-                                                        "unchecked": 1}
+def test_tables_and_counts_say_what_was_tested(directions):
+    assert directions.summary["counts"]["verdicts"] == {
+        "all": 6, "drawn": 6, "significant": 5, "not_significant": 1, "control_not_leaky": 1, "leaky_stands": 2,
+        "leaky_could_explain": 2, "no_control": 1}
     assert directions.summary["counts"]["controls"] == {"all": 5, "tested": 5, "leaky": 4, "untested": 0}
     index = (directions.out_dir / "index.md").read_text()
-    assert ("| verdicts against random | 6 drawn: 3 conclusive, 2 inconclusive (leaky control), 1 unchecked "
-            "(no tested control) |") in index
+    assert ("| verdicts against random | 6 tested: 5 significant after Holm, 1 not significant; their controls: 1 not "
+            "leaky, 2 leaky but the verdict stands, 2 leaky and could explain the verdict, 1 none tested |") in index
+    assert "conclusive" not in index.lower()
     cells = [[c.strip() for c in row.split("|")[1:3]] for row in index.splitlines() if row.startswith("| ")]
     table = {method: cell for method, cell in cells if cell.startswith(("better than random", "no different", "worse"))}
     assert table["roar-better"].endswith("LEAKY control, stands")
-    assert table["roar-worse"].endswith("LEAKY control, INCONCLUSIVE")
-    assert table["kar-better"].endswith("LEAKY control, INCONCLUSIVE")
+    assert table["roar-worse"].endswith("LEAKY control could explain it")
+    assert table["kar-better"].endswith("LEAKY control could explain it")
     assert table["kar-same"].endswith("LEAKY control, stands")
     assert "LEAKY" not in table["roar-clean"] and table["kar-high"].endswith("no control")
 
@@ -136,12 +143,15 @@ def test_the_figure_marks_leaky_points_by_what_the_leak_does_to_the_verdict(dire
     def marks(ax) -> dict:
         return {c.get_label(): [tuple(xy) for xy in c.get_offsets()] for c in ax.collections if c.get_label()
                 .startswith("leaky")}
-    assert marks(roar) == {"leaky control, verdict stands": [(50, pytest.approx(31))],
-                           "leaky control, verdict INCONCLUSIVE": [(50, pytest.approx(81))]}
-    assert marks(kar) == {"leaky control, verdict stands": [(50, pytest.approx(51))],
-                          "leaky control, verdict INCONCLUSIVE": [(50, pytest.approx(81))]}
+
+    def point(ax, method) -> tuple:  # where the method's point is drawn (set off beside the others at 50%)
+        (line,) = [line for line in ax.get_lines() if line.get_label() == method]
+        return pytest.approx(line.get_xdata()[0]), pytest.approx(line.get_ydata()[0])
+    assert marks(roar) == {STANDS: [point(roar, "roar-better")], COULD_EXPLAIN: [point(roar, "roar-worse")]}
+    assert marks(kar) == {STANDS: [point(kar, "kar-same")], COULD_EXPLAIN: [point(kar, "kar-better")]}
+    assert point(roar, "roar-better")[1] == 31 and point(roar, "roar-worse")[1] == 81
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "leaky control, verdict stands" in legend and "leaky control, verdict INCONCLUSIVE" in legend
+    assert STANDS in legend and COULD_EXPLAIN in legend
 
 
 def test_intervals_are_shown_within_accuracys_range_and_one_fraction_ranks_by_its_accuracy(directions):

@@ -53,6 +53,8 @@ class Estimator:
         requires: what it needs of the model (RELU_MODULES, CONV_LAYER), checked before any image.
         ground_truth: it needs the dataset's ground-truth importance masks.
         shared: the estimators one call computes together (one set of noisy samples), or None.
+        base: the estimator whose maps this one aggregates (a SmoothGrad family member's gradient estimator:
+            grad for sg-sq-grad), or None.
         compilable: its maps stay right when the model is torch.compile'd (False for anything that hooks
             modules, and for anything not checked).
         form: where it came from (roarfast.resolver's BUILTIN, SCHEME, IMPORT_PATH, OBJECT).
@@ -72,6 +74,7 @@ class Estimator:
     requires: tuple[str, ...] = ()
     ground_truth: bool = False
     shared: tuple[str, ...] | None = None
+    base: str | None = None
     compilable: bool = False
     form: str = BUILTIN
     code: Mapping = field(default_factory=lambda: dict(BUILTIN_CODE))
@@ -162,15 +165,17 @@ def register(name: str, description: str | None = None, *, reads=(), parameters=
 
 
 def register_shared(names: Mapping[str, str], *, reads=(), uses_model: bool = True, seeded: bool = False,
-                    target_mode: str = "given", requires=(), compilable: bool = False, order: float = 0.0):
+                    target_mode: str = "given", requires=(), compilable: bool = False, order: float = 0.0,
+                    base: str | None = None):
     """Decorator: registers `fn(model, batch, target, params, names) -> {name: Tensor}`, which computes any
-    subset of `names` (name -> description) from one piece of shared work, as one built-in per name."""
+    subset of `names` (name -> description) from one piece of shared work, as one built-in per name (`base`:
+    the estimator whose maps they aggregate, if any)."""
 
     def decorate(fn):
         for name, description in names.items():
             _add(Estimator(name, fn, description, parameters_of(reads, (), target_mode), uses_model=uses_model,
                            seeded=seeded, target_mode=target_mode, requires=tuple(requires),
-                           shared=tuple(names), compilable=compilable), order)
+                           shared=tuple(names), base=base, compilable=compilable), order)
         return fn
 
     return decorate

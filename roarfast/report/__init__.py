@@ -5,19 +5,30 @@ measurements, read once), analyse (.analysis: the numbers the sections share, th
 index.html, beside cells.csv and summary.json). What the page holds is the list of sections
 (roarfast.report.sections, one module each: its numbers, its tables or lines, its figures).
 
-Writes `<run_dir>/report/` by default; can be rerun at any time, also while a sweep is writing.
-From Python: `report = write_report(run_dir)`; `report.index_html`, `report.verdict_lines()`,
-`report.summary`.
+Writes `<run_dir>/report/` by default, built in a temporary directory beside it and swapped in whole
+(roarfast.atomic.replace_dir), so a kill or a full disk leaves the previous report whole; can be rerun at
+any time, also while a sweep is writing. A run directory holding several configurations of the cells
+(roarfast.report.configurations) has each reported apart. From Python: `report = write_report(run_dir)`;
+`report.index_html`, `report.verdict_lines()`, `report.summary` (with several configurations, each one's
+numbers in summary["configurations"]: roarfast.report.analysis.parts_of lists them either way).
 """
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roarfast.errors import UserError
 from roarfast.report import sections
 from roarfast.report.analysis import analyse
 from roarfast.report.load import load_run
 from roarfast.report.render import page, write_files
 from roarfast.report.text import verdict_lines
+
+#: the file that marks a directory as a report roarfast wrote: such a directory is replaced whole by the next
+#: report, and no other is (but an empty one)
+MARKER = ".roarfast-report"
+#: the files a report writes besides its figures (PNG): a directory holding only these, index.html and
+#: summary.json among them, is a report written before the marker existed
+REPORT_FILES = ("index.md", "index.html", "summary.json", "cells.csv")
 
 
 @dataclass
@@ -41,9 +52,13 @@ class Report:
 def write_report(run_dir, out_dir=None, dataset=None) -> Report:
     """Reads the run directory (writing nothing there), writes the report under out_dir (default: the run
     directory's report directory) and returns it; `dataset`: the run's Dataset when the caller holds it (a
-    Study's, which the run directory may not be able to load). Raises UserError, writing nothing, when the run
-    directory has no results.sqlite or no finished cells, or when out_dir cannot be written."""
-    from roarfast.atomic import check_writable
+    Study's, which the run directory may not be able to load). Every file is built in a temporary directory
+    beside out_dir, which replaces out_dir whole only once all are written: a failure or a kill leaves the
+    previous report whole. Raises UserError, writing nothing, when the run directory has no results.sqlite
+    or no finished cells, when out_dir cannot be written, or when it is a directory holding files no report
+    wrote (the report replaces its directory whole); a failed write is one line saying what was left."""
+    from roarfast.atomic import check_writable, replace_dir
+    from roarfast.errors import is_write_refused, write_error
     from roarfast.report.figures import draw
     from roarfast.rundir import RunDir
 
@@ -52,7 +67,54 @@ def write_report(run_dir, out_dir=None, dataset=None) -> Report:
     listed = sections.ordered()
     summary = analyse(loaded, listed)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir
-    check_writable(out_dir, 0, "--out")  # the run directory itself may be read-only: only out_dir is written
-    shown = draw(listed, summary, loaded.context, run, out_dir)
-    files = write_files(summary, page(listed, summary, shown), loaded.cells, out_dir)
+    previous = _snapshot(out_dir) if _check_replaceable(out_dir) else None
+    check_writable(out_dir.parent, 0, "--out")  # the report is built beside out_dir, then swapped in
+    cells = [cell for part in loaded.parts for cell in part.cells]
+
+    def build(tmp: Path) -> list:
+        shown = draw(listed, summary, loaded, run, tmp)
+        files = write_files(summary, page(listed, summary, shown), cells, tmp)
+        (tmp / MARKER).write_text("written by `roarfast report`, which replaces this directory whole\n")
+        return files
+
+    try:
+        files = replace_dir(out_dir, build)
+    except OSError as err:
+        if not is_write_refused(err):
+            raise
+        raise write_error(err, err.filename or out_dir, _left(out_dir, previous)) from None
+    except UserError as err:
+        raise UserError(f"{err}; {_left(out_dir, previous)}") from None
     return Report(out_dir, summary, [f["file"] for f in summary["figures"]] + files)
+
+
+def _check_replaceable(out_dir: Path) -> bool:
+    """Whether out_dir holds a report (which the new one replaces). A UserError when it is a directory
+    holding anything else: the report never replaces a directory roarfast did not write."""
+    if out_dir.is_symlink() or not out_dir.is_dir():
+        return False  # nothing there, or what replace_dir refuses in one line (a link, a file)
+    names = {p.name for p in out_dir.iterdir()}
+    if not names:
+        return False
+    if MARKER in names or ({"index.html", "summary.json"} <= names
+                           and all(n in REPORT_FILES or n.endswith(".png") for n in names)):
+        return True
+    others = sorted(names - {*REPORT_FILES, MARKER})
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    raise UserError(f"refusing to write the report into {out_dir}: it holds files no roarfast report wrote ({shown}), "
+                    f"and a report replaces its directory whole; name a new or empty directory with --out")
+
+
+def _snapshot(out_dir: Path) -> dict:
+    """name -> (size, modification time) of every file in out_dir: what says, after a failure, that the
+    previous report is still there as it was."""
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in out_dir.iterdir() if p.is_file()}
+
+
+def _left(out_dir: Path, previous: dict | None) -> str:
+    """What a failed report left, said only as far as it is seen to be true."""
+    if previous is None:
+        return "no report was written"
+    if out_dir.is_dir() and not out_dir.is_symlink() and _snapshot(out_dir) == previous:
+        return f"the previous report in {out_dir} is intact"
+    return f"the previous report in {out_dir} was not found as it was; rerun to write a new one"

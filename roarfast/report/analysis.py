@@ -1,8 +1,9 @@
 """The report's shared analysis: from the loaded measurements (roarfast.report.load) to the numbers several
 sections read — per cell group the mean and 95% interval over seeds, each mask-only control tested against
 chance (mask leakage), each estimator against random (Welch, Holm) with what its control's leak does to
-the verdict (the leak readings) — and `analyse`, which adds each section's own numbers
-(roarfast.report.sections) to them. Plain data in, plain (JSON-able) data out: the summary.
+the verdict (the leak readings) and whether random sits near chance there — and `analyse`, which adds each
+section's own numbers (roarfast.report.sections) to them, one configuration of the cells at a time. Plain
+data in, plain (JSON-able) data out: the summary.
 """
 
 from collections import defaultdict
@@ -10,26 +11,57 @@ from collections import defaultdict
 from roarfast import stats
 from roarfast.modes import LOWER_IS_BETTER, MODES, control_mode, is_control
 from roarfast.report.load import method_order, mode_order
+from roarfast.report.sections import CONFIGURATION, RUN
+
+#: random is near chance where its mean accuracy is less than this above chance: there an estimator has
+#: little room below it (ROAR), or random kept too little to learn from (KAR)
+NEAR_CHANCE = 0.05
 
 
 def analyse(loaded, sections) -> dict:
-    """Everything the report shows, JSON-able (summary.json): the shared numbers (`measured`), then each
-    section's, in page order (a section reads those placed before it). A section setting a key the summary
-    already holds is a ValueError."""
-    summary = measured(loaded)
+    """Everything the report shows, JSON-able (summary.json). Per configuration of the cells (LoadedRun's
+    parts): the shared numbers (`measured`), then each section's, in page order (a section reads those
+    placed before it). With one configuration, the summary is its numbers (with the run's notes first);
+    with several, {"configurations": [each one's numbers], "notes": the run's}. Then the numbers of the
+    sections about the whole run. A section setting a key the summary already holds is a ValueError."""
+    parts = [_analyse_part(part, [s for s in sections if s.scope == CONFIGURATION]) for part in loaded.parts]
+    if len(parts) == 1:
+        summary = parts[0]
+        summary["notes"] = loaded.notes + summary["notes"]
+    else:
+        summary = {"configurations": parts, "notes": list(loaded.notes)}
     for section in sections:
-        if section.numbers is None:
-            continue
-        numbers = section.numbers(loaded, summary)
-        taken = sorted(set(numbers) & set(summary))
-        if taken:
-            raise ValueError(f"report section {section.name!r} sets {taken}, which the summary already holds")
-        summary.update(numbers)
+        if section.scope == RUN:
+            _add(summary, section, loaded)
     return summary
 
 
+def parts_of(summary: dict) -> list:
+    """The summaries of each configuration: summary["configurations"] when the run holds several, else
+    [summary]."""
+    return summary.get("configurations") or [summary]
+
+
+def _analyse_part(loaded, sections) -> dict:
+    summary = measured(loaded)
+    for section in sections:
+        _add(summary, section, loaded)
+    return summary
+
+
+def _add(summary: dict, section, loaded) -> None:
+    if section.numbers is None:
+        return
+    numbers = section.numbers(loaded, summary)
+    taken = sorted(set(numbers) & set(summary))
+    if taken:
+        raise ValueError(f"report section {section.name!r} sets {taken}, which the summary already holds")
+    summary.update(numbers)
+
+
 def measured(loaded) -> dict:
-    """The numbers several sections read: groups (mean and interval per method x mode x fill x fraction),
+    """The numbers several sections read, of one configuration: the configuration (label, config, what
+    differs from the others, its cells), groups (mean and interval per method x mode x fill x fraction),
     the mask-only control tests (key "leakage": mask leakage), verdicts against random, the fills, the base
     model, chance, and the notes (the loader's; a figure that cannot be drawn adds one)."""
     cells, context = loaded.cells, loaded.context
@@ -41,15 +73,18 @@ def measured(loaded) -> dict:
                        "seeds": sorted(by_seed), **interval.to_dict()})
     controls = control_tests(accs, sizes, context)
     meta = context.meta
+    configuration = {} if loaded.configuration is None else loaded.configuration.to_dict()
     return {
+        "configuration": {**configuration, "cells": len(cells)},
         "fills": sorted({c["fill"] for c in cells if c["fill"] is not None}),
-        "base": {k: meta.get(k) for k in ("model", "dataset", "test_acc", "val_acc", "seconds", "num_classes")},
+        "base": {**{k: meta.get(k) for k in ("model", "dataset", "test_acc", "val_acc", "seconds", "num_classes")},
+                 "epochs": (meta.get("recipe") or {}).get("epochs")},
         "chance": context.chance,
         "groups": sorted(groups, key=lambda g: (mode_order(g["mode"]), g["fill"] or "", method_order(g["method"]),
                                                 g["fraction"])),
         "leakage": controls,
-        "verdicts": verdicts_against_random(accs, controls),
-        "notes": loaded.notes,
+        "verdicts": verdicts_against_random(accs, controls, context.chance),
+        "notes": list(loaded.notes),
     }
 
 
@@ -91,9 +126,10 @@ def control_tests(accs: dict, sizes: dict, context) -> list:
     return out
 
 
-def verdicts_against_random(accs: dict, control_entries: list) -> list:
+def verdicts_against_random(accs: dict, control_entries: list, chance: float | None = None) -> list:
     """Each estimator against random at every (mode, fill, fraction), Holm-corrected over the
-    estimators tested there, with its mask-only control's test."""
+    estimators tested there, with its mask-only control's test and whether random is near `chance` there
+    (random_near_chance: NEAR_CHANCE)."""
     controls = {(e["method"], e["mode"], e["fraction"]): e for e in control_entries}
     out = []
     slots = sorted({(mode, fill, fraction) for (_m, mode, fill, fraction) in accs if mode in MODES},
@@ -107,12 +143,13 @@ def verdicts_against_random(accs: dict, control_entries: list) -> list:
             values = list(by_seed.values())
             entry = {"method": method, "mode": mode, "fill": fill, "fraction": fraction,
                      "mean": sum(values) / len(values), "n": len(values),
-                     "random_mean": None, "n_random": 0, "p": None, "p_holm": None}
+                     "random_mean": None, "n_random": 0, "p": None, "p_holm": None, "random_near_chance": False}
             if random is None:
                 entry["verdict"] = "no verdict drawn (random was not run here)"
             else:
                 rv = list(random.values())
                 entry.update(random_mean=sum(rv) / len(rv), n_random=len(rv))
+                entry["random_near_chance"] = chance is not None and entry["random_mean"] < chance + NEAR_CHANCE
                 if len(values) < 2 or len(rv) < 2:
                     entry["verdict"] = "no verdict drawn (one seed)"
                 else:
@@ -131,11 +168,10 @@ def verdicts_against_random(accs: dict, control_entries: list) -> list:
     return out
 
 
-#: how a verdict reads beside its mask-only control (a verdict entry's "leak")
-NO_CONTROL, UNTESTED, NOT_LEAKY = "no control", "control untested", "not leaky"
-LEAK_STANDS, LEAK_INCONCLUSIVE, LEAKY_NO_VERDICT = "leaky, verdict stands", "leaky, inconclusive", "leaky"
-#: the readings under which a drawn verdict is conclusive
-CONCLUSIVE = (NOT_LEAKY, LEAK_STANDS)
+#: how a verdict reads beside its mask-only control (a verdict entry's "leak"): what was tested, in words
+NO_CONTROL, UNTESTED, NOT_LEAKY = "no control", "control untested", "control not leaky"
+LEAK_STANDS, LEAK_INCONCLUSIVE = "leaky control, verdict stands", "leaky control could explain the verdict"
+LEAKY_NO_VERDICT = "leaky control"
 
 
 def leak_reading(entry: dict) -> str:

@@ -1,43 +1,63 @@
-"""The report's figures (matplotlib, Agg: files only): the draw step, which saves every section's figures,
-and the pieces the sections' figures share — a method's curve with its interval, random as a band, chance
-and the base model as lines, one colour per method in every figure, one legend for all panels, and the
-accuracy panel of one mode and fill with its leaky points marked.
+"""The report's figures (matplotlib, Agg: files only): the draw step, which saves every section's figures
+(each configuration's apart), and the pieces the sections' figures share — a method's curve with its
+interval as error bars, random as the reference (a visible marker with its interval, also with one
+fraction, and a band between fractions), points of different methods side by side, chance and the base model as
+lines, one colour per method in every figure, one legend for all panels, and the accuracy panel of one mode
+and fill with its leaky points marked.
 """
 
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 from roarfast.modes import KAR, ROAR, control_mode
-from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, shown_bounds
+from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, parts_of, shown_bounds
 from roarfast.report.load import method_order
+from roarfast.report.sections import RUN
 
 AXIS = {ROAR: "fraction of pixels removed (%)", KAR: "fraction of pixels kept (%)"}
 #: how a leaky cell is marked on its curve, per leak reading: (marker, colour, legend label)
 LEAK_MARKS = {LEAK_STANDS: ("o", "black", "leaky control, verdict stands"),
-              LEAK_INCONCLUSIVE: ("s", "red", "leaky control, verdict INCONCLUSIVE"),
+              LEAK_INCONCLUSIVE: ("s", "red", "leaky control could explain the verdict"),
               LEAKY_NO_VERDICT: ("D", "0.45", "leaky control, no verdict drawn")}
 FIGURE_DPI = 110
 
 
-def draw(sections: list, summary: dict, context, run, out_dir: Path) -> dict:
-    """Draws and saves every section's figures into out_dir and lists them in summary["figures"] ([{file,
-    title, kind}], kind: the section's name; fill by fill, then those of the whole run); returns section
-    name -> the figures it drew, for the page."""
+def draw(sections: list, summary: dict, loaded, run, out_dir: Path) -> dict:
+    """Draws and saves every section's figures into out_dir, one configuration at a time (LoadedRun `loaded`'s
+    parts, whose summaries analysis.parts_of lists; a section with scope RUN draws from the run's summary and
+    gets `loaded` as its context): with several, each configuration's figures are saved under file names
+    ending in its slug, their titles labelled. Lists them in summary["figures"] ([{file, title, kind}], kind:
+    the section's name, plus configuration: the label, where labelled; fill by fill, then those of the whole
+    run); returns section name -> the figures it drew, for the page."""
     plt = pyplot()
+    parts = parts_of(summary)
+    several = len(parts) > 1
     shown, listed = defaultdict(list), []
     for section in sections:
         if section.figures is None:
             continue
-        for figure in section.figures(summary, context, run):
-            fig = figure.draw()
-            if fig is None:
-                continue
-            fig.savefig(out_dir / figure.file, dpi=FIGURE_DPI, bbox_inches="tight")
-            plt.close(fig)
-            entry = {"file": figure.file, "title": figure.title, "kind": section.name}
-            shown[section.name].append(entry)
-            listed.append((figure.fill, entry))
-    position = {fill: i for i, fill in enumerate(summary["fills"])}
+        if section.scope == RUN:
+            asked = [(None, section.figures(summary, loaded, run))]
+        else:
+            asked = [(p, section.figures(p, part.context, run)) for p, part in zip(parts, loaded.parts)]
+        for part, figures in asked:
+            for figure in figures:
+                fig = figure.draw()
+                if fig is None:
+                    continue
+                entry = {"file": figure.file, "title": figure.title, "kind": section.name}
+                if part is not None and several:
+                    stem, dot, ext = figure.file.rpartition(".")
+                    label = part["configuration"]["label"]
+                    entry.update(file=f"{stem}_{part['configuration']['slug']}{dot}{ext}",
+                                 title=f"[{label}] {figure.title}", configuration=label)
+                fig.savefig(out_dir / entry["file"], dpi=FIGURE_DPI, bbox_inches="tight")
+                plt.close(fig)
+                shown[section.name].append(entry)
+                listed.append((figure.fill, entry))
+    fills = [fill for p in parts for fill in p["fills"]]
+    position = {fill: fills.index(fill) for fill in fills}
     summary["figures"] = [entry for _, entry in sorted(listed, key=lambda t: position.get(t[0], len(position)))]
     return shown
 
@@ -71,26 +91,55 @@ def method_colors(summary: dict) -> dict:
     return {m: palette[i % len(palette)] for i, m in enumerate(methods)}
 
 
-def draw_curve(ax, points, label, color=None, linestyle="-"):
-    """One method's mean accuracy (%) against fraction (%), its 95% interval shaded where n >= 2."""
-    x = [100 * f for f, _ in points]
+#: what a figure's title says of its intervals
+INTERVALS = "bars: 95% t-interval over seeds (random's also shaded between fractions)"
+#: with one fraction, the points of a panel spread over this many percentage points of its x axis
+SPREAD_ONE_FRACTION = 6.0
+#: with several, over this share of the smallest gap between two fractions
+SPREAD_SHARE = 0.25
+
+
+def offsets(names: list, fractions: list) -> dict:
+    """name -> horizontal offset (percentage points) of its points in a panel, so that points of different
+    methods at one fraction do not cover each other: spread evenly, centred on the fraction."""
+    xs = sorted({100 * f for f in fractions})
+    width = SPREAD_ONE_FRACTION if len(xs) < 2 else SPREAD_SHARE * min(b - a for a, b in pairwise(xs))
+    if len(names) < 2:
+        return {name: 0.0 for name in names}
+    return {name: width * (i / (len(names) - 1) - 0.5) for i, name in enumerate(names)}
+
+
+def _errorbars(ax, xs, points, color, **style) -> None:
+    """The 95% intervals (as shown: clipped) of `points` at `xs` as error bars, where n >= 2."""
+    bars = [(x, 100 * g["mean"], *(100 * b for b in shown_bounds(g))) for x, (_, g) in zip(xs, points)
+            if g["low"] is not None]
+    if bars:
+        x, y, lo, hi = zip(*bars)
+        ax.errorbar(x, y, yerr=[[yi - li for yi, li in zip(y, lo)], [hi_ - yi for yi, hi_ in zip(y, hi)]],
+                    fmt="none", ecolor=color, elinewidth=1, capsize=3, **style)
+
+
+def draw_curve(ax, points, label, color=None, linestyle="-", dx: float = 0.0):
+    """One method's mean accuracy (%) against fraction (%) (shifted by dx), its 95% interval as error bars
+    where n >= 2 (bars, not bands: several methods' bands would cover each other)."""
+    x = [100 * f + dx for f, _ in points]
     y = [100 * g["mean"] for _, g in points]
     (line,) = ax.plot(x, y, marker="o", markersize=4, label=label, color=color, linestyle=linestyle)
-    spread = [(xi, *(100 * b for b in shown_bounds(g))) for xi, (_, g) in zip(x, points) if g["low"] is not None]
-    if spread:
-        xs, lo, hi = zip(*spread)
-        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+    _errorbars(ax, x, points, line.get_color())
     return line
 
 
-def draw_random(ax, points):
-    """random as a grey band (its 95% interval; its mean alone with one seed) with a dashed mean."""
-    x = [100 * f for f, _ in points]
+def draw_random(ax, points, dx: float = 0.0):
+    """random, the reference: a dashed grey line with diamond markers (visible with one fraction too), its
+    95% interval as error bars and, between the fractions, as a grey band."""
+    x = [100 * f + dx for f, _ in points]
     y = [100 * g["mean"] for _, g in points]
-    bounds = [shown_bounds(g) if g["low"] is not None else (g["mean"], g["mean"]) for _, g in points]
-    ax.fill_between(x, [100 * lo for lo, _ in bounds], [100 * hi for _, hi in bounds], color="0.6", alpha=0.35,
-                    linewidth=0, label="random, 95% interval")
-    ax.plot(x, y, color="0.35", linestyle="--", label="random")
+    ax.plot(x, y, color="0.3", linestyle="--", marker="D", markersize=6, label="random", zorder=4)
+    _errorbars(ax, x, points, "0.3", zorder=4)
+    spread = [(xi, *(100 * b for b in shown_bounds(g))) for xi, (_, g) in zip(x, points) if g["low"] is not None]
+    if len(spread) >= 2:
+        xs, lo, hi = zip(*spread)
+        ax.fill_between(xs, lo, hi, color="0.6", alpha=0.3, linewidth=0)
 
 
 def figure_legend(fig, axes) -> None:
@@ -103,14 +152,18 @@ def figure_legend(fig, axes) -> None:
 
 
 def decorate(ax, summary, mode, title):
-    """A panel's chance and base-model lines, its axes (the fractions run in `mode` or its control) and title."""
+    """A panel's chance and base-model lines, its axes (the fractions run in `mode` or its control; room
+    around a single one) and title."""
     if summary["chance"] is not None:
         ax.axhline(100 * summary["chance"], color="0.2", linestyle=":", linewidth=1, label="chance")
     if summary["base"].get("test_acc") is not None:
+        epochs = summary["base"].get("epochs")
         ax.axhline(100 * summary["base"]["test_acc"], color="tab:green", linestyle="-.", linewidth=1,
-                   label="base model (unmodified)")
-    fractions = sorted({100 * g["fraction"] for g in summary["groups"] if g["mode"] in (mode, control_mode(mode))})
-    ax.set_xticks(fractions)
+                   label="base model (unmodified" + (f", {epochs} epochs)" if epochs else ")"))
+    fractions = panel_fractions(summary, mode)
+    ax.set_xticks(fractions, [f"{f:g}" for f in fractions])
+    if len(fractions) == 1:
+        ax.set_xlim(fractions[0] - 2 * SPREAD_ONE_FRACTION, fractions[0] + 2 * SPREAD_ONE_FRACTION)
     ax.set_xlabel(AXIS.get(mode, "fraction (%)"))
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
@@ -118,20 +171,29 @@ def decorate(ax, summary, mode, title):
     ax.grid(alpha=0.3)
 
 
+def panel_fractions(summary: dict, mode: str) -> list:
+    """The fractions (%) run in `mode` or its control."""
+    return sorted({100 * g["fraction"] for g in summary["groups"] if g["mode"] in (mode, control_mode(mode))})
+
+
 def accuracy_panel(ax, summary: dict, mode: str, fill: str, colors: dict, title: str) -> None:
-    """One panel of the paper's figure: every estimator's curve of `mode` and `fill`, random as a band, leaky
-    points marked by what their leak does to the verdict (LEAK_MARKS)."""
+    """One panel of the paper's figure: every estimator's curve of `mode` and `fill`, random as the reference
+    (draw_random), points of different methods side by side, leaky points marked by what their leak does to
+    the verdict (LEAK_MARKS)."""
     curves = curves_of(summary, mode, fill)
-    if "random" in curves:
-        draw_random(ax, curves["random"])
-    for method in sorted(curves, key=method_order):
-        if method != "random":
-            draw_curve(ax, curves[method], method, colors[method])
+    methods = sorted(curves, key=method_order)
+    dx = offsets(methods, [f / 100 for f in panel_fractions(summary, mode)])
+    for method in methods:
+        if method == "random":
+            draw_random(ax, curves["random"], dx["random"])
+        else:
+            draw_curve(ax, curves[method], method, colors[method], dx=dx[method])
     decorate(ax, summary, mode, title)
     for leak, (marker, color, label) in LEAK_MARKS.items():  # last: their legend entries stay together
         # ringed: the control alone is above chance, so the point partly measures the pattern's shape;
         # the mark says whether the verdict survives that (analysis.leak_reading: the leak's direction)
         leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"], e["leak"]) == (mode, fill, leak)]
         if leaky:
-            ax.scatter([100 * e["fraction"] for e in leaky], [100 * e["mean"] for e in leaky], s=160,
+            ax.scatter([100 * e["fraction"] + dx.get(e["method"], 0.0) for e in leaky],
+                       [100 * e["mean"] for e in leaky], s=160,
                        marker=marker, facecolors="none", edgecolors=color, linewidths=1.4, zorder=5, label=label)

@@ -1,7 +1,8 @@
-"""The report's first step: a run directory's measurements read once into plain data (Loaded) — the
-finished retraining cells (one per cell: the newest where several configurations hold it), the raw rows
-the no-retrain and fill-leakage sections and the rank agreement need, and the context: the base model's
-meta, chance from the dataset, the stage times.
+"""The report's first step: a run directory's measurements read once into plain data (LoadedRun) — one
+Loaded per configuration of the retraining cells (roarfast.report.configurations: cells of two are never
+compared), each with its finished cells (within a configuration, each method's newest ranks only), the raw
+rows the no-retrain and fill-leakage sections and the rank agreement need, and its context: the base model's
+meta, chance from the dataset, the stage times; and what was set aside, and why.
 
 Reads only results.sqlite (read-only: nothing is written beside it), the base checkpoint's meta.json,
 stages.json and dataset.json (with the dataset itself, for the example images, and for chance and the test
@@ -9,36 +10,40 @@ split's size where the cells did not record them), so a report can be written wh
 a read-only run directory.
 """
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
+from roarfast.report.configurations import Configuration, ranks_change, split
 from roarfast.stats import chance_rate
 
 
 @dataclass
 class Context:
-    """What the report knows besides the measurements: the base model, chance, test-split size (both as the
-    cells recorded them where they all agree, else from the dataset), stage times, and the opened dataset
-    (None when it could not be opened; a note says why)."""
+    """What the report knows besides one configuration's measurements: the base model (its meta; {} when it
+    was trained on other data than these cells), chance, test-split size (both as the cells recorded them
+    where they all agree, else from the dataset), and the opened dataset (None when it could not be opened
+    or is not these cells' data; a note says why)."""
 
     meta: dict
     chance: float | None
     chance_source: str
     n_test: int | None
-    stages: list
     dataset: object = None
 
 
 @dataclass
 class Loaded:
-    """A run directory's measurements for the report.
+    """One configuration's measurements for the report.
 
-    cells: the finished retraining cells and controls, one per (method, mode, fraction, seed, fill), sorted
-        for reading, each with its control's accuracy (control_acc) where it has one and the test split's
-        size and chance it was measured on (test_images, test_chance; None where the row lacks them).
-    retrained, no_retrain, fill_leakage: the done rows of each kind, in results order.
+    cells: its finished retraining cells and controls, one per (method, mode, fraction, seed, fill), sorted
+        for reading, each with its control's accuracy (control_acc) where it has one, the test split's
+        size and chance it was measured on (test_images, test_chance; None where the row lacks them), its
+        configuration's label and its own config.
+    retrained: the rows those cells come from. no_retrain, fill_leakage: the done rows of each kind (the
+        whole run's), in results order.
+    notes: what the report could not do or set aside in this configuration.
     """
 
     cells: list
@@ -47,6 +52,20 @@ class Loaded:
     fill_leakage: list
     context: Context
     notes: list = field(default_factory=list)
+    configuration: Configuration | None = None
+
+
+@dataclass
+class LoadedRun:
+    """A run directory's measurements: a Loaded per configuration (oldest first), the notes about the whole
+    run, what was set aside ([{configuration, method, rows, why}]: rows not reported, and why), the stage
+    times ([{stage, seconds, source}]) and the run's dataset (None when not opened; a note says why)."""
+
+    parts: list
+    notes: list = field(default_factory=list)
+    set_aside: list = field(default_factory=list)
+    stages: list = field(default_factory=list)
+    dataset: object = None
 
 
 def method_order(method: str) -> tuple:
@@ -58,7 +77,7 @@ def mode_order(mode: str) -> int:
     return RETRAIN_MODES.index(mode)
 
 
-def load_run(run, dataset=None) -> Loaded:
+def load_run(run, dataset=None) -> LoadedRun:
     """Reads RunDir `run` (with `dataset`, when given, instead of opening the one dataset.json records).
     Raises UserError, reading nothing else, when it has no results.sqlite or no finished retraining cells."""
     from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
@@ -77,24 +96,76 @@ def load_run(run, dataset=None) -> Loaded:
         notes.append(f"rows of modes this report does not read were left out: {', '.join(unknown)}")
     known = [r for r in rows if r["mode"] in KIND_MODES.get(r["kind"], ())]
     retrained = [r for r in known if r["kind"] == RETRAIN]
-    cells = _newest_cells(retrained, notes)
-    if not cells:
+    if not retrained:
         raise UserError(f"no finished cells of modes {', '.join(RETRAIN_MODES)} in {path}")
-    return Loaded(cells=cells, retrained=retrained, no_retrain=[r for r in known if r["kind"] == NO_RETRAIN],
-                  fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE],
-                  context=_context(run, cells, notes, dataset),
-                  notes=notes)
+    meta = run.base_meta()
+    if not meta:
+        notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
+    ds = _open_dataset(run, dataset, notes)
+    loaded = LoadedRun(parts=[], notes=notes, dataset=ds)
+    for configuration in split(retrained):
+        kept = _current_ranks(configuration, loaded.set_aside)
+        part_notes = []
+        cells = _newest_cells(kept, configuration, loaded.set_aside, part_notes)
+        loaded.parts.append(Loaded(cells=cells, retrained=kept,
+                                   no_retrain=[r for r in known if r["kind"] == NO_RETRAIN],
+                                   fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE],
+                                   context=_context(run, meta, cells, part_notes, ds, configuration),
+                                   notes=part_notes, configuration=configuration))
+    loaded.stages = _stage_times(run, meta, [cell for part in loaded.parts for cell in part.cells])
+    return loaded
 
 
-def _newest_cells(rows: list, notes: list) -> list:
-    """One cell per (method, mode, fraction, seed, fill): the newest when several configuration hashes hold
-    the same cell (a note says how many were set aside); controls matched to their cells."""
+def _open_dataset(run, ds, notes: list):
+    """The run's dataset: `ds` when given, else the one dataset.json records, else None (a note says why)."""
+    if ds is not None:
+        return ds
+    if run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
+        notes.append(f"no {run.dataset_path.name} in the run directory: no example images")
+        return None
+    try:
+        return run.open_dataset()
+    except UserError as err:
+        notes.append(f"dataset not opened ({err}): no example images")
+        return None
+
+
+def _current_ranks(configuration: Configuration, set_aside: list) -> list:
+    """The rows of `configuration` made with each method's newest ranks (those of its newest row); the rest
+    are set aside, with what changed in the ranks. Rows that recorded no config are all kept."""
+    if configuration.settings is None:
+        return configuration.rows
+    from roarfast.fingerprint import canonical_json
+
+    by_method = defaultdict(list)
+    for row in configuration.rows:
+        by_method[row["method"]].append(row)
+    kept = []
+    for method, rows in by_method.items():
+        newest = max(rows, key=lambda r: r["finished"] or "")["config"].get("ranks")
+        older = defaultdict(list)
+        for row in rows:
+            ranks = row["config"].get("ranks")
+            (kept if canonical_json(ranks) == canonical_json(newest) else older[canonical_json(ranks)]).append(row)
+        for group in older.values():
+            change = ranks_change(group[0]["config"].get("ranks"), newest)
+            set_aside.append({"configuration": configuration.label, "method": method, "rows": len(group),
+                              "why": f"made with {method}'s older ranks ({change or 'another provenance'}); its "
+                                     f"cells with its newest ranks are reported"})
+    kept_ids = {id(row) for row in kept}
+    return [row for row in configuration.rows if id(row) in kept_ids]
+
+
+def _newest_cells(rows: list, configuration: Configuration, set_aside: list, notes: list) -> list:
+    """One cell per (method, mode, fraction, seed, fill): the newest when several config hashes hold the same
+    cell (only where no config was recorded: the older are set aside); controls matched to their cells."""
     newest = {}
     replaced = 0
     for row in rows:
         cell = {k: row[k] for k in ("method", "mode", "fraction", "seed", "fill", "test_acc", "val_acc", "epochs",
-                                    "seconds", "dataset", "model", "config_hash", "finished", "threads")}
+                                    "seconds", "dataset", "model", "config_hash", "finished", "threads", "config")}
         cell.update({k: (row["extra"] or {}).get(k) for k in ("test_images", "test_chance")})
+        cell["configuration"] = configuration.label
         key = (cell["method"], cell["mode"], cell["fraction"], cell["seed"], cell["fill"])
         if key in newest:
             replaced += 1
@@ -102,8 +173,9 @@ def _newest_cells(rows: list, notes: list) -> list:
                 continue
         newest[key] = cell
     if replaced:
-        notes.append(f"{replaced} result(s) of cells run under several configurations (config hashes) were "
-                     f"set aside: the newest of each cell is reported")
+        set_aside.append({"configuration": configuration.label, "method": None, "rows": replaced,
+                          "why": "cells measured again under another config hash, which rows before schema v5 do not "
+                                 "record: the newest of each cell is reported"})
     threads = Counter(c["threads"] for c in newest.values() if c["threads"] is not None)
     if len(threads) > 1:  # NULL: recorded before schema v4, not known to differ
         counts = ", ".join(f"{n} thread{'s' if n > 1 else ''}: {k} cell(s)" for n, k in sorted(threads.items()))
@@ -119,17 +191,18 @@ def _newest_cells(rows: list, notes: list) -> list:
     return cells
 
 
-def _context(run, cells: list, notes: list, ds=None) -> Context:
-    meta = run.base_meta()
-    if not meta:
-        notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
-    if ds is None and run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
-        notes.append(f"no {run.dataset_path.name} in the run directory: no example images")
-    elif ds is None:
-        try:
-            ds = run.open_dataset()
-        except UserError as err:
-            notes.append(f"dataset not opened ({err}): no example images")
+def _context(run, meta: dict, cells: list, notes: list, ds, configuration: Configuration) -> Context:
+    """One configuration's context: the base model's meta and the dataset only where they are of the data its
+    cells were trained on (the fingerprint its cells recorded; unknown before schema v5: taken as theirs)."""
+    data = None if configuration.settings is None else configuration.settings["config"].get("dataset")
+    if data is not None and ds is not None and ds.fingerprint != data:
+        notes.append(f"the run's dataset (fingerprint {ds.fingerprint[:8]}) is not the data these cells were trained "
+                     f"on ({data[:8]}): no example images; chance and the test split's size as the cells recorded them")
+        ds = None
+    if data is not None and meta.get("dataset_fingerprint") not in (None, data):
+        notes.append(f"the base model ({run.base_checkpoint}) was trained on other data than these cells: its "
+                     f"accuracy is not shown beside them")
+        meta = {}
     recorded_chance, recorded_n = (_recorded(cells, key) for key in ("test_chance", "test_images"))
     num_classes = meta.get("num_classes")
     if recorded_chance is not None:
@@ -141,7 +214,7 @@ def _context(run, cells: list, notes: list, ds=None) -> Context:
     else:
         chance, source = None, "unknown (no dataset, no base meta)"
     n_test = recorded_n if recorded_n is not None else (len(ds.test) if ds is not None else None)
-    return Context(meta, chance, source, n_test, _stage_times(run, meta, cells), ds)
+    return Context(meta, chance, source, n_test, ds)
 
 
 def _recorded(cells: list, key: str):

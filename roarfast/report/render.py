@@ -1,17 +1,21 @@
 """The report's rendering: the page assembled from the sections in order (each section's tables and lines,
-then its figures), written as index.md and a self-contained index.html (figures embedded), beside
-cells.csv and summary.json. Knows no section: what a page holds is the sections' business
-(roarfast.report.sections).
+then its figures; with several configurations, each configuration's apart under its label), written as
+index.md and a self-contained index.html (figures embedded), beside cells.csv and summary.json. Knows no
+section: what a page holds is the sections' business (roarfast.report.sections). `page` and `render_html`
+also serve a notebook's inline display of a written report (`page_html`).
 """
 
 import base64
 import csv
+import dataclasses
 import html
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from roarfast.report.sections import Lines, Table
+from roarfast.report.analysis import parts_of
+from roarfast.report.sections import RUN, Lines, Table, ordered
 
 
 @dataclass(frozen=True)
@@ -22,21 +26,46 @@ class Image:
     title: str
 
 
-def page(sections: list, summary: dict, shown: dict) -> list:
+def page(sections: list, summary: dict, shown: dict | None = None) -> list:
     """The page's blocks in reading order: each section's tables and lines, then the figures it drew
-    (`shown`: section name -> [{file, title}])."""
+    (`shown`: section name -> [{file, title, configuration?}]; default: summary["figures"]). With several
+    configurations, a section about one configuration shows each configuration's blocks and figures in turn,
+    its titles labelled."""
+    if shown is None:
+        shown = defaultdict(list)
+        for entry in summary.get("figures", []):
+            shown[entry["kind"]].append(entry)
+    parts = parts_of(summary)
     out = []
     for section in sections:
-        blocks = [] if section.blocks is None else section.blocks(summary)
-        wrong = [type(b).__name__ for b in blocks if not isinstance(b, (Table, Lines))]
-        if wrong:
-            raise TypeError(f"report section {section.name!r} gave {', '.join(wrong)}: blocks are Table or Lines")
-        out += blocks + [Image(f["file"], f["title"]) for f in shown.get(section.name, [])]
+        if section.scope == RUN or len(parts) == 1:
+            out += _blocks(section, summary) + [Image(f["file"], f["title"]) for f in shown.get(section.name, [])]
+            continue
+        for part in parts:
+            label = part["configuration"]["label"]
+            out += [dataclasses.replace(b, title=f"[{label}] {b.title}") for b in _blocks(section, part)]
+            out += [Image(f["file"], f["title"]) for f in shown.get(section.name, [])
+                    if f.get("configuration") == label]
     return out
 
 
+def _blocks(section, summary: dict) -> list:
+    blocks = [] if section.blocks is None else section.blocks(summary)
+    wrong = [type(b).__name__ for b in blocks if not isinstance(b, (Table, Lines))]
+    if wrong:
+        raise TypeError(f"report section {section.name!r} gave {', '.join(wrong)}: blocks are Table or Lines")
+    return blocks
+
+
+def page_html(summary: dict, out_dir: Path) -> str:
+    """The page of a written report (summary.json's content, its figures in out_dir) as one HTML document,
+    figures embedded: index.html's content, for an inline display."""
+    return render_html(page(ordered(), summary), Path(out_dir))
+
+
 def write_files(summary: dict, blocks: list, cells: list, out_dir: Path) -> list[str]:
-    """Writes cells.csv, summary.json, index.md and index.html into out_dir; returns their names."""
+    """Writes cells.csv, summary.json, index.md and index.html into out_dir (a directory of its own, which
+    the report fills whole: roarfast.report.write_report); returns their names."""
     write_csv(cells, out_dir / "cells.csv")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out_dir / "index.md").write_text(render_markdown(blocks))
@@ -96,10 +125,12 @@ def _leaky_class(text) -> str:
 
 
 def write_csv(cells: list, path: Path) -> None:
-    """cells.csv: one row per finished cell and control."""
-    columns = ["dataset", "model", "method", "mode", "fill", "fraction", "seed", "test_acc", "control_acc",
-               "val_acc", "epochs", "seconds", "config_hash", "finished"]
+    """cells.csv: one row per finished cell and control, with its configuration's label (empty when the run
+    holds one) and its config (JSON; empty before schema v5)."""
+    columns = ["configuration", "dataset", "model", "method", "mode", "fill", "fraction", "seed", "test_acc",
+               "control_acc", "val_acc", "epochs", "seconds", "config_hash", "finished", "config"]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(cells)
+        writer.writerows({**c, "config": "" if c.get("config") is None else json.dumps(c["config"], sort_keys=True)}
+                         for c in cells)

@@ -1,12 +1,14 @@
 """How the report writes its numbers, written once for every section: percentages, p-values, intervals,
 where a cell group sits ("ROAR 50% [road]"), what a ranking orders by, a verdict's reading beside its
-mask-only control, and the verdict lines `roarfast report` and `roarfast run` print (also the page's "All
-verdicts").
+mask-only control and beside a random near chance, and the lines `roarfast report` and `roarfast run` print
+(also the page's "All verdicts"): what to know first (several configurations, what was set aside,
+warnings), then the verdicts, each labelled with its configuration when the run holds several.
 """
 
+from roarfast import stats
 from roarfast.fills import DEFAULT_FILL
 from roarfast.report.analysis import (LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED,
-                                      shown_bounds)
+                                      parts_of, shown_bounds)
 
 
 def pct(value) -> str:
@@ -44,7 +46,19 @@ def ranked_by(fractions: list) -> str:
 
 
 #: what a verdict's tag says beside its verdict, per leak reading (none for a clean or uncontrolled one)
-LEAK_TAG = {LEAK_STANDS: " [stands despite a leaky control]", LEAK_INCONCLUSIVE: " [INCONCLUSIVE: leaky control]"}
+LEAK_TAG = {LEAK_STANDS: " [stands despite a leaky control]", LEAK_INCONCLUSIVE: " [a leaky control could explain it]"}
+
+
+def significance(entry: dict) -> str:
+    """"significant after Holm" / "not significant after Holm" for a drawn verdict, "" for none."""
+    if entry["p_holm"] is None:
+        return ""
+    return "significant after Holm" if entry["p_holm"] < stats.ALPHA else "not significant after Holm"
+
+
+def label_prefix(summary: dict, part: dict) -> str:
+    """"[epochs 2] " before what one configuration says, when the run holds several; else ""."""
+    return f"[{part['configuration']['label']}] " if len(parts_of(summary)) > 1 else ""
 
 
 def control_text(summary: dict, entry: dict) -> str:
@@ -64,9 +78,38 @@ def control_text(summary: dict, entry: dict) -> str:
     return f"{text}, which {effect} \"{entry['verdict']}\""
 
 
+def head_lines(summary: dict) -> list[str]:
+    """What to know before the verdicts: the configurations when there are several, what was set aside and
+    why, and each configuration's warnings (random near chance, a weak or undertrained model)."""
+    parts = parts_of(summary)
+    lines = []
+    if len(parts) > 1:
+        counted = "; ".join(f"[{p['configuration']['label']}] {p['configuration']['cells']} cells" for p in parts)
+        lines.append(f"{len(parts)} configurations of the retraining cells, reported apart (no verdict, ranking, curve "
+                     f"or control test compares cells of two): {counted}")
+    for entry in summary.get("set_aside", []):
+        label = f"[{entry['configuration']}] " if len(parts) > 1 else ""
+        what = f"{entry['rows']} row(s) of {entry['method']}" if entry["method"] else f"{entry['rows']} row(s)"
+        lines.append(f"{label}set aside: {what}: {entry['why']}")
+    common = [w for w in parts[0].get("warnings", []) if all(w in p.get("warnings", []) for p in parts)]
+    lines += [f"warning: {w}" for w in common]  # the same in every configuration: said once
+    for part in parts:
+        lines += [f"{label_prefix(summary, part)}warning: {w}" for w in part.get("warnings", []) if w not in common]
+    return lines
+
+
 def verdict_lines(summary: dict) -> list[str]:
-    """One line per estimator x mode x fraction verdict (with what its mask-only control's leak does to
-    it), a line per leaky control of random, and a ranking line per mode and fill."""
+    """The head lines (head_lines), then per configuration (each line labelled with it when the run holds
+    several) one line per estimator x mode x fraction verdict (with what its mask-only control's leak does
+    to it), a line per leaky control of random, and a ranking line per mode and fill."""
+    lines = head_lines(summary)
+    for part in parts_of(summary):
+        prefix = label_prefix(summary, part)
+        lines += [prefix + line for line in _part_lines(part)]
+    return lines
+
+
+def _part_lines(summary: dict) -> list[str]:
     lines = []
     for e in summary["verdicts"]:
         numbers = f"{pct(e['mean'])} vs random {pct(e['random_mean'])}"
@@ -74,8 +117,11 @@ def verdict_lines(summary: dict) -> list[str]:
             numbers += f", Welch p={p_text(e['p'])}, Holm p={p_text(e['p_holm'])}"
         else:
             numbers += f", seeds {e['n']} vs {e['n_random']}"
-        lines.append(f"{where(summary, e['mode'], e['fill'], e['fraction'])} {e['method']}: {e['verdict']}"
-                     f"{LEAK_TAG.get(e['leak'], '')} ({numbers}); {control_text(summary, e)}")
+        verdict = e["verdict"] + (f", {significance(e)}" if e["p_holm"] is not None else "")
+        near = (f"; random near chance ({pct(e['random_mean'])} vs chance {pct(summary['chance'])}: the warning says "
+                f"what this means)" if e.get("random_near_chance") else "")
+        lines.append(f"{where(summary, e['mode'], e['fill'], e['fraction'])} {e['method']}: {verdict}"
+                     f"{LEAK_TAG.get(e['leak'], '')} ({numbers}); {control_text(summary, e)}{near}")
     for leak in summary["leakage"]:
         if leak["method"] == "random" and leak["leaky"]:
             lines.append(f"{leak['mode'].upper()} {leak['fraction']:.0%} random: LEAKY control "

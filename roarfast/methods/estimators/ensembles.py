@@ -26,5 +26,5 @@ for _base, _declared in BASES.items():
     _statistic_of = {f"{stat}-{_base}": stat for stat in STATISTICS}
     register_shared({name: f"{STATISTICS[stat]} of {_base} over noisy copies" for name, stat in _statistic_of.items()},
                     reads=("samples", "noise_level", *_declared["reads"]), seeded=True,
-                    requires=_declared["requires"], compilable=_declared["compilable"], order=2)(
+                    requires=_declared["requires"], compilable=_declared["compilable"], order=2, base=_base)(
         partial(_family, base=_base, statistic_of=_statistic_of))

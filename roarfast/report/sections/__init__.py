@@ -15,14 +15,22 @@ Adding a section is one module here plus its test:
         ...
     register("name", "what it shows, in one line", order=75, numbers=numbers, blocks=tables, figures=figures)
 
-Each of the three is optional. `order` places the section on the page (the built-ins use 10, 20, ... 150);
+Each of the three is optional. `order` places the section on the page (the built-ins use 5, 10, ... 150);
 its figures follow its blocks. Every module of this package is imported at the first listing
 (roarfast.resolver's package discovery), which runs its `register`.
 
-What the steps hand a section: `loaded` (roarfast.report.load.Loaded: the cells, the raw rows, the context),
-`summary` (roarfast.report.analysis.measured's shared numbers: fills, base, chance, groups, leakage,
-verdicts, notes; plus the numbers of the sections placed before it; when rendering, all of it),
-`context` (load.Context: chance, the dataset when it could be opened) and `run` (the RunDir).
+A section sees one configuration of the cells at a time (`scope=CONFIGURATION`, the default): a run
+directory holding several (roarfast.report.configurations) has each analysed, drawn and shown apart, its
+titles carrying the configuration's label, so no section can compare cells of two. What is the same in
+every configuration is shown once. A section about the whole run (the configurations themselves, the
+notes) registers with `scope=RUN`.
+
+What the steps hand a section: `loaded` (roarfast.report.load.Loaded: one configuration's cells, raw rows
+and context; with scope RUN, the LoadedRun), `summary` (roarfast.report.analysis.measured's shared numbers
+of that configuration: configuration, fills, base, chance, groups, leakage, verdicts, notes; plus the
+numbers of the sections placed before it; when rendering, all of it; with scope RUN, the run's summary,
+whose configurations analysis.parts_of lists), `context` (load.Context: chance, the dataset when it could be
+opened) and `run` (the RunDir).
 """
 
 from collections.abc import Callable
@@ -30,6 +38,8 @@ from dataclasses import dataclass
 
 from roarfast.resolver import Entry, Resolver
 
+#: what a section sees: one configuration of the cells at a time, or the whole run
+CONFIGURATION, RUN = "configuration", "run"
 #: every report section, found in this package's modules
 SECTIONS = Resolver("report section", "section", package=__name__)
 
@@ -71,11 +81,18 @@ class Section:
     numbers: Callable | None = None
     blocks: Callable | None = None
     figures: Callable | None = None
+    scope: str = CONFIGURATION
+
+    def __post_init__(self):
+        if self.scope not in (CONFIGURATION, RUN):
+            raise ValueError(f"report section {self.name!r}: scope should be {CONFIGURATION!r} or {RUN!r}, "
+                             f"got {self.scope!r}")
 
 
-def register(name: str, description: str, order: float, *, numbers=None, blocks=None, figures=None) -> Section:
+def register(name: str, description: str, order: float, *, numbers=None, blocks=None, figures=None,
+             scope: str = CONFIGURATION) -> Section:
     """Registers a section (a module of this package calls this as it is imported) and returns it."""
-    section = Section(name, numbers, blocks, figures)
+    section = Section(name, numbers, blocks, figures, scope)
     SECTIONS.register(Entry(name, description, value=section, order=order))
     return section
 

@@ -1,10 +1,10 @@
 """The paper's figure, one per fill: test accuracy against the fraction of pixels removed (ROAR) or kept
-(KAR), one line per estimator with its 95% interval, random as a shaded band, leaky points marked."""
+(KAR), one line per estimator with its 95% interval, random as the reference (dashed, diamonds), leaky points marked."""
 
 from functools import partial
 
 from roarfast.modes import MODES
-from roarfast.report.figures import accuracy_panel, curves_of, figure_legend, method_colors, pyplot
+from roarfast.report.figures import INTERVALS, accuracy_panel, curves_of, figure_legend, method_colors, pyplot
 from roarfast.report.sections import Figure, register
 
 
@@ -28,7 +28,7 @@ def figure_accuracy(summary: dict, fill: str):
     for ax, mode in zip(axes[0], modes):
         accuracy_panel(ax, summary, mode, fill, colors, f"{mode.upper()} (fill {fill})")
     figure_legend(fig, axes.flat)
-    fig.suptitle("Test accuracy after retraining; shaded: 95% t-interval over seeds")
+    fig.suptitle(f"Test accuracy after retraining; {INTERVALS}")
     return fig
 
 

@@ -5,7 +5,7 @@ from collections import defaultdict
 from functools import partial
 
 from roarfast.modes import MODES, cell_mode, control_mode
-from roarfast.report.figures import curves_of, decorate, draw_curve, figure_legend, pyplot
+from roarfast.report.figures import curves_of, decorate, draw_curve, figure_legend, offsets, panel_fractions, pyplot
 from roarfast.report.load import method_order
 from roarfast.report.sections import Figure, Table, register
 from roarfast.report.text import p_text, pct
@@ -59,18 +59,18 @@ def figure_controls(summary: dict):
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (mode, method) in zip(axes.flat, panels):
-        for fill in summary["fills"]:
-            curve = curves_of(summary, mode, fill).get(method)
-            if curve:
-                draw_curve(ax, curve, f"{mode.upper()} ({fill})")
+        fills = [fill for fill in summary["fills"] if method in curves_of(summary, mode, fill)]
+        dx = offsets([*fills, None], [f / 100 for f in panel_fractions(summary, mode)])
+        for fill in fills:
+            draw_curve(ax, curves_of(summary, mode, fill)[method], f"{mode.upper()} ({fill})", dx=dx[fill])
         draw_curve(ax, curves_of(summary, control_mode(mode), None)[method], "mask-only control", color="tab:red",
-                   linestyle="--")
+                   linestyle="--", dx=dx[None])
         decorate(ax, summary, mode, f"{method}, {mode.upper()}")
         if (method, control_mode(mode)) in leaky:
             ax.set_title(f"{method}, {mode.upper()}: LEAKY control", color="firebrick")
     figure_legend(fig, axes.flat)
     fig.suptitle("ROAR/KAR accuracy beside the mask-only control (trained on the removal pattern alone); "
-                 "shaded: 95% t-interval over seeds")
+                 "bars: 95% t-interval over seeds")
     return fig
 
 

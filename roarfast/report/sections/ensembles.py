@@ -1,14 +1,14 @@
 """Base estimators against their SmoothGrad ensembles (SG, SG-SQ, VAR), one figure per fill: a panel per
-base estimator with ensemble members in the results, and mode."""
+base estimator with ensemble members in the results, and mode. Which method belongs to which family is read
+from the estimators' records (a member declares its `base`), never from their names; only estimators this
+process knows are looked up, so a name from the run directory imports nothing."""
 
 from functools import partial
 
 from roarfast.modes import MODES
-from roarfast.report.figures import curves_of, decorate, draw_curve, draw_random, figure_legend, method_colors, pyplot
+from roarfast.report.figures import (INTERVALS, curves_of, decorate, draw_curve, draw_random, figure_legend,
+                                     method_colors, offsets, panel_fractions, pyplot)
 from roarfast.report.sections import Figure, register
-
-BASE_ESTIMATORS = ("grad", "ig", "gb")
-ENSEMBLES = ("sg", "sg-sq", "var")
 
 
 def figures(summary: dict, context, run) -> list:
@@ -16,24 +16,37 @@ def figures(summary: dict, context, run) -> list:
                    partial(figure_ensembles, summary, fill), fill) for fill in summary["fills"]]
 
 
-def family(method: str) -> str | None:
-    """The base estimator of a method of the SmoothGrad families (grad for sg-sq-grad), or None."""
-    for base in BASE_ESTIMATORS:
-        if method == base or any(method == f"{e}-{base}" for e in ENSEMBLES):
-            return base
-    return None
+def _record(method: str):
+    """The record of an estimator this process knows (a built-in, or one registered here), else None."""
+    from roarfast.methods.declaration import ESTIMATORS
+
+    return ESTIMATORS.load(method) if method in ESTIMATORS else None
+
+
+def family(method: str, methods) -> str | None:
+    """The base estimator of `method`'s SmoothGrad family among `methods` (its record's declared base; a
+    method some member of `methods` declares as its base is its own family's), or None."""
+    record = _record(method)
+    if record is not None and record.base is not None:
+        return record.base
+    declared = {r.base for r in map(_record, methods) if r is not None}
+    return method if method in declared else None
 
 
 def figure_ensembles(summary: dict, fill: str):
-    """Random as a band in every panel. None when no base estimator has an ensemble member in the results."""
+    """Random as the reference in every panel. None when no base estimator has an ensemble member in the
+    results."""
     plt = pyplot()
 
     modes = [m for m in MODES if curves_of(summary, m, fill)]
-    panels = []
-    for base in BASE_ESTIMATORS:
-        members = {m for mode in modes for m in curves_of(summary, mode, fill) if family(m) == base}
-        if len(members) >= 2 or (members and base not in members):
-            panels.append((base, sorted(members, key=lambda m: (m != base, m))))
+    methods = {m for mode in modes for m in curves_of(summary, mode, fill)}
+    bases = {}
+    for method in methods:
+        base = family(method, methods)
+        if base is not None:
+            bases.setdefault(base, set()).add(method)
+    panels = [(base, sorted(members, key=lambda m: (m != base, m))) for base, members in sorted(bases.items())
+              if len(members) >= 2 or base not in members]
     if not panels:
         return None
     colors = method_colors(summary)
@@ -43,14 +56,16 @@ def figure_ensembles(summary: dict, fill: str):
         curves = curves_of(summary, mode, fill)
         for col, (base, members) in enumerate(panels):
             ax = axes[row][col]
-            if "random" in curves:
-                draw_random(ax, curves["random"])
-            for method in members:
-                if method in curves:
-                    draw_curve(ax, curves[method], method, colors[method])
+            drawn = [m for m in ["random", *members] if m in curves]
+            dx = offsets(drawn, [f / 100 for f in panel_fractions(summary, mode)])
+            for method in drawn:
+                if method == "random":
+                    draw_random(ax, curves["random"], dx["random"])
+                else:
+                    draw_curve(ax, curves[method], method, colors[method], dx=dx[method])
             decorate(ax, summary, mode, f"{base} and its ensembles, {mode.upper()}")
     figure_legend(fig, axes.flat)
-    fig.suptitle(f"Base estimators against SG / SG-SQ / VAR (fill {fill}); shaded: 95% t-interval over seeds")
+    fig.suptitle(f"Base estimators against SG / SG-SQ / VAR (fill {fill}); {INTERVALS}")
     return fig
 
 

@@ -1,15 +1,17 @@
 """One test image masked exactly as retraining saw it: a row per method, a column per mode and fraction.
 The only part of the report that reads the dataset and the rank store, and imports the compiled extension
-(when it draws); a grid that cannot be drawn becomes a note."""
+(when it draws); a grid that cannot be drawn becomes a note. About the whole run (the ranks it shows are the
+store's): its methods and columns are those of every configuration."""
 
 from functools import partial
 
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, resolve_fill
 from roarfast.modes import MODES
+from roarfast.report.analysis import parts_of
 from roarfast.report.figures import pyplot
 from roarfast.report.load import method_order
-from roarfast.report.sections import Figure, register
+from roarfast.report.sections import RUN, Figure, register
 
 EXAMPLE_INDEX = 0  # the test image drawn in the example grid
 
@@ -33,8 +35,8 @@ def _draw(summary: dict, context, run):
 
 def example_grid(summary: dict, context, run):
     """(images float ndarray[rows, cols, H, W, C] in [0, 1], row labels, column labels, fill name) of test image
-    EXAMPLE_INDEX masked as retraining masked it (the fill's `apply`, then back to
-    pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve.
+    EXAMPLE_INDEX of `context.dataset` (the LoadedRun's) masked as retraining masked it (the fill's `apply`,
+    then back to pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve.
     The only part of the report that needs the compiled extension: it is imported here."""
     import numpy as np
     import torch
@@ -42,17 +44,20 @@ def example_grid(summary: dict, context, run):
     from roarfast.data.base import FileSet
 
     ds = context.dataset
-    if ds is None or not summary["fills"]:
+    parts = parts_of(summary)
+    fills = sorted({fill for p in parts for fill in p["fills"]})
+    groups = [g for p in parts for g in p["groups"]]
+    if ds is None or not fills:
         return None
     if isinstance(ds.test, FileSet):
         raise UserError("the dataset is streamed from disk; the grid draws in-memory datasets only")
-    fill_name = DEFAULT_FILL if DEFAULT_FILL in summary["fills"] else summary["fills"][0]
+    fill_name = DEFAULT_FILL if DEFAULT_FILL in fills else fills[0]
     fill = resolve_fill(fill_name)
-    columns = [(mode, f) for mode in MODES for f in sorted({g["fraction"] for g in summary["groups"]
+    columns = [(mode, f) for mode in MODES for f in sorted({g["fraction"] for g in groups
                                                             if g["mode"] == mode and g["fill"] == fill_name})]
     store = run.rank_store
     stored = set(store.methods("test"))
-    methods = sorted({g["method"] for g in summary["groups"] if g["mode"] in MODES} & stored, key=method_order)
+    methods = sorted({g["method"] for g in groups if g["mode"] in MODES} & stored, key=method_order)
     if not methods or not columns:
         return None
     image = ds.test.images[EXAMPLE_INDEX:EXAMPLE_INDEX + 1]
@@ -96,4 +101,4 @@ def figure_examples(images, row_labels: list, col_labels: list, fill: str):
 
 
 register("examples", "one test image masked as retraining saw it, per method, mode and fraction", 90,
-         figures=figures)
+         figures=figures, scope=RUN)

@@ -5,7 +5,7 @@ from collections import defaultdict
 from functools import partial
 
 from roarfast.modes import MODES
-from roarfast.report.figures import accuracy_panel, curves_of, figure_legend, method_colors, pyplot
+from roarfast.report.figures import INTERVALS, accuracy_panel, curves_of, figure_legend, method_colors, pyplot
 from roarfast.report.sections import Figure, register
 
 
@@ -36,7 +36,7 @@ def figure_fills(summary: dict):
             axes[row][col].title.set_fontsize(10 if holes else 11)
     figure_legend(fig, axes.flat)
     fig.suptitle("Test accuracy after retraining, one row per fill (hole detector: pixel accuracy at finding the "
-                 "removed pixels vs the base rate); shaded: 95% t-interval over seeds")
+                 f"removed pixels vs the base rate); {INTERVALS}")
     return fig
 
 

@@ -1,12 +1,15 @@
-"""Methods: the tests behind the intervals, verdicts, rankings and leakage, and how a leaky control's
-direction decides what a verdict is worth."""
+"""Methods: the tests behind the intervals, verdicts, rankings and leakage, how a leaky control's direction
+decides what a verdict is worth, which cells are compared, and the warnings' rules."""
 
 from roarfast import stats
-from roarfast.report.sections import Lines, register
+from roarfast.report.analysis import NEAR_CHANCE
+from roarfast.report.sections import RUN, Lines, register
+from roarfast.report.sections.run import SHORT_TRAINING_SHARE, WEAK_BASE_SHARE
 
 
 def numbers(loaded, summary: dict) -> dict:
-    return {"alpha": stats.ALPHA, "leak_margin": stats.LEAK_MARGIN,
+    return {"alpha": stats.ALPHA, "leak_margin": stats.LEAK_MARGIN, "near_chance": NEAR_CHANCE,
+            "weak_base_share": WEAK_BASE_SHARE, "short_training_share": SHORT_TRAINING_SHARE,
             "tests": {"interval": stats.T_INTERVAL, "verdict": stats.WELCH, "ranking": stats.AUC_TEXT,
                       "leakage": f"{stats.LEAK_T}; with one seed or no spread: {stats.LEAK_BINOMIAL}; leaky when "
                                  f"p < {stats.ALPHA} and the control beats chance by >= {stats.LEAK_MARGIN:.0%}",
@@ -26,10 +29,18 @@ def lines(summary: dict) -> list:
         (f"Leakage: {tests['leakage']}. A leaky cell's accuracy partly measures the removal pattern's shape "
          f"rather than the removed information, and the shape can only lift it. So the leak's direction decides "
          f"what a verdict is worth: in ROAR (lower is better) a \"better than random\" was reached despite "
-         f"the lift and stands, while \"no different\" or \"worse\" may be the lift's doing and is "
-         f"inconclusive; in KAR (higher is better) a \"better than random\" may be the lift's doing and is "
-         f"inconclusive, while \"no different\" or \"worse\" stand. A control that could not be tested is "
-         f"counted as untested, never as not leaky.")])]
+         f"the lift and stands, while the leak could explain a \"no different\" or \"worse\"; in KAR (higher is "
+         f"better) the leak could explain a \"better than random\", while \"no different\" or \"worse\" "
+         f"stand. A control that could not be tested is counted as untested, never as not leaky."),
+        (f"Configurations: cells are compared only with cells of their own configuration (everything their "
+         f"rows record but the method's own ranks: data, model, recipe, the shared rank settings); a run "
+         f"directory holding several reports each apart under a label saying what differs, and within one "
+         f"only each method's newest ranks count. Warnings: random is near chance when less than "
+         f"{100 * summary['near_chance']:g} points above it; the base model is weak when it beats chance by less than "
+         f"{summary['weak_base_share']:.0%} of the way to 100%; the gap to the base model is called mostly "
+         f"undertraining when the cells train at most {summary['short_training_share']:.0%} of its epochs and "
+         f"even random's least-modified cells stay in the lower half between chance and it.")])]
 
 
-register("methods", "the tests behind the numbers, and how a leak is read", 140, numbers=numbers, blocks=lines)
+register("methods", "the tests behind the numbers, and how a leak is read", 140, numbers=numbers, blocks=lines,
+         scope=RUN)

@@ -1,57 +1,165 @@
-"""The Run table, first on the page: what was measured (dataset, model, the base model, chance, the test
-split, the fills, how many cells) and how many mask-only controls and verdicts can be trusted for what."""
+"""What was measured, first on the page: the data (canvas, image counts, classes), how the base model and the
+retrained cells were trained (model, epochs, batch, learning rate), the fills, chance, how many cells, and
+what was tested (controls leaky or not, verdicts significant after Holm or not) — then the warnings a reader
+needs before any verdict: random near chance, a base model too weak for its estimators' verdicts to mean
+much, cells so much shorter-trained than the base model that the gap to it is mostly undertraining."""
 
-from roarfast.report.analysis import CONCLUSIVE, LEAK_INCONCLUSIVE, NO_CONTROL, UNTESTED
-from roarfast.report.sections import Table, register
+from roarfast import stats
+from roarfast.modes import LOWER_IS_BETTER, MODES
+from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, NEAR_CHANCE, NO_CONTROL, NOT_LEAKY, UNTESTED
+from roarfast.report.sections import Lines, Table, register
 from roarfast.report.text import pct
+
+#: a base model is weak when it beats chance by less than this share of the way from chance to 100%: the
+#: estimators then explain a model that learned little (34% on 10 classes is weak: 40% is a third of the way)
+WEAK_BASE_SHARE = 1 / 3
+#: cells trained at most this share of the base model's epochs, whose random cells stay in the lower half
+#: between chance and the base model even where least modified, are "mostly undertrained"
+SHORT_TRAINING_SHARE = 0.5
+#: the recipe fields the table shows, with their words
+TRAINING = {"epochs": lambda n: f"{n} epoch{'' if n == 1 else 's'}", "batch_size": "batch {}".format,
+            "lr": "learning rate {:g}".format}
 
 
 def numbers(loaded, summary: dict) -> dict:
     context = loaded.context
+    measured = {"data": _data(loaded), "base": _training(context.meta.get("recipe"), context.meta.get("model")),
+                "cells": _cells_training(loaded)}
     return {"datasets": sorted({c["dataset"] for c in loaded.cells}),
             "models": sorted({c["model"] for c in loaded.cells}),
             "chance_source": context.chance_source,
             "n_test": context.n_test,
-            "counts": counts(summary["leakage"], summary["verdicts"])}
+            "measured": measured,
+            "counts": counts(summary["leakage"], summary["verdicts"]),
+            "warnings": warnings(summary, measured)}
+
+
+def _data(loaded) -> dict:
+    """The data the cells were trained on: canvas, channels, classes (the base meta's, else the dataset's) and
+    the image counts (the opened dataset's; the test split's also as the cells recorded it)."""
+    meta, ds = loaded.context.meta, loaded.context.dataset
+    out = {"canvas": meta.get("image_size"), "channels": meta.get("in_channels"),
+           "classes": meta.get("num_classes"), "train": None, "validation": None, "test": loaded.context.n_test}
+    if ds is not None:
+        out.update(canvas=ds.image_size, channels=ds.channels, classes=ds.num_classes,
+                   train=len(ds.train) - len(ds.val_index), validation=len(ds.val_index), test=len(ds.test))
+    return out
+
+
+def _training(recipe: dict | None, model) -> dict:
+    return {"model": model, **{key: (recipe or {}).get(key) for key in TRAINING}}
+
+
+def _cells_training(loaded) -> dict:
+    """The cells' training: the recipe their config recorded, else (rows before schema v5) the epochs their
+    rows record."""
+    models = ", ".join(sorted({c["model"] for c in loaded.cells}))
+    configuration = loaded.configuration
+    if configuration is not None and configuration.settings is not None:
+        return _training(configuration.settings["config"].get("recipe"), models)
+    epochs = sorted({c["epochs"] for c in loaded.cells if c["epochs"] is not None})
+    return {**_training(None, models), "epochs": epochs[0] if len(epochs) == 1 else None}
+
+
+def training_text(training: dict) -> str:
+    known = [words(training[key]) for key, words in TRAINING.items() if training.get(key) is not None]
+    return ", ".join([training.get("model") or "model unknown", *known]) if known else (training.get("model") or "-")
 
 
 def counts(controls: list, verdicts: list) -> dict:
-    """How many controls were tested and found leaky (an untested one is counted as such, never as not
-    leaky), and how many verdicts were drawn and are conclusive beside their controls."""
+    """What was tested: the controls tested and found leaky or not (an untested one is counted as such,
+    never as not leaky); the verdicts drawn, significant after Holm or not, and by their control."""
     drawn = [e for e in verdicts if e["p_holm"] is not None]
     return {"controls": {"all": len(controls), "tested": sum(c["leaky"] is not None for c in controls),
                          "leaky": sum(bool(c["leaky"]) for c in controls),
                          "untested": sum(c["leaky"] is None for c in controls)},
             "verdicts": {"all": len(verdicts), "drawn": len(drawn),
-                         "conclusive": sum(e["leak"] in CONCLUSIVE for e in drawn),
-                         "inconclusive": sum(e["leak"] == LEAK_INCONCLUSIVE for e in drawn),
-                         "unchecked": sum(e["leak"] in (NO_CONTROL, UNTESTED) for e in drawn)}}
+                         "significant": sum(e["p_holm"] < stats.ALPHA for e in drawn),
+                         "not_significant": sum(e["p_holm"] >= stats.ALPHA for e in drawn),
+                         "control_not_leaky": sum(e["leak"] == NOT_LEAKY for e in drawn),
+                         "leaky_stands": sum(e["leak"] == LEAK_STANDS for e in drawn),
+                         "leaky_could_explain": sum(e["leak"] == LEAK_INCONCLUSIVE for e in drawn),
+                         "no_control": sum(e["leak"] in (NO_CONTROL, UNTESTED) for e in drawn)}}
+
+
+def warnings(summary: dict, measured: dict) -> list[str]:
+    """What a reader must know before the verdicts, each with what it means for them (the rules:
+    analysis.NEAR_CHANCE, WEAK_BASE_SHARE, SHORT_TRAINING_SHARE)."""
+    chance, base = summary["chance"], summary["base"].get("test_acc")
+    if chance is None:
+        return []
+    out = []
+    random = [g for g in summary["groups"] if g["method"] == "random" and g["mode"] in MODES]
+    for mode in MODES:
+        near = [g for g in random if g["mode"] == mode and g["mean"] < chance + NEAR_CHANCE]
+        if near:
+            where = ", ".join(f"{g['fraction']:.0%}" + (f" [{g['fill']}]" if len(summary["fills"]) > 1 else "")
+                              + f" ({pct(g['mean'])})" for g in near)
+            means = ("an estimator has little room below random there, so its \"no different\" says little and a "
+                     "\"better than random\" needs it near chance" if LOWER_IS_BETTER[mode] else
+                     "random kept too little to learn from there, so \"better than random\" is easy to reach and "
+                     "says little")
+            out.append(f"random is near chance (less than {100 * NEAR_CHANCE:g} points above chance {pct(chance)}) at "
+                       f"{mode.upper()} {where}: {means}")
+    if base is not None and base < chance + WEAK_BASE_SHARE * (1 - chance):
+        out.append(f"the base model is weak: test {pct(base)} against chance {pct(chance)}, less than "
+                   f"{WEAK_BASE_SHARE:.0%} of the way to 100%; the estimators explain a model that learned little, so "
+                   f"the verdicts say little about them on a well-trained model")
+    cells_epochs, base_epochs = measured["cells"]["epochs"], measured["base"]["epochs"]
+    if base is not None and random and cells_epochs and base_epochs \
+            and cells_epochs <= SHORT_TRAINING_SHARE * base_epochs:
+        best = max(random, key=lambda g: g["mean"])
+        if best["mean"] < chance + (base - chance) / 2:
+            out.append(f"mostly undertraining: the cells train {cells_epochs} epochs, the base model {base_epochs}; "
+                       f"even random's least-modified cells ({best['mode'].upper()} {best['fraction']:.0%}: "
+                       f"{pct(best['mean'])}) stay far below the base model ({pct(base)}), so the gap between the "
+                       f"base-model line and the curves is mostly the shorter training, not the removal: read the "
+                       f"curves against random's, not against the base model")
+    return out
 
 
 def table(summary: dict) -> list:
-    base = summary["base"]
+    base, measured = summary["base"], summary["measured"]
+    data = measured["data"]
     n_cells = sum(len(g["seeds"]) for g in summary["groups"])
-    rows = [["dataset", ", ".join(summary["datasets"])], ["model", ", ".join(summary["models"])],
-            ["base model test / validation accuracy", f"{pct(base['test_acc'])} / {pct(base['val_acc'])}"],
+    rows = [["data", _data_text(summary["datasets"], data)],
+            ["base model", (f"{training_text(measured['base'])}: test {pct(base['test_acc'])}, "
+                            f"validation {pct(base['val_acc'])}")],
+            ["retrained cells", f"{training_text(measured['cells'])}, each from scratch"],
+            ["fills", ", ".join(summary["fills"]) or "-"],
             ["chance", f"{pct(summary['chance'])} ({summary['chance_source']})"],
-            ["test images", "-" if summary["n_test"] is None else str(summary["n_test"])],
-            ["fills", ", ".join(summary["fills"]) or "-"], ["finished cells (with controls)", str(n_cells)],
+            ["finished cells (with controls)", str(n_cells)],
             *_count_rows(summary["counts"])]
-    return [Table("Run", ["", ""], rows)]
+    out = [Table("What was measured", ["", ""], rows)]
+    if summary["warnings"]:
+        out.append(Lines("Warnings: read before the verdicts", summary["warnings"]))
+    return out
+
+
+def _data_text(datasets: list, data: dict) -> str:
+    canvas = (f"{data['canvas']}x{data['canvas']} px" + (f", {data['channels']} channels" if data["channels"] else "")
+              if data["canvas"] else "canvas unknown")
+    counts = " / ".join(f"{'-' if data[k] is None else f'{data[k]:,}'} {k}" for k in ("train", "validation", "test"))
+    classes = f"{data['classes']} classes" if data["classes"] else "classes unknown"
+    return f"{', '.join(datasets)}: {canvas}; {classes}; images {counts}"
 
 
 def _count_rows(counted: dict) -> list:
-    """The rows counting the mask-only controls and the verdicts by what they can be trusted for."""
+    """The rows saying what was tested: the mask-only controls (leaky or not), the verdicts (significant after
+    Holm or not; beside a control not leaky, a leaky one, or none)."""
     controls, verdicts = counted["controls"], counted["verdicts"]
     untested = (f"; {controls['untested']} untested (chance or the test split's size unknown)"
                 if controls["untested"] else "")
     not_drawn = verdicts["all"] - verdicts["drawn"]
-    return [["mask-only controls", f"{controls['tested']} tested: {controls['leaky']} leaky{untested}"],
-            ["verdicts against random", f"{verdicts['drawn']} drawn: {verdicts['conclusive']} conclusive, "
-                                        f"{verdicts['inconclusive']} inconclusive (leaky control), "
-                                        f"{verdicts['unchecked']} unchecked (no tested control)"
-                                        + (f"; {not_drawn} not drawn (one seed or no random)" if not_drawn else "")]]
+    tested = (f"{verdicts['drawn']} tested: {verdicts['significant']} significant after Holm, "
+              f"{verdicts['not_significant']} not significant; their controls: {verdicts['control_not_leaky']} not "
+              f"leaky, {verdicts['leaky_stands']} leaky but the verdict stands, {verdicts['leaky_could_explain']} "
+              f"leaky and could explain the verdict, {verdicts['no_control']} none tested")
+    if not_drawn:
+        tested += f"; {not_drawn} not drawn (one seed or no random)"
+    leaky = f"{controls['tested']} tested: {controls['leaky']} leaky, {controls['tested'] - controls['leaky']} not leaky"
+    return [["mask-only controls", leaky + untested], ["verdicts against random", tested]]
 
 
-register("run", "what was measured, and how many controls and verdicts can be trusted", 10, numbers=numbers,
-         blocks=table)
+register("run", "what was measured (data, trainings, fills, chance), what was tested, and the warnings", 10,
+         numbers=numbers, blocks=table)

@@ -1,10 +1,11 @@
-"""The stage times: from stages.json when a sweep wrote it, else what the run directory holds."""
+"""The stage times of the whole run: from stages.json when a sweep wrote it, else what the run directory
+holds (the base model's training time, the sums of every reported cell's and control's seconds)."""
 
-from roarfast.report.sections import Table, register
+from roarfast.report.sections import RUN, Table, register
 
 
 def numbers(loaded, summary: dict) -> dict:
-    return {"stages": list(loaded.context.stages)}
+    return {"stages": list(loaded.stages)}
 
 
 def table(summary: dict) -> list:
@@ -13,4 +14,4 @@ def table(summary: dict) -> list:
     return [Table("Stage times", ["stage", "seconds", "source"], rows)]
 
 
-register("stages", "how long each stage took", 120, numbers=numbers, blocks=table)
+register("stages", "how long each stage took", 120, numbers=numbers, blocks=table, scope=RUN)

@@ -6,11 +6,11 @@ from collections import defaultdict
 from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED
 from roarfast.report.load import method_order
 from roarfast.report.sections import Table, register
-from roarfast.report.text import p_text, title_fill
+from roarfast.report.text import p_text, significance, title_fill
 
 #: what a verdict table's cell adds per leak reading
 LEAK_CELL = {NO_CONTROL: "; no control", UNTESTED: "; control untested", LEAK_STANDS: "; LEAKY control, stands",
-             LEAK_INCONCLUSIVE: "; LEAKY control, INCONCLUSIVE", LEAKY_NO_VERDICT: "; LEAKY control"}
+             LEAK_INCONCLUSIVE: "; LEAKY control could explain it", LEAKY_NO_VERDICT: "; LEAKY control"}
 
 
 def tables(summary: dict) -> list:
@@ -24,7 +24,7 @@ def tables(summary: dict) -> list:
         methods = sorted({e["method"] for e in entries}, key=method_order)
         rows = [[m] + [verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
         out.append(Table(f"Verdict against random, {title_fill(mode, fill)} (Holm-corrected p; beside a leaky "
-                         f"control a verdict stands or is inconclusive by the leak's direction: Methods)",
+                         f"control a verdict stands, or the leak could explain it, by the leak's direction: Methods)",
                          ["method"] + [f"{f:.0%}" for f in fractions], rows))
     return out
 
@@ -32,8 +32,8 @@ def tables(summary: dict) -> list:
 def verdict_cell(e: dict | None) -> str:
     if e is None:
         return "-"
-    text = e["verdict"] if e["p"] is None else f"{e['verdict']} (p={p_text(e['p_holm'])})"
-    return text + LEAK_CELL.get(e["leak"], "")
+    text = e["verdict"] if e["p"] is None else f"{e['verdict']} ({significance(e)}, p={p_text(e['p_holm'])})"
+    return text + LEAK_CELL.get(e["leak"], "") + ("; random near chance" if e["random_near_chance"] else "")
 
 
 register("verdicts", "each estimator against random per mode, fill and fraction, read beside its control", 50,

@@ -1,0 +1,40 @@
+"""First on the page, when there is something to know before any number: the configurations the cells were
+trained under, when there are several (each reported apart, labelled by what differs: no verdict, ranking,
+curve or control test compares cells of two), and what was set aside, and why."""
+
+from roarfast.report.analysis import parts_of
+from roarfast.report.configurations import short
+from roarfast.report.sections import RUN, Lines, Table, register
+
+
+def numbers(loaded, summary: dict) -> dict:
+    return {"set_aside": list(loaded.set_aside)}
+
+
+def blocks(summary: dict) -> list:
+    parts = parts_of(summary)
+    out = []
+    if len(parts) > 1:
+        rows = [[c["label"], str(c["cells"]), _when(c["first"]), _when(c["last"]),
+                 "; ".join(f"{name} {short(value)}" for name, value in c["differs"].items()) or "-"]
+                for c in (p["configuration"] for p in parts)]
+        out.append(Table(f"Configurations: the cells were trained under {len(parts)}, each reported apart below under "
+                         f"its label (no verdict, ranking, curve or control test compares cells of two configurations)",
+                         ["configuration", "cells (with controls)", "first finished", "last finished",
+                          "what differs"], rows))
+    several = len(parts) > 1
+    lines = [(f"[{e['configuration']}] " if several else "") + (f"{e['rows']} row(s) of {e['method']}: "
+                                                                if e["method"] else f"{e['rows']} row(s): ") + e["why"]
+             for e in summary.get("set_aside", [])]
+    if lines:
+        out.append(Lines("Set aside (not in any number below)", lines))
+    return out
+
+
+def _when(stamp: str) -> str:
+    """A row's finished time to the minute, in UTC as recorded."""
+    return stamp[:16].replace("T", " ") if stamp else "-"
+
+
+register("configurations", "the configurations the cells were trained under, and what was set aside", 5,
+         numbers=numbers, blocks=blocks, scope=RUN)
