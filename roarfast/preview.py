@@ -6,7 +6,9 @@ the rates measured in the run directory where there are any, else from a short m
 (roarfast.estimate). Nothing is trained, extracted or written; the run directory is only read.
 
 A run directory that records its dataset (dataset.json, written with the base model) is previewed from that
-record when the same dataset is asked for, so a dry run does not load (decode, generate) the data again.
+record when the same dataset is asked for, and a fresh one from the dataset's outline where its loader gives
+one (roarfast.data.outline_dataset: the embedded dataset's options, an image tree's listing), so a dry run
+does not load (generate, decode) the data; any other dataset is loaded.
 """
 
 import html
@@ -42,6 +44,7 @@ class DataOutline:
     mean: tuple
     std: tuple
     recorded: Path | None = None
+    listed: bool = False  # described by its loader's outline: no image read, so no fingerprint nor statistics
 
     @property
     def channels(self) -> int:
@@ -60,6 +63,8 @@ class DataOutline:
         canvas = "x".join(str(v) for v in self.train.shape)
         text = (f"{self.name}: canvas {canvas}, {len(self.train):,} train ({self.val_images:,} of them held out for "
                 f"validation) / {len(self.test):,} test images, {self.num_classes} classes")
+        if self.listed:
+            return text + " (from its listing; no image read yet)"
         return text + (f" (as {self.recorded} records it; not read again)" if self.recorded else "")
 
 
@@ -88,6 +93,25 @@ def recorded_outline(run, dataset=None, data_dir=None, dataset_options=None) -> 
                        test=SplitOutline(record["images"]["test"], shape), val_images=record["images"]["validation"],
                        num_classes=meta["num_classes"], mean=tuple(meta["mean"]), std=tuple(meta["std"]),
                        recorded=run.dataset_path)
+
+
+def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> DataOutline | None:
+    """The outline of a built-in dataset that declares one (roarfast.data.outline_dataset: no image read) when
+    the run directory holds nothing that its fingerprint would be compared with (no base model, results or
+    ranks); None otherwise. Its statistics are placeholders: only the time estimates read them (an IG
+    baseline), and time does not depend on them."""
+    from roarfast.data import outline_dataset
+
+    if run.base_meta_path.exists() or run.results_path.exists() or run.rank_store.methods():
+        return None
+    name, where, options = run.dataset_spec(dataset, data_dir, dataset_options)
+    found = outline_dataset(name, where, **options)
+    if found is None:
+        return None
+    shape = found["shape"]
+    return DataOutline(name=name, fingerprint=None, train=SplitOutline(found["train"], shape),
+                       test=SplitOutline(found["test"], shape), val_images=found["validation"],
+                       num_classes=found["classes"], mean=(0.5,) * shape[0], std=(0.25,) * shape[0], listed=True)
 
 
 @dataclass(frozen=True)
@@ -165,8 +189,9 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
     else:
-        data = recorded_outline(run, dataset, data_dir, dataset_options) or outline_of(
-            run.open_dataset(dataset, data_dir, dataset_options))
+        data = (recorded_outline(run, dataset, data_dir, dataset_options)
+                or listed_outline(run, dataset, data_dir, dataset_options)
+                or outline_of(run.open_dataset(dataset, data_dir, dataset_options)))
     options = extract_options or ExtractOptions()
     methods = grid.method_list()
     meta = run.base_meta()
@@ -180,8 +205,8 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
         remade = [m for m in methods if m in free or not model_free(m)]
     base = base_recipe(base_spec, data, device, TrainOptions(model=base_spec, amp=grid.amp, recipe=grid.recipe))
     cells_spec, cells = cell_recipe(run, data, device, grid, meta=meta if reused else {})
-    trainer = CellTrainer(run, data, cells_spec, cells, grid.fill, device)
     if run.results_path.exists():
+        trainer = CellTrainer(run, data, cells_spec, cells, grid.fill, device)
         with open_results(run, readonly=True) as db:
             plan = make_plan(trainer, grid, db, remade=remade)
     else:

@@ -78,3 +78,44 @@ def test_ranks_of_another_provenance_are_extracted_again_and_their_cells_are_not
     assert listing(swept) == before
     assert line(out, "ranks").startswith("ranks: to extract: grad, ~") and line(out, "ranks").endswith("stored: random")
     assert "done: 2, to do: 2" in out  # random's cell and control stay done; grad's are to do
+
+
+def write_tree(root, sizes):
+    """An ImageFolder tree: train/ and test/ with the classes a and b, images of the given (height, width)."""
+    import numpy as np
+    from PIL import Image
+
+    for split, per_class in (("train", 3), ("test", 2)):
+        for cls in ("a", "b"):
+            for i in range(per_class):
+                (root / split / cls).mkdir(parents=True, exist_ok=True)
+                h, w = sizes[i % len(sizes)]
+                Image.fromarray(np.full((h, w, 3), 40 * i + 20, dtype=np.uint8)).save(root / split / cls / f"{i}.jpg")
+    return root
+
+
+@pytest.mark.parametrize("name, options", [("embedded", {"num_train": 40, "num_test": 20, "copies": 2}),
+                                           ("imagefolder", {"resize": 12, "crop": 10})])
+def test_an_outline_says_what_loading_would_load_without_reading_an_image(tmp_path, name, options):
+    from roarfast.data import load_dataset, outline_dataset
+
+    data_dir = write_tree(tmp_path / "tree", [(14, 18), (16, 16)]) if name == "imagefolder" else None
+    outline = outline_dataset(name, data_dir, **options)
+    ds = load_dataset(name, data_dir, **options)
+    assert outline == {"shape": tuple(ds.train.shape), "train": len(ds.train), "test": len(ds.test),
+                       "validation": len(ds.val_index), "classes": ds.num_classes}
+
+
+def test_a_dry_run_on_a_fresh_run_directory_reads_no_image(tmp_path, monkeypatch):
+    from roarfast.data import registry
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the dry run loaded the dataset")
+
+    monkeypatch.setattr(registry, "_load_builtin", no_loading)
+    tree = write_tree(tmp_path / "tree", [(16, 16)])
+    out = sweep(tmp_path / "run", *GRID, "--dataset", "imagefolder", "--data-dir", str(tree), "--data-option",
+                "resize=16", "--data-option", "crop=16", "--dry-run")
+    assert line(out, "data") == ("data: imagefolder: canvas 3x16x16, 6 train (1 of them held out for validation) / 4 "
+                                 "test images, 2 classes (from its listing; no image read yet)")
+    assert "to train" in line(out, "base model") and not (tmp_path / "run").exists()

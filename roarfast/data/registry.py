@@ -35,12 +35,16 @@ class DatasetEntry(Entry):
     """A built-in dataset. `value` is its loader(**options[, data_dir]) -> (train, test) ImageSets (or
     FileSets); it takes `data_dir` when it reads files (then --data-dir is required). `options`: what
     --data-option may set, {name: default}; `read_options`: those of them that say how the data is read, not
-    what it is (kept out of the fingerprint, recorded beside it)."""
+    what it is (kept out of the fingerprint, recorded beside it). `outline`: where given, a function of the
+    loader's arguments returning what it would load without reading an image ((C, H, W), train images, test
+    images, classes), so that a dry run needs not load the data (outline_dataset)."""
 
     read_options: tuple = ()
+    outline: object = None
 
 
-def loader_entry(name: str, description: str, loader, *, read_options=(), order: float = 0.0) -> DatasetEntry:
+def loader_entry(name: str, description: str, loader, *, read_options=(), order: float = 0.0,
+                 outline=None) -> DatasetEntry:
     """The DatasetEntry of `loader`: its options are its keyword arguments with defaults, but data_dir and
     those a functools.partial binds (cifar10's name)."""
     bound = loader.keywords if isinstance(loader, partial) else {}
@@ -49,7 +53,7 @@ def loader_entry(name: str, description: str, loader, *, read_options=(), order:
     if not set(read_options) <= set(options):
         raise ValueError(f"dataset {name!r}: read_options {sorted(set(read_options) - set(options))} are not options")
     return DatasetEntry(name, description, value=loader, options=options, read_options=tuple(read_options),
-                        order=order)
+                        order=order, outline=outline)
 
 
 DATASETS = Resolver("dataset", FLAG, package="roarfast.data.builtin",
@@ -103,9 +107,26 @@ def _resolve(name, data_dir, options: dict, val_seed):
     return _make(query.text, train, test, resolved, val_seed)
 
 
-def _load_builtin(entry: DatasetEntry, data_dir, options: dict, val_seed):
-    from roarfast.data.base import make_dataset
+def outline_dataset(name="embedded", data_dir=None, **options) -> dict | None:
+    """What load_dataset(name, data_dir, **options) would load, found without reading an image: {"shape": (C,
+    H, W), "train", "test", "validation" (image counts), "classes" (their number)}, for a built-in that declares
+    its outline (DatasetEntry.outline); None for any other dataset, which only loading describes."""
+    from roarfast.data.base import val_split
 
+    query = DATASETS.query(name) if isinstance(name, str) else None
+    if query is None or query.form != BUILTIN or query.entry.outline is None:
+        return None
+    entry = query.entry
+    val_seed = options.pop("val_seed", options.get("seed", 0))
+    _, resolved = _builtin_arguments(entry, data_dir, options)
+    shape, train, test, classes = entry.outline(**resolved)
+    return {"shape": tuple(shape), "train": train, "test": test, "validation": len(val_split(train, val_seed)),
+            "classes": classes}
+
+
+def _builtin_arguments(entry: DatasetEntry, data_dir, options: dict):
+    """(loader, every keyword it is called with: its defaults, the options, data_dir where it takes one), the
+    options checked against the entry's."""
     unknown = sorted(set(options) - set(entry.options))
     if unknown:
         raise UserError(f"unknown option(s) {', '.join(unknown)} for dataset {entry.name!r}; it takes "
@@ -121,6 +142,13 @@ def _load_builtin(entry: DatasetEntry, data_dir, options: dict, val_seed):
         if data_dir is None:
             raise UserError(f"dataset {entry.name!r} needs --data-dir ({entry.description})")
         resolved["data_dir"] = str(data_dir)
+    return load, resolved
+
+
+def _load_builtin(entry: DatasetEntry, data_dir, options: dict, val_seed):
+    from roarfast.data.base import make_dataset
+
+    load, resolved = _builtin_arguments(entry, data_dir, options)
     train, test = load(**resolved)
     fingerprint_options = {key: value for key, value in resolved.items()
                            if key != "data_dir" and key not in entry.read_options}

@@ -289,7 +289,18 @@ def load_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: boo
             _load_split(test_dir, test_files, test_labels, **common))
 
 
+def outline_imagefolder(data_dir, resize: int = 256, crop: int = 224, skip_bad: bool = False, device: str = "auto",
+                        test_split: str | None = None, batch_size: int | None = None, stream="auto"):
+    """What load_imagefolder would load, from the tree's listing alone (no image decoded, so undecodable files
+    are counted): ((C, H, W) of the canvas, train images, test images, classes)."""
+    check_canvas(resize, crop)
+    train_dir, test_dir = split_dirs(Path(data_dir), test_split)
+    classes, train_files, _ = list_tree(train_dir)
+    _, test_files, _ = list_tree(test_dir, classes)
+    return (3, crop, crop), len(train_files), len(test_files), len(classes)
+
+
 # device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
 DATASETS.register(loader_entry(
     "imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
-    load_imagefolder, read_options=("device", "batch_size", "stream")))
+    load_imagefolder, read_options=("device", "batch_size", "stream"), outline=outline_imagefolder))
