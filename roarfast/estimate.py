@@ -35,11 +35,12 @@ def step_images(batch_size: int, image_size: int) -> int:
 
 
 def measure_steps(spec, recipe, data, device) -> StepTimes:
-    """Times training steps of a fresh `spec` (a ModelSpec) with `recipe`'s precision and memory format on
-    random images of data's canvas (plain SGD updates: torch.optim's first use imports the compiler, seconds
-    that a step does not cost), and an evaluation pass."""
+    """Times training steps of a fresh `spec` (a ModelSpec) with `recipe`'s augmentation, precision and memory
+    format on random images of data's canvas (plain SGD updates: torch.optim's first use imports the compiler,
+    seconds that a step does not cost), and an evaluation pass."""
     import statistics
 
+    from roarfast.data.augment import Augment, augment
     from roarfast.recipe import amp_dtype
 
     n = step_images(recipe.batch_size, data.image_size)
@@ -51,10 +52,13 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
         y = torch.randint(0, data.num_classes, (n,), device=device)
         loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
         precision = torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+        shifts = Augment(flip=recipe.flip, translate=recipe.translate) if recipe.flip or recipe.translate else None
+        generator = torch.Generator(device=device).manual_seed(0)
 
         def step():
+            batch = x if shifts is None else augment(x, shifts, generator).contiguous(memory_format=fmt)
             with precision:
-                loss = loss_fn(model(x).float(), y)
+                loss = loss_fn(model(batch).float(), y)
             loss.backward()
             with torch.no_grad():
                 for p in model.parameters():
