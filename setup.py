@@ -1,9 +1,14 @@
-"""Builds roarfast._C: the custom ops in csrc/, CPU always, CUDA whenever a toolkit is present.
+"""Builds roarfast._C: the custom ops in csrc/, CPU always, CUDA where the kernels can run or where asked.
 
-CUDA kernels are compiled whenever nvcc and a CUDA build of torch are present, even with no
-GPU visible (CI machines have nvcc and no GPU, and a CUDA compile error must fail CI).
-ROARFAST_CUDA=0|1 forces either way. Everything a fresh machine needs is found here, so no
-exported variables are required (see ENVIRONMENT.md of the project).
+CUDA kernels are compiled when a GPU is visible (with nvcc and a CUDA build of torch), or when
+ROARFAST_CUDA=1 asks for them on a machine without one: scripts/test.sh asks wherever a toolkit is, so CI
+(nvcc, no GPU) still compiles every .cu and a compile error fails it. ROARFAST_CUDA=0 builds the CPU kernels
+only. Without a GPU the CPU-only build takes a fraction of the time; a CPU-only build on a machine that has a
+GPU says so, with the command that adds the kernels. Everything a fresh machine needs is found here, so no
+exported variables are required.
+
+`python setup.py --cuda-plan` prints what a build would choose (CUDA 1 or 0, GPU visible 1 or 0, the reason) and
+`python setup.py --cuda-toolkit` whether nvcc and a CUDA torch are there (1 or 0), for scripts/bootstrap.sh.
 """
 
 import glob
@@ -35,24 +40,46 @@ def find_cuda_home():
     return None
 
 
-def want_cuda(cuda_home):
-    """(build CUDA?, reason) following ROARFAST_CUDA, else the presence of nvcc and a CUDA torch."""
+#: how a CPU-only build on a machine with a GPU, or one without CUDA kernels met by --device cuda, is mended
+ADD_CUDA = "ROARFAST_CUDA=1 bash scripts/bootstrap.sh"
+
+
+def gpu_visible() -> bool:
+    """Whether this machine shows a CUDA GPU to torch (False with a CPU-only torch)."""
+    import torch
+
+    return torch.version.cuda is not None and torch.cuda.is_available()
+
+
+def want_cuda(cuda_home, gpu=None):
+    """(build CUDA?, reason) following ROARFAST_CUDA, else whether a GPU is visible (`gpu`: None asks
+    gpu_visible()) with nvcc and a CUDA torch. A CPU-only build where a GPU is visible says how to add them."""
     import torch
 
     forced = os.environ.get("ROARFAST_CUDA")
     if forced not in (None, "", "0", "1"):
         sys.exit(f"ROARFAST_CUDA must be 0 or 1, got {forced!r}")
-    if forced == "0":
-        return False, "ROARFAST_CUDA=0"
-    if cuda_home is None:
-        if forced == "1":
+    if forced == "1":
+        if cuda_home is None:
             sys.exit("ROARFAST_CUDA=1 but no CUDA toolkit (nvcc) was found; set CUDA_HOME")
-        return False, "no nvcc found: CPU-only build"
-    if torch.version.cuda is None:
-        if forced == "1":
+        if torch.version.cuda is None:
             sys.exit("ROARFAST_CUDA=1 but this torch is a CPU-only build")
+        return True, "ROARFAST_CUDA=1"
+    gpu = gpu_visible() if gpu is None else gpu
+    if forced == "0":
+        reason = "ROARFAST_CUDA=0"
+    elif torch.version.cuda is None:
         return False, "torch is a CPU-only build: CPU-only build"
-    return True, "ROARFAST_CUDA=1" if forced == "1" else f"nvcc found in {cuda_home}"
+    elif cuda_home is None:
+        reason = "no nvcc found"
+    elif gpu:
+        return True, f"a GPU is visible and nvcc found in {cuda_home}"
+    else:
+        return False, f"no GPU visible: CPU-only build (`{ADD_CUDA}` adds the CUDA kernels)"
+    if gpu:
+        return False, (f"{reason}: CPU-only build on a machine with a GPU; `{ADD_CUDA}` adds the CUDA kernels"
+                       + ("" if cuda_home else " once nvcc is installed (or CUDA_HOME set)"))
+    return False, f"{reason}: CPU-only build"
 
 
 def cuda_library_includes(cuda_home):
@@ -143,6 +170,20 @@ def build_command(base, config: dict):
     return Build
 
 
+def cuda_toolkit() -> bool:
+    """Whether CUDA kernels can be compiled here (nvcc and a CUDA build of torch), GPU or not."""
+    import torch
+
+    return find_cuda_home() is not None and torch.version.cuda is not None
+
+
 if __name__ == "__main__":  # setuptools runs this file as __main__; tests import the helpers above
-    ext, build_ext = extension()
-    setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})
+    if sys.argv[1:] == ["--cuda-plan"]:
+        visible = gpu_visible()
+        build, why = want_cuda(find_cuda_home(), visible)
+        print(int(build), int(visible), why)
+    elif sys.argv[1:] == ["--cuda-toolkit"]:
+        print(int(cuda_toolkit()))
+    else:
+        ext, build_ext = extension()
+        setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})

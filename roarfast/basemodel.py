@@ -47,8 +47,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     device = join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     spec = checked_model(options.model or default_model(ds, device), ds)
-    recipe = recipe_for(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size, amp=options.amp,
-                        epochs=options.epochs, batch_size=options.batch_size, overrides=options.recipe)
+    recipe = base_recipe(spec, ds, device, options)
     run.check_writable(checkpoint_bytes(spec, ds))  # before the training, not after it
     result = train_classifier(ds, spec, recipe, device, seed=seed, progress=progress)
     if distributed()[0] == 0:
@@ -59,6 +58,13 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     return {"model": spec.name, "val_acc": result.val_acc, "test_acc": result.test_acc,
             "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": result.seconds,
             "checkpoint": str(run.base_checkpoint)}
+
+
+def base_recipe(spec, ds, device, options: TrainOptions):
+    """The Recipe the base model `spec` trains with on ds (a Dataset, or anything with its image_size and
+    train_index) on `device`: its model's, with options' epochs, batch size, AMP and overrides."""
+    return recipe_for(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size, amp=options.amp,
+                      epochs=options.epochs, batch_size=options.batch_size, overrides=options.recipe)
 
 
 def base_meta(spec, ds, recipe, device, seed: int, result) -> dict:

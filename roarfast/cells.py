@@ -96,15 +96,16 @@ class CellOptions:
         return out
 
 
-def cell_recipe(run, ds, device, options: CellOptions):
+def cell_recipe(run, ds, device, options: CellOptions, meta: dict | None = None):
     """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: the base model's architecture (refused
     when its factory's source changed since it was trained) unless options.model names another, its recipe
-    on `device` with options.amp, options.epochs and options.recipe."""
+    on `device` with options.amp, options.epochs and options.recipe. `meta`: the base model's meta (default:
+    the run directory's; a dry run passes {} for a base model that the sweep would train anew)."""
     from roarfast.checkpoint import recorded_model
     from roarfast.recipe import default_model, recipe_for
     from roarfast.probe import checked_model
 
-    meta = run.base_meta()
+    meta = run.base_meta() if meta is None else meta
     if options.model is None and meta.get("model"):
         spec = recorded_model(meta, run.base_checkpoint)
     else:

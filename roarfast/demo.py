@@ -1,7 +1,7 @@
 """The embedded demo run, `roarfast run`: the whole benchmark on the embedded dataset in one command —
 the quick sweep (base model, ranks, ROAR and KAR over fractions and seeds, each cell beside its mask-only
-control), then the report; prints the verdicts, the dataset's own checks (DESIGN.md section 3) and where
-the report is. Every stage resumes: a rerun reuses the base model, the complete rank stores and the
+control), then the report; prints the verdicts, the dataset's own checks (README, "The embedded dataset")
+and where the report is. Every stage resumes: a rerun reuses the base model, the complete rank stores and the
 finished cells.
 """
 
@@ -46,7 +46,7 @@ def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, m
     grid = preset_grid("quick", methods=methods, fractions=fractions, seeds=seeds, epochs=epochs, first_seed=seed)
     result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo)
     meta = RunDir(run_dir).base_meta()
-    report = write_report(run_dir)
+    report = write_report(run_dir, dataset=ds)  # the dataset held here: the report does not generate it again
     echo("")
     for line in report.verdict_lines():
         echo(line)

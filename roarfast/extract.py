@@ -231,6 +231,27 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     return summary
 
 
+def summary_line(summary: dict, where) -> str:
+    """The one line that ends `roarfast extract`, from run_extract's summary: which methods it wrote for which
+    splits (how many images each), into `where`, in how long; or that every store was there already."""
+    from roarfast.progress import format_duration
+
+    written = {key: value for key, value in summary.items() if not value["skipped"]}
+    if not written:
+        methods = list(dict.fromkeys(m for m, _ in summary))
+        splits = list(dict.fromkeys(s for _, s in summary))
+        return (f"extract: nothing to do: the ranks of {', '.join(methods)} for {' and '.join(splits)} are already in "
+                f"{where} (--force makes them again)")
+    methods = list(dict.fromkeys(m for m, _ in written))
+    images = {split: value["images"] for (_, split), value in written.items()}
+    # the methods of a split are extracted in one pass: its time is counted once
+    seconds = sum(max(v["seconds"] for (_, s), v in written.items() if s == split) for split in images)
+    kept = list(dict.fromkeys(m for (m, _), value in summary.items() if value["skipped"] and m not in methods))
+    return (f"extract: wrote the ranks of {', '.join(methods)} for "
+            f"{' and '.join(f'{split} ({n:,} images)' for split, n in images.items())} into {where} in "
+            f"{format_duration(seconds)}" + (f"; {', '.join(kept)} already there" if kept else ""))
+
+
 def _stale_stores(store, methods, options: ExtractOptions, seed: int, ckpt_sha) -> dict:
     """{(method, split): what changed} of the stores recorded with another provenance than this extraction
     makes (unless --force starts them over anyway): each is made again, and says why in one line."""

@@ -1,5 +1,5 @@
-"""The benchmark grid (DESIGN.md section 10): the named presets, a Grid's cells, the plan of what is left
-against results.sqlite, and its ETA from the rates measured in the run directory. `roarfast sweep` runs a
+"""The benchmark grid (README, "The whole benchmark"): the named presets, a Grid's cells, the plan of what is
+left against results.sqlite, and its ETA from the rates measured in the run directory. `roarfast sweep` runs a
 plan through the executors; nothing below the sweep imports this module.
 """
 
@@ -95,12 +95,13 @@ def _rate_kind(cell: Cell) -> str:
     return "control" if cell.control else "cell"
 
 
-def make_plan(trainer, grid: Grid, db) -> Plan:
-    """The grid's cells against results.sqlite (db), keyed by the CellTrainer `trainer`."""
+def make_plan(trainer, grid: Grid, db, remade=()) -> Plan:
+    """The grid's cells against results.sqlite (db), keyed by the CellTrainer `trainer`; the cells of the
+    methods in `remade` (whose ranks a dry run found to be extracted again) have no key yet, so none is done."""
     from roarfast.modes import is_control
     from roarfast.results import RETRAIN, owner_alive
 
-    params = {m: trainer.ranks_params(m) for m in grid.method_list()}
+    params = {m: None if m in remade else trainer.ranks_params(m) for m in grid.method_list()}
     plan = Plan(cells=[(cell, trainer.key(cell, params[cell.method]) if params[cell.method] else None)
                        for cell in grid.cells()])
     for cell, key in plan.cells:
@@ -117,16 +118,30 @@ def make_plan(trainer, grid: Grid, db) -> Plan:
     return plan
 
 
+def describe_grid(plan: Plan, grid: Grid) -> tuple[str, str]:
+    """(the grid: methods x modes x fractions x seeds = cells + controls; the cells done and to do)."""
+    controls = sum(cell.control for cell, _ in plan.cells)
+    seeds = range(grid.first_seed, grid.first_seed + grid.seeds)
+    controlled = seeds if grid.control_seeds is None else seeds[:grid.control_seeds]
+    shape = (f"methods {', '.join(grid.method_list())} x modes {', '.join(grid.modes)} x fractions "
+             f"{', '.join(f'{f:g}' for f in grid.fractions)} x seeds {_span(seeds)} = {len(plan.cells) - controls} cells"
+             + (f" + {controls} mask-only controls (seeds {_span(controlled)})" if controls else ", no controls"))
+    progress = (f"done: {len(plan.done)}, to do: {len(plan.todo)}"
+                + (f" ({len(plan.running)} being trained by another process)" if plan.running else ""))
+    return shape, progress
+
+
+def _span(seeds: range) -> str:
+    return str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+
+
 def describe_plan(plan: Plan, grid: Grid) -> list[str]:
-    """The --dry-run text: cells done and to do, and the ETA from this run directory's measured rates."""
+    """The lines a sweep starts with: its grid, the cells done and to do, and the ETA from this run directory's
+    measured rates."""
     from roarfast.progress import format_duration
 
-    controls = sum(cell.control for cell, _ in plan.cells)
-    todo = plan.todo
-    lines = [f"grid: {len(grid.method_list())} methods x {len(grid.modes)} modes x {len(grid.fractions)} fractions "
-             f"x {grid.seeds} seeds = {len(plan.cells) - controls} cells + {controls} mask-only controls",
-             f"done: {len(plan.done)}, to do: {len(todo)}"
-             + (f" ({len(plan.running)} being trained by another process)" if plan.running else "")]
+    shape, progress = describe_grid(plan, grid)
+    lines = [f"grid: {shape}", progress]
     if plan.seconds:
         rates = ", ".join(f"{format_duration(v)} per {k}" for k, v in sorted(plan.seconds.items()))
         lines.append(f"ETA: {format_duration(plan.eta())} (measured here: {rates})")

@@ -190,13 +190,16 @@ class RunDir:
     # ----------------------------------------------------------------------------------------- dataset
 
     def remember_dataset(self, ds) -> None:
-        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too) and the folder
-        it was loaded from (ds.data_dir, set by load_dataset) as an absolute path, replacing dataset.json
-        atomically, sealed with its digest."""
+        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too), the folder it
+        was loaded from (ds.data_dir, set by load_dataset) as an absolute path, its fingerprint, canvas and image
+        counts, replacing dataset.json atomically, sealed with its digest."""
         options = {**ds.options, **ds.read_options}
         data_dir = getattr(ds, "data_dir", None)
         record = {"name": ds.name, "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
-                  "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint}
+                  "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint,
+                  # what a dry run shows without loading the data again
+                  "shape": list(ds.train.shape), "images": {"train": len(ds.train), "test": len(ds.test),
+                                                            "validation": len(ds.val_index)}}
         self.root.mkdir(parents=True, exist_ok=True)
         write_record(self.dataset_path, {**record, "format": RECORD_FORMAT})
 

@@ -7,6 +7,9 @@
     study.evaluate(["morf", "lerf"])
     report = study.report()      # report.index_html, report.verdict_lines()
 
+In a notebook a Study displays what run() would do (its preview: grid, cells done and to do, estimated time)
+and a report displays its page inline.
+
 `model`, `dataset` and the methods take what the command line takes (names, `package.module:attribute`,
 timm:, torchvision:) and Python objects besides. An object with an import path is recorded under it, so
 `roarfast ... --run-dir` goes on with the run; one without (a notebook's class, an nn.Module instance, a
@@ -82,6 +85,7 @@ class Study:
         self.group_size = check_positive("group_size", group_size, optional=True)
         self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
         named = [self.dataset.name, *self.grid.method_list()]
+        self._measured = {}  # the preview's measured steps, kept between displays
         if model is not None:
             named.append(checked_model(model, self.dataset).name)
         self._trust = trust_run_dir
@@ -138,6 +142,25 @@ class Study:
         from roarfast.results import load
 
         return load(self.run_dir, kind=kind)
+
+    def preview(self):
+        """What run() would do now, doing none of it (roarfast.preview.Preview, as `roarfast sweep --dry-run`
+        prints it): the data, the base model's recipe and whether it is trained or reused, the ranks to extract,
+        the grid, the cells done and to do in the run directory, and the time each stage should take (measured
+        steps are measured once per Study)."""
+        from roarfast.preview import preview_sweep
+        from roarfast.rundir import RunDir
+
+        with self._records():
+            return preview_sweep(RunDir(self.run_dir), self.grid, dataset_obj=self.dataset, device=self.device,
+                                 seed=self.seed, extract_options=self.extract_options, measured=self._measured)
+
+    def __repr__(self) -> str:
+        return "\n".join([f"Study({str(self.run_dir)!r}, device {self.device})",
+                          *(f"  {line}" for line in self.preview().lines())])
+
+    def _repr_html_(self) -> str:
+        return self.preview().html(f"Study {self.run_dir} (device {self.device})")
 
     def _echo(self, line: str) -> None:
         if self.progress:

@@ -10,7 +10,7 @@ import time
 from contextlib import ExitStack
 
 from roarfast.executors import EXECUTORS, Progress, RayOptions, execute, import_ray
-from roarfast.grid import Grid, Plan, describe_plan, make_plan
+from roarfast.grid import Grid, describe_plan, make_plan
 from roarfast.options import check_choice
 
 
@@ -18,8 +18,9 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
-    together (None: the device's default, roarfast.train.default_grouping). Returns
-    {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
+    together (None: the device's default, roarfast.train.default_grouping); `dry_run`: prints what it would do
+    (roarfast.preview) and does none of it. Returns {"plan": Plan, "rows": [row of each cell of the grid]} (rows
+    empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.memory import keep_freed_memory
@@ -34,23 +35,21 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     run = RunDir(run_dir)
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
+    if dry_run:
+        from roarfast.preview import preview_sweep
+
+        preview = preview_sweep(run, grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
+                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=extract_options)
+        for line in preview.lines():
+            echo(line)
+        return {"plan": preview.plan, "rows": []}
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     methods = grid.method_list()
-    if not dry_run:
-        run.check_writable()  # before anything is trained; the stages check their own estimates
-        _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo)
-        _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)
+    run.check_writable()  # before anything is trained; the stages check their own estimates
+    _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo)
+    _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)
     model, recipe = cell_recipe(run, ds, device, grid)
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping)
-    if dry_run:
-        if not run.results_path.exists():
-            plan = Plan(cells=[(cell, None) for cell in grid.cells()])
-        else:
-            with open_results(run) as db:
-                plan = make_plan(trainer, grid, db)
-        for line in describe_plan(plan, grid):
-            echo(line)
-        return {"plan": plan, "rows": []}
     trainer.check_ranks(methods)
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything roarfast needs in ./.venv, idempotently: the venv, torch (the local wheel:
-# torch 2.14.1 / torchvision 0.29.1), the Python dependencies, and the C++/CUDA extension build.
+# torch 2.14.1 / torchvision 0.29.1), the Python dependencies, and the C++/CUDA extension build (CUDA
+# kernels where a GPU is visible or ROARFAST_CUDA=1 asks; --test asks wherever nvcc is).
 # Each step is skipped when its inputs have not changed since it last succeeded.
 # Usage: bash scripts/bootstrap.sh [--test]   (run by scripts/run.sh; scripts/test.sh adds --test for the
-# test extra: captum, DALI, pandas, Ray)
+# test extra: captum, DALI, pandas, Ray, timm, nbclient and ipykernel for the notebook test)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -43,9 +44,20 @@ if [ "${1:-}" = "--test" ]; then
   install_deps test
 fi
 
-build_stamp=$( (find csrc -type f | sort | xargs cat; cat setup.py; "$PY" -c "import torch; print(torch.__version__)"; echo "${ROARFAST_CUDA:-}") | sha256sum | cut -c1-16)
-if [ "$(cat "$VENV/.roarfast-build" 2>/dev/null)" != "$build_stamp" ] || ! ls roarfast/_C*.so >/dev/null 2>&1; then
-  log "building the roarfast extension (log: build/roarfast-build.log)"
+# CUDA kernels where they can run (a GPU visible) or where asked (ROARFAST_CUDA=1); the tests ask wherever a
+# toolkit is, so CI (nvcc, no GPU) compiles every .cu (setup.py decides; --cuda-plan prints its choice)
+if [ "${1:-}" = "--test" ] && [ -z "${ROARFAST_CUDA:-}" ] && [ "$("$PY" setup.py --cuda-toolkit)" = 1 ]; then
+  export ROARFAST_CUDA=1
+fi
+read -r want_cuda gpu cuda_reason <<< "$("$PY" setup.py --cuda-plan)"
+# the stamp: the sources, setup.py and torch; the marker adds whether the build has CUDA kernels, so a build
+# without them is redone when they are wanted (one with them serves a CPU-only wish as well)
+src_stamp=$( (find csrc -type f | sort | xargs cat; cat setup.py; "$PY" -c "import torch; print(torch.__version__)") \
+  | sha256sum | cut -c1-16)
+read -r built_stamp built_cuda 2>/dev/null < "$VENV/.roarfast-build" || true
+if [ "${built_stamp:-}" != "$src_stamp" ] || ! ls roarfast/_C*.so >/dev/null 2>&1 \
+    || { [ "$want_cuda" = 1 ] && [ "${built_cuda:-}" != "cuda=1" ]; }; then
+  log "building the roarfast extension: $cuda_reason (log: build/roarfast-build.log)"
   mkdir -p build
   installed=$(cd / && "$PY" -c "import pathlib, roarfast; print(pathlib.Path(roarfast.__file__).resolve().parent)" \
     2>/dev/null || true)
@@ -55,6 +67,7 @@ if [ "$(cat "$VENV/.roarfast-build" 2>/dev/null)" != "$build_stamp" ] || ! ls ro
   else
     build=("$PY" -m pip install -v --no-build-isolation --no-deps -e .)
   fi
+  started=$SECONDS
   if ! "${build[@]}" > build/roarfast-build.log 2>&1; then
     tail -n 60 build/roarfast-build.log >&2
     log "the extension build failed; the whole log is build/roarfast-build.log"
@@ -62,6 +75,8 @@ if [ "$(cat "$VENV/.roarfast-build" 2>/dev/null)" != "$build_stamp" ] || ! ls ro
   fi
   sed -n '/roarfast build configuration/,/cu_sources/p' build/roarfast-build.log >&2
   compiled=$(grep -oE "csrc/[A-Za-z0-9_/]+\.cu" build/roarfast-build.log | sort -u | tr "\n" " " || true)
-  log "CUDA sources compiled: ${compiled:-none}"
-  echo "$build_stamp" > "$VENV/.roarfast-build"
+  log "built in $((SECONDS - started)) s; CUDA sources compiled: ${compiled:-none}"
+  echo "$src_stamp cuda=$want_cuda" > "$VENV/.roarfast-build"
+elif [ "$gpu" = 1 ] && [ "${built_cuda:-}" != "cuda=1" ]; then
+  log "$cuda_reason"  # never silent: this machine has a GPU that the extension cannot use
 fi

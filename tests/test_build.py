@@ -28,7 +28,7 @@ def test_no_nvcc_gives_cpu_only_build(monkeypatch):
 def test_roarfast_cuda_0_forces_cpu_even_with_nvcc(monkeypatch):
     setup = load_setup()
     monkeypatch.setenv("ROARFAST_CUDA", "0")
-    assert setup.want_cuda("/usr/local/cuda") == (False, "ROARFAST_CUDA=0")
+    assert setup.want_cuda("/usr/local/cuda", gpu=False) == (False, "ROARFAST_CUDA=0: CPU-only build")
 
 
 def test_roarfast_cuda_1_without_toolkit_is_an_error(monkeypatch):
@@ -38,13 +38,39 @@ def test_roarfast_cuda_1_without_toolkit_is_an_error(monkeypatch):
         setup.want_cuda(None)
 
 
-@pytest.mark.skipif(torch.version.cuda is None or load_setup().find_cuda_home() is None,
-                    reason="needs nvcc and a CUDA build of torch")
-def test_cuda_build_chosen_without_gpu(monkeypatch):
+@pytest.mark.skipif(torch.version.cuda is None, reason="needs a CUDA build of torch")
+def test_cuda_kernels_are_built_where_a_gpu_is_visible_or_asked_for(monkeypatch):
     setup = load_setup()
     monkeypatch.delenv("ROARFAST_CUDA", raising=False)
-    build, _ = setup.want_cuda(setup.find_cuda_home())
-    assert build is True
+    assert setup.want_cuda("/usr/local/cuda", gpu=True)[0] is True
+    build, reason = setup.want_cuda("/usr/local/cuda", gpu=False)  # a CPU-only build where no GPU can run them
+    assert build is False and "no GPU visible" in reason and "ROARFAST_CUDA=1 bash scripts/bootstrap.sh" in reason
+    monkeypatch.setenv("ROARFAST_CUDA", "1")  # what scripts/test.sh asks wherever nvcc is: CI compiles every .cu
+    assert setup.want_cuda("/usr/local/cuda", gpu=False) == (True, "ROARFAST_CUDA=1")
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="needs a CUDA build of torch")
+@pytest.mark.parametrize("forced, toolkit", [("0", "/usr/local/cuda"), ("", None)])
+def test_a_cpu_only_build_on_a_gpu_machine_says_how_to_add_the_kernels(monkeypatch, forced, toolkit):
+    setup = load_setup()
+    monkeypatch.setenv("ROARFAST_CUDA", forced)
+    build, reason = setup.want_cuda(toolkit, gpu=True)
+    assert build is False
+    assert "CPU-only build on a machine with a GPU; `ROARFAST_CUDA=1 bash scripts/bootstrap.sh` adds" in reason
+
+
+def test_device_cuda_with_a_cpu_only_extension_is_refused_in_one_line(monkeypatch, capsys):
+    from roarfast import _extension
+    from roarfast.device import resolve_device
+    from roarfast.errors import UserError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(_extension, "build_config", lambda: {"cuda": False, "cuda_reason": "no GPU visible"})
+    with pytest.raises(UserError, match=r"--device cuda: roarfast's extension was built without CUDA kernels; "
+                                        r"`ROARFAST_CUDA=1 bash scripts/bootstrap.sh` adds them"):
+        resolve_device("cuda")
+    assert resolve_device("auto") == torch.device("cpu")  # auto passes over the GPU, saying so
+    assert "ROARFAST_CUDA=1 bash scripts/bootstrap.sh" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(torch.version.cuda is None or load_setup().find_cuda_home() is None,

@@ -208,3 +208,24 @@ def test_a_new_seed_reuses_only_the_ranks_that_ignore_it(run_dir, dataset, capsy
     assert "extract: random test was made with other values (seed 0 -> 1): extracting it again" in said
     assert "extract: sg-sq-grad test was made with other values (seed 0 -> 1): extracting it again" in said
     assert RunDir(run_dir).rank_store.manifest("random", "test")["params"]["seed"] == 1
+
+
+def test_extract_ends_with_one_line_saying_what_it_wrote_or_that_nothing_was_left(run_dir):
+    from click.testing import CliRunner
+
+    from roarfast.cli import main
+
+    args = ["extract", "--run-dir", str(run_dir), "--method", "grad,sobel", "--split", "test", "--device", "cpu",
+            "--no-progress", "--data-option", "num_train=200", "--data-option", "num_test=60"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    where = str(RunDir(run_dir).rank_store_root)
+    last = first.output.strip().splitlines()[-1]
+    assert last.startswith("extract: wrote the ranks of grad, sobel for test (60 images) into " + where + " in ")
+    again = CliRunner().invoke(main, args[:4] + ["grad,sobel,random"] + args[5:])
+    last = again.output.strip().splitlines()[-1]
+    assert last.startswith("extract: wrote the ranks of random for test (60 images)")
+    assert last.endswith("; grad, sobel already there")
+    third = CliRunner().invoke(main, args)
+    assert third.output.strip().splitlines()[-1] == (
+        f"extract: nothing to do: the ranks of grad, sobel for test are already in {where} (--force makes them again)")

@@ -21,6 +21,7 @@ VIOLATIONS = [
     ("study.py", "import roarfast.cli", "roarfast.study", "roarfast.cli"),
     ("demo.py", "import roarfast.study", "roarfast.demo", "roarfast.study"),
     ("sweep.py", "import roarfast.demo", "roarfast.sweep", "roarfast.demo"),
+    ("preview.py", "import roarfast.sweep", "roarfast.preview", "roarfast.sweep"),
     ("grid.py", "import roarfast.retrain", "roarfast.grid", "roarfast.retrain"),
     ("cells.py", "from roarfast.executors import execute", "roarfast.cells", "roarfast.executors"),
     ("report/analysis.py", "import roarfast.extract", "roarfast.report.analysis", "roarfast.extract"),

@@ -85,6 +85,18 @@ def test_augment_uses_every_shift_and_flip():
     assert torch.equal(unchanged, x)
 
 
+def test_augment_is_one_gather_in_either_layout():
+    """The same shifts and flips of a contiguous and of a channels_last batch (from equal generators), the
+    padding zero, the result channels_last (what training takes, no layout copy after it)."""
+    x = torch.randn(64, 3, 6, 6)
+    spec = Augment(flip=True, translate=2)
+    plain = augment(x, spec, torch.Generator().manual_seed(5))
+    last = augment(x.contiguous(memory_format=torch.channels_last), spec, torch.Generator().manual_seed(5))
+    assert torch.equal(plain, last) and last.is_contiguous(memory_format=torch.channels_last)
+    for i in range(64):
+        assert any(torch.equal(plain[i], c) for c in _shifted_copies(x[i], 2)), f"sample {i}"
+
+
 def test_shuffled_epoch_covers_each_index_once_and_is_seeded():
     images, labels, _ = _data(n=23)
     labels = torch.arange(23)  # label = sample index

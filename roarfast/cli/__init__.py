@@ -86,15 +86,16 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
             amp, keep_maps, force, compile_model, model, **parameters):
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store. A store made with
     other values (a parameter, an argument, the estimator's code, the base model) is made again."""
-    from roarfast.extract import ExtractOptions, run_extract
+    from roarfast.extract import ExtractOptions, run_extract, summary_line
     from roarfast.rundir import RunDir
 
     RunDir(run_dir).check_named_model(model)
     options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, amp=amp,
                              keep_maps=keep_maps, force=force, compile=compile_model, method_args=method_arg,
                              **parameters)
-    run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option, device=device,
-                seed=seed, progress=progress)
+    summary = run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
+                          device=device, seed=seed, progress=progress)
+    click.echo(summary_line(summary, RunDir(run_dir).rank_store_root))
 
 
 #: --group-size of retrain and sweep (a cell's results do not depend on it: how cells train, not what)

@@ -7,7 +7,7 @@ at the resolver's first lookup), so that the CLI can import the resolver (roarfa
 
 import importlib
 
-from roarfast.data.registry import DATASETS, load_dataset
+from roarfast.data.registry import DATASETS, load_dataset, outline_dataset
 
 #: what the package hands out from modules that need torch
 _LAZY = {name: "roarfast.data.base" for name in ("Dataset", "FileSet", "ImageSet", "channel_stats", "fingerprint",
@@ -21,4 +21,4 @@ def __getattr__(name):
 
 
 __all__ = ["DATASETS", "Dataset", "FileSet", "ImageSet", "channel_stats", "fingerprint", "load_dataset", "make_dataset",
-           "val_split"]
+           "outline_dataset", "val_split"]

@@ -15,11 +15,14 @@ class Augment:
 
 
 def augment(x: torch.Tensor, spec: Augment, generator: torch.Generator) -> torch.Tensor:
-    """Randomly shifted (zero padded) and flipped copy of x (Tensor[B, C, H, W]): one gather for both."""
+    """Randomly shifted (zero padded) and flipped copy of x (Tensor[B, C, H, W]): one gather for both, done on
+    the pixels as [B, H, W, C], so a channels_last batch (what training takes) is never copied to another
+    layout and back; the result is channels_last."""
     b, c, h, w = x.shape
     pad = spec.translate
+    pixels = x.permute(0, 2, 3, 1)  # a view of a channels_last batch
     if pad:
-        x = torch.nn.functional.pad(x, (pad, pad, pad, pad))
+        pixels = torch.nn.functional.pad(pixels, (0, 0, pad, pad, pad, pad))
     rows = torch.arange(h, device=x.device).expand(b, h)
     cols = torch.arange(w, device=x.device).expand(b, w)
     if pad:
@@ -28,5 +31,5 @@ def augment(x: torch.Tensor, spec: Augment, generator: torch.Generator) -> torch
     if spec.flip:
         flipped = torch.rand(b, 1, generator=generator, device=x.device) < 0.5
         cols = torch.where(flipped, cols.flip(1), cols)
-    source = (rows.unsqueeze(2) * (w + 2 * pad) + cols.unsqueeze(1)).view(b, 1, h * w).expand(b, c, h * w)
-    return x.contiguous().flatten(2).gather(2, source).view(b, c, h, w)
+    source = (rows.unsqueeze(2) * (w + 2 * pad) + cols.unsqueeze(1)).view(b, h * w, 1).expand(b, h * w, c)
+    return pixels.contiguous().flatten(1, 2).gather(1, source).view(b, h, w, c).permute(0, 3, 1, 2)

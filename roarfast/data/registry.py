@@ -40,12 +40,16 @@ class DatasetEntry(Entry):
     """A built-in dataset. `value` is its loader(**options[, data_dir]) -> (train, test) ImageSets (or
     FileSets); it takes `data_dir` when it reads files (then --data-dir is required). `options`: what
     --data-option may set, {name: default}; `read_options`: those of them that say how the data is read, not
-    what it is (kept out of the fingerprint, recorded beside it)."""
+    what it is (kept out of the fingerprint, recorded beside it). `outline`: where given, a function of the
+    loader's arguments returning what it would load without reading an image ((C, H, W), train images, test
+    images, classes), so that a dry run needs not load the data (outline_dataset)."""
 
     read_options: tuple = ()
+    outline: object = None
 
 
-def loader_entry(name: str, description: str, loader, *, read_options=(), order: float = 0.0) -> DatasetEntry:
+def loader_entry(name: str, description: str, loader, *, read_options=(), order: float = 0.0,
+                 outline=None) -> DatasetEntry:
     """The DatasetEntry of `loader`: its options are its keyword arguments with defaults, but data_dir, SUBSET
     and those a functools.partial binds (cifar10's name)."""
     bound = loader.keywords if isinstance(loader, partial) else {}
@@ -54,7 +58,7 @@ def loader_entry(name: str, description: str, loader, *, read_options=(), order:
     if not set(read_options) <= set(options):
         raise ValueError(f"dataset {name!r}: read_options {sorted(set(read_options) - set(options))} are not options")
     return DatasetEntry(name, description, value=loader, options=options, read_options=tuple(read_options),
-                        order=order)
+                        order=order, outline=outline)
 
 
 DATASETS = Resolver("dataset", FLAG, package="roarfast.data.builtin",
@@ -109,6 +113,17 @@ def _resolve(name, data_dir, options: dict, val_seed):
     return source.dataset(options, val_seed)
 
 
+def outline_dataset(name="embedded", data_dir=None, **options) -> dict | None:
+    """What load_dataset(name, data_dir, **options) would load, found without reading an image: {"shape": (C,
+    H, W), "train", "test", "validation" (image counts), "classes" (their number)}, for a built-in that declares
+    its outline (DatasetEntry.outline); None for any other dataset, which only loading describes."""
+    query = DATASETS.query(name) if isinstance(name, str) else None
+    if query is None or query.form != BUILTIN or query.entry.outline is None:
+        return None
+    val_seed = options.pop("val_seed", options.get("seed", 0))
+    return _builtin(query.entry, data_dir).outline(options, val_seed)
+
+
 @dataclass(frozen=True)
 class _Source:
     """What a dataset form loads from: its recorded `name`, `params` (the options it takes: name -> default,
@@ -124,17 +139,15 @@ class _Source:
     read_options: tuple = ()
     takes_subset: bool = False
     builtin: bool = False
+    outline_of: object = None
 
     def dataset(self, options: dict, val_seed):
         """The Dataset of `options` (--data-option): the loader's own, and num_train / num_test (a stratified
         subset, roarfast.data.subset) where the loader does not take them itself."""
         from roarfast.data.base import make_dataset
-        from roarfast.data.subset import Subset, subset_split
+        from roarfast.data.subset import subset_split
 
-        options = dict(options)
-        own = {key: options.pop(key) for key in list(options) if key in self.params}
-        subset = Subset.take(options, val_seed)
-        resolved = {**self.fixed, **self._resolve(own, options)}
+        subset, resolved = self._arguments(options, val_seed)
         if self.takes_subset:
             train, test = self.load(**resolved, **{SUBSET: subset})
         else:
@@ -148,6 +161,28 @@ class _Source:
         except TypeError as err:  # an option the fingerprint cannot hash
             raise UserError(f"{FLAG} {self.name}: its options should be plain values (numbers, strings, lists): "
                             f"{err}") from None
+
+    def outline(self, options: dict, val_seed) -> dict:
+        """What dataset(options, val_seed) would load, from `outline_of` (a built-in's DatasetEntry.outline,
+        called with the loader's arguments): no image read."""
+        from roarfast.data.base import val_split
+
+        subset, resolved = self._arguments(options, val_seed)
+        shape, train, test, classes = self.outline_of(**resolved, **({SUBSET: subset} if self.takes_subset else {}))
+        if not self.takes_subset:  # whole splits outlined: what the subset keeps of them
+            train, test = (subset.count("train", train, classes, self.name), subset.count("test", test, classes,
+                                                                                          self.name))
+        return {"shape": tuple(shape), "train": train, "test": test, "validation": len(val_split(train, val_seed)),
+                "classes": classes}
+
+    def _arguments(self, options: dict, val_seed):
+        """(the Subset of num_train / num_test, every keyword the loader is called with but the subset)."""
+        from roarfast.data.subset import Subset
+
+        options = dict(options)
+        own = {key: options.pop(key) for key in list(options) if key in self.params}
+        subset = Subset.take(options, val_seed)
+        return subset, {**self.fixed, **self._resolve(own, options)}
 
     def _resolve(self, own: dict, rest: dict) -> dict:
         """Every option the loader is called with (its defaults with the given ones); a UserError for one it
@@ -175,7 +210,9 @@ def _builtin(entry: DatasetEntry, data_dir) -> _Source:
     fixed = {key: p.default for key, p in params.items()
              if p.default is not _EMPTY and key not in entry.options and key not in ("data_dir", SUBSET)}
     return _Source(entry.name, dict(entry.options), load, fixed=fixed, read_options=entry.read_options,
-                   takes_subset=SUBSET in params, builtin=True)
+                   takes_subset=SUBSET in params, builtin=True,
+                   outline_of=None if entry.outline is None else partial(entry.outline, **(
+                       {"data_dir": str(data_dir)} if "data_dir" in params else {})))
 
 
 def _factory(spec: str, factory, data_dir) -> _Source:

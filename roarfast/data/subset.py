@@ -53,18 +53,26 @@ class Subset:
         """Sorted indices of the rows of `split` (labels: int per row) to keep, or None to keep all; a
         UserError naming the option and its limits when the split has fewer rows, or the count is smaller
         than the number of classes."""
+        if getattr(self, OPTIONS[split]) is None:
+            return None
+        labels = np.asarray(labels, dtype=np.int64)
+        count = self.count(split, len(labels), classes, where)
+        return stratified(labels, count, np.random.default_rng([self.seed, _STREAM, list(OPTIONS).index(split)]))
+
+    def count(self, split: str, total: int, classes: int, where: str) -> int:
+        """The rows of `split` (`total` of them) kept; a UserError naming the option and its limits when the
+        split has fewer rows, or the count is smaller than the number of classes."""
         option = OPTIONS[split]
         count = getattr(self, option)
         if count is None:
-            return None
-        labels = np.asarray(labels, dtype=np.int64)
-        if count > len(labels):
-            raise UserError(f"--data-option {option}={count}: the {split} split of {where} holds {len(labels)} "
-                            f"images; at most {len(labels)}")
+            return total
+        if count > total:
+            raise UserError(f"--data-option {option}={count}: the {split} split of {where} holds {total} images; "
+                            f"at most {total}")
         if count < classes:
             raise UserError(f"--data-option {option}={count}: {where} has {classes} classes, so a stratified "
                             f"subset needs at least {classes} images (one per class)")
-        return stratified(labels, count, np.random.default_rng([self.seed, _STREAM, list(OPTIONS).index(split)]))
+        return count
 
 
 def stratified(labels: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:

@@ -48,6 +48,13 @@ class Report:
         it), a line per leaky control of random, and a ranking line per mode and fill."""
         return verdict_lines(self.summary)
 
+    def _repr_html_(self) -> str:
+        """The page shown inline in a notebook: index.html's body (the tables, the verdict lines, the figures
+        embedded), without its style sheet, which would restyle the whole notebook."""
+        page = self.index_html.read_text()
+        body = page.split("<body>", 1)[-1].rsplit("</body>", 1)[0]
+        return f"<div class='roarfast-report'>{body}</div>"
+
 
 def write_report(run_dir, out_dir=None, dataset=None) -> Report:
     """Reads the run directory (writing nothing there), writes the report under out_dir (default: the run

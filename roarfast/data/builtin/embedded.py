@@ -156,6 +156,17 @@ def make_split(n: int, seed: int, split: int, copies: int) -> ImageSet:
 
 def load_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, copies: int = 1):
     """(train, test) ImageSets of the embedded dataset; masks = the object pixels."""
+    _check_options(num_train, num_test, seed, copies)
+    return make_split(num_train, seed, 0, copies), make_split(num_test, seed, 1, copies)
+
+
+def outline_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, copies: int = 1):
+    """What load_embedded would make, without making it: ((C, H, W), train images, test images, classes)."""
+    _check_options(num_train, num_test, seed, copies)
+    return (3, IMAGE_SIZE, IMAGE_SIZE), num_train, num_test, len(CLASSES)
+
+
+def _check_options(num_train, num_test, seed, copies) -> None:
     for name, value in (("num_train", num_train), ("num_test", num_test)):
         if isinstance(value, bool) or not isinstance(value, int) or not len(CLASSES) <= value <= MAX_IMAGES:
             raise UserError(f"--data-option {name} should be an int in [{len(CLASSES)}, {MAX_IMAGES}] (at least one "
@@ -164,9 +175,8 @@ def load_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, co
         raise UserError(f"--data-option copies should be an int in [1, {MAX_COPIES}], got {copies!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"--data-option seed should be a non-negative int, got {seed!r}")
-    return make_split(num_train, seed, 0, copies), make_split(num_test, seed, 1, copies)
 
 
 # the default dataset: listed first
 DATASETS.register(loader_entry("embedded", "procedural 32x32 images with ground-truth masks (no files needed)",
-                               load_embedded, order=-1))
+                               load_embedded, order=-1, outline=outline_embedded))

@@ -319,6 +319,23 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
     subset: the dataset resolver's stratified subset (roarfast.data.subset.Subset, num_train / num_test),
         chosen from the listing so that only the files it keeps are read.
     """
+    train_dir, test_dir, classes, (train_files, train_labels), (test_files, test_labels), (resize, crop) = _listing(
+        data_dir, resize, crop, test_split, subset)
+    check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
+    check_positive("--data-option batch_size", batch_size, optional=True)
+    decoder = decoder_for(device)
+    common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
+                  device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
+    if wants_stream(stream, len(train_files) + len(test_files), crop):
+        return (_stream_split(train_dir, train_files, train_labels, measure=True, **common),
+                _stream_split(test_dir, test_files, test_labels, measure=False, **common))
+    return (_load_split(train_dir, train_files, train_labels, **common),
+            _load_split(test_dir, test_files, test_labels, **common))
+
+
+def _listing(data_dir, resize, crop, test_split, subset):
+    """(train dir, test dir, classes, (train files, labels), (test files, labels), (resize, crop)) of the tree
+    at data_dir, the subset's files only, from its listing and the images' headers (no image decoded)."""
     root = Path(data_dir)
     check_positive("--data-option resize", resize, optional=True)
     check_positive("--data-option crop", crop, optional=True)
@@ -337,16 +354,7 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
         test_files, test_labels = _rows(test_files, test_labels, subset.rows("test", test_labels, len(classes), where))
     resize, crop = canvas_size(resize, crop, [shared_size(train_dir, train_files), shared_size(test_dir, test_files)])
     check_canvas(resize, crop)
-    check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
-    check_positive("--data-option batch_size", batch_size, optional=True)
-    decoder = decoder_for(device)
-    common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
-                  device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
-    if wants_stream(stream, len(train_files) + len(test_files), crop):
-        return (_stream_split(train_dir, train_files, train_labels, measure=True, **common),
-                _stream_split(test_dir, test_files, test_labels, measure=False, **common))
-    return (_load_split(train_dir, train_files, train_labels, **common),
-            _load_split(test_dir, test_files, test_labels, **common))
+    return train_dir, test_dir, classes, (train_files, train_labels), (test_files, test_labels), (resize, crop)
 
 
 def _rows(files: list[str], labels: list[int], rows) -> tuple[list[str], list[int]]:
@@ -356,7 +364,17 @@ def _rows(files: list[str], labels: list[int], rows) -> tuple[list[str], list[in
     return [files[i] for i in rows], [labels[i] for i in rows]
 
 
+def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = None, skip_bad: bool = False,
+                        device: str = "auto", test_split: str | None = None, batch_size: int | None = None,
+                        stream="auto", subset=None):
+    """What load_imagefolder would load, from the tree's listing and the images' headers (no image decoded,
+    so undecodable files are counted): ((C, H, W) of the canvas, train images, test images, classes)."""
+    _, _, classes, (train_files, _), (test_files, _), (_, crop) = _listing(data_dir, resize, crop, test_split,
+                                                                           subset)
+    return (3, crop, crop), len(train_files), len(test_files), len(classes)
+
+
 # device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
 DATASETS.register(loader_entry(
     "imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
-    load_imagefolder, read_options=("device", "batch_size", "stream")))
+    load_imagefolder, read_options=("device", "batch_size", "stream"), outline=outline_imagefolder))
