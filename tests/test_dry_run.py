@@ -95,7 +95,8 @@ def write_tree(root, sizes):
 
 
 @pytest.mark.parametrize("name, options", [("embedded", {"num_train": 40, "num_test": 20, "copies": 2}),
-                                           ("imagefolder", {"resize": 12, "crop": 10})])
+                                           ("imagefolder", {"resize": 12, "crop": 10}),
+                                           ("imagefolder", {"num_train": 4, "num_test": 3, "crop": 12})])
 def test_an_outline_says_what_loading_would_load_without_reading_an_image(tmp_path, name, options):
     from roarfast.data import load_dataset, outline_dataset
 
