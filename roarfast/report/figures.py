@@ -176,18 +176,24 @@ def panel_fractions(summary: dict, mode: str) -> list:
     return sorted({100 * g["fraction"] for g in summary["groups"] if g["mode"] in (mode, control_mode(mode))})
 
 
-def accuracy_panel(ax, summary: dict, mode: str, fill: str, colors: dict, title: str) -> None:
-    """One panel of the paper's figure: every estimator's curve of `mode` and `fill`, random as the reference
-    (draw_random), points of different methods side by side, leaky points marked by what their leak does to
-    the verdict (LEAK_MARKS)."""
-    curves = curves_of(summary, mode, fill)
-    methods = sorted(curves, key=method_order)
+def draw_methods(ax, summary: dict, mode: str, curves: dict, methods: list, colors: dict) -> dict:
+    """The curves of `methods` (random drawn as the reference), points at one fraction side by side; returns
+    each method's offset (offsets)."""
     dx = offsets(methods, [f / 100 for f in panel_fractions(summary, mode)])
     for method in methods:
         if method == "random":
             draw_random(ax, curves["random"], dx["random"])
         else:
             draw_curve(ax, curves[method], method, colors[method], dx=dx[method])
+    return dx
+
+
+def accuracy_panel(ax, summary: dict, mode: str, fill: str, colors: dict, title: str) -> None:
+    """One panel of the paper's figure: every estimator's curve of `mode` and `fill`, random as the reference
+    (draw_random), points of different methods side by side, leaky points marked by what their leak does to
+    the verdict (LEAK_MARKS)."""
+    curves = curves_of(summary, mode, fill)
+    dx = draw_methods(ax, summary, mode, curves, sorted(curves, key=method_order), colors)
     decorate(ax, summary, mode, title)
     for leak, (marker, color, label) in LEAK_MARKS.items():  # last: their legend entries stay together
         # ringed: the control alone is above chance, so the point partly measures the pattern's shape;

@@ -6,8 +6,8 @@ process knows are looked up, so a name from the run directory imports nothing.""
 from functools import partial
 
 from roarfast.modes import MODES
-from roarfast.report.figures import (INTERVALS, curves_of, decorate, draw_curve, draw_random, figure_legend,
-                                     method_colors, offsets, panel_fractions, pyplot)
+from roarfast.report.figures import (INTERVALS, curves_of, decorate, draw_methods, figure_legend, method_colors,
+                                     pyplot)
 from roarfast.report.sections import Figure, register
 
 
@@ -56,13 +56,7 @@ def figure_ensembles(summary: dict, fill: str):
         curves = curves_of(summary, mode, fill)
         for col, (base, members) in enumerate(panels):
             ax = axes[row][col]
-            drawn = [m for m in ["random", *members] if m in curves]
-            dx = offsets(drawn, [f / 100 for f in panel_fractions(summary, mode)])
-            for method in drawn:
-                if method == "random":
-                    draw_random(ax, curves["random"], dx["random"])
-                else:
-                    draw_curve(ax, curves[method], method, colors[method], dx=dx[method])
+            draw_methods(ax, summary, mode, curves, [m for m in ["random", *members] if m in curves], colors)
             decorate(ax, summary, mode, f"{base} and its ensembles, {mode.upper()}")
     figure_legend(fig, axes.flat)
     fig.suptitle(f"Base estimators against SG / SG-SQ / VAR (fill {fill}); {INTERVALS}")
