@@ -14,11 +14,14 @@ import torch
 #: on a CPU (128 images at 32 px, 2 at 224 px); seconds per image scale up to the recipe's batch
 STEP_PIXELS = 2**17
 #: steps run before the timed ones: the first steps of a process pay for allocations and kernel selection
-WARMUP_STEPS = 1
-#: steps timed; their median is kept (other processes on the machine make single steps slow)
-TIMED_STEPS = 3
-#: images of the measured attribution batch of each estimator (SmoothGrad's samples multiply them)
-EXPLAIN_IMAGES = 2
+#: (one warm-up step left the first estimate of a process 2-6x the steady cost on a CPU)
+WARMUP_STEPS = 3
+#: steps timed; the fastest is kept: the steady cost of a step, which other processes on the machine only
+#: ever slow down
+TIMED_STEPS = 5
+#: pixels of the measured attribution batch of each estimator (SmoothGrad's samples multiply its passes): 32
+#: images at 32 px, 2 at 224 px. Per image, a batch of 2 cost 10-20x what extraction's batches cost on a CPU
+EXPLAIN_PIXELS = 2**15
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,6 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
     """Times training steps of a fresh `spec` (a ModelSpec) with `recipe`'s augmentation, precision and memory
     format on random images of data's canvas (plain SGD updates: torch.optim's first use imports the compiler,
     seconds that a step does not cost), and an evaluation pass."""
-    import statistics
-
     from roarfast.data.augment import Augment, augment
     from roarfast.recipe import amp_dtype
 
@@ -68,11 +69,12 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
         model.train()
         for _ in range(WARMUP_STEPS):
             step()
-        train = statistics.median(_timed(step, device) for _ in range(TIMED_STEPS))
+        train = min(_timed(step, device) for _ in range(TIMED_STEPS))
         model.eval()
         with torch.no_grad(), precision:
-            model(x)
-            evaluate = _timed(lambda: model(x), device)
+            for _ in range(WARMUP_STEPS):
+                model(x)
+            evaluate = min(_timed(lambda: model(x), device) for _ in range(TIMED_STEPS))
     return StepTimes(train_image=train / n, eval_image=evaluate / n)
 
 
@@ -88,8 +90,9 @@ def training_seconds(times: StepTimes, recipe, data) -> float:
 
 def measure_explaining(spec, data, methods: list[str], params, device) -> dict[str, float]:
     """Seconds per image of each estimator in `methods` that explains the model, its maps ranked, measured on
-    EXPLAIN_IMAGES random images of data's canvas for a fresh `spec` (timing does not depend on the weights);
-    those that read no model (random, sobel, oracle) cost next to nothing and are left out."""
+    a batch of random images of data's canvas (EXPLAIN_PIXELS) for a fresh `spec` (timing does not depend on
+    the weights), after a warm-up call on two of them; those that read no model (random, sobel, oracle) cost
+    next to nothing and are left out."""
     from roarfast.extract import model_free
     from roarfast.methods import ExplainBatch, compute_maps, registry
 
@@ -99,14 +102,15 @@ def measure_explaining(spec, data, methods: list[str], params, device) -> dict[s
     out = {}
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         model = spec.build(data.num_classes, data.image_size, data.channels).to(device).eval()
-        x = torch.randn(EXPLAIN_IMAGES, data.channels, data.image_size, data.image_size, device=device)
-        y = torch.randint(0, data.num_classes, (EXPLAIN_IMAGES,), device=device)
-        batch = ExplainBatch(x=x, target=y, index=torch.arange(EXPLAIN_IMAGES))
-        compute_maps(model, batch, explained[:1], params)  # warm-up: the model's first passes
+        n = max(2, EXPLAIN_PIXELS // (data.image_size * data.image_size))
+        x = torch.randn(n, data.channels, data.image_size, data.image_size, device=device)
+        y = torch.randint(0, data.num_classes, (n,), device=device)
+        batch, warm_up = (ExplainBatch(x=x[:k], target=y[:k], index=torch.arange(k)) for k in (n, 2))
         for method in explained:
             name = registry.parse_methods(method)[0]
-            seconds = _timed(lambda: _ranked(compute_maps(model, batch, [name], params)[name]), device)
-            out[method] = seconds / EXPLAIN_IMAGES
+            compute_maps(model, warm_up, [name], params)  # its first passes pay for allocations
+            seconds = _timed(lambda name=name: _ranked(compute_maps(model, batch, [name], params)[name]), device)
+            out[method] = seconds / n
     return out
 
 

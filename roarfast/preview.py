@@ -64,7 +64,7 @@ class DataOutline:
         text = (f"{self.name}: canvas {canvas}, {len(self.train):,} train ({self.val_images:,} of them held out for "
                 f"validation) / {len(self.test):,} test images, {self.num_classes} classes")
         if self.listed:
-            return text + " (from its listing; no image read yet)"
+            return text + " (outlined from its options and files; no image read yet)"
         return text + (f" (as {self.recorded} records it; not read again)" if self.recorded else "")
 
 
