@@ -210,9 +210,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
             model, _ = run.load_base_model(ds, device)
         ckpt_sha = run.base_checkpoint_sha256()
         model = model.to(device).eval()
-    masked = [repr(m) for m in methods if registry.get(m).ground_truth]
-    if masked and ds.train.masks is None:
-        raise UserError(f"dataset {ds.name} has no ground-truth masks, so it has no {', '.join(masked)} method")
+    check_ground_truth(methods, ds.name, ds.train.masks is not None)
 
     store = run.rank_store
     stale = _stale_stores(store, methods, options, seed, ckpt_sha)
@@ -264,6 +262,17 @@ def _stale_stores(store, methods, options: ExtractOptions, seed: int, ckpt_sha) 
             if change:
                 stale[(method, split)] = change
     return stale
+
+
+def check_ground_truth(methods, dataset_name: str, ground_truth: bool) -> None:
+    """Refuses (UserError) the methods that read ground-truth masks (oracle) when the dataset has none: before
+    any stage, so that a sweep says so before it trains a base model."""
+    from roarfast.methods import registry
+
+    masked = [repr(m) for m in methods if registry.get(m).ground_truth]
+    if masked and not ground_truth:
+        raise UserError(f"dataset {dataset_name} has no ground-truth masks, so it has no {', '.join(masked)} method; "
+                        f"leave it out of --method")
 
 
 def check_methods(model, ds, methods, params, device) -> list[str]:

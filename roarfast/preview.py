@@ -43,6 +43,7 @@ class DataOutline:
     num_classes: int
     mean: tuple
     std: tuple
+    ground_truth: bool  # whether it has ground-truth masks (what oracle reads)
     recorded: Path | None = None
     listed: bool = False  # described by its loader's outline: no image read, so no fingerprint nor statistics
 
@@ -72,7 +73,8 @@ def outline_of(ds) -> DataOutline:
     """The outline of a loaded roarfast Dataset."""
     return DataOutline(name=ds.name, fingerprint=ds.fingerprint, train=SplitOutline(len(ds.train), ds.train.shape),
                        test=SplitOutline(len(ds.test), ds.test.shape), val_images=len(ds.val_index),
-                       num_classes=ds.num_classes, mean=tuple(ds.mean), std=tuple(ds.std))
+                       num_classes=ds.num_classes, mean=tuple(ds.mean), std=tuple(ds.std),
+                       ground_truth=ds.train.masks is not None)
 
 
 def recorded_outline(run, dataset=None, data_dir=None, dataset_options=None) -> DataOutline | None:
@@ -81,7 +83,8 @@ def recorded_outline(run, dataset=None, data_dir=None, dataset_options=None) -> 
     (then the data is loaded)."""
     record = run.dataset_record()
     meta = run.base_meta()
-    if record is None or "images" not in record or meta.get("dataset_fingerprint") != record["fingerprint"]:
+    if (record is None or "images" not in record or "ground_truth" not in record
+            or meta.get("dataset_fingerprint") != record["fingerprint"]):
         return None
     name, where, options = run.dataset_spec(dataset, data_dir, dataset_options)
     where = None if where is None else str(Path(where).expanduser().resolve())
@@ -92,7 +95,7 @@ def recorded_outline(run, dataset=None, data_dir=None, dataset_options=None) -> 
                        train=SplitOutline(record["images"]["train"], shape),
                        test=SplitOutline(record["images"]["test"], shape), val_images=record["images"]["validation"],
                        num_classes=meta["num_classes"], mean=tuple(meta["mean"]), std=tuple(meta["std"]),
-                       recorded=run.dataset_path)
+                       ground_truth=record["ground_truth"], recorded=run.dataset_path)
 
 
 def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> DataOutline | None:
@@ -111,7 +114,8 @@ def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> Da
     shape = found["shape"]
     return DataOutline(name=name, fingerprint=None, train=SplitOutline(found["train"], shape),
                        test=SplitOutline(found["test"], shape), val_images=found["validation"],
-                       num_classes=found["classes"], mean=(0.5,) * shape[0], std=(0.25,) * shape[0], listed=True)
+                       num_classes=found["classes"], mean=(0.5,) * shape[0], std=(0.25,) * shape[0],
+                       ground_truth=found["ground_truth"], listed=True)
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
     from roarfast.basemodel import TrainOptions, base_recipe
     from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.checkpoint import recorded_model
-    from roarfast.extract import ExtractOptions, model_free, ranks_to_make
+    from roarfast.extract import ExtractOptions, check_ground_truth, model_free, ranks_to_make
     from roarfast.probe import checked_model
     from roarfast.recipe import default_model
     from roarfast.results import open_results
@@ -194,6 +198,7 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
                 or outline_of(run.open_dataset(dataset, data_dir, dataset_options)))
     options = extract_options or ExtractOptions()
     methods = grid.method_list()
+    check_ground_truth(methods, data.name, data.ground_truth)  # as the sweep refuses them
     meta = run.base_meta()
     reused = bool(meta) and meta.get("dataset_fingerprint") == data.fingerprint
     if reused:

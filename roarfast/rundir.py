@@ -199,7 +199,8 @@ class RunDir:
                   "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint,
                   # what a dry run shows without loading the data again
                   "shape": list(ds.train.shape), "images": {"train": len(ds.train), "test": len(ds.test),
-                                                            "validation": len(ds.val_index)}}
+                                                            "validation": len(ds.val_index)},
+                  "ground_truth": ds.train.masks is not None}
         self.root.mkdir(parents=True, exist_ok=True)
         write_record(self.dataset_path, {**record, "format": RECORD_FORMAT})
 

@@ -23,6 +23,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.device import resolve_device
+    from roarfast.extract import check_ground_truth
     from roarfast.memory import keep_freed_memory
     from roarfast.results import RETRAIN, open_results
     from roarfast.rundir import RunDir
@@ -45,6 +46,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         return {"plan": preview.plan, "rows": []}
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     methods = grid.method_list()
+    check_ground_truth(methods, ds.name, ds.train.masks is not None)
     run.check_writable()  # before anything is trained; the stages check their own estimates
     _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo)
     _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)

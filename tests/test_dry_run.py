@@ -104,7 +104,8 @@ def test_an_outline_says_what_loading_would_load_without_reading_an_image(tmp_pa
     outline = outline_dataset(name, data_dir, **options)
     ds = load_dataset(name, data_dir, **options)
     assert outline == {"shape": tuple(ds.train.shape), "train": len(ds.train), "test": len(ds.test),
-                       "validation": len(ds.val_index), "classes": ds.num_classes}
+                       "validation": len(ds.val_index), "classes": ds.num_classes,
+                       "ground_truth": ds.train.masks is not None}
 
 
 def test_a_dry_run_on_a_fresh_run_directory_reads_no_image(tmp_path, monkeypatch):
@@ -120,3 +121,23 @@ def test_a_dry_run_on_a_fresh_run_directory_reads_no_image(tmp_path, monkeypatch
     assert line(out, "data") == ("data: imagefolder: canvas 3x16x16, 6 train (1 of them held out for validation) / 4 "
                                  "test images, 2 classes (outlined from its options and files; no image read yet)")
     assert "to train" in line(out, "base model") and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_oracle_on_data_without_masks_is_refused_before_anything_is_trained(tmp_path, recorded):
+    """The quick preset's oracle on an image tree: the dry run refuses it as the sweep does, and the sweep
+    refuses it before it trains a base model (it used to train one, then fail at extraction). `recorded`: the
+    run directory already holds the tree's record (a dry run then reads the record, not the tree)."""
+    tree = write_tree(tmp_path / "tree", [(16, 16)])
+    run_dir = tmp_path / "run"
+    data = ["--dataset", "imagefolder", "--data-dir", str(tree)]
+    if recorded:
+        sweep(run_dir, *GRID, *data)
+        assert RunDir(run_dir).dataset_record()["ground_truth"] is False
+    before = listing(run_dir) if recorded else set()
+    for dry in (["--dry-run"], []):
+        result = CliRunner().invoke(main, ["sweep", "--run-dir", str(run_dir), *GRID, *data, "--method",
+                                           "oracle,grad", *dry])
+        assert result.exit_code != 0
+        assert "dataset imagefolder has no ground-truth masks, so it has no 'oracle' method" in result.output
+        assert (listing(run_dir) if recorded else set(run_dir.rglob("*"))) == before  # nothing trained or written

@@ -42,7 +42,7 @@ class DatasetEntry(Entry):
     --data-option may set, {name: default}; `read_options`: those of them that say how the data is read, not
     what it is (kept out of the fingerprint, recorded beside it). `outline`: where given, a function of the
     loader's arguments returning what it would load without reading an image ((C, H, W), train images, test
-    images, classes), so that a dry run needs not load the data (outline_dataset)."""
+    images, classes, whether it has ground-truth masks), so that a dry run needs not load the data (outline_dataset)."""
 
     read_options: tuple = ()
     outline: object = None
@@ -115,7 +115,8 @@ def _resolve(name, data_dir, options: dict, val_seed):
 
 def outline_dataset(name="embedded", data_dir=None, **options) -> dict | None:
     """What load_dataset(name, data_dir, **options) would load, found without reading an image: {"shape": (C,
-    H, W), "train", "test", "validation" (image counts), "classes" (their number)}, for a built-in that declares
+    H, W), "train", "test", "validation" (image counts), "classes" (their number), "ground_truth" (whether it
+    has masks)}, for a built-in that declares
     its outline (DatasetEntry.outline); None for any other dataset, which only loading describes."""
     query = DATASETS.query(name) if isinstance(name, str) else None
     if query is None or query.form != BUILTIN or query.entry.outline is None:
@@ -168,12 +169,12 @@ class _Source:
         from roarfast.data.base import val_split
 
         subset, resolved = self._arguments(options, val_seed)
-        shape, train, test, classes = self.outline_of(**resolved, **({SUBSET: subset} if self.takes_subset else {}))
+        shape, train, test, classes, ground_truth = self.outline_of(**resolved, **({SUBSET: subset} if self.takes_subset else {}))
         if not self.takes_subset:  # whole splits outlined: what the subset keeps of them
             train, test = (subset.count("train", train, classes, self.name), subset.count("test", test, classes,
                                                                                           self.name))
         return {"shape": tuple(shape), "train": train, "test": test, "validation": len(val_split(train, val_seed)),
-                "classes": classes}
+                "classes": classes, "ground_truth": ground_truth}
 
     def _arguments(self, options: dict, val_seed):
         """(the Subset of num_train / num_test, every keyword the loader is called with but the subset)."""

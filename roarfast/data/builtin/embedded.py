@@ -161,9 +161,10 @@ def load_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, co
 
 
 def outline_embedded(num_train: int = 5000, num_test: int = 1000, seed: int = 0, copies: int = 1):
-    """What load_embedded would make, without making it: ((C, H, W), train images, test images, classes)."""
+    """What load_embedded would make, without making it: ((C, H, W), train images, test images, classes,
+    whether it has ground-truth masks)."""
     _check_options(num_train, num_test, seed, copies)
-    return (3, IMAGE_SIZE, IMAGE_SIZE), num_train, num_test, len(CLASSES)
+    return (3, IMAGE_SIZE, IMAGE_SIZE), num_train, num_test, len(CLASSES), True
 
 
 def _check_options(num_train, num_test, seed, copies) -> None:

@@ -368,10 +368,11 @@ def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = 
                         device: str = "auto", test_split: str | None = None, batch_size: int | None = None,
                         stream="auto", subset=None):
     """What load_imagefolder would load, from the tree's listing and the images' headers (no image decoded,
-    so undecodable files are counted): ((C, H, W) of the canvas, train images, test images, classes)."""
+    so undecodable files are counted): ((C, H, W) of the canvas, train images, test images, classes, whether it
+    has ground-truth masks: never)."""
     _, _, classes, (train_files, _), (test_files, _), (_, crop) = _listing(data_dir, resize, crop, test_split,
                                                                            subset)
-    return (3, crop, crop), len(train_files), len(test_files), len(classes)
+    return (3, crop, crop), len(train_files), len(test_files), len(classes), False
 
 
 # device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
