@@ -45,7 +45,7 @@ class DataOutline:
     std: tuple
     ground_truth: bool  # whether it has ground-truth masks (what oracle reads)
     recorded: Path | None = None
-    listed: bool = False  # described by its loader's outline: no image read, so no fingerprint nor statistics
+    listed: bool = False  # described by its loader's outline: no image decoded, so no fingerprint nor statistics
 
     @property
     def channels(self) -> int:
@@ -65,7 +65,7 @@ class DataOutline:
         text = (f"{self.name}: canvas {canvas}, {len(self.train):,} train ({self.val_images:,} of them held out for "
                 f"validation) / {len(self.test):,} test images, {self.num_classes} classes")
         if self.listed:
-            return text + " (outlined from its options and files; no image read yet)"
+            return text + " (outlined without decoding an image)"
         return text + (f" (as {self.recorded} records it; not read again)" if self.recorded else "")
 
 
@@ -99,7 +99,7 @@ def recorded_outline(run, dataset=None, data_dir=None, dataset_options=None) -> 
 
 
 def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> DataOutline | None:
-    """The outline of a built-in dataset that declares one (roarfast.data.outline_dataset: no image read) when
+    """The outline of a built-in dataset that declares one (roarfast.data.outline_dataset: no image decoded) when
     the run directory holds nothing that its fingerprint would be compared with (no base model, results or
     ranks); None otherwise. Its statistics are placeholders: only the time estimates read them (an IG
     baseline), and time does not depend on them."""

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from roarfast.cli import main
+from roarfast.data import headers
 from roarfast.data.builtin.imagefolder import load_imagefolder, shared_size
 from roarfast.errors import UserError
 from tests.test_data_imagefolder import block_dali, decoder  # noqa: F401 (a fixture)
@@ -77,8 +78,8 @@ def test_the_shared_size_is_read_from_the_headers_once(tmp_path, monkeypatch):
     root = tree_of(tmp_path / "tree", {"a": [noise(32, 32, 0), noise(32, 32, 1)], "b": [noise(32, 32, 2)]})
     files = ["a/0.png", "a/1.png", "b/0.png"]
     opened = []
-    original = Image.open
-    monkeypatch.setattr(Image, "open", lambda *a, **k: opened.append(a[0]) or original(*a, **k))
+    original = headers.image_size
+    monkeypatch.setattr(headers, "image_size", lambda path: opened.append(path) or original(path))
     assert shared_size(root / "train", files) == (32, 32) and len(opened) == 3
     assert shared_size(root / "train", files) == (32, 32) and len(opened) == 3  # cached
     Image.fromarray(noise(20, 32, 3)).save(root / "train" / "b" / "0.png")  # a changed file is read again

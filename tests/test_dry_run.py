@@ -119,7 +119,7 @@ def test_a_dry_run_on_a_fresh_run_directory_reads_no_image(tmp_path, monkeypatch
     out = sweep(tmp_path / "run", *GRID, "--dataset", "imagefolder", "--data-dir", str(tree), "--data-option",
                 "resize=16", "--data-option", "crop=16", "--dry-run")
     assert line(out, "data") == ("data: imagefolder: canvas 3x16x16, 6 train (1 of them held out for validation) / 4 "
-                                 "test images, 2 classes (outlined from its options and files; no image read yet)")
+                                 "test images, 2 classes (outlined without decoding an image)")
     assert "to train" in line(out, "base model") and not (tmp_path / "run").exists()
 
 

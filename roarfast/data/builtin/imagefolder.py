@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from roarfast.data import cache
+from roarfast.data import cache, headers
 from roarfast.data.base import ChannelSums, FileSet, ImageSet
 from roarfast.data.decode import DALI, canvas_batches, decoder_for
 from roarfast.data.registry import DATASETS, loader_entry
@@ -259,21 +259,17 @@ def check_canvas(resize: int, crop: int) -> None:
 
 
 def shared_size(split_dir: Path, files: list[str]) -> tuple | None:
-    """(width, height) every image of `files` (relative to split_dir) has, from their headers (no decode), or
-    None when they differ; cached with the tree's measurements (roarfast.data.cache) by the files' names,
-    sizes and times."""
-    from PIL import Image
-
+    """(width, height) every image of `files` (relative to split_dir) has, from their headers (no decode:
+    roarfast.data.headers), or None when they differ; cached with the tree's measurements (roarfast.data.cache)
+    by the files' names, sizes and times."""
     key = cache.listing_key("imagefolder-size", split_dir, files, {})
     record = cache.read("imagefolder-size", key)
     if record is None:
         sizes = set()
         for name in files:
-            try:
-                with Image.open(split_dir / name) as image:
-                    sizes.add(tuple(sorted(image.size)))  # EXIF orientation may swap the sides
-            except Exception:  # noqa: BLE001 - an undecodable file is found (and named) by the decode
-                continue
+            size = headers.image_size(split_dir / name)  # None: undecodable, found (and named) by the decode
+            if size is not None:
+                sizes.add(tuple(sorted(size)))  # EXIF orientation may swap the sides
             if len(sizes) > 1:
                 break
         record = {"size": list(sizes.pop()) if len(sizes) == 1 else None}
