@@ -22,7 +22,7 @@ PRESETS = {
     # chance on the test split, which one seed already allows (binomial test); the embedded dataset is
     # learned in 3 epochs (base model 96.5% test, random ROAR at 0.5: 70%)
     "quick": {"methods": "oracle,random,grad,sg-sq", "fractions": (0.1, 0.25, 0.5), "modes": MODES,
-              "seeds": 3, "control": True, "control_seeds": 1, "epochs": 3},
+              "seeds": 3, "control": True, "control_seeds": 1, "epochs": 3, "truth_only": ("oracle",)},
 }
 
 
@@ -30,7 +30,8 @@ PRESETS = {
 class Grid(CellOptions):
     """A sweep's cells: CellOptions (methods x modes x fractions x seeds, how each trains) with the seeds
     starting at `first_seed`, each cell with its mask-only control when `control` (for the first
-    `control_seeds` seeds only, when given)."""
+    `control_seeds` seeds only, when given). `truth_only`: a preset's methods that read ground-truth masks,
+    left out (for_data) where the data has none; methods the user names are never left out."""
 
     methods: str = ",".join(PAPER_METHODS)
     modes: tuple = MODES
@@ -38,6 +39,7 @@ class Grid(CellOptions):
     first_seed: int = 0
     control: bool = True
     control_seeds: int | None = None
+    truth_only: tuple = ()
 
     def __post_init__(self):
         super().__post_init__()
@@ -45,6 +47,18 @@ class Grid(CellOptions):
 
     def method_list(self) -> list[str]:
         return cell_methods(self.methods)
+
+    def for_data(self, name: str, ground_truth: bool) -> tuple["Grid", str | None]:
+        """This grid for the dataset `name`: without its truth_only methods when the data has no ground-truth
+        masks, with the line that says so (else None)."""
+        from dataclasses import replace
+
+        left_out = [m for m in self.method_list() if m in self.truth_only]
+        if ground_truth or not left_out:
+            return self, None
+        kept = [m for m in self.method_list() if m not in left_out]
+        return (replace(self, methods=",".join(kept), truth_only=()),
+                f"the preset's {', '.join(left_out)} left out: dataset {name} has no ground-truth masks")
 
     def cells(self) -> list[Cell]:
         """Every cell in run order: by method, mode, fraction, seed; a cell's control right after it."""
@@ -55,7 +69,10 @@ def preset_grid(name: str, **overrides) -> Grid:
     """The Grid of preset `name` with `overrides` (None values ignored)."""
     if name not in PRESETS:
         raise UserError(f"--preset should be one of {', '.join(PRESETS)}, got {name!r}")
-    return Grid(**{**PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "methods" in given:  # methods the user names are theirs: one the data cannot serve is refused
+        given["truth_only"] = ()
+    return Grid(**{**PRESETS[name], **given})
 
 
 @dataclass

@@ -140,6 +140,7 @@ class Preview:
     remade: list  # methods whose ranks the sweep extracts (missing, or of another provenance)
     plan: Plan
     stages: dict = field(default_factory=dict)  # "base model", "ranks", "cells" -> Stage
+    left_out: str | None = None  # the preset's methods the data cannot serve, said (Grid.for_data)
 
     @property
     def base_reused(self) -> bool:
@@ -161,6 +162,7 @@ class Preview:
         ranks += f"; stored: {', '.join(kept)}" if kept else ""
         cells = f"{_recipe_text(self.cells_model, self.cells_recipe)}, fill {self.grid.fill}"
         grid, progress = describe_grid(self.plan, self.grid)
+        grid += f" ({self.left_out})" if self.left_out else ""
         return [("data", self.data.describe()), ("base model", base), ("ranks", ranks), ("cells", cells),
                 ("grid", grid), ("progress", progress), ("ETA", self._eta_text())]
 
@@ -197,6 +199,7 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
                 or listed_outline(run, dataset, data_dir, dataset_options)
                 or outline_of(run.open_dataset(dataset, data_dir, dataset_options)))
     options = extract_options or ExtractOptions()
+    grid, note = grid.for_data(data.name, data.ground_truth)
     methods = grid.method_list()
     check_ground_truth(methods, data.name, data.ground_truth)  # as the sweep refuses them
     meta = run.base_meta()
@@ -218,7 +221,7 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
         plan = Plan(cells=[(cell, None) for cell in grid.cells()])
     preview = Preview(grid=grid, data=data, base_model=base_spec.name, base_recipe=base,
                       base_test_acc=meta["test_acc"] if reused else None, cells_model=cells_spec.name,
-                      cells_recipe=cells, remade=remade, plan=plan)
+                      cells_recipe=cells, remade=remade, plan=plan, left_out=note)
     steps = _Steps(data, device, {} if measured is None else measured)
     preview.stages["base model"] = (Stage(0.0, "reused") if reused else
                                     Stage(steps.training(base_spec, base), "estimated from a measured step"))

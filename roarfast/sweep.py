@@ -45,6 +45,9 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
             echo(line)
         return {"plan": preview.plan, "rows": []}
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
+    grid, note = grid.for_data(ds.name, ds.train.masks is not None)
+    if note:
+        echo(f"[sweep] {note}")
     methods = grid.method_list()
     check_ground_truth(methods, ds.name, ds.train.masks is not None)
     run.check_writable()  # before anything is trained; the stages check their own estimates

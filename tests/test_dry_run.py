@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.results import ResultsDB
 from roarfast.rundir import RunDir
 
 DATA = ["--data-option", "num_train=200", "--data-option", "num_test=60"]
@@ -141,3 +142,19 @@ def test_oracle_on_data_without_masks_is_refused_before_anything_is_trained(tmp_
         assert result.exit_code != 0
         assert "dataset imagefolder has no ground-truth masks, so it has no 'oracle' method" in result.output
         assert (listing(run_dir) if recorded else set(run_dir.rglob("*"))) == before  # nothing trained or written
+
+
+def test_the_quick_preset_leaves_oracle_out_where_the_data_has_no_masks_and_says_so(tmp_path):
+    """Named by the user, oracle is refused on such data (above); from the preset, it is left out with a line,
+    in the dry run and the sweep alike, and the sweep runs the rest."""
+    tree = write_tree(tmp_path / "tree", [(16, 16)])
+    data = ["--dataset", "imagefolder", "--data-dir", str(tree)]
+    quick = ["--preset", "quick", "--mode", "roar", "--fraction", "0.5", "--seeds", "1", "--epochs", "1",
+             "--device", "cpu", "--no-progress"]
+    said = "the preset's oracle left out: dataset imagefolder has no ground-truth masks"
+    dry = sweep(tmp_path / "run", *quick, *data, "--dry-run")
+    assert said in line(dry, "grid") and "methods random, grad, sg-sq-grad x" in line(dry, "grid")
+    out = sweep(tmp_path / "run", *quick, *data)
+    assert f"[sweep] {said}" in out
+    with ResultsDB(RunDir(tmp_path / "run").results_path) as db:
+        assert sorted({row["method"] for row in db.rows()}) == ["grad", "random", "sg-sq-grad"]
