@@ -19,6 +19,7 @@ Light on purpose (no torch): the CLI imports every resolver to build its options
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -105,9 +106,10 @@ class Resolver:
                  case_sensitive: bool = True):
         self.kind, self.flag = kind, flag
         self._entries = {}
+        self._places = {}  # name -> (the registering module's name, its registration number): the listing order
+        self.package = package
         for entry in entries:
             self.register(entry)
-        self.package = package
         self._discovered = package is None
         self.schemes = tuple(schemes)
         self.aliases = dict(aliases or {})
@@ -120,8 +122,21 @@ class Resolver:
         """Adds a built-in (a module of `package` calls this as it is imported); a name is taken once."""
         if entry.name in self._entries:
             raise ValueError(f"{self.kind} {entry.name!r} is registered twice")
+        # by module, as discovery imports them, whichever a process happened to import first
+        self._places[entry.name] = (self._registering_module(), len(self._places))
         self._entries[entry.name] = entry
         return entry
+
+    def _registering_module(self) -> str:
+        """The module of `package` whose import is registering an entry now (through a helper such as a
+        decorator, too), or "" for an entry from elsewhere."""
+        frame = sys._getframe(2)
+        while frame is not None and self.package:
+            name = frame.f_globals.get("__name__", "")
+            if name.startswith(self.package + "."):
+                return name
+            frame = frame.f_back
+        return ""
 
     def _all(self) -> dict:
         """The entries, every module of `package` imported first (once)."""
@@ -147,7 +162,7 @@ class Resolver:
 
     @property
     def names(self) -> list[str]:
-        """The built-in names, in listing order (by order, then as registered)."""
+        """The built-in names, in listing order (by order, then by module, then as each module registers)."""
         return [entry.name for entry in self]
 
     def __contains__(self, name) -> bool:
@@ -161,7 +176,8 @@ class Resolver:
 
     def __iter__(self):
         entries = list(self._all().values())
-        return iter(sorted(entries, key=lambda e: e.order))  # a stable sort: registration order within an order
+        # within an order, by module name (the order discovery imports them in), then as each module registers
+        return iter(sorted(entries, key=lambda e: (e.order, self._places[e.name])))
 
     def __len__(self) -> int:
         return len(self._all())

@@ -75,6 +75,25 @@ def test_a_package_s_modules_register_their_entries_at_the_first_lookup(tmp_path
     assert THINGS.load("two") == 3 and "things_pkg.alpha" in sys.modules
 
 
+def test_the_listing_does_not_depend_on_which_module_a_process_imported_first(tmp_path, monkeypatch):
+    """A built-in module imported directly before the first lookup (a test, a user's script) registers first;
+    the listing (the CLI's choices and help) still follows the modules' names."""
+    package = tmp_path / "order_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from roarfast.resolver import Entry, Resolver\n"
+                                         "THINGS = Resolver('thing', '--thing', package='order_pkg')\n"
+                                         "def register(name):\n"
+                                         "    THINGS.register(Entry(name, name, value=name))\n")
+    for module, names in (("alpha", ["a1", "a2"]), ("beta", ["b1"]), ("gamma", ["c1"])):
+        (package / f"{module}.py").write_text("from order_pkg import register\n"  # through a helper
+                                              + "".join(f"register({name!r})\n" for name in names))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import order_pkg.gamma  # noqa: F401  (registers c1 before the others are discovered)
+    from order_pkg import THINGS
+
+    assert THINGS.names == ["a1", "a2", "b1", "c1"]
+
+
 def test_every_form_of_a_spec():
     things = _resolver(import_form="package.module:factory")
     assert things.query("alpha").form == BUILTIN
