@@ -94,7 +94,7 @@ class Plan:
         no cell of a needed kind was measured yet."""
         total = 0.0
         for cell, _ in self.todo if todo is None else todo:
-            rate = self.seconds.get(_rate_kind(cell))
+            rate = self.seconds.get(rate_kind(cell))
             if rate is None:
                 return None
             total += rate
@@ -102,12 +102,12 @@ class Plan:
 
     def finished(self, cell: Cell, seconds: float, remaining: list) -> float | None:
         """Folds a cell just trained (in `seconds`) into the rates; returns the ETA of `remaining`."""
-        kind = _rate_kind(cell)
+        kind = rate_kind(cell)
         self.seconds[kind] = seconds if kind not in self.seconds else 0.8 * self.seconds[kind] + 0.2 * seconds
         return self.eta(remaining)
 
 
-def _rate_kind(cell: Cell) -> str:
+def rate_kind(cell: Cell) -> str:
     """Controls train on patterns alone and are timed apart from the cells."""
     return "control" if cell.control else "cell"
 

@@ -15,7 +15,8 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roarfast.grid import Grid, Plan, describe_grid, make_plan
+from roarfast.data.base import Canvas
+from roarfast.grid import Grid, Plan, describe_grid, make_plan, rate_kind
 from roarfast.progress import format_duration
 
 
@@ -31,7 +32,7 @@ class SplitOutline:
 
 
 @dataclass(frozen=True)
-class DataOutline:
+class DataOutline(Canvas):
     """What a preview reads of a dataset (the Dataset attributes that recipes and cell keys read), from a loaded
     Dataset or from the run directory's record of it (`recorded`: that file; the data was not read again)."""
 
@@ -46,14 +47,6 @@ class DataOutline:
     ground_truth: bool  # whether it has ground-truth masks (what oracle reads)
     recorded: Path | None = None
     listed: bool = False  # described by its loader's outline: no image decoded, so no fingerprint nor statistics
-
-    @property
-    def channels(self) -> int:
-        return self.train.shape[0]
-
-    @property
-    def image_size(self) -> int:
-        return self.train.shape[-1]
 
     @property
     def train_index(self) -> range:
@@ -279,7 +272,7 @@ def _cells_stage(steps: _Steps, plan: Plan, spec, recipe) -> Stage:
         rates = ", ".join(f"{format_duration(v)} per {k}" for k, v in sorted(plan.seconds.items()))
         return Stage(measured, f"measured here: {rates}")
     each = steps.training(spec, recipe)
-    seconds = sum(plan.seconds.get("control" if cell.control else "cell", each) for cell, _ in todo)
+    seconds = sum(plan.seconds.get(rate_kind(cell), each) for cell, _ in todo)
     return Stage(seconds, f"estimated from a measured step: {format_duration(each)} per cell")
 
 

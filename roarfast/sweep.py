@@ -125,11 +125,12 @@ def _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, ech
     from roarfast.extract import ExtractOptions, options_for, ranks_to_make, run_extract
 
     options = extract_options or ExtractOptions()
-    if not ranks_to_make(run, methods, options, seed):
+    todo = ranks_to_make(run, methods, options, seed)
+    if not todo:
         return
     with ExitStack() as claims:
         # every process claims in one (sorted) order, so two sweeps never hold what the other waits for
-        for method in sorted(ranks_to_make(run, methods, options, seed)):
+        for method in sorted(todo):
             claims.enter_context(run.claim(f"ranks-{method}", waiting=lambda holder, m=method: echo(
                 f"[sweep] ranks of {m}: waiting for {holder}, which extracts them")))
         missing = ranks_to_make(run, methods, options, seed)  # extracted by another sweep while this one waited

@@ -91,8 +91,21 @@ class FileSet:
         return self.stats
 
 
+class Canvas:
+    """The canvas of anything whose `train` split has a shape (C, H, W): a Dataset, or a dry run's outline of
+    one (roarfast.preview.DataOutline)."""
+
+    @property
+    def channels(self) -> int:
+        return self.train.shape[0]
+
+    @property
+    def image_size(self) -> int:
+        return self.train.shape[-1]
+
+
 @dataclass
-class Dataset:
+class Dataset(Canvas):
     """A dataset as the pipeline sees it; `mean`/`std` are per channel in [0, 1] pixel space, computed
     on the train split; `val_index` (int64 Tensor[V]) indexes the train split."""
 
@@ -110,14 +123,6 @@ class Dataset:
     @property
     def num_classes(self) -> int:
         return len(self.train.classes)
-
-    @property
-    def channels(self) -> int:
-        return self.train.shape[0]
-
-    @property
-    def image_size(self) -> int:
-        return self.train.shape[-1]
 
     @property
     def streamed(self) -> bool:

@@ -156,7 +156,7 @@ def register(name: str, description: str | None = None, *, reads=(), parameters=
     """
 
     def decorate(fn):
-        _add(Estimator(name, fn, description or _first_line(fn), parameters_of(reads, parameters, target_mode),
+        _add(Estimator(name, fn, description or first_line(fn), parameters_of(reads, parameters, target_mode),
                        uses_model=uses_model, seeded=seeded, target_mode=target_mode, requires=tuple(requires),
                        ground_truth=ground_truth, compilable=compilable), order)
         return fn
@@ -188,5 +188,6 @@ def _add(estimator: Estimator, order: float) -> None:
                               options={p.name: p.default for p in estimator.parameters}, order=order))
 
 
-def _first_line(fn) -> str:
-    return (fn.__doc__ or "").strip().split("\n")[0]
+def first_line(fn) -> str:
+    """The first line of fn's docstring ("" without one): an estimator's description when none is given."""
+    return (getattr(fn, "__doc__", None) or "").strip().split("\n")[0]

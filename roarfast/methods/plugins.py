@@ -20,7 +20,7 @@ import inspect
 from functools import partial
 
 from roarfast.errors import UserError
-from roarfast.methods.declaration import Estimator, parameters_of
+from roarfast.methods.declaration import Estimator, first_line, parameters_of
 from roarfast.methods.identity import file_identity, object_identity
 from roarfast.plugins import describe_error, import_object, import_path_of, object_name
 from roarfast.resolver import IMPORT_PATH, OBJECT
@@ -52,7 +52,7 @@ def register_plugin(spec) -> Estimator:
         raise UserError(f"{FLAG} {name}: expected a function(model, images, target), got {type(function).__name__}")
     arguments, required, any_argument = _keywords(name, function)
     code = (file_identity(function) if form == IMPORT_PATH else None) or object_identity(function, name)
-    record = Estimator(name, partial(plugin_maps, function, name), _first_line(function), parameters_of(),
+    record = Estimator(name, partial(plugin_maps, function, name), first_line(function), parameters_of(),
                        arguments=arguments, required=required, any_argument=any_argument, seeded=True, form=form,
                        code=code)
     _PLUGINS[name] = record
@@ -116,7 +116,3 @@ def _keywords(name: str, function) -> tuple[dict, tuple, bool]:
     return ({p.name: f"a keyword argument of {name}" for p in keywords},
             tuple(p.name for p in keywords if p.default is p.empty),
             any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()))
-
-
-def _first_line(function) -> str:
-    return (getattr(function, "__doc__", None) or "").strip().split("\n")[0]

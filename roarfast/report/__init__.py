@@ -20,15 +20,14 @@ from roarfast.errors import UserError
 from roarfast.report import sections
 from roarfast.report.analysis import analyse
 from roarfast.report.load import load_run
-from roarfast.report.render import page, write_files
+from roarfast.report.render import REPORT_FILES, page, write_files
 from roarfast.report.text import verdict_lines
 
 #: the file that marks a directory as a report roarfast wrote: such a directory is replaced whole by the next
 #: report, and no other is (but an empty one)
 MARKER = ".roarfast-report"
-#: the files a report writes besides its figures (PNG): a directory holding only these, index.html and
-#: summary.json among them, is a report written before the marker existed
-REPORT_FILES = ("index.md", "index.html", "summary.json", "cells.csv")
+# a directory holding only render.REPORT_FILES and PNGs, index.html and summary.json among them, is a report
+# written before the marker existed
 
 
 @dataclass

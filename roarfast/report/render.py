@@ -1,8 +1,7 @@
 """The report's rendering: the page assembled from the sections in order (each section's tables and lines,
 then its figures; with several configurations, each configuration's apart under its label), written as
 index.md and a self-contained index.html (figures embedded), beside cells.csv and summary.json. Knows no
-section: what a page holds is the sections' business (roarfast.report.sections). `page` and `render_html`
-also serve a notebook's inline display of a written report (`page_html`).
+section: what a page holds is the sections' business (roarfast.report.sections).
 """
 
 import base64
@@ -10,12 +9,14 @@ import csv
 import dataclasses
 import html
 import json
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from roarfast.report.analysis import parts_of
-from roarfast.report.sections import RUN, Lines, Table, ordered
+from roarfast.report.sections import RUN, Lines, Table
+
+#: the files a report writes besides its figures (PNG), in the order written
+REPORT_FILES = ("cells.csv", "summary.json", "index.md", "index.html")
 
 
 @dataclass(frozen=True)
@@ -26,15 +27,11 @@ class Image:
     title: str
 
 
-def page(sections: list, summary: dict, shown: dict | None = None) -> list:
+def page(sections: list, summary: dict, shown: dict) -> list:
     """The page's blocks in reading order: each section's tables and lines, then the figures it drew
-    (`shown`: section name -> [{file, title, configuration?}]; default: summary["figures"]). With several
+    (`shown`: section name -> [{file, title, configuration?}]). With several
     configurations, a section about one configuration shows each configuration's blocks and figures in turn,
     its titles labelled."""
-    if shown is None:
-        shown = defaultdict(list)
-        for entry in summary.get("figures", []):
-            shown[entry["kind"]].append(entry)
     parts = parts_of(summary)
     out = []
     for section in sections:
@@ -57,12 +54,6 @@ def _blocks(section, summary: dict) -> list:
     return blocks
 
 
-def page_html(summary: dict, out_dir: Path) -> str:
-    """The page of a written report (summary.json's content, its figures in out_dir) as one HTML document,
-    figures embedded: index.html's content, for an inline display."""
-    return render_html(page(ordered(), summary), Path(out_dir))
-
-
 def write_files(summary: dict, blocks: list, cells: list, out_dir: Path) -> list[str]:
     """Writes cells.csv, summary.json, index.md and index.html into out_dir (a directory of its own, which
     the report fills whole: roarfast.report.write_report); returns their names."""
@@ -70,7 +61,7 @@ def write_files(summary: dict, blocks: list, cells: list, out_dir: Path) -> list
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out_dir / "index.md").write_text(render_markdown(blocks))
     (out_dir / "index.html").write_text(render_html(blocks, out_dir))
-    return ["cells.csv", "summary.json", "index.md", "index.html"]
+    return list(REPORT_FILES)
 
 
 def render_markdown(blocks: list) -> str:

@@ -57,7 +57,6 @@ class Member:
     net: torch.nn.Module
     loaders: dict
     generator: torch.Generator
-    device: torch.device
     flips: torch.Tensor | None = None
     selection: Selection = field(default_factory=Selection)
     history: list = field(default_factory=list)
@@ -155,7 +154,7 @@ def new_member(dataset, architecture, recipe: Recipe, device: torch.device, seed
     flips = None
     if recipe.flip and recipe.alternate_flips:
         flips = torch.rand(len(dataset.train), generator=generator, device=device) < 0.5
-    return Member(net=net, loaders=loaders, generator=generator, device=device, flips=flips)
+    return Member(net=net, loaders=loaders, generator=generator, flips=flips)
 
 
 def new_state(net: torch.nn.Module, members: list, recipe: Recipe, device: torch.device, total_steps: int,
