@@ -112,3 +112,33 @@ def test_missing_extension_names_the_fix(monkeypatch):
 def test_build_config_records_torch_version():
     config = json.loads((ROOT / "roarfast" / "_build_config.json").read_text())
     assert config["torch"] == torch.__version__
+
+
+def test_unity_units_include_every_source_once_and_are_rewritten_only_on_change(tmp_path):
+    setup = load_setup()
+    csrc = tmp_path / "csrc"
+    sizes = {"a.cpp": 900, "ops/b.cpp": 500, "ops/cpu/c.cpp": 450, "d.cpp": 10}
+    for name, size in sizes.items():
+        (csrc / name).parent.mkdir(parents=True, exist_ok=True)
+        (csrc / name).write_text("x" * size)
+    sources = sorted(csrc.rglob("*.cpp"))
+    units = setup.unity_sources(sources, 2, csrc, tmp_path / "unity")
+    included = [line.split('"')[1] for unit in units for line in unit.read_text().splitlines()
+                if line.startswith("#include")]
+    assert sorted(included) == sorted(sizes)  # each source in exactly one unit, by its include-root path
+    by_unit = [sum(sizes[line.split('"')[1]] for line in unit.read_text().splitlines() if line.startswith("#"))
+               for unit in units]
+    assert sorted(by_unit) == [910, 950]  # largest first, each into the lighter unit: 900+10 and 500+450
+    mtimes = [unit.stat().st_mtime_ns for unit in units]
+    assert setup.unity_sources(sources, 2, csrc, tmp_path / "unity") == units
+    assert [unit.stat().st_mtime_ns for unit in units] == mtimes  # unchanged lists: ninja rebuilds nothing
+    one = setup.unity_sources(sources, 1, csrc, tmp_path / "unity")  # fewer units: the stale one is removed
+    assert [unit.name for unit in (tmp_path / "unity").glob("*.cpp")] == [one[0].name]
+    assert setup.unity_sources(sources, 99, csrc, tmp_path / "u2").__len__() == len(sizes)  # never an empty unit
+
+
+def test_the_extension_is_built_from_unity_units_covering_every_source():
+    config = json.loads((ROOT / "roarfast" / "_build_config.json").read_text())
+    cpp = list((ROOT / "csrc").rglob("*.cpp"))
+    assert config["sources"] - config["cu_sources"] == len(cpp)
+    assert 1 <= config["unity_units"] <= len(cpp)
