@@ -99,9 +99,9 @@ def tuned_recipe(model_name: str) -> Recipe | None:
 
 def default_recipe(model_name: str, device, train_images: int | None = None, image_size: int = 32) -> Recipe:
     """The recipe of `model_name` on `device` ("cpu", "cuda", torch.device): a built-in's tuned one, any
-    other model's PLUGIN_RECIPES entry for `image_size`; fp32 on CPU; on CUDA bf16 autocast and a batch up
-    to 4x larger with the learning rate scaled alike (gpu_batch_scale: smaller for a training split of few
-    `train_images`)."""
+    other model's PLUGIN_RECIPES entry for `image_size`; bf16 autocast where the device computes it natively
+    (native_bf16), fp32 elsewhere; on CUDA a batch up to 4x larger with the learning rate scaled alike
+    (gpu_batch_scale: smaller for a training split of few `train_images`)."""
     recipe = tuned_recipe(model_name) or PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
     if _on_cuda(device):
         scale = gpu_batch_scale(recipe.batch_size, train_images)
@@ -205,15 +205,30 @@ def check_overrides(overrides, flag: str = "--recipe") -> dict:
     return checked
 
 
-#: --amp choices: "auto" is bf16 on CUDA and fp32 elsewhere
+#: --amp choices: "auto" trains in bf16 where the device computes it natively (native_bf16), fp32 elsewhere
 AMP_CHOICES = ("auto", "off", "bf16", "fp16")
 _AMP_PRECISIONS = ("bf16", "fp16")
 
 
+def native_bf16(device) -> bool:
+    """Whether `device` computes bf16 natively: a CUDA GPU, or a CPU with AVX512-BF16 or AMX (oneDNN's bf16
+    convolutions then run about 1.8x faster than fp32: benchmarks/RESULTS.md). Elsewhere oneDNN emulates
+    bf16, slower than fp32."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return True
+    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    checks = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    return any(check is not None and check() for check in checks)
+
+
 def resolve_amp(amp: str, device) -> str | None:
-    """The Recipe.amp of an --amp choice on device: None (fp32), "bf16" or "fp16"."""
+    """The Recipe.amp of an --amp choice for training on device: None (fp32), "bf16" or "fp16"."""
     if amp == "auto":
-        return "bf16" if _on_cuda(device) else None
+        return "bf16" if native_bf16(device) else None
     return None if amp == "off" else amp
 
 
@@ -225,7 +240,11 @@ def amp_dtype(recipe: Recipe):
 
 
 def autocast_dtype(amp: str, device):
-    """The autocast dtype of an --amp choice on device (None: fp32), for passes outside training."""
+    """The autocast dtype of an --amp choice on device (None: fp32) for passes outside training (attributions):
+    "auto" is bf16 on a GPU only. On a CPU attributions stay fp32 even where bf16 is native: a bf16 gradient
+    keeps 8 bits of mantissa (more tied ranks), and extraction gains little (the embedded run's 26 s -> 24 s)."""
+    if amp == "auto":
+        return _precision_dtype("bf16" if _on_cuda(device) else None)
     return _precision_dtype(resolve_amp(amp, device))
 
 

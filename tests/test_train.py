@@ -174,7 +174,9 @@ def test_learning_rate_schedule():
     assert lr_at(100, 100, recipe) == pytest.approx(0.0, abs=1e-12)
 
 
-def test_default_recipes():
+def test_default_recipes(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     cpu, gpu = default_recipe("fastnet", "cpu"), default_recipe("fastnet", "cuda")
     assert cpu.amp is None and gpu.amp == "bf16"
     assert gpu.batch_size > cpu.batch_size and gpu.lr / gpu.batch_size == pytest.approx(cpu.lr / cpu.batch_size)
@@ -199,8 +201,24 @@ def test_gpu_batch_keeps_enough_steps_per_epoch(train_images, scale):
 @pytest.mark.parametrize("choice,device,expected", [("auto", "cpu", None), ("auto", "cuda", "bf16"),
                                                     ("off", "cuda", None), ("bf16", "cpu", "bf16"),
                                                     ("fp16", "cuda", "fp16")])
-def test_amp_choices(choice, device, expected):
+def test_amp_choices(monkeypatch, choice, device, expected):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)  # a CPU without native bf16
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     assert resolve_amp(choice, device) == expected
+
+
+@pytest.mark.parametrize("avx512_bf16, amx, trained", [(True, False, "bf16"), (False, True, "bf16"),
+                                                       (False, False, None)])
+def test_auto_trains_in_bf16_on_a_cpu_that_computes_it_natively_and_attributes_in_fp32(monkeypatch, avx512_bf16,
+                                                                                       amx, trained):
+    from roarfast.recipe import autocast_dtype
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    assert resolve_amp("auto", "cpu") == trained and default_recipe("fastnet", "cpu").amp == trained
+    assert autocast_dtype("auto", "cpu") is None  # attributions on a CPU: fp32 whatever the CPU
+    assert autocast_dtype("auto", "cuda") == torch.bfloat16 and autocast_dtype("off", "cuda") is None
+    assert resolve_amp("off", "cpu") is None  # asked for fp32: fp32 even where bf16 is native
 
 
 @pytest.mark.parametrize("options, flag", [({"amp": "fp8"}, "--amp should be one of auto, off, bf16, fp16"),
