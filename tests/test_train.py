@@ -174,9 +174,7 @@ def test_learning_rate_schedule():
     assert lr_at(100, 100, recipe) == pytest.approx(0.0, abs=1e-12)
 
 
-def test_default_recipes(monkeypatch):
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+def test_default_recipes():
     cpu, gpu = default_recipe("fastnet", "cpu"), default_recipe("fastnet", "cuda")
     assert cpu.amp is None and gpu.amp == "bf16"
     assert gpu.batch_size > cpu.batch_size and gpu.lr / gpu.batch_size == pytest.approx(cpu.lr / cpu.batch_size)
@@ -201,9 +199,7 @@ def test_gpu_batch_keeps_enough_steps_per_epoch(train_images, scale):
 @pytest.mark.parametrize("choice,device,expected", [("auto", "cpu", None), ("auto", "cuda", "bf16"),
                                                     ("off", "cuda", None), ("bf16", "cpu", "bf16"),
                                                     ("fp16", "cuda", "fp16")])
-def test_amp_choices(monkeypatch, choice, device, expected):
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)  # a CPU without native bf16
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+def test_amp_choices(choice, device, expected):  # on a CPU without native bf16 (conftest)
     assert resolve_amp(choice, device) == expected
 
 
@@ -213,12 +209,18 @@ def test_auto_trains_in_bf16_on_a_cpu_that_computes_it_natively_and_attributes_i
                                                                                        amx, trained):
     from roarfast.recipe import autocast_dtype
 
+    monkeypatch.delenv("ROARFAST_NATIVE_BF16")  # what the CPU reports, here the stand-ins below
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     assert resolve_amp("auto", "cpu") == trained and default_recipe("fastnet", "cpu").amp == trained
     assert autocast_dtype("auto", "cpu") is None  # attributions on a CPU: fp32 whatever the CPU
     assert autocast_dtype("auto", "cuda") == torch.bfloat16 and autocast_dtype("off", "cuda") is None
     assert resolve_amp("off", "cpu") is None  # asked for fp32: fp32 even where bf16 is native
+    monkeypatch.setenv("ROARFAST_NATIVE_BF16", "1" if trained is None else "0")  # the override wins
+    assert resolve_amp("auto", "cpu") == ("bf16" if trained is None else None)
+    monkeypatch.setenv("ROARFAST_NATIVE_BF16", "yes")
+    with pytest.raises(UserError, match="ROARFAST_NATIVE_BF16 should be 0 or 1, got 'yes'"):
+        resolve_amp("auto", "cpu")
 
 
 @pytest.mark.parametrize("options, flag", [({"amp": "fp8"}, "--amp should be one of auto, off, bf16, fp16"),
