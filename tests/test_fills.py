@@ -98,24 +98,60 @@ def _split(n=10, side=6):
     return images, torch.arange(n) % 2, ranks.to(torch.int32)
 
 
-@pytest.mark.parametrize("fill_class", [SampleIndex, SampleIndexOnce], ids=["per-batch", "whole-split"])
-def test_a_computed_fill_is_keyed_by_the_sample_index(fill_class):
-    """Per batch, or once for the whole split when the fill asks (at construction, not once per epoch): in
-    any order, every image's removed pixels get its own index and its kept pixels are normalized as they are."""
+@pytest.mark.parametrize("fill_class, room, calls", [(SampleIndex, 0, []), (SampleIndex, None, [10]),
+                                                      (SampleIndexOnce, 0, [4, 4, 2])],
+                         ids=["per-batch", "small-split-once", "whole-split"])
+def test_a_computed_fill_is_keyed_by_the_sample_index(monkeypatch, fill_class, room, calls):
+    """Per batch (a split too large to prepare once), once for a small split (in one call of up to
+    PREPARED_CHUNK images), or once when the fill asks (whole_split_chunk images a call, however large the
+    split), always at construction, not once per epoch: in any order, every image's removed pixels get its
+    own index and its kept pixels are normalized as they are."""
     from roarfast import ops
+    from roarfast.data import loader as loader_module
     from roarfast.data.loader import DeviceLoader
 
+    if room is not None:
+        monkeypatch.setattr(loader_module, "PREPARED_MAX_BYTES", room)
     fill = fill_class()
     images, labels, ranks = _split()
     loader = DeviceLoader(images, labels, MEAN, STD, "cpu", ranks=ranks, fraction=0.25, fill=fill)
-    assert fill.calls == ([4, 4, 2] if fill.whole_split_chunk else [])
+    assert fill.calls == calls
     order = torch.randperm(10, generator=torch.Generator().manual_seed(1))
     for _ in range(2):  # two epochs
         x, _, rows = (torch.cat(parts) for parts in zip(*loader.batches(order, 3, with_index=True)))
         removed = (ranks[rows] < 9).unsqueeze(1).expand_as(x)  # floor(0.25 x 36) pixels removed
         index = rows.view(-1, 1, 1, 1).float().expand_as(x)
         assert torch.equal(x, torch.where(removed, index, ops.mask_normalize(images[rows], None, mean=MEAN, std=STD)))
-    assert fill.calls == ([4, 4, 2] if fill.whole_split_chunk else [3, 3, 3, 1] * 2)
+    assert fill.calls == (calls or [3, 3, 3, 1] * 2)
+
+
+@pytest.mark.parametrize("ranked, keep", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("out_dtype, channels_last", [(torch.float32, False), (torch.bfloat16, True)])
+def test_a_split_prepared_once_gives_the_batches_masked_each_time(monkeypatch, ranked, keep, out_dtype,
+                                                                 channels_last):
+    """The dataset-mean fill (and no ranks: normalization alone) prepared once, in chunks, gives bit for bit
+    the batches masked as they are gathered, in the same dtype and memory format, shuffled and augmented."""
+    from roarfast.data import loader as loader_module
+    from roarfast.data.augment import Augment
+    from roarfast.data.loader import DeviceLoader
+
+    images, labels, ranks = _split(n=11)
+    options = dict(ranks=ranks if ranked else None, fraction=0.3, keep=keep, out_dtype=out_dtype,
+                   channels_last=channels_last)
+    monkeypatch.setattr(loader_module, "PREPARED_CHUNK", 4)  # 11 images: three chunks
+    once = DeviceLoader(images, labels, MEAN, STD, "cpu", **options)
+    monkeypatch.setattr(loader_module, "PREPARED_MAX_BYTES", 0)
+    each = DeviceLoader(images, labels, MEAN, STD, "cpu", **options)
+    assert once.prepared is not None and each.prepared is None
+    spec = Augment(flip=True, translate=1)
+    for epoch in range(2):
+        batches = [list(loader.batches(torch.arange(11), 4, shuffle=True, augment_spec=spec, with_index=True,
+                                       generator=torch.Generator().manual_seed(epoch))) for loader in (once, each)]
+        for (x_once, y_once, rows_once), (x_each, y_each, rows_each) in zip(*batches):
+            assert torch.equal(rows_once, rows_each) and torch.equal(y_once, y_each)
+            assert x_once.dtype == x_each.dtype == out_dtype
+            assert x_once.is_contiguous(memory_format=torch.channels_last) == channels_last
+            assert torch.equal(x_once, x_each)
 
 
 def test_a_computed_fill_streamed_is_keyed_by_the_sample_index(tmp_path):
