@@ -209,7 +209,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         if model is None:
             model, _ = run.load_base_model(ds, device)
         ckpt_sha = run.base_checkpoint_sha256()
-        model = model.to(device).eval()
+        model = explained_model(model, device)
     check_ground_truth(methods, ds.name, ds.train.masks is not None)
 
     store = run.rank_store
@@ -227,6 +227,15 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         summary.update(_extract_split(store, (model, compiled), ds, split, methods, options, params, batch_size, seed,
                                       ckpt_sha, stale, device, progress))
     return summary
+
+
+def explained_model(model, device):
+    """`model` as extraction runs it: on `device`, in eval mode, channels_last as recipes train it
+    (Recipe.channels_last), which oneDNN's and cuDNN's convolutions take faster (benchmarks/cpu_formats.py);
+    its maps differ from an NCHW model's by float rounding alone."""
+    import torch
+
+    return model.to(device, memory_format=torch.channels_last).eval()
 
 
 def summary_line(summary: dict, where) -> str:

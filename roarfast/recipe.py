@@ -212,8 +212,8 @@ _AMP_PRECISIONS = ("bf16", "fp16")
 
 def native_bf16(device) -> bool:
     """Whether `device` computes bf16 natively: a CUDA GPU, or a CPU with AVX512-BF16 or AMX (oneDNN's bf16
-    convolutions then run about 1.8x faster than fp32: benchmarks/RESULTS.md). Elsewhere oneDNN emulates
-    bf16, slower than fp32. ROARFAST_NATIVE_BF16=0 or 1 overrides what the CPU reports (the test suite sets 0,
+    kernels make a fastnet step about 1.4x faster than fp32: benchmarks/cpu_formats.py). Elsewhere oneDNN
+    emulates bf16, slower than fp32. ROARFAST_NATIVE_BF16=0 or 1 overrides what the CPU reports (the test suite sets 0,
     so that its expected values hold on any CPU)."""
     import os
 

@@ -8,7 +8,7 @@ import torch
 from roarfast import _reference, ops
 from roarfast.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
-from roarfast.extract import ExtractOptions, run_extract
+from roarfast.extract import ExtractOptions, explained_model, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps
 from roarfast.methods.params import black_baseline
 from roarfast.rundir import RunDir
@@ -28,7 +28,7 @@ def run_dir(tmp_path, dataset):
 
 def _maps(run_dir, dataset, method):
     """The estimator's maps of the whole test split, computed directly."""
-    model, _ = load_checkpoint(RunDir(run_dir).base_checkpoint)
+    model = explained_model(load_checkpoint(RunDir(run_dir).base_checkpoint)[0], "cpu")  # as extraction runs it
     split = dataset.split("test")
     x = ops.mask_normalize(split.images, None, mean=dataset.mean, std=dataset.std)
     batch = ExplainBatch(x=x, target=split.labels, index=torch.arange(len(split)))
