@@ -121,7 +121,9 @@ def extension():
     cu_sources = sorted(str(p.relative_to(ROOT)) for p in csrc.rglob("*.cu"))
     # no errno from sqrtf & co.: they vectorize (roarfast never reads errno). No a*b+c contracted into
     # an FMA, on the host or the device: CPU and CUDA then round every op alike and give the same bits.
-    cxx = ["-O3", "-fno-math-errno", "-ffp-contract=off"]
+    # No debug info (-g0 overrides Python's -g): the unity units compile in 13 s instead of 20 s on 2 cores,
+    # and a backtrace still names the functions (the symbol table stays).
+    cxx = ["-O3", "-fno-math-errno", "-ffp-contract=off", "-g0"]
     include_dirs = [str(csrc)]
     config = {
         "torch": torch.__version__,

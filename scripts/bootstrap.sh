@@ -17,9 +17,11 @@ if [ ! -x "$PY" ]; then
   log "creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
-  log "installing $TORCH_PIN (several GB, from the local wheel cache where there is one)"
-  "$PY" -m pip install -q $TORCH_PIN
+# installed or not, asked of the package metadata: importing torch costs seconds, and each run.sh asks
+if ! "$PY" -c "from importlib.metadata import version; version('torch'); version('torchvision'); version('ninja')" \
+    2>/dev/null; then
+  log "installing $TORCH_PIN and ninja (several GB, from the local wheel cache where there is one)"
+  "$PY" -m pip install -q $TORCH_PIN ninja  # ninja: what the extension build needs besides torch
 fi
 
 stamp() { cat "$@" | sha256sum | cut -c1-16; }
@@ -39,10 +41,6 @@ PYEOF
   "$PY" -m pip install -q $deps
   echo "$deps_stamp" > "$marker"
 }
-install_deps runtime
-if [ "${1:-}" = "--test" ]; then
-  install_deps test
-fi
 
 # CUDA kernels where they can run (a GPU visible) or where asked (ROARFAST_CUDA=1); the tests ask wherever a
 # toolkit is, so CI (nvcc, no GPU) compiles every .cu (setup.py decides; --cuda-plan prints its choice)
@@ -52,11 +50,10 @@ fi
 read -r want_cuda gpu cuda_reason <<< "$("$PY" setup.py --cuda-plan)"
 # the stamp: the sources, setup.py and torch; the marker adds whether the build has CUDA kernels, so a build
 # without them is redone when they are wanted (one with them serves a CPU-only wish as well)
-src_stamp=$( (find csrc -type f | sort | xargs cat; cat setup.py; "$PY" -c "import torch; print(torch.__version__)") \
-  | sha256sum | cut -c1-16)
+src_stamp=$( (find csrc -type f | sort | xargs cat; cat setup.py
+  "$PY" -c "from importlib.metadata import version; print(version('torch'))") | sha256sum | cut -c1-16)
 read -r built_stamp built_cuda 2>/dev/null < "$VENV/.roarfast-build" || true
-if [ "${built_stamp:-}" != "$src_stamp" ] || ! ls roarfast/_C*.so >/dev/null 2>&1 \
-    || { [ "$want_cuda" = 1 ] && [ "${built_cuda:-}" != "cuda=1" ]; }; then
+build_extension() {  # compiles roarfast._C; its log is build/roarfast-build.log
   log "building the roarfast extension: $cuda_reason (log: build/roarfast-build.log)"
   mkdir -p build
   installed=$(cd / && "$PY" -c "import pathlib, roarfast; print(pathlib.Path(roarfast.__file__).resolve().parent)" \
@@ -71,12 +68,27 @@ if [ "${built_stamp:-}" != "$src_stamp" ] || ! ls roarfast/_C*.so >/dev/null 2>&
   if ! "${build[@]}" > build/roarfast-build.log 2>&1; then
     tail -n 60 build/roarfast-build.log >&2
     log "the extension build failed; the whole log is build/roarfast-build.log"
-    exit 1
+    return 1
   fi
-  sed -n '/roarfast build configuration/,/cu_sources/p' build/roarfast-build.log >&2
+  sed -n '/roarfast build configuration/,/unity_units/p' build/roarfast-build.log >&2
   compiled=$(grep -oE "csrc/[A-Za-z0-9_/]+\.cu" build/roarfast-build.log | sort -u | tr "\n" " " || true)
   log "built in $((SECONDS - started)) s; CUDA sources compiled: ${compiled:-none}"
   echo "$src_stamp cuda=$want_cuda" > "$VENV/.roarfast-build"
+}
+build_pid=
+trap 'wait' EXIT  # a failed step ends the script only after a build it started has ended: no orphan compiler
+if [ "${built_stamp:-}" != "$src_stamp" ] || ! ls roarfast/_C*.so >/dev/null 2>&1 \
+    || { [ "$want_cuda" = 1 ] && [ "${built_cuda:-}" != "cuda=1" ]; }; then
+  # the build needs torch and ninja only: it compiles while pip installs the other dependencies
+  build_extension &
+  build_pid=$!
 elif [ "$gpu" = 1 ] && [ "${built_cuda:-}" != "cuda=1" ]; then
   log "$cuda_reason"  # never silent: this machine has a GPU that the extension cannot use
+fi
+install_deps runtime
+if [ "${1:-}" = "--test" ]; then
+  install_deps test
+fi
+if [ -n "$build_pid" ] && ! wait "$build_pid"; then
+  exit 1
 fi
