@@ -2,6 +2,7 @@
 
 import importlib
 import importlib.metadata
+import os
 import platform
 
 
@@ -26,6 +27,7 @@ def report_lines() -> list[str]:
     from roarfast import _extension
     from roarfast.version import __version__
     from roarfast.memory import keep_freed_memory
+    from roarfast.recipe import native_bf16
 
     lines = [
         f"roarfast     {__version__}",
@@ -60,4 +62,8 @@ def report_lines() -> list[str]:
     lines.append(f"captum       {_version('captum')}")
     lines.append(f"timm         {_version('timm')} (--model timm:<name>)")
     lines.append(f"malloc       freed memory kept for reuse: {keep_freed_memory()}")
+    native = native_bf16("cpu")
+    lines.append(f"cpu bf16     {'native' if native else 'not native'}: --amp auto trains on the CPU in "
+                 f"{'bf16' if native else 'fp32'}" + (" (ROARFAST_NATIVE_BF16 set)"
+                                                        if os.environ.get("ROARFAST_NATIVE_BF16") else ""))
     return lines

@@ -21,7 +21,9 @@ fi
 if ! "$PY" -c "from importlib.metadata import version; version('torch'); version('torchvision'); version('ninja')" \
     2>/dev/null; then
   log "installing $TORCH_PIN and ninja (several GB, from the local wheel cache where there is one)"
-  "$PY" -m pip install -q $TORCH_PIN ninja  # ninja: what the extension build needs besides torch
+  # ninja: what the extension build needs besides torch. --no-compile: Python compiles the modules it
+  # imports as it first imports them, instead of pip compiling every one of torch's thousands here
+  "$PY" -m pip install -q --no-compile $TORCH_PIN ninja
 fi
 
 stamp() { cat "$@" | sha256sum | cut -c1-16; }

@@ -76,6 +76,14 @@ def test_doctor_lists_kernels_per_op():
     assert "torch" in result.output
 
 
+@pytest.mark.parametrize("native, says", [("1", "cpu bf16     native: --amp auto trains on the CPU in bf16"),
+                                          ("0", "cpu bf16     not native: --amp auto trains on the CPU in fp32")])
+def test_doctor_says_what_precision_auto_trains_in_on_the_cpu(monkeypatch, native, says):
+    monkeypatch.setenv("ROARFAST_NATIVE_BF16", native)
+    result = CliRunner().invoke(main, ["doctor"])
+    assert f"{says} (ROARFAST_NATIVE_BF16 set)" in result.output
+
+
 
 def test_run_without_fraction_uses_the_demo_default(monkeypatch):
     seen = {}

@@ -18,8 +18,8 @@ from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.rundir import RunDir
 
-BASE_RECIPE = {"epochs": 15, "batch_size": 128, "lr": 0.05}
-CELL_RECIPE = {"epochs": 2, "batch_size": 64, "lr": 0.05}
+BASE_RECIPE = {"epochs": 15, "batch_size": 128, "lr": 0.05, "amp": "bf16"}
+CELL_RECIPE = {"epochs": 2, "batch_size": 64, "lr": 0.05, "amp": None}
 
 
 def issue_run(root, random, methods, base_acc, fractions=(0.5,), dataset=None) -> RunDir:
@@ -66,8 +66,9 @@ def test_the_first_table_says_what_was_trained_on_what(tmp_path):
     val = len(ds.val_index)
     images = f"images {40 - val} train / {val} validation / 20 test"
     assert f"| data | embedded: 32x32 px, 3 channels; 10 classes; {images} |" in first
-    assert "| base model | fastnet, 15 epochs, batch 128, learning rate 0.05: test 95.0%, validation 95.0% |" in first
-    assert "| retrained cells | fastnet, 2 epochs, batch 64, learning rate 0.05, each from scratch |" in first
+    assert ("| base model | fastnet, 15 epochs, batch 128, learning rate 0.05, bf16 autocast: test 95.0%, "
+            "validation 95.0% |") in first
+    assert "| retrained cells | fastnet, 2 epochs, batch 64, learning rate 0.05, fp32, each from scratch |" in first
     # random far above chance, a strong base model, cells past half-way from chance to it
     assert "| fills | dataset-mean |" in first and "## Warnings" not in index
 

@@ -1,5 +1,5 @@
 """What was measured, first on the page: the data (canvas, image counts, classes), how the base model and the
-retrained cells were trained (model, epochs, batch, learning rate), the fills, chance, how many cells, and
+retrained cells were trained (model, epochs, batch, learning rate, precision), the fills, chance, how many cells, and
 what was tested (controls leaky or not, verdicts significant after Holm or not) — then the warnings a reader
 needs before any verdict: random near chance, a base model too weak for its estimators' verdicts to mean
 much, cells so much shorter-trained than the base model that the gap to it is mostly undertraining."""
@@ -18,7 +18,7 @@ WEAK_BASE_SHARE = 1 / 3
 SHORT_TRAINING_SHARE = 0.5
 #: the recipe fields the table shows, with their words
 TRAINING = {"epochs": lambda n: f"{n} epoch{'' if n == 1 else 's'}", "batch_size": "batch {}".format,
-            "lr": "learning rate {:g}".format}
+            "lr": "learning rate {:g}".format, "precision": lambda p: p if p == "fp32" else f"{p} autocast"}
 
 
 def numbers(loaded, summary: dict) -> dict:
@@ -47,7 +47,11 @@ def _data(loaded) -> dict:
 
 
 def _training(recipe: dict | None, model) -> dict:
-    return {"model": model, **{key: (recipe or {}).get(key) for key in TRAINING}}
+    """The model and the TRAINING fields of `recipe`; its precision from Recipe.amp (None there: fp32, since
+    --amp auto picks bf16 on some CPUs and not others), unknown where the recipe has no amp."""
+    recipe = recipe or {}
+    precision = (recipe["amp"] or "fp32") if "amp" in recipe else None
+    return {"model": model, **{key: recipe.get(key) for key in TRAINING}, "precision": precision}
 
 
 def _cells_training(loaded) -> dict:
