@@ -1,6 +1,8 @@
 """Choice of the torch device from the CLI's --device (auto | cpu | cuda | cuda:N), refusing (or, for auto,
-passing over) a GPU that the built extension has no kernels for."""
+passing over) a GPU that the built extension has no kernels for; whether a device computes bf16 natively
+(what --amp auto trains in)."""
 
+import os
 import sys
 
 from roarfast.errors import UserError
@@ -38,3 +40,24 @@ def _cpu_only_build() -> bool:
     from roarfast._extension import build_config
 
     return build_config().get("cuda") is False
+
+
+def native_bf16(device) -> bool:
+    """Whether `device` computes bf16 natively: a CUDA GPU, or a CPU with AVX512-BF16 or AMX (oneDNN's bf16
+    kernels make a fastnet step about 1.4x faster than fp32: benchmarks/cpu_formats.py). Elsewhere oneDNN
+    emulates bf16, slower than fp32. ROARFAST_NATIVE_BF16=0 or 1 overrides what the CPU reports (the test
+    suite sets 0, so that its expected values hold on any CPU)."""
+    import torch
+
+    device = torch.device(device)
+    forced = os.environ.get("ROARFAST_NATIVE_BF16", "")
+    if forced not in ("", "0", "1"):
+        raise UserError(f"ROARFAST_NATIVE_BF16 should be 0 or 1, got {forced!r}")
+    if forced and device.type == "cpu":
+        return forced == "1"
+    if device.type == "cuda":
+        return True
+    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    checks = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    return any(check is not None and check() for check in checks)

@@ -27,7 +27,7 @@ def report_lines() -> list[str]:
     from roarfast import _extension
     from roarfast.version import __version__
     from roarfast.memory import keep_freed_memory
-    from roarfast.recipe import native_bf16
+    from roarfast.device import native_bf16
 
     lines = [
         f"roarfast     {__version__}",

@@ -100,7 +100,7 @@ def tuned_recipe(model_name: str) -> Recipe | None:
 def default_recipe(model_name: str, device, train_images: int | None = None, image_size: int = 32) -> Recipe:
     """The recipe of `model_name` on `device` ("cpu", "cuda", torch.device): a built-in's tuned one, any
     other model's PLUGIN_RECIPES entry for `image_size`; bf16 autocast where the device computes it natively
-    (native_bf16), fp32 elsewhere; on CUDA a batch up to 4x larger with the learning rate scaled alike
+    (device.native_bf16), fp32 elsewhere; on CUDA a batch up to 4x larger with the learning rate scaled alike
     (gpu_batch_scale: smaller for a training split of few `train_images`)."""
     recipe = tuned_recipe(model_name) or PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
     if _on_cuda(device):
@@ -205,37 +205,17 @@ def check_overrides(overrides, flag: str = "--recipe") -> dict:
     return checked
 
 
-#: --amp choices: "auto" trains in bf16 where the device computes it natively (native_bf16), fp32 elsewhere
+#: --amp choices: "auto" trains in bf16 where the device computes it natively (device.native_bf16), fp32
+#: elsewhere
 AMP_CHOICES = ("auto", "off", "bf16", "fp16")
 _AMP_PRECISIONS = ("bf16", "fp16")
-
-
-def native_bf16(device) -> bool:
-    """Whether `device` computes bf16 natively: a CUDA GPU, or a CPU with AVX512-BF16 or AMX (oneDNN's bf16
-    kernels make a fastnet step about 1.4x faster than fp32: benchmarks/cpu_formats.py). Elsewhere oneDNN
-    emulates bf16, slower than fp32. ROARFAST_NATIVE_BF16=0 or 1 overrides what the CPU reports (the test suite sets 0,
-    so that its expected values hold on any CPU)."""
-    import os
-
-    import torch
-
-    device = torch.device(device)
-    forced = os.environ.get("ROARFAST_NATIVE_BF16", "")
-    if forced not in ("", "0", "1"):
-        raise UserError(f"ROARFAST_NATIVE_BF16 should be 0 or 1, got {forced!r}")
-    if forced and device.type == "cpu":
-        return forced == "1"
-    if device.type == "cuda":
-        return True
-    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
-        return False
-    checks = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
-    return any(check is not None and check() for check in checks)
 
 
 def resolve_amp(amp: str, device) -> str | None:
     """The Recipe.amp of an --amp choice for training on device: None (fp32), "bf16" or "fp16"."""
     if amp == "auto":
+        from roarfast.device import native_bf16
+
         return "bf16" if native_bf16(device) else None
     return None if amp == "off" else amp
 
