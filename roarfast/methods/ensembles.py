@@ -9,16 +9,15 @@ fp32 moments (Chan's merge) without keeping all n maps.
 
 from roarfast import ops
 from roarfast.methods.gradients import input_attribution, rows_per_input
-from roarfast.methods.params import derive_seed
+from roarfast.methods.params import batch_seed
 
 #: separates the noise stream from other per-batch randomness keyed by the same seed.
 NOISE_STREAM = 1
 
 
 def noise_seed(batch, params) -> int:
-    """The ops.noise seed of a batch: mixed from the seed and the batch's first global index, so that
-    batches draw independent noise and a batch's noise does not depend on what was computed before it."""
-    return derive_seed(params.seed_for(batch), NOISE_STREAM, int(batch.index[0]) if batch.index.numel() else 0)
+    """The ops.noise seed of a batch (params.batch_seed of the noise stream)."""
+    return batch_seed(batch, params, NOISE_STREAM)
 
 
 def smoothgrad_statistics(model, batch, target, params, base: str) -> tuple:

@@ -105,14 +105,19 @@ class MethodParams:
         return baseline.view(1, -1, 1, 1)
 
 
+def batch_seed(batch: ExplainBatch, params: MethodParams, stream: int) -> int:
+    """The seed of `stream`'s draws for a batch: mixed from the batch's seed and its first global index, so
+    that batches draw independently and a batch's draws do not depend on what was computed before it."""
+    return derive_seed(params.seed_for(batch), stream, int(batch.index[0]) if batch.index.numel() else 0)
+
+
 @contextmanager
 def seeded(batch: ExplainBatch, params: MethodParams, stream: int):
-    """torch's random numbers seeded by (the batch's seed, `stream`, its first global index) for the duration,
-    restored after: an estimator from outside roarfast that draws them gives the same maps on every run."""
+    """torch's random numbers seeded by batch_seed for the duration, restored after: an estimator from outside
+    roarfast that draws them gives the same maps on every run."""
     x = batch.x
-    seed = derive_seed(params.seed_for(batch), stream, int(batch.index[0]) if batch.index.numel() else 0)
     with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
-        torch.manual_seed(seed)
+        torch.manual_seed(batch_seed(batch, params, stream))
         yield
 
 
