@@ -218,6 +218,11 @@ class CellTrainer:
                                   progress=self.progress, masking=masking)
         return self._metrics(result, time.perf_counter() - started)
 
+    def train_cells(self, cells: list) -> list:
+        """Per cell of `cells` its metrics or the exception that failed it: one cell trained alone (train,
+        whose exception propagates), several together (train_group). What every executor calls."""
+        return [self.train(cells[0])] if len(cells) == 1 else self.train_group(cells)
+
     def train_group(self, cells: list) -> list:
         """Trains `cells` together (self.grouping.how); returns per cell its metrics (as train's, with
         `group_size` and `group`: how many cells trained together and how) or the exception that failed it

@@ -158,7 +158,7 @@ class _Claims:
 def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ray: RayOptions | None = None,
             progress: Progress | None = None, echo=print, group_size: int = 1) -> None:
     """Trains the cells `todo` ([(Cell, key or None)]) with `executor`, claiming each first, `group_size` at
-    a time (trainer.train_group; 1: trainer.train, each alone); waits for cells other processes hold, taking
+    a time (trainer.train_cells: together, or each alone at 1); waits for cells other processes hold, taking
     over any whose claimant died, until every cell is done."""
     progress = progress or Progress(len(todo), enabled=False, echo=echo)
     try:
@@ -189,12 +189,10 @@ def _claim_group(trainer: CellTrainer, pending: list, claims: _Claims, size: int
 
 
 def _train_claimed(trainer: CellTrainer, group: list) -> list:
-    """Per cell of the claimed `group` its metrics or the exception that failed it: one cell trained alone
-    (trainer.train), several together (trainer.train_group). UserError and interruptions propagate."""
+    """Per cell of the claimed `group` its metrics or the exception that failed it (trainer.train_cells; a
+    single cell's exception is its outcome too). UserError and interruptions propagate."""
     try:
-        if len(group) == 1:
-            return [trainer.train(group[0][0])]
-        return trainer.train_group([cell for cell, _ in group])
+        return trainer.train_cells([cell for cell, _ in group])
     except (KeyboardInterrupt, UserError):
         raise
     except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
@@ -261,7 +259,7 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
         _WORKER_TRAINERS[key] = CellTrainer(run, ds, model, recipe, settings["fill"], device,
                                             grouping=Grouping(**settings["grouping"]))
     trainer = _WORKER_TRAINERS[key]
-    return [trainer.train(cells[0])] if len(cells) == 1 else trainer.train_group(cells)
+    return trainer.train_cells(cells)
 
 
 def _default_cpus(ray) -> int:
