@@ -78,6 +78,14 @@ def control_text(summary: dict, entry: dict) -> str:
     return f"{text}, which {effect} \"{entry['verdict']}\""
 
 
+def set_aside_line(entry: dict, several: bool, lead: str = "") -> str:
+    """One set-aside entry ({configuration, method, rows, why}): "[label] `lead`N row(s) of METHOD: why", the
+    label only when the run has several configurations."""
+    label = f"[{entry['configuration']}] " if several else ""
+    what = f"{entry['rows']} row(s) of {entry['method']}" if entry["method"] else f"{entry['rows']} row(s)"
+    return f"{label}{lead}{what}: {entry['why']}"
+
+
 def head_lines(summary: dict) -> list[str]:
     """What to know before the verdicts: the configurations when there are several, what was set aside and
     why, and each configuration's warnings (random near chance, a weak or undertrained model)."""
@@ -87,10 +95,7 @@ def head_lines(summary: dict) -> list[str]:
         counted = "; ".join(f"[{p['configuration']['label']}] {p['configuration']['cells']} cells" for p in parts)
         lines.append(f"{len(parts)} configurations of the retraining cells, reported apart (no verdict, ranking, curve "
                      f"or control test compares cells of two): {counted}")
-    for entry in summary.get("set_aside", []):
-        label = f"[{entry['configuration']}] " if len(parts) > 1 else ""
-        what = f"{entry['rows']} row(s) of {entry['method']}" if entry["method"] else f"{entry['rows']} row(s)"
-        lines.append(f"{label}set aside: {what}: {entry['why']}")
+    lines += [set_aside_line(entry, len(parts) > 1, "set aside: ") for entry in summary.get("set_aside", [])]
     common = [w for w in parts[0].get("warnings", []) if all(w in p.get("warnings", []) for p in parts)]
     lines += [f"warning: {w}" for w in common]  # the same in every configuration: said once
     for part in parts:

@@ -5,6 +5,7 @@ curve or control test compares cells of two), and what was set aside, and why.""
 from roarfast.report.analysis import parts_of
 from roarfast.report.configurations import short
 from roarfast.report.sections import RUN, Lines, Table, register
+from roarfast.report.text import set_aside_line
 
 
 def numbers(loaded, summary: dict) -> dict:
@@ -22,10 +23,7 @@ def blocks(summary: dict) -> list:
                          f"its label (no verdict, ranking, curve or control test compares cells of two configurations)",
                          ["configuration", "cells (with controls)", "first finished", "last finished",
                           "what differs"], rows))
-    several = len(parts) > 1
-    lines = [(f"[{e['configuration']}] " if several else "") + (f"{e['rows']} row(s) of {e['method']}: "
-                                                                if e["method"] else f"{e['rows']} row(s): ") + e["why"]
-             for e in summary.get("set_aside", [])]
+    lines = [set_aside_line(entry, len(parts) > 1) for entry in summary.get("set_aside", [])]
     if lines:
         out.append(Lines("Set aside (not in any number below)", lines))
     return out
