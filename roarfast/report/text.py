@@ -27,10 +27,15 @@ def interval_text(g: dict) -> str:
     return f"{pct(g['mean'])} [{low:.1%}, {high:.1%}]"
 
 
+def fill_tag(summary: dict, fill: str | None) -> str:
+    """" [road]": the fill, where the run holds another than the default (else "", as for a control's None)."""
+    show = fill is not None and (len(summary["fills"]) > 1 or fill != DEFAULT_FILL)
+    return f" [{fill}]" if show else ""
+
+
 def where(summary: dict, mode: str, fill: str | None, fraction: float) -> str:
     """"ROAR 50%" (with the fill when the run holds another than the default)."""
-    show_fill = fill is not None and (len(summary["fills"]) > 1 or fill != DEFAULT_FILL)
-    return f"{mode.upper()} {fraction:.0%}" + (f" [{fill}]" if show_fill else "")
+    return f"{mode.upper()} {fraction:.0%}{fill_tag(summary, fill)}"
 
 
 def title_fill(mode: str, fill) -> str:
@@ -136,7 +141,7 @@ def _part_lines(summary: dict) -> list[str]:
             continue
         order = " < " if r["lower_is_better"] else " > "
         ranked = order.join(f"{e['method']} {pct(e['mean'])}" for e in r["entries"])
-        fill = f" [{r['fill']}]" if len(summary["fills"]) > 1 or r["fill"] != DEFAULT_FILL else ""
+        fill = fill_tag(summary, r["fill"])
         better = "lower" if r["lower_is_better"] else "higher"
         missing = f"; not ranked (a fraction or seed missing): {', '.join(r['incomplete'])}" if r["incomplete"] else ""
         lines.append(f"ranking {r['mode'].upper()}{fill} ({ranked_by(r['fractions'])}, {better} is better): "
