@@ -156,3 +156,22 @@ def test_a_section_s_blocks_are_tables_or_lines():
 
     with pytest.raises(TypeError, match="report section 'loose' gave str: blocks are Table or Lines"):
         page([Section("loose", blocks=lambda summary: ["a line outside Lines"])], {}, {})
+
+
+def test_with_several_configurations_a_block_the_same_in_each_comes_once_and_the_others_per_configuration():
+    """A table of the whole run's measurements (the no-retrain evaluations) is not repeated under every
+    configuration's label; what differs between configurations is shown under each label, in turn."""
+    from roarfast.report.render import Image, page
+    from roarfast.report.sections import Lines, Section
+
+    run_wide = Table("measured once for the run", ["a"], [["1"]])
+    summary = {"configurations": [{"configuration": {"label": "A"}, "own": "x"},
+                                  {"configuration": {"label": "B"}, "own": "y"}]}
+    section = Section("mixed", blocks=lambda part: [run_wide, Lines("per configuration", [part["own"]])])
+    shown = {"mixed": [{"file": "a.png", "title": "A's", "configuration": "A"},
+                       {"file": "b.png", "title": "B's", "configuration": "B"}]}
+    blocks = page([section], summary, shown)
+    assert blocks == [run_wide, Lines("[A] per configuration", ["x"]), Image("a.png", "A's"),
+                      Lines("[B] per configuration", ["y"]), Image("b.png", "B's")]
+    differing = Section("apart", blocks=lambda part: [Table("t", ["a"], [[part["own"]]])])
+    assert [b.title for b in page([differing], summary, {})] == ["[A] t", "[B] t"]

@@ -29,18 +29,22 @@ class Image:
 
 def page(sections: list, summary: dict, shown: dict) -> list:
     """The page's blocks in reading order: each section's tables and lines, then the figures it drew
-    (`shown`: section name -> [{file, title, configuration?}]). With several
-    configurations, a section about one configuration shows each configuration's blocks and figures in turn,
-    its titles labelled."""
+    (`shown`: section name -> [{file, title, configuration?}]). With several configurations, a section about
+    one configuration shows each configuration's blocks and figures in turn, its titles labelled; a block
+    that is the same in every configuration (a table of the whole run's measurements, such as the base
+    model's no-retrain evaluations) comes once, first and unlabelled."""
     parts = parts_of(summary)
     out = []
     for section in sections:
         if section.scope == RUN or len(parts) == 1:
             out += _blocks(section, summary) + [Image(f["file"], f["title"]) for f in shown.get(section.name, [])]
             continue
-        for part in parts:
+        per_part = [_blocks(section, part) for part in parts]
+        common = [b for b in per_part[0] if all(b in blocks for blocks in per_part[1:])]
+        out += common
+        for part, blocks in zip(parts, per_part):
             label = part["configuration"]["label"]
-            out += [dataclasses.replace(b, title=f"[{label}] {b.title}") for b in _blocks(section, part)]
+            out += [dataclasses.replace(b, title=f"[{label}] {b.title}") for b in blocks if b not in common]
             out += [Image(f["file"], f["title"]) for f in shown.get(section.name, [])
                     if f.get("configuration") == label]
     return out
