@@ -50,15 +50,20 @@ class Grid(CellOptions):
 
     def for_data(self, name: str, ground_truth: bool) -> tuple["Grid", str | None]:
         """This grid for the dataset `name`: without its truth_only methods when the data has no ground-truth
-        masks, with the line that says so (else None)."""
+        masks, with the line that says so (else None); a method the user named that reads masks the data lacks
+        is refused (UserError: extract.check_ground_truth), before anything is trained."""
         from dataclasses import replace
 
+        from roarfast.extract import check_ground_truth
+
+        grid, note = self, None
         left_out = [m for m in self.method_list() if m in self.truth_only]
-        if ground_truth or not left_out:
-            return self, None
-        kept = [m for m in self.method_list() if m not in left_out]
-        return (replace(self, methods=",".join(kept), truth_only=()),
-                f"the preset's {', '.join(left_out)} left out: dataset {name} has no ground-truth masks")
+        if left_out and not ground_truth:
+            kept = [m for m in self.method_list() if m not in left_out]
+            grid = replace(self, methods=",".join(kept), truth_only=())
+            note = f"the preset's {', '.join(left_out)} left out: dataset {name} has no ground-truth masks"
+        check_ground_truth(grid.method_list(), name, ground_truth)
+        return grid, note
 
     def cells(self) -> list[Cell]:
         """Every cell in run order: by method, mode, fraction, seed; a cell's control right after it."""

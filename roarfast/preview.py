@@ -180,7 +180,7 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
     from roarfast.basemodel import TrainOptions, base_recipe
     from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.checkpoint import recorded_model
-    from roarfast.extract import ExtractOptions, check_ground_truth, model_free, ranks_to_make
+    from roarfast.extract import ExtractOptions, model_free, ranks_to_make
     from roarfast.probe import checked_model
     from roarfast.recipe import default_model
     from roarfast.results import open_results
@@ -192,9 +192,8 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
                 or listed_outline(run, dataset, data_dir, dataset_options)
                 or outline_of(run.open_dataset(dataset, data_dir, dataset_options)))
     options = extract_options or ExtractOptions()
-    grid, note = grid.for_data(data.name, data.ground_truth)
+    grid, note = grid.for_data(data.name, data.ground_truth)  # as the sweep leaves out or refuses them
     methods = grid.method_list()
-    check_ground_truth(methods, data.name, data.ground_truth)  # as the sweep refuses them
     meta = run.base_meta()
     reused = bool(meta) and meta.get("dataset_fingerprint") == data.fingerprint
     if reused:

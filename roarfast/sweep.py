@@ -23,7 +23,6 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_recipe
     from roarfast.device import resolve_device
-    from roarfast.extract import check_ground_truth
     from roarfast.memory import keep_freed_memory
     from roarfast.results import RETRAIN, open_results
     from roarfast.rundir import RunDir
@@ -49,7 +48,6 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     if note:
         echo(f"[sweep] {note}")
     methods = grid.method_list()
-    check_ground_truth(methods, ds.name, ds.train.masks is not None)
     run.check_writable()  # before anything is trained; the stages check their own estimates
     _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo)
     _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)

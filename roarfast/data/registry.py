@@ -42,7 +42,8 @@ class DatasetEntry(Entry):
     --data-option may set, {name: default}; `read_options`: those of them that say how the data is read, not
     what it is (kept out of the fingerprint, recorded beside it). `outline`: where given, a function of the
     loader's arguments returning what it would load without reading an image ((C, H, W), train images, test
-    images, classes, whether it has ground-truth masks), so that a dry run needs not load the data (outline_dataset)."""
+    images, classes, whether it has ground-truth masks), so that a dry run needs not load the data
+    (outline_dataset)."""
 
     read_options: tuple = ()
     outline: object = None
@@ -116,8 +117,8 @@ def _resolve(name, data_dir, options: dict, val_seed):
 def outline_dataset(name="embedded", data_dir=None, **options) -> dict | None:
     """What load_dataset(name, data_dir, **options) would load, found without reading an image: {"shape": (C,
     H, W), "train", "test", "validation" (image counts), "classes" (their number), "ground_truth" (whether it
-    has masks)}, for a built-in that declares
-    its outline (DatasetEntry.outline); None for any other dataset, which only loading describes."""
+    has masks)}, for a built-in that declares its outline (DatasetEntry.outline); None for any other dataset,
+    which only loading describes."""
     query = DATASETS.query(name) if isinstance(name, str) else None
     if query is None or query.form != BUILTIN or query.entry.outline is None:
         return None
@@ -169,7 +170,8 @@ class _Source:
         from roarfast.data.base import val_split
 
         subset, resolved = self._arguments(options, val_seed)
-        shape, train, test, classes, ground_truth = self.outline_of(**resolved, **({SUBSET: subset} if self.takes_subset else {}))
+        subset_argument = {SUBSET: subset} if self.takes_subset else {}
+        shape, train, test, classes, ground_truth = self.outline_of(**resolved, **subset_argument)
         if not self.takes_subset:  # whole splits outlined: what the subset keeps of them
             train, test = (subset.count("train", train, classes, self.name), subset.count("test", test, classes,
                                                                                           self.name))

@@ -26,8 +26,6 @@ from roarfast.report.text import verdict_lines
 #: the file that marks a directory as a report roarfast wrote: such a directory is replaced whole by the next
 #: report, and no other is (but an empty one)
 MARKER = ".roarfast-report"
-# a directory holding only render.REPORT_FILES and PNGs, index.html and summary.json among them, is a report
-# written before the marker existed
 
 
 @dataclass
@@ -102,6 +100,8 @@ def _check_replaceable(out_dir: Path) -> bool:
     names = {p.name for p in out_dir.iterdir()}
     if not names:
         return False
+    # without the marker: a directory holding only render.REPORT_FILES and PNGs, index.html and summary.json
+    # among them, is a report written before the marker existed
     if MARKER in names or ({"index.html", "summary.json"} <= names
                            and all(n in REPORT_FILES or n.endswith(".png") for n in names)):
         return True
