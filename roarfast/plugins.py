@@ -16,6 +16,7 @@ holds; an import path it names is imported only inside `user_named`, where the u
 Light on purpose (no torch): the CLI builds its help from the resolvers.
 """
 
+import functools
 import importlib
 import inspect
 import os
@@ -29,6 +30,10 @@ from roarfast.errors import UserError
 #: what a run directory records for a model or dataset that came as a Python object with no import path
 #: (a notebook's class, an nn.Module instance, a pair of tensors): the command line cannot rebuild it
 OBJECT_PREFIX = "object:"
+#: the characters of an object's digest in its name (object:partial.f-3f2a9c1b): short, and readable
+DIGEST_CHARS = 8
+#: a name the user gives an object (Study(methods={name: object})): a directory's name, never . or ..
+_GIVEN_NAME = re.compile(r"^[A-Za-z0-9_][\w.-]*$", re.ASCII)
 #: `package.module:attribute` (the attribute may be dotted: `module:Class.factory`)
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
@@ -121,11 +126,28 @@ def import_path_of(obj) -> str | None:
         return None
 
 
-def object_name(obj) -> str:
-    """What a run directory records for an object with no import path: OBJECT_PREFIX + its qualified name
-    (a function or class) or its class's name (an instance)."""
-    named = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
-    return OBJECT_PREFIX + re.sub(r"[^\w.-]", "_", getattr(named, "__qualname__", type(obj).__name__))
+def object_name(obj, digest: str | None = None) -> str:
+    """What a run directory records for an object with no import path: OBJECT_PREFIX + its qualified name (a
+    function, class or method; `<locals>.` left out), `partial.` + its function's (a functools.partial) or
+    its class's name (an instance), then `-` and the first DIGEST_CHARS of `digest` when given (an estimator's
+    identity: two objects of one name are two names, an edited one another)."""
+    if isinstance(obj, functools.partial):
+        name = "partial." + object_name(obj.func)[len(OBJECT_PREFIX):]
+    else:
+        named = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
+        qualname = getattr(named, "__qualname__", type(obj).__name__)
+        name = re.sub(r"[^\w.-]", "_", qualname.replace("<locals>.", "").replace("<lambda>", "lambda"))
+    return OBJECT_PREFIX + name + ("" if digest is None else f"-{digest[:DIGEST_CHARS]}")
+
+
+def given_object_name(name, flag: str) -> str:
+    """OBJECT_PREFIX + `name`, a name the user gives an object (OBJECT_PREFIX optional); a UserError naming
+    `flag` when it is not text a directory may be named (letters, digits, '_', '.', '-')."""
+    text = name[len(OBJECT_PREFIX):] if isinstance(name, str) and name.startswith(OBJECT_PREFIX) else name
+    if not isinstance(text, str) or not _GIVEN_NAME.match(text):
+        raise UserError(f"{flag}: the name {name!r} given to an object should be letters, digits, '_', '.' and "
+                        f"'-', starting with a letter, digit or '_' (it names a directory of the run)")
+    return OBJECT_PREFIX + text
 
 
 def source_sha256(obj) -> str | None:

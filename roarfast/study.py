@@ -16,6 +16,7 @@ timm:, torchvision:) and Python objects besides. An object with an import path i
 pair of tensors) is recorded as object:<name>, and a later command line says to pass it to a Study again.
 """
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,8 +34,10 @@ class Study:
             as (train, test[, classes]) (each a uint8/int64 tensor pair or a torch Dataset of (image, label)),
             or a roarfast Dataset.
         methods: estimator names ("sg-sq", "captum:Saliency", "package.module:function") and functions
-            function(model, images, target) -> maps, as a list or a comma-separated string; random is always
-            added. None: the preset's.
+            function(model, images, target) -> maps (a partial, a callable object), as a list or a
+            comma-separated string; or a dict name -> function, each recorded as object:<name> (a list may hold
+            such dicts beside names). A function with no import path and no given name is recorded as
+            object:<its name>-<a digest of its identity>. random is always added. None: the preset's.
         fractions, modes, seeds, fill, epochs, control, control_seeds: the grid, as `roarfast sweep` takes them
             (None: the preset's).
         device: "auto", "cpu", "cuda" or "cuda:N".
@@ -65,7 +68,7 @@ class Study:
         from roarfast.probe import checked_model
 
         self.run_dir = Path(run_dir)
-        if isinstance(methods, str) or callable(methods):
+        if isinstance(methods, (str, Mapping)) or callable(methods):
             methods = [methods]
         self.grid = preset_grid(preset, methods=None if methods is None else tuple(methods),
                                 fractions=None if fractions is None else tuple(fractions),

@@ -4,6 +4,7 @@ parameter, a Captum class's parameter, an import path's file, a notebook functio
 defaults and helpers. The sweep's "which ranks are missing" counts ranks of another provenance as missing."""
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -157,18 +158,32 @@ def test_an_import_path_whose_file_changed_extracts_again(run_dir, dataset, tmp_
     assert "(code.file_sha256 " in capsys.readouterr().out
 
 
+def test_a_notebook_function_edited_is_another_estimator_beside_the_first(run_dir, dataset):
+    (first,) = parse_methods([notebook(SALIENCY)])
+    assert re.fullmatch(r"object:est-[0-9a-f]{8}", first)
+    extract(run_dir, dataset, first)
+    made = ranks(run_dir, first)
+    assert parse_methods([notebook(SALIENCY)]) == [first]  # the cell run again: the same estimator
+    assert extract(run_dir, dataset, first)[(first, "test")]["skipped"]
+    (second,) = parse_methods([notebook(EDITED)])  # the cell edited, then run: another name, its own ranks
+    assert re.fullmatch(r"object:est-[0-9a-f]{8}", second) and second != first
+    extract(run_dir, dataset, second)
+    assert torch.equal(made, ranks(run_dir, first)) and not torch.equal(made, ranks(run_dir, second))
+
+
 @pytest.mark.parametrize("before, after", [
     (SALIENCY, EDITED),
     (DECORATED.format(factor=2.0), DECORATED.format(factor=-1.0)),
 ])
-def test_a_notebook_function_edited_extracts_again_and_run_again_reuses(run_dir, dataset, capsys, before, after):
-    (name,) = parse_methods([notebook(before)])
+def test_a_named_notebook_function_edited_extracts_again_and_run_again_reuses(run_dir, dataset, capsys, before,
+                                                                              after):
+    (name,) = parse_methods({"est": notebook(before)})
     assert name == "object:est"
     extract(run_dir, dataset, name)
     first = ranks(run_dir, name)
-    parse_methods([notebook(before)])  # the cell run again
+    parse_methods({"est": notebook(before)})  # the cell run again
     assert extract(run_dir, dataset, name)[(name, "test")]["skipped"]
-    parse_methods([notebook(after)])  # the cell edited, then run
+    parse_methods({"est": notebook(after)})  # the cell edited, then run
     capsys.readouterr()
     assert not extract(run_dir, dataset, name)[(name, "test")]["skipped"]
     assert "object:est test was made with other values (code.code_sha256 " in capsys.readouterr().out
@@ -176,14 +191,14 @@ def test_a_notebook_function_edited_extracts_again_and_run_again_reuses(run_dir,
 
 
 def test_the_sweep_counts_ranks_of_another_provenance_as_missing(run_dir, dataset):
-    parse_methods([notebook(SALIENCY)])
+    parse_methods({"est": notebook(SALIENCY)})
     options = ExtractOptions(splits=("test",), samples=2)
     run = RunDir(run_dir)
     assert ranks_to_make(run, ["object:est", "sg-sq-grad", "sobel"], options, 0) == ["object:est", "sg-sq-grad",
                                                                                      "sobel"]
     extract(run_dir, dataset, "object:est,sg-sq,sobel", samples=2)
     assert ranks_to_make(run, ["object:est", "sg-sq-grad", "sobel"], options, 0) == []
-    parse_methods([notebook(EDITED)])
+    parse_methods({"est": notebook(EDITED)})
     assert ranks_to_make(run, ["object:est", "sg-sq-grad", "sobel"], options, 0) == ["object:est"]
     # another seed: only what draws random numbers (sobel does not)
     assert ranks_to_make(run, ["sg-sq-grad", "sobel"], options, 1) == ["sg-sq-grad"]
@@ -194,7 +209,7 @@ def test_a_study_run_again_after_the_notebook_function_changed_extracts_and_trai
     from tests.test_study import Net, data
 
     def study(estimator):
-        return Study(tmp_path / "run", model=Net(), dataset=data(), methods=[estimator], fractions=[0.5],
+        return Study(tmp_path / "run", model=Net(), dataset=data(), methods={"est": estimator}, fractions=[0.5],
                      modes="roar", seeds=1, control=False, recipe={"epochs": 1}, device="cpu", progress=False)
 
     first = study(notebook(SALIENCY)).run()

@@ -9,9 +9,12 @@ itself given to Study, with
 and, when its signature takes them, keyword arguments from `--method-arg NAME=VALUE` (Study: method_args=).
 Each gets a record (roarfast.methods.declaration.Estimator) under a readable name that says where it lives and
 is unique: its import path (`package.module:function`, so the store directory, the report and a later
-`--method` all use the one name), or object:<name> for a function with none (a notebook's, a script's
-__main__). Its code identity is its source file's hash, or for an object the digest of what it runs
-(roarfast.methods.identity), so an edited function makes new ranks. Its output is checked on every batch
+`--method` all use the one name); for an object with none (a notebook's function, a partial, a callable
+instance), the name the user gives it (Study(methods={"noisy": partial(f, w=1.0)}): object:noisy), else
+object:<its name>-<8 hex of its identity> (object:partial.f-3f2a9c1b), so two objects are two estimators and
+the same object in a later session has the same name; one name given to two objects is refused
+(check_distinct). Its code identity is its source file's hash, or for an object the digest of what it runs and
+reads (roarfast.methods.identity), so an edited function makes new ranks. Its output is checked on every batch
 (shape, NaN/Inf) and the run's seed seeds torch's random numbers around each call, so a plug-in that draws
 them is reproducible like a built-in.
 """
@@ -20,9 +23,10 @@ import inspect
 from functools import partial
 
 from roarfast.errors import UserError
-from roarfast.methods.declaration import Estimator, first_line, parameters_of
+from roarfast.methods.declaration import ESTIMATORS, Estimator, first_line, parameters_of
 from roarfast.methods.identity import file_identity, object_identity
-from roarfast.plugins import describe_error, import_object, import_path_of, object_name
+from roarfast.plugins import (OBJECT_PREFIX, describe_error, given_object_name, import_object, import_path_of,
+                              object_name)
 from roarfast.resolver import IMPORT_PATH, OBJECT
 
 FLAG = "--method"
@@ -37,26 +41,48 @@ def recorded(name: str) -> Estimator | None:
     return _PLUGINS.get(name)
 
 
-def register_plugin(spec) -> Estimator:
-    """The record of the estimator an import path names (or of a function object), kept under its name."""
+def register_plugin(spec, given=None) -> Estimator:
+    """The record of the estimator an import path names, or of a Python object, kept under its name: an import
+    path's, `given` (a name the user gave the object: object:<given>), else object:<its name>-<a digest of its
+    identity> (roarfast.plugins.object_name), so that two different objects are two estimators."""
     if isinstance(spec, str):
-        name, function, form = spec.strip(), import_object(spec, FLAG), IMPORT_PATH
+        if given is not None:
+            raise UserError(f"methods: the name {given!r} is given to {spec!r}; names are given to Python objects "
+                            f"(methods={{{given!r}: function}}), an estimator named by text goes in a list")
+        function, path = import_object(spec, FLAG), spec.strip()
     else:
-        function = spec
-        if "<" in getattr(function, "__qualname__", ""):  # a lambda or a nested function: no name to store under
-            raise UserError(f"{FLAG}: an estimator function needs a name to store its ranks under, got "
-                            f"{function.__qualname__}; define it with def at module level")
-        path = import_path_of(function)
-        name, form = (path, IMPORT_PATH) if path else (object_name(function), OBJECT)
+        function, path = spec, import_path_of(spec)
+    own = path if given is None else _given_name(given)  # the name it goes by, where it has one
+    shown = own or object_name(function)
     if not callable(function):
-        raise UserError(f"{FLAG} {name}: expected a function(model, images, target), got {type(function).__name__}")
-    arguments, required, any_argument = _keywords(name, function)
-    code = (file_identity(function) if form == IMPORT_PATH else None) or object_identity(function, name)
+        raise UserError(f"{FLAG} {shown}: expected a function(model, images, target), got {type(function).__name__}")
+    arguments, required, any_argument = _keywords(shown, function)
+    code = (file_identity(function) if path else None) or object_identity(function, shown)
+    name = own or object_name(function, code["code_sha256"])
     record = Estimator(name, partial(plugin_maps, function, name), first_line(function), parameters_of(),
-                       arguments=arguments, required=required, any_argument=any_argument, seeded=True, form=form,
-                       code=code)
+                       arguments=arguments, required=required, any_argument=any_argument, seeded=True,
+                       form=IMPORT_PATH if name == path else OBJECT, code=code)
     _PLUGINS[name] = record
     return record
+
+
+def check_distinct(records) -> None:
+    """Refuses (UserError, one line) one name given to two different estimators (two identities) among
+    `records`, the methods of one run."""
+    codes = {}
+    for record in records:
+        if codes.setdefault(record.name, record.code) != record.code:
+            raise UserError(f"methods: {record.name} names two different estimators; give each its own name "
+                            f"(methods={{'name': object, ...}})")
+
+
+def _given_name(given) -> str:
+    """object:<given>, refused (UserError) when it is not a directory's name or is a built-in's (or a short
+    form's), which a report would read as the built-in."""
+    name = given_object_name(given, "methods")
+    if name[len(OBJECT_PREFIX):] in ESTIMATORS:
+        raise UserError(f"methods: {given!r} is a built-in estimator's name; give your estimator another name")
+    return name
 
 
 def plugin_maps(function, name: str, model, batch, target, params):

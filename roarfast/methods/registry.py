@@ -3,17 +3,18 @@
 
 - a built-in (`ESTIMATORS`: one module each in roarfast/methods/estimators/; short forms sg sg-sq var; 'all');
 - `captum:<ClassName>` (the record read from the class: captum_adapter.py);
-- `package.module:function`, a function object, or the object: name this process gave one (plugins.py).
+- `package.module:function`, a function object (or a mapping name -> function object), or the object: name
+  this process gave one (plugins.py).
 
 `parse_methods` turns every form into canonical names, `get` a name into its record, `check_arguments` the
 --method-arg values against the records. Light on purpose: the CLI builds its --method help from here.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from roarfast.errors import UserError
 from roarfast.methods.declaration import ESTIMATORS, Estimator
-from roarfast.methods.plugins import recorded, register_plugin
+from roarfast.methods.plugins import check_distinct, recorded, register_plugin
 from roarfast.resolver import BUILTIN, OBJECT, RECORDED_OBJECT, SCHEME
 
 #: the word for every built-in
@@ -54,18 +55,23 @@ def get(spec) -> Estimator:
     return register_plugin(query.text)  # an import path
 
 
-def parse_methods(spec: str | Sequence) -> list[str]:
+def parse_methods(spec: str | Sequence | Mapping) -> list[str]:
     """Canonical method names from "sg,sg-sq,var", "all", "captum:Saliency", "package.module:function" or a
-    list of such strings and estimator functions (`function(model, images, target)`, recorded as plug-ins).
+    list of such strings and estimator functions (`function(model, images, target)`, recorded as plug-ins), or
+    of mappings name -> function (each recorded as object:<name>).
 
     "all" means every built-in; short forms (sg, sg-sq, var) mean the -grad ones; duplicates are
-    dropped, order kept. Unknown names raise UserError (a ValueError) listing every form.
+    dropped, order kept. Unknown names raise UserError (a ValueError) listing every form; one name given to
+    two different functions, a UserError too (check_distinct).
     """
-    parts = [spec] if isinstance(spec, str) or callable(spec) else list(spec)
-    names = []
+    parts = [spec] if isinstance(spec, (str, Mapping)) or callable(spec) else list(spec)
+    names, objects = [], []
     for part in parts:
-        if callable(part):
-            names.append(get(part).name)
+        if isinstance(part, Mapping) or callable(part):
+            records = [register_plugin(obj, name) for name, obj in part.items()] if isinstance(part, Mapping) \
+                else [get(part)]
+            objects.extend(records)
+            names.extend(record.name for record in records)
             continue
         if not isinstance(part, str):
             raise UserError(f"methods should be names or estimator functions, got {type(part).__name__}")
@@ -76,6 +82,7 @@ def parse_methods(spec: str | Sequence) -> list[str]:
                 names.append(get(item).name)
     if not names:
         raise UserError(f"no method given; --method takes {method_forms()}")
+    check_distinct(objects)
     return list(dict.fromkeys(names))
 
 
