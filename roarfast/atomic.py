@@ -2,14 +2,18 @@
 the new file, never a mix, a kill or power loss after the call returns keeps the new one, and a symbolic
 link planted where roarfast writes is refused (one line naming it), its target left alone. Every file
 roarfast writes in a run directory goes through here: records and checkpoints by `replace_file` /
-`write_json` / `write_record`, files written in place (claim locks, rank arrays) opened by `open_nofollow`,
-the report swapped in whole by `replace_dir`."""
+`write_json` / `write_record` (a rename, so a hard link at the place is replaced, the file behind its other
+names unchanged), files written in place (claim locks, rank arrays) opened by `open_nofollow`, which also
+refuses a file with other hard links (a write in place would change it under those names too), the report
+swapped in whole by `replace_dir`; SQLite's files, which SQLite opens itself, are looked at by
+`refuse_link(path, in_place=True)`."""
 
 import errno
 import fcntl
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -19,22 +23,51 @@ from roarfast.errors import UserError
 WRITE_MARGIN_BYTES = 16 << 20
 
 
-def refuse_link(path) -> None:
-    """A UserError naming `path` when it is a symbolic link: roarfast writes no file through one."""
-    if os.path.islink(path):
+def refuse_link(path, *, in_place: bool = False) -> None:
+    """A UserError naming `path` when it is a symbolic link (roarfast writes no file through one), or, with
+    `in_place` (a file written where it is, not replaced by a rename), a file with other hard links."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(status.st_mode):
         raise UserError(f"refusing to write {path}: it is a symbolic link (to {os.readlink(path)}), and roarfast "
                         f"writes nothing through a link; remove it and rerun")
+    if in_place:
+        _refuse_shared(path, status)
+
+
+def _refuse_shared(path, status: os.stat_result) -> None:
+    """A UserError naming `path` when its file (`status`) has other names: written in place, it would change
+    under them too."""
+    if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
+        copy = f"{path}.copy"
+        raise UserError(f"refusing to write {path}: it has {status.st_nlink} hard links, and a write in place "
+                        f"would change the file behind its other names too; give it a copy of its own (cp {path} "
+                        f"{copy} && mv {copy} {path}) and rerun")
 
 
 def open_nofollow(path, flags: int, mode: int = 0o644) -> int:
-    """os.open(path, flags) that refuses a symbolic link at `path` (refuse_link's one line) instead of
-    opening its target: for the files written in place (claim locks, rank arrays)."""
+    """os.open(path, flags) for a file written in place (claim locks, rank arrays): a symbolic link at `path`
+    is refused (refuse_link's one line) instead of opening its target, and so, when `flags` open it for
+    writing, is a file with other hard links, seen on the opened descriptor itself (no check-then-open race;
+    O_TRUNC waits for that check)."""
+    writes = flags & (os.O_WRONLY | os.O_RDWR)
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(path, (flags & ~os.O_TRUNC if writes else flags) | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     except OSError as err:
         if err.errno == errno.ELOOP:
             refuse_link(path)
         raise
+    if writes:
+        try:
+            _refuse_shared(path, os.fstat(fd))
+            if flags & os.O_TRUNC:
+                os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
 
 
 def _fsync_dir(directory) -> None:

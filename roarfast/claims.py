@@ -66,7 +66,7 @@ def hold_lock(path, waiting=None):
     """Holds an exclusive lock on the file `path` (created if needed) while the body runs; another process
     waits here (calling `waiting(holder)` once, holder: "pid N on HOST") until the holder releases it, exits
     or dies. The holder's identity is written into the file for the waiters' message; a symbolic link at
-    `path` is refused (one line naming it), its target never opened."""
+    `path`, or a file with other hard links, is refused (one line naming it), never written."""
     fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     with os.fdopen(fd, "r+") as lock:
         said = False

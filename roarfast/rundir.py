@@ -92,11 +92,13 @@ class RunDir:
     def check_writable(self, need_bytes: int = 0) -> None:
         """Refuses, before a stage spends compute, a run directory that cannot be created or written, or
         whose filesystem has less free space than the `need_bytes` the stage will write, or where a symbolic
-        link stands at a record's place (atomic.refuse_link: no record is written through a link)."""
+        link stands at a record's place, or a hard link at results.sqlite's, which SQLite writes in place
+        (atomic.refuse_link: no record is written through a link)."""
         check_writable(self.root, need_bytes, "--run-dir")
-        for path in (self.dataset_path, self.stage_times_path, self.base_checkpoint / WEIGHTS, self.base_meta_path,
-                     *(self.results_path.with_name(self.results_path.name + s) for s in ("", "-wal", "-shm"))):
+        for path in (self.dataset_path, self.stage_times_path, self.base_checkpoint / WEIGHTS, self.base_meta_path):
             refuse_link(path)
+        for suffix in ("", "-wal", "-shm"):
+            refuse_link(self.results_path.with_name(self.results_path.name + suffix), in_place=True)
 
     @contextmanager
     def claim(self, what: str, waiting=None):

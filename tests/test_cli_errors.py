@@ -22,10 +22,10 @@ def cli_ok(*args) -> str:
     return result.output
 
 
-def fails_with_one_line(args) -> str:
-    """Runs the CLI; asserts exit code 1 and a single 'Error: ...' line; returns that line."""
+def fails_with_one_line(args, exit_code: int = 1) -> str:
+    """Runs the CLI; asserts `exit_code` (2: a usage error) and a single 'Error: ...' line; returns that line."""
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == exit_code, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
     return lines[0]

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from roarfast import atomic
@@ -20,9 +19,9 @@ from roarfast.errors import UserError
 from roarfast.models import build_model
 from roarfast.results import ResultsDB
 from roarfast.rundir import RunDir
-from roarfast.store import RankStore
 from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
-from tests.test_store import random_ranks, write_chunks, writer_args
+from tests.test_hard_links import half_written_store
+from tests.test_store import write_chunks, writer_args
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_TEXT = "not roarfast's\n"
@@ -90,11 +89,7 @@ def test_a_checkpoint_is_never_saved_through_a_link(tmp_path, target):
 def test_links_in_a_rank_store_are_refused(tmp_path, target, name):
     """A half-written store resumed: its manifest is replaced, ranks.npy written in place (pwrite), .lock
     opened; a link at any of them is refused, its target untouched."""
-    store = RankStore(tmp_path / "attributions")
-    ranks = random_ranks((10, 4, 5), np.uint16)
-    writer = store.open_writer("grad", "train", **writer_args())
-    write_chunks(writer, ranks, [0])
-    writer.close()
+    store, ranks = half_written_store(tmp_path)
     path = store.path("grad", "train") / name
     path.unlink()
     plant(path, target)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from roarfast.cli.options import (DEFAULT_RUN_DIR, _data_options, _fractions, _friendly_errors, _load_config, _options,
-                                  amp_option, data_options, method_arg_option, model_option, parameter_options,
-                                  recipe_option, run_options, trust_option)
+from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, _data_options, _fractions, _friendly_errors,
+                                  _load_config, _options, amp_option, data_options, method_arg_option, model_option,
+                                  parameter_options, recipe_option, run_options, trust_option)
 from roarfast.executors import EXECUTORS
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.grid import PRESETS
@@ -29,7 +29,7 @@ NAMED_AGAIN = ("the base model, named again as `train` took it: needed only wher
                "(package.module:factory), which the run directory's record alone never imports")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), callback=_load_config, is_eager=True,
               expose_value=False, help="YAML file of defaults: top-level keys for every command, or a section per command")
 @click.version_option(package_name="roarfast")

@@ -1,7 +1,8 @@
 """The options the `roarfast` commands share, defined once and stacked on several commands (run directory,
 dataset, model, recipe, AMP, the estimators' parameters), the parsing of option text (KEY=VALUE pairs,
 fractions), the `--config FILE` defaults, and the one-line errors every command shows instead of a
-traceback. The commands themselves are in roarfast/cli/__init__.py.
+traceback: an option value that does not parse or check is one line naming the option and the text
+(`OneLineGroup`, `OptionError`). The commands themselves are in roarfast/cli/__init__.py.
 
 Light on purpose: the model and dataset lists are read when help is shown (LazyHelpOption), so that
 `roarfast --help` imports no torch.
@@ -19,6 +20,36 @@ from roarfast.plugins import TRUST_FLAG
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
+
+
+class OptionError(click.ClickException):
+    """A bad option value, shown as one line ("Error: ..."), with a usage error's exit code but without click's
+    usage banner."""
+
+    exit_code = 2
+
+
+class _OneLineUsage:
+    """A click command whose usage errors (an option's value that does not parse, an unknown option) are
+    OptionError's one line, without the usage and the hint click prints above them."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # the help itself, not an error
+        except click.UsageError as err:
+            raise OptionError(err.format_message()) from None
+
+
+class OneLineCommand(_OneLineUsage, click.Command):
+    """A `roarfast` command (OneLineGroup.command_class)."""
+
+
+class OneLineGroup(_OneLineUsage, click.Group):
+    """The `roarfast` group: its own options and its commands' (command_class) fail in one line."""
+
+    command_class = OneLineCommand
 
 
 def _stack(*decorators):
@@ -74,6 +105,14 @@ run_options = _stack(
     click.option("--progress/--no-progress", default=True, show_default=True, help="progress bars"),
 )
 
+
+def _yaml_error(err) -> str:
+    """A YAML parse error in one line: what was wrong and where (PyYAML's own message spans several)."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{getattr(err, 'problem', None) or type(err).__name__}{where}"
+
+
 def _data_options(ctx, param, value):
     """KEY=VALUE pairs (or mappings, from a config file) -> dict, values read as YAML scalars (3 -> int, true ->
     bool)."""
@@ -87,7 +126,12 @@ def _data_options(ctx, param, value):
         key, sep, text = str(item).partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
-        options[key.strip().replace("-", "_")] = yaml.safe_load(text)
+        try:
+            options[key.strip().replace("-", "_")] = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise click.BadParameter(f"{item!r}: {text!r} is not a YAML value ({_yaml_error(err)}); write a number, "
+                                     f"true/false, null, a list [3, 8, 8], or a string (quoted where it holds "
+                                     f"[ ] {{ }} , : #)") from None
     return options
 
 
@@ -159,7 +203,9 @@ def _load_config(ctx, param, path):
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except yaml.YAMLError as err:
-        raise click.BadParameter(f"{path} is not valid YAML: {err}") from None
+        raise click.BadParameter(f"{path} is not valid YAML ({_yaml_error(err)})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise click.BadParameter(f"cannot read {path} as YAML text ({err})") from None
     if not isinstance(data, dict):
         raise click.BadParameter(f"{path} should hold a mapping of option names to values")
     commands = ctx.command.commands if isinstance(ctx.command, click.Group) else {}
@@ -227,13 +273,14 @@ def _config_number(param, key, value, path):
 
 
 def _options(factory, **values):
-    """factory(**values): an options dataclass, whose checks' UserError is a usage error (exit code 2)."""
+    """factory(**values): an options dataclass, whose checks' UserError is a usage error (exit code 2, one
+    line)."""
     from roarfast.errors import UserError
 
     try:
         return factory(**values)
     except UserError as err:
-        raise click.UsageError(str(err)) from None
+        raise OptionError(str(err)) from None
 
 
 def _friendly_errors(func):

@@ -9,8 +9,9 @@ heartbeat for HEARTBEAT_STALE_S) is taken over. So `kill -9` loses at most the c
 sweeps on one run directory split the grid.
 
 Read-only (`readonly=True`: the report, `load`): the file is copied into memory without writing a byte
-beside it (no WAL switch, no -wal/-shm files), and an older schema is migrated in that copy only, so a
-read-only run directory can be reported on. Every SQLite failure (a damaged file, a full disk, a
+beside it (no WAL switch, no -wal/-shm files where no writer made them; a copy taken while a writer changed
+the file is taken again), and an older schema is migrated in that copy only, so a read-only run directory
+can be reported on, also while a sweep writes. Every SQLite failure (a damaged file, a full disk, a
 read-only directory) is a UserError naming the file.
 
 Integrity: every row carries the digest of its columns (schema.row_digest, written with it in the same
@@ -18,12 +19,14 @@ transaction) and every read checks it (rows, get, claim, and a write over an exi
 byte in a metric or a key is refused in one line naming the file and the row, never read as data; opening a
 file runs SQLite's integrity check (`integrity_check` up to INTEGRITY_CHECK_MAX_BYTES, `quick_check`
 above), which finds a table and its key index that disagree. A results.sqlite (or its -wal, -shm or
--journal) that is a symbolic link is refused: SQLite would write through it.
+-journal) that is a symbolic link, or a file with other hard links, is refused: SQLite would write through
+it (a reader, which writes only the -shm, is refused a symbolic link at results.sqlite, not a hard one).
 """
 
 import functools
 import json
 import logging
+import os
 import sqlite3
 import time
 from datetime import datetime, timezone
@@ -56,6 +59,8 @@ RETRY_S = 0.02  # poll interval while another process holds the lock the busy ha
 INTEGRITY_CHECK_MAX_BYTES = 64 << 20
 #: the files SQLite writes beside a database
 _SIDE_FILES = ("-wal", "-shm", "-journal")
+#: times a read-only copy is taken before giving up on a file that a writer changes while each is taken
+SNAPSHOT_TRIES = 5
 
 #: the order of rows(): within a kind as schema v2 ordered its cells (the report's sums depend on it)
 _ORDER = "kind, dataset, model, method, mode, fraction, seed, config_hash"
@@ -111,31 +116,87 @@ def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
         raise _damaged(path, f"SQLite's {check} failed ({' '.join(problem.split())})")  # one line
 
 
-def _refuse_links(path: Path, names) -> None:
-    """Refuses (atomic.refuse_link's one line) a symbolic link at `path` + each of `names`' suffixes."""
+def _refuse_links(path: Path, *, readonly: bool) -> None:
+    """Refuses what SQLite would write through (atomic.refuse_link's lines): a symbolic link at `path` or
+    beside it (its -wal, -shm, -journal), or a file there with other hard links. A reader only reads `path`
+    itself, so a hard link there is no matter to it, but a symbolic one is refused too: SQLite would create
+    the -wal and -shm beside the link's target, outside the run directory."""
     from roarfast.atomic import refuse_link
 
-    for suffix in names:
-        refuse_link(path.with_name(path.name + suffix))
+    if readonly and path.is_symlink():
+        raise UserError(f"refusing to read {path}: it is a symbolic link (to {os.readlink(path)}), and SQLite "
+                        f"would create its -wal and -shm beside the target, outside the run directory; put the file "
+                        f"itself there and rerun")
+    refuse_link(path, in_place=not readonly)
+    for suffix in _SIDE_FILES:
+        refuse_link(path.with_name(path.name + suffix), in_place=True)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _connect(path: Path, query: str, *, readonly: bool, **kwargs) -> sqlite3.Connection:
+    """sqlite3.connect to the database file `path` (`query`: the URI's parameters), its links refused
+    (_refuse_links) before SQLite opens it and again right after, before SQLite writes a byte (opening, it
+    reads only the header): SQLite opens the file itself and follows links (Python's sqlite3 cannot ask it for
+    O_NOFOLLOW), so `path` is also refused when another file took its place in between. No descriptor of
+    roarfast's own checks it: closing one would drop the POSIX locks SQLite holds on the file for this
+    process's other connections."""
+    _refuse_links(path, readonly=readonly)
+    before = _lstat(path)
+    conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}{query}", uri=True, **kwargs)
+    try:
+        _refuse_links(path, readonly=readonly)
+        after = _lstat(path)
+        if before is not None and (after is None or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino)):
+            raise UserError(f"{path} was replaced by another file while roarfast opened it; rerun")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _version(path: Path) -> tuple | None:
+    """What changes when `path` is written, replaced or removed, as lstat tells it."""
+    status = _lstat(path)
+    return None if status is None else (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+                                        status.st_ctime_ns)
 
 
 def _snapshot(path: Path) -> sqlite3.Connection:
-    """An in-memory copy of the database at `path`, read without writing beside it. Where a writer's -wal
-    file exists (rows may be there and not yet in the file) through SQLite's read-only mode, which uses
-    the writer's -wal and -shm; else as an immutable file, which creates neither (a read-only directory
-    could not hold them). The copy is taken in one backup, so the reader sees one consistent state."""
-    if not path.is_file():
+    """An in-memory copy of the database at `path`, read without creating a file beside it where no writer
+    is. Where a writer's -wal file exists (rows may be there and not yet in the file), through SQLite's
+    read-only mode, which uses the writer's -wal and -shm under SQLite's locks; else as an immutable file,
+    which creates neither (a read-only directory could not hold them) but takes no lock either, so the copy
+    is kept only when no -wal appeared and the file did not change while it was read, and taken again
+    otherwise (a sweep's writer opening, checkpointing and closing meanwhile). The copy is taken in one
+    backup, so the reader sees one consistent state."""
+    if _lstat(path) is None:
         raise UserError(f"{path} does not exist")
-    _refuse_links(path, _SIDE_FILES)  # readers write the -shm of a WAL database
-    wal = path.with_name(path.name + "-wal").exists()
-    source = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro{'' if wal else '&immutable=1'}", uri=True,
-                             timeout=BUSY_TIMEOUT_S)
-    try:
+    wal = path.with_name(path.name + "-wal")
+    for _ in range(SNAPSHOT_TRIES):
+        before, locked = _version(path), os.path.lexists(wal)
+        source = _connect(path, "?mode=ro" if locked else "?mode=ro&immutable=1", readonly=True,
+                          timeout=BUSY_TIMEOUT_S)
         memory = sqlite3.connect(":memory:", isolation_level=None)
-        source.backup(memory)
-    finally:
-        source.close()
-    return memory
+        try:
+            source.backup(memory)
+        except sqlite3.DatabaseError:
+            memory.close()
+            if locked or _version(path) == before:
+                raise
+            continue  # read while a writer changed it: taken again
+        finally:
+            source.close()
+        if locked or (_version(path) == before and not os.path.lexists(wal)):
+            return memory
+        memory.close()
+    raise UserError(f"{path} changed each of the {SNAPSHOT_TRIES} times it was read (a writer checkpointing "
+                    f"it); rerun")
 
 
 class ResultsDB:
@@ -154,10 +215,9 @@ class ResultsDB:
             migrate(self._conn, self.path, readonly=True)  # the copy only: the file keeps its version
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _refuse_links(self.path, ("", *_SIDE_FILES))
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE takes the write lock up front,
         # so two writers never deadlock upgrading a read lock).
-        self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self._conn = _connect(self.path, "", readonly=False, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         mode = self._enable_wal()
