@@ -5,7 +5,7 @@ every later load maps the stored canvases and decodes nothing.
 An entry is two files under cache_root()/imagefolder-canvas/: `<key>.u8`, the uint8 canvases [N, C, H, W] row
 by row (row i = the i-th file kept), and `<key>.json`, the sealed record of what loading needs besides (the
 undecodable files left out, the files' digest, the channel statistics) with the array's shape and its xxh3
-digest. The key is the split's listing key (roarfast.data.cache.Listing: real path, each file's name, size,
+digest, and the split's folder (for whoever looks through the cache). The key is the split's listing key (roarfast.data.cache.Listing: real path, each file's name, size,
 modification and change times) with the canvas and the decoder and its version, so a changed, added or
 removed file, another canvas or another decoder makes a new entry. Both files are written whole under a
 temporary name and renamed (roarfast.atomic), never through a link.
@@ -104,13 +104,14 @@ def read(key: str, shape: tuple) -> dict | None:
             "stats": None if record["stats"] is None else tuple(tuple(values) for values in record["stats"])}
 
 
-def write(key: str, images: torch.Tensor, bad: list[str], digest: str, stats) -> bool:
-    """Stores the canvases (uint8 Tensor[N, C, H, W], CPU) of `key` with what read returns besides: the array
-    first, then its record (so a record never names an array not yet written). False, with one line, when the
-    cache cannot be written (the canvases are decoded again next time)."""
+def write(key: str, folder: Path, images: torch.Tensor, bad: list[str], digest: str, stats) -> bool:
+    """Stores the canvases (uint8 Tensor[N, C, H, W], CPU) of `key`, decoded from the files of `folder` (named in
+    the record, for whoever looks through the cache), with what read returns besides: the array first, then its
+    record (so a record never names an array not yet written). False, with one line, when the cache cannot be
+    written (the canvases are decoded again next time)."""
     array = np.ascontiguousarray(images.numpy())
-    record = {"shape": list(array.shape), "xxh3": array_digest(array), "bad": list(bad), "digest": digest,
-              "stats": None if stats is None else [list(values) for values in stats]}
+    record = {"folder": str(Path(folder).resolve()), "shape": list(array.shape), "xxh3": array_digest(array),
+              "bad": list(bad), "digest": digest, "stats": None if stats is None else [list(values) for values in stats]}
     array_path = cache.path(KIND, key, ARRAY_SUFFIX)
 
     def put(tmp: Path) -> None:

@@ -223,7 +223,7 @@ def _load_splits(root, splits, classes, resize, crop, skip_bad, device_id, batch
                 split_dir, listing.files, labels, skip_bad,
                 lambda kept: decode_split(split_dir, kept, resize, crop, device_id, batch_size, decoder=decoder))
             stats = channel_stats(images)
-            store = store and len(files) > 0 and canvas_cache.write(key, images, bad, digest, stats)
+            store = store and len(files) > 0 and canvas_cache.write(key, split_dir, images, bad, digest, stats)
         sets.append(ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None,
                              classes=classes, digest=digest, stats=stats))
     return sets
