@@ -5,15 +5,16 @@ every later load maps the stored canvases and decodes nothing.
 An entry is two files under cache_root()/imagefolder-canvas/: `<key>.u8`, the uint8 canvases [N, C, H, W] row
 by row (row i = the i-th file kept), and `<key>.json`, the sealed record of what loading needs besides (the
 undecodable files left out, the files' digest, the channel statistics) with the array's shape and its xxh3
-digest, and the split's folder (for whoever looks through the cache). The key is the split's listing key (roarfast.data.cache.Listing: real path, each file's name, size,
-modification and change times) with the canvas and the decoder and its version, so a changed, added or
-removed file, another canvas or another decoder makes a new entry. Both files are written whole under a
-temporary name and renamed (roarfast.atomic), never through a link.
+digest, and the split's folder (for whoever looks through the cache). The key is the split's listing key
+(roarfast.data.cache.Listing: real path, each file's name, size, modification and change times) with the
+canvas and the decoder and its version, so a changed, added or removed file, another canvas or another
+decoder makes a new entry. Both files are written whole under a temporary name and renamed
+(roarfast.atomic), never through a link.
 
 Checked whole at every load: the record by its seal, the array by its size and its xxh3 digest, read through
 once (xxh3 hashes 184 MB in about 15 ms, so the check costs about what reading the file from the page cache
 costs). Checked at load rather than chunk by chunk as the rank store's reads are, because every user of an
-in-memory split reads all of it at once (the loaders take it whole, the statistics read every image), and
+in-memory split reads all of it anyway (training, extraction and evaluation go through every image), and
 because damage found at load can still be repaired: the split is decoded again, with a note, where damage
 found mid-run could only stop the run. The map is copy-on-write, so nothing written to the tensor reaches the
 file, and the file is only ever replaced whole (a new file renamed over it), so a mapped file never changes
@@ -111,7 +112,8 @@ def write(key: str, folder: Path, images: torch.Tensor, bad: list[str], digest: 
     written (the canvases are decoded again next time)."""
     array = np.ascontiguousarray(images.numpy())
     record = {"folder": str(Path(folder).resolve()), "shape": list(array.shape), "xxh3": array_digest(array),
-              "bad": list(bad), "digest": digest, "stats": None if stats is None else [list(values) for values in stats]}
+              "bad": list(bad), "digest": digest,
+              "stats": None if stats is None else [list(values) for values in stats]}
     array_path = cache.path(KIND, key, ARRAY_SUFFIX)
 
     def put(tmp: Path) -> None:

@@ -270,9 +270,9 @@ def wants_stream(stream, images: int, crop: int) -> bool:
         raise UserError(f"imagefolder: stream should be auto, true or false, got {stream!r}")
     need, available = images * 3 * crop * crop, available_memory()
     if stream is False and need > available:
-        raise UserError(f"--data-option stream=false holds the canvases in memory: {images:,} images of 3x{crop}x{crop} "
-                        f"take {need / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB available; stream=auto "
-                        f"(or true) decodes them batch by batch")
+        raise UserError(f"--data-option stream=false holds the canvases in memory: {images:,} images of "
+                        f"3x{crop}x{crop} take {need / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB "
+                        f"available; stream=auto (or true) decodes them batch by batch")
     return stream if isinstance(stream, bool) else need > IN_MEMORY_SHARE * available
 
 
