@@ -14,7 +14,9 @@ from PIL import Image
 
 from roarfast.cli import main
 from roarfast.data import headers
-from roarfast.data.builtin.imagefolder import load_imagefolder, shared_size
+from roarfast.data.builtin.imagefolder import load_imagefolder
+from roarfast.data.cache import Listing
+from roarfast.data.canvas import shared_size
 from roarfast.errors import UserError
 from tests.test_data_imagefolder import block_dali, decoder  # noqa: F401 (a fixture)
 
@@ -80,10 +82,10 @@ def test_the_shared_size_is_read_from_the_headers_once(tmp_path, monkeypatch):
     opened = []
     original = headers.image_size
     monkeypatch.setattr(headers, "image_size", lambda path: opened.append(path) or original(path))
-    assert shared_size(root / "train", files) == (32, 32) and len(opened) == 3
-    assert shared_size(root / "train", files) == (32, 32) and len(opened) == 3  # cached
+    assert shared_size(Listing.of(root / "train", files)) == (32, 32) and len(opened) == 3
+    assert shared_size(Listing.of(root / "train", files)) == (32, 32) and len(opened) == 3  # cached
     Image.fromarray(noise(20, 32, 3)).save(root / "train" / "b" / "0.png")  # a changed file is read again
-    assert shared_size(root / "train", files) is None and len(opened) > 3
+    assert shared_size(Listing.of(root / "train", files)) is None and len(opened) > 3
 
 
 def test_sixteen_bit_pngs_decode_as_their_eight_bit_pictures(tmp_path, decoder):

@@ -85,16 +85,23 @@ def test_bad_stream_option(tree, bad):
         _load(tree, bad)
 
 
-def test_measurements_are_cached_until_a_file_changes(tmp_path, monkeypatch):
-    root = _write_tree(tmp_path / "b")
+def split_calls(monkeypatch, name: str) -> list:
+    """The names of the split folders imagefolder's function `name` (decode_split, measure_split) is called on,
+    one entry a call, as the calls come."""
     calls = []
-    measure = imagefolder.measure_split
+    original = getattr(imagefolder, name)
 
     def counted(split_dir, files, *args, **kwargs):
         calls.append(split_dir.name)
-        return measure(split_dir, files, *args, **kwargs)
+        return original(split_dir, files, *args, **kwargs)
 
-    monkeypatch.setattr(imagefolder, "measure_split", counted)
+    monkeypatch.setattr(imagefolder, name, counted)
+    return calls
+
+
+def test_measurements_are_cached_until_a_file_changes(tmp_path, monkeypatch):
+    root = _write_tree(tmp_path / "b")
+    calls = split_calls(monkeypatch, "measure_split")
     first = _load(root, True)
     assert calls == ["train", "val"]
     again = _load(root, True)

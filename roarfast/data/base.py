@@ -23,7 +23,8 @@ class ImageSet:
     images (Tensor[N, C, H, W]): uint8, CPU. labels (Tensor[N]): int64. masks (Tensor[N, H, W] or None):
     bool ground-truth importance. classes: class names, index = label. digest: sha256 of the source
     files the images were decoded from (FileSet.digest), or None; when set the fingerprint hashes it
-    instead of the pixels, so a tree loaded into memory and the same tree streamed are one dataset.
+    instead of the pixels, so a tree loaded into memory and the same tree streamed are one dataset. stats:
+    channel_stats(images) where the loader has it already (a tree's cached canvases), else None (measured).
     """
 
     images: torch.Tensor
@@ -31,6 +32,7 @@ class ImageSet:
     masks: torch.Tensor | None
     classes: list[str]
     digest: str | None = None
+    stats: tuple | None = None
 
     def __post_init__(self):
         if self.images.dtype != torch.uint8 or self.images.dim() != 4:
@@ -54,7 +56,7 @@ class ImageSet:
         return tuple(self.images.shape[1:])
 
     def channel_stats(self) -> tuple[tuple, tuple]:
-        return channel_stats(self.images)
+        return self.stats if self.stats is not None else channel_stats(self.images)
 
 
 @dataclass

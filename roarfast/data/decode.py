@@ -19,6 +19,7 @@ file's bytes, uint8 Tensor[n, 32], when with_digest).
 """
 
 import hashlib
+import importlib.util
 import io
 import logging
 import os
@@ -39,11 +40,22 @@ _said = []  # the fallback is said once per process
 
 
 def dali_installed() -> bool:
+    """Whether NVIDIA DALI is installed: found, not imported (its import takes a second or more, which a load
+    from the canvas cache, decoding nothing, need not pay); one that does not import is said by _import_dali."""
+    try:
+        return importlib.util.find_spec("nvidia.dali") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _import_dali() -> None:
+    """Imports DALI before it decodes: an installed DALI that does not import is a UserError saying how to mend it
+    (the CPU decoder would be another dataset fingerprint, so it is not swapped in silently)."""
     try:
         import nvidia.dali  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as err:
+        raise UserError(f"NVIDIA DALI is installed but does not import ({err}): reinstall it ({INSTALL_DALI}), or "
+                        f"uninstall it to decode image trees on the CPU") from None
 
 
 def decoder_for(device: str) -> str:
@@ -62,6 +74,19 @@ def decoder_for(device: str) -> str:
     return CPU_DECODER
 
 
+def decoder_version(decoder: str) -> str:
+    """The version of what makes `decoder`'s canvases, for the keys of cached canvases (a new version may decode
+    or resize a level apart): DALI's; Pillow's (its libjpeg-turbo with it) and torchvision's."""
+    from importlib.metadata import distributions, version
+
+    if decoder == DALI:  # its distribution's name says its CUDA version (nvidia-dali-cuda130): found, not guessed
+        return next((f"{dist.name} {dist.version}" for dist in distributions()
+                     if (dist.name or "").lower().startswith("nvidia-dali")), "unknown")
+    import PIL
+
+    return f"pillow {PIL.__version__}, torchvision {version('torchvision')}"
+
+
 def decoded_digest(files_digest: str, decoder: str) -> str:
     """The digest a split's fingerprint hashes: the files' digest as it is for DALI (so the datasets DALI
     decoded keep their fingerprints), with the decoder's name folded in for another decoder."""
@@ -77,6 +102,7 @@ def canvas_batches(decoder: str, split_dir: Path, files: list[str], plan: list[n
     if decoder == DALI:
         from roarfast.data.dali import canvas_batches as dali_batches
 
+        _import_dali()
         yield from dali_batches(split_dir, files, plan, resize, crop, device_id, ranks=ranks, with_digest=with_digest,
                                 num_threads=num_threads)
         return

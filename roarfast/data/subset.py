@@ -98,4 +98,4 @@ def subset_split(split, rows: np.ndarray | None):
         return split
     index = torch.from_numpy(rows)
     return replace(split, images=split.images[index], labels=split.labels[index],
-                   masks=None if split.masks is None else split.masks[index])
+                   masks=None if split.masks is None else split.masks[index], stats=None)

@@ -1,15 +1,16 @@
 """JPEG trees in ImageFolder layout (root/train/<class>/*.jpg, root/val|test/<class>/*.jpg) decoded by
 NVIDIA DALI to the deterministic evaluation canvas: resize the shorter side to `resize`, center crop
 `crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas: README, "Semantics"). A tree whose
-images all share one size keeps it (read from the files' headers, cached); ImageNet's 256/224 canvas is for
-trees of varied sizes, and a canvas larger than the images is made only when asked.
+images kept all share one size keeps it, ImageNet's 256/224 canvas is for trees of varied sizes, and a canvas
+larger than the images is made only when asked (roarfast.data.canvas).
 Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU; without DALI,
 PIL and torchvision decode on the CPU (roarfast.data.decode), and the fingerprint says so.
 
-A tree whose canvases fit in memory is decoded once into ImageSets; a larger one (or any, with
-stream=True) becomes FileSets that the StreamLoader decodes batch by batch. Both fingerprint the same
-way, from the files' names and bytes, so one tree is one dataset whichever way it is read; a streamed
-split's digest, statistics and undecodable files are measured once and cached (roarfast.data.cache).
+A tree whose canvases fit in memory is decoded once into ImageSets, and the canvases are cached, so later
+loads map them and decode nothing (roarfast.data.canvas_cache); a larger one (or any, with stream=True)
+becomes FileSets that the StreamLoader decodes batch by batch. Both fingerprint the same way, from the
+files' names and bytes, so one tree is one dataset whichever way it is read; a streamed split's digest,
+statistics and undecodable files are measured once and cached (roarfast.data.cache).
 
 A one-class tree is refused. num_train / num_test (the dataset resolver's stratified subset) are chosen
 from the listing, so only the files kept are read.
@@ -26,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from roarfast.data import cache, headers
-from roarfast.data.base import ChannelSums, FileSet, ImageSet
-from roarfast.data.decode import DALI, canvas_batches, decoder_for
+from roarfast.data import cache, canvas_cache
+from roarfast.data.base import ChannelSums, FileSet, ImageSet, channel_stats
+from roarfast.data.canvas import canvas_size, check_canvas, shared_size, undecodable
+from roarfast.data.decode import DALI, canvas_batches, decoder_for, decoder_version
 from roarfast.data.registry import DATASETS, loader_entry
 from roarfast.errors import UserError
 from roarfast.options import check_choice, check_positive
@@ -41,9 +43,6 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 TEST_SPLITS = ("val", "test")
 #: share of the memory available at load time the decoded canvases may take before stream="auto" streams
 IN_MEMORY_SHARE = 0.5
-#: the canvas of a tree whose images differ in size (ImageNet's evaluation canvas): shorter side resized to
-#: DEFAULT_RESIZE, center crop DEFAULT_CROP; a tree whose images share one size keeps it (canvas)
-DEFAULT_RESIZE, DEFAULT_CROP = 256, 224
 
 
 def class_names(split_dir: Path) -> list[str]:
@@ -54,41 +53,42 @@ def class_names(split_dir: Path) -> list[str]:
 def list_tree(split_dir: Path, classes: list[str] | None = None):
     """(sorted class names, files relative to split_dir, labels) of one ImageFolder split; `classes`
     fixes the class list (a test split must use the train split's)."""
+    classes, listing, labels = scan_tree(split_dir, classes)
+    return classes, listing.files, labels
+
+
+def _is_image(name: str) -> bool:
+    """Whether a file name's suffix (as Path.suffix takes it: the last dot, not leading the name) is an image's."""
+    head, _, tail = name.rpartition(".")
+    return bool(head) and f".{tail.lower()}" in IMAGE_EXTENSIONS
+
+
+def scan_tree(split_dir: Path, classes: list[str] | None = None) -> tuple[list[str], cache.Listing, list[int]]:
+    """list_tree with each file's stamp taken as it is listed (one stat a file): (classes, the Listing of the
+    files, labels)."""
     found = class_names(split_dir)
     if classes is None:
         classes = found
     extra = sorted(set(found) - set(classes))
     if extra:
         raise UserError(f"{split_dir} has class folders the train split lacks: {', '.join(extra)}")
-    files, labels = [], []
+    files, stamps, labels = [], [], []
     for label, name in enumerate(classes):
         folder = split_dir / name
         if not folder.is_dir():
             continue
-        images = [path for path in sorted(folder.iterdir())
-                  if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS]
+        with os.scandir(folder) as entries:
+            images = sorted((entry.name, cache.file_stamp(entry.stat())) for entry in entries
+                            if _is_image(entry.name) and entry.is_file())
         if not images:  # a class no image shows: the model would learn it as a label it never sees
             raise UserError(f"{folder} holds no images ({', '.join(IMAGE_EXTENSIONS)}): add its images or remove the "
                             f"folder (torchvision's ImageFolder refuses it too)")
-        files.extend(f"{name}/{path.name}" for path in images)
+        files.extend(f"{name}/{image}" for image, _ in images)
+        stamps.extend(stamp for _, stamp in images)
         labels.extend([label] * len(images))
     if not files:
         raise UserError(f"{split_dir} holds no images ({', '.join(IMAGE_EXTENSIONS)}) in <class>/ folders")
-    return classes, files, labels
-
-
-def undecodable(split_dir: Path, files: list[str]) -> list[str]:
-    """The files PIL cannot fully decode (names relative to split_dir)."""
-    from PIL import Image
-
-    bad = []
-    for name in files:
-        try:
-            with Image.open(split_dir / name) as image:
-                image.load()
-        except Exception:  # noqa: BLE001 - any failure to decode marks the file bad
-            bad.append(name)
-    return bad
+    return classes, cache.Listing(split_dir, files, stamps), labels
 
 
 def default_batch_size(crop: int) -> int:
@@ -197,25 +197,45 @@ def _decoder_device(device: str, decoder: str):
     return torch.cuda.current_device()
 
 
-def _load_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size,
-                decoder) -> ImageSet:
-    """One split decoded into memory."""
-    files, labels, _, (images, digest) = _decode_checked(
-        split_dir, files, labels, skip_bad,
-        lambda f: decode_split(split_dir, f, resize, crop, device_id, batch_size, decoder=decoder))
-    return ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None, classes=classes,
-                    digest=digest)
+def _decoding(resize: int, crop: int, decoder: str, device_id) -> dict:
+    """What a split's canvases depend on besides its files, for the keys of what is cached of them: the canvas,
+    the decoder (DALI's CPU and GPU decoders differ by a few levels, the CPU decoder's resize by about half a
+    level more) and its version."""
+    which = decoder if decoder != DALI else "cpu" if device_id is None else "gpu"
+    return {"resize": resize, "crop": crop, "decoder": which, "version": decoder_version(decoder)}
 
 
-def _stream_split(split_dir, files, labels, classes, resize, crop, skip_bad, device_id, batch_size, decoder,
+def _load_splits(root, splits, classes, resize, crop, skip_bad, device_id, batch_size, decoder) -> list[ImageSet]:
+    """The splits ((Listing, labels) each) in memory: mapped from the canvas cache where an earlier load stored
+    them (roarfast.data.canvas_cache), else decoded and stored there when they fit its disk (one line when not)."""
+    keys = [listing.key(canvas_cache.KIND, _decoding(resize, crop, decoder, device_id)) for listing, _ in splits]
+    entries = [canvas_cache.read(key, (3, crop, crop)) for key in keys]
+    missing = sum(len(listing.files) for (listing, _), entry in zip(splits, entries) if entry is None)
+    store = missing > 0 and canvas_cache.room_for(missing * 3 * crop * crop, f"imagefolder {root}")
+    sets = []
+    for (listing, labels), key, entry in zip(splits, keys, entries):  # `store` turns off at a failed write: one line
+        split_dir = listing.folder
+        if entry is not None:
+            files, labels = _without(listing.files, labels, entry["bad"], split_dir, skip_bad)
+            images, digest, bad, stats = entry["images"], entry["digest"], entry["bad"], entry["stats"]
+        else:
+            files, labels, bad, (images, digest) = _decode_checked(
+                split_dir, listing.files, labels, skip_bad,
+                lambda kept: decode_split(split_dir, kept, resize, crop, device_id, batch_size, decoder=decoder))
+            stats = channel_stats(images)
+            store = store and len(files) > 0 and canvas_cache.write(key, split_dir, images, bad, digest, stats)
+        sets.append(ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None,
+                             classes=classes, digest=digest, stats=stats))
+    return sets
+
+
+def _stream_split(listing, labels, classes, resize, crop, skip_bad, device_id, batch_size, decoder,
                   measure: bool) -> FileSet:
     """One split left on disk: decoded once to find undecodable files (and, with measure, the channel
-    statistics), digested, and the results cached by the files' names, sizes and times."""
+    statistics), digested, and the results cached by the listing (roarfast.data.cache)."""
+    split_dir, files = listing.folder, listing.files
     canvas = {"resize": resize, "crop": crop, "decoder": decoder}
-    # DALI's CPU and GPU decoders differ by a few levels, the CPU decoder's resize by about half a level more
-    which = decoder if decoder != DALI else "cpu" if device_id is None else "gpu"
-    key = cache.listing_key("imagefolder", split_dir, files, {"resize": resize, "crop": crop, "decoder": which,
-                                                              "measure": measure})
+    key = listing.key("imagefolder", {**_decoding(resize, crop, decoder, device_id), "measure": measure})
     record = cache.read("imagefolder", key)
     if record is None:
         def decode(kept):
@@ -244,55 +264,26 @@ def available_memory() -> int:
 
 def wants_stream(stream, images: int, crop: int) -> bool:
     """Whether to stream: stream=True/False decides; "auto" streams when the uint8 canvases of `images`
-    images would take more than IN_MEMORY_SHARE of the available memory."""
-    if isinstance(stream, bool):
-        return stream
-    if stream != "auto":
+    images would take more than IN_MEMORY_SHARE of the available memory. stream=False for canvases larger than
+    the available memory is refused before they are allocated."""
+    if not isinstance(stream, bool) and stream != "auto":
         raise UserError(f"imagefolder: stream should be auto, true or false, got {stream!r}")
-    return images * 3 * crop * crop > IN_MEMORY_SHARE * available_memory()
-
-
-def check_canvas(resize: int, crop: int) -> None:
-    """Refuses a center crop larger than the resized shorter side."""
-    if not 0 < crop <= resize:
-        raise UserError(f"imagefolder: crop should be in (0, resize={resize}], got {crop}")
-
-
-def shared_size(split_dir: Path, files: list[str]) -> tuple | None:
-    """(width, height) every image of `files` (relative to split_dir) has, from their headers (no decode:
-    roarfast.data.headers), or None when they differ; cached with the tree's measurements (roarfast.data.cache)
-    by the files' names, sizes and times."""
-    key = cache.listing_key("imagefolder-size", split_dir, files, {})
-    record = cache.read("imagefolder-size", key)
-    if record is None:
-        sizes = set()
-        for name in files:
-            size = headers.image_size(split_dir / name)  # None: undecodable, found (and named) by the decode
-            if size is not None:
-                sizes.add(tuple(sorted(size)))  # EXIF orientation may swap the sides
-            if len(sizes) > 1:
-                break
-        record = {"size": list(sizes.pop()) if len(sizes) == 1 else None}
-        cache.write("imagefolder-size", key, record)
-    return None if record["size"] is None else tuple(record["size"])
-
-
-def canvas_size(resize: int | None, crop: int | None, sides: list) -> tuple[int, int]:
-    """(resize, crop) of the canvas: as given; what is not given keeps the images' own size when they all share
-    one (`sides`: each split's shared (short, long) sides, or None), so a canvas larger than the images comes
-    only when asked; else the ImageNet canvas (DEFAULT_RESIZE, DEFAULT_CROP), within what is given."""
-    own = sides[0][0] if sides[0] is not None and all(side == sides[0] for side in sides) else None
-    if own is not None:
-        resize = resize if resize is not None else max(own, crop or own)
-        return resize, crop if crop is not None else resize
-    resize = resize if resize is not None else max(DEFAULT_RESIZE, crop or 0)
-    return resize, crop if crop is not None else min(DEFAULT_CROP, resize)
+    need, available = images * 3 * crop * crop, available_memory()
+    if stream is False and need > available:
+        raise UserError(f"--data-option stream=false holds the canvases in memory: {images:,} images of "
+                        f"3x{crop}x{crop} take {need / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB "
+                        f"available; stream=auto (or true) decodes them batch by batch")
+    return stream if isinstance(stream, bool) else need > IN_MEMORY_SHARE * available
 
 
 def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
     """(train, test) split folders of the tree at root; the test split defaults to val, else test."""
     if test_split is None:
         test_split = next((name for name in TEST_SPLITS if (root / name).is_dir()), None)
+    elif not isinstance(test_split, str) or test_split in ("train", ".", "..") or Path(test_split).name != test_split:
+        raise UserError(f"--data-option test_split={test_split}: the held-out split is a folder of {root} beside "
+                        f"train/ (val, test, ...), named as it is (quoted if it looks like a number), not train "
+                        f"itself nor a path")
     if not (root / "train").is_dir() or test_split is None or not (root / test_split).is_dir():
         raise UserError(f"imagefolder: expected {root}/train/<class>/*.jpg and {root}/"
                         f"{test_split or 'val|test'}/<class>/*.jpg")
@@ -304,60 +295,56 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
                      stream="auto", subset=None):
     """(train, test) splits of the tree at data_dir: data_dir/train and data_dir/<test_split> (default: val,
     else test), canvas = shorter side resized to `resize`, center `crop` x `crop`; what is not given keeps the
-    images' own size when they all share one, else the ImageNet canvas (canvas_size).
+    images' own size when every image kept shares one, else the ImageNet canvas (roarfast.data.canvas).
 
     skip_bad: log and drop images that cannot be decoded instead of failing with their names.
     device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device); without DALI, "auto" and
         "cpu" decode on the CPU with PIL and torchvision (roarfast.data.decode).
     batch_size: images per decode batch (default: by canvas size, default_batch_size).
     stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
-        decodes them into memory (ImageSets), "auto" streams when the canvases would not fit (wants_stream).
+        decodes them into memory (ImageSets, the canvases cached: roarfast.data.canvas_cache), "auto" streams
+        when the canvases would not fit (wants_stream).
     subset: the dataset resolver's stratified subset (roarfast.data.subset.Subset, num_train / num_test),
         chosen from the listing so that only the files it keeps are read.
     """
-    train_dir, test_dir, classes, (train_files, train_labels), (test_files, test_labels), (resize, crop) = _listing(
-        data_dir, resize, crop, test_split, subset)
+    classes, train, test, (resize, crop) = _listing(data_dir, resize, crop, test_split, subset)
     check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
     check_positive("--data-option batch_size", batch_size, optional=True)
     decoder = decoder_for(device)
     common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
                   device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
-    if wants_stream(stream, len(train_files) + len(test_files), crop):
-        return (_stream_split(train_dir, train_files, train_labels, measure=True, **common),
-                _stream_split(test_dir, test_files, test_labels, measure=False, **common))
-    return (_load_split(train_dir, train_files, train_labels, **common),
-            _load_split(test_dir, test_files, test_labels, **common))
+    if wants_stream(stream, len(train[0].files) + len(test[0].files), crop):
+        return _stream_split(*train, measure=True, **common), _stream_split(*test, measure=False, **common)
+    return tuple(_load_splits(Path(data_dir), [train, test], **common))
 
 
 def _listing(data_dir, resize, crop, test_split, subset):
-    """(train dir, test dir, classes, (train files, labels), (test files, labels), (resize, crop)) of the tree
-    at data_dir, the subset's files only, from its listing and the images' headers (no image decoded)."""
+    """(classes, (train Listing, labels), (test Listing, labels), (resize, crop)) of the tree at data_dir, the
+    subset's files only, from its listing and the images' headers (no image decoded)."""
     root = Path(data_dir)
     check_positive("--data-option resize", resize, optional=True)
     check_positive("--data-option crop", crop, optional=True)
     if resize is not None and crop is not None:
-        check_canvas(resize, crop)
+        check_canvas(resize, crop, given=(resize, crop))
     train_dir, test_dir = split_dirs(root, test_split)
-    classes, train_files, train_labels = list_tree(train_dir)
+    classes, train, train_labels = scan_tree(train_dir)
     if len(classes) < 2:  # a classifier of one class learns nothing, and ROAR measures nothing
         raise UserError(f"{train_dir} holds {len(classes)} class folder ({', '.join(classes)}): a classifier needs "
                         f"at least 2 <class>/ folders")
-    _, test_files, test_labels = list_tree(test_dir, classes)
+    _, test, test_labels = scan_tree(test_dir, classes)
     if subset is not None:
         where = f"imagefolder {root}"
-        train_files, train_labels = _rows(train_files, train_labels, subset.rows("train", train_labels, len(classes),
-                                                                                  where))
-        test_files, test_labels = _rows(test_files, test_labels, subset.rows("test", test_labels, len(classes), where))
-    resize, crop = canvas_size(resize, crop, [shared_size(train_dir, train_files), shared_size(test_dir, test_files)])
-    check_canvas(resize, crop)
-    return train_dir, test_dir, classes, (train_files, train_labels), (test_files, test_labels), (resize, crop)
+        train, train_labels = _rows(train, train_labels, subset.rows("train", train_labels, len(classes), where))
+        test, test_labels = _rows(test, test_labels, subset.rows("test", test_labels, len(classes), where))
+    canvas = canvas_size(resize, crop, [shared_size(train), shared_size(test)])
+    return classes, (train, train_labels), (test, test_labels), canvas
 
 
-def _rows(files: list[str], labels: list[int], rows) -> tuple[list[str], list[int]]:
-    """The files and labels of `rows` (None: all)."""
+def _rows(listing: cache.Listing, labels: list[int], rows) -> tuple[cache.Listing, list[int]]:
+    """The listing and labels of `rows` (None: all)."""
     if rows is None:
-        return files, labels
-    return [files[i] for i in rows], [labels[i] for i in rows]
+        return listing, labels
+    return listing.rows(rows), [labels[i] for i in rows]
 
 
 def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = None, skip_bad: bool = False,
@@ -366,9 +353,8 @@ def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = 
     """What load_imagefolder would load, from the tree's listing and the images' headers (no image decoded,
     so undecodable files are counted): ((C, H, W) of the canvas, train images, test images, classes, whether it
     has ground-truth masks: never)."""
-    _, _, classes, (train_files, _), (test_files, _), (_, crop) = _listing(data_dir, resize, crop, test_split,
-                                                                           subset)
-    return (3, crop, crop), len(train_files), len(test_files), len(classes), False
+    classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset)
+    return (3, crop, crop), len(train.files), len(test.files), len(classes), False
 
 
 # device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out

@@ -1,0 +1,105 @@
+"""The canvas an image tree is decoded to (shorter side resized to `resize`, center crop `crop` x `crop`):
+the images' own size when every image kept shares one, read from the files' headers (roarfast.data.headers)
+and cached; else ImageNet's evaluation canvas; and the limits of the resize and crop options, refused in one
+line before anything is allocated.
+"""
+
+from pathlib import Path
+
+from roarfast.data import cache, headers
+from roarfast.errors import UserError
+
+#: the canvas of a tree whose images differ in size (ImageNet's evaluation canvas): shorter side resized to
+#: DEFAULT_RESIZE, center crop DEFAULT_CROP; a tree whose images share one size keeps it (canvas_size)
+DEFAULT_RESIZE, DEFAULT_CROP = 256, 224
+#: the largest resize and crop: one 4096 px image is 192 MiB as the float32 the model takes (and each
+#: attribution map), and a network's first activations about 1 GiB, so a larger canvas cannot be trained or
+#: explained a batch at a time; far larger ones cannot even be allocated
+MAX_SIDE = 4096
+_SIZE_KIND = "imagefolder-size"
+
+
+def undecodable(split_dir: Path, files: list[str]) -> list[str]:
+    """The files PIL cannot fully decode (names relative to split_dir)."""
+    from PIL import Image
+
+    bad = []
+    for name in files:
+        try:
+            with Image.open(split_dir / name) as image:
+                image.load()
+        except Exception:  # noqa: BLE001 - any failure to decode marks the file bad
+            bad.append(name)
+    return bad
+
+
+def shared_size(listing: cache.Listing) -> tuple | None:
+    """(short, long) sides every decodable image of `listing` shares, from the files' headers, or None when they
+    differ; cached (roarfast.data.cache) by the listing. Only where the headers disagree are files decoded (PIL),
+    one of each size until one decodes: a size at which no file decodes is left out, as skip_bad leaves its files
+    out (an undecodable 20000 px PNG among 32 px JPEGs does not make the canvas), and two sizes that decode
+    settle it (a tree of varied photos decodes two files, one of a single size none)."""
+    key = listing.key(_SIZE_KIND, {})
+    record = cache.read(_SIZE_KIND, key)
+    if record is None:
+        record = {"size": _size_kept(listing)}
+        cache.write(_SIZE_KIND, key, record)
+    return None if record["size"] is None else tuple(record["size"])
+
+
+def _size_kept(listing: cache.Listing) -> list | None:
+    """shared_size, measured."""
+    untried = {}  # size -> its files not yet decoded, in order
+    counted = []  # sizes at which a file decodes
+    for name in listing.files:
+        size = headers.image_size(listing.folder / name)  # None: undecodable, found (and named) by the decode
+        if size is None:
+            continue
+        size = tuple(sorted(size))  # EXIF orientation may swap the sides
+        if size in counted:
+            continue
+        untried.setdefault(size, []).append(name)
+        if len(untried) > 1:  # the sizes differ: each counts once a file of it decodes
+            for other, names in untried.items():
+                while names and other not in counted:
+                    if not undecodable(listing.folder, [names.pop(0)]):
+                        counted.append(other)
+            if len(counted) > 1:
+                return None
+    if len(untried) == 1:
+        return list(next(iter(untried)))
+    return list(counted[0]) if len(counted) == 1 else None
+
+
+def canvas_size(resize: int | None, crop: int | None, sides: list) -> tuple[int, int]:
+    """(resize, crop) of the canvas: as given; what is not given keeps the images' own size when they all share
+    one (`sides`: each split's shared (short, long) sides, or None), so a canvas larger than the images comes
+    only when asked; else the ImageNet canvas (DEFAULT_RESIZE, DEFAULT_CROP), within what is given. A UserError
+    when the canvas is not one (check_canvas)."""
+    own = sides[0][0] if sides[0] is not None and all(side == sides[0] for side in sides) else None
+    if own is not None:
+        chosen = resize if resize is not None else max(own, crop or own)
+        chosen = chosen, crop if crop is not None else chosen
+    else:
+        chosen = resize if resize is not None else max(DEFAULT_RESIZE, crop or 0)
+        chosen = chosen, crop if crop is not None else min(DEFAULT_CROP, chosen)
+    check_canvas(*chosen, given=(resize, crop))
+    return chosen
+
+
+def check_canvas(resize: int, crop: int, given=(None, None)) -> None:
+    """Refuses a center crop larger than the resized shorter side, and a side over MAX_SIDE: naming the option
+    when `given` (resize and crop as given, None where not) holds it, else the images' own size."""
+    costs = {"crop": f"one image of it is {4 * 3 * MAX_SIDE**2 / 2**20:.0f} MiB as the model's float32 input, a "
+                     f"network's activations far more",
+             "resize": f"every image is resized to it before the crop, {3 * MAX_SIDE**2 / 2**20:.0f} MiB an image "
+                       f"at {MAX_SIDE} px, times a decode batch"}
+    for option, value in (("crop", given[1]), ("resize", given[0])):
+        if value is not None and value > MAX_SIDE:
+            raise UserError(f"--data-option {option}={value} is over {MAX_SIDE} px, the largest canvas roarfast makes "
+                            f"({costs[option]}); ask for at most {MAX_SIDE}")
+    if max(resize, crop) > MAX_SIDE:
+        raise UserError(f"imagefolder: the images are {max(resize, crop)} px, over {MAX_SIDE} px, the largest canvas "
+                        f"roarfast makes ({costs['crop']}); ask for a smaller one with --data-option resize=N crop=N")
+    if not 0 < crop <= resize:
+        raise UserError(f"imagefolder: crop should be in (0, resize={resize}], got {crop}")
