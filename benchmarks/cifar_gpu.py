@@ -152,7 +152,7 @@ def train_runs(data: dict, canvases: torch.Tensor, epochs_list: list[int], seeds
                variants: list[dict] = (), device: str = "cuda") -> list[dict]:
     from roarfast import ops
     from roarfast.data.base import ImageSet, make_dataset
-    from roarfast.recipe import default_recipe
+    from roarfast.recipe import effective_recipe
     from roarfast.train import Masking, train_classifier
 
     classes = [str(c) for c in data["classes"]]
@@ -164,8 +164,8 @@ def train_runs(data: dict, canvases: torch.Tensor, epochs_list: list[int], seeds
     rows = []
 
     def timed(epochs, seed, masking=None, changes=None):
-        recipe = default_recipe("fastnet-gpu", device, train_images=len(ds.train_index)).replace(epochs=epochs,
-                                                                                               **(changes or {}))
+        recipe = effective_recipe("fastnet-gpu", device, train_images=len(ds.train_index), image_size=ds.image_size,
+                                  epochs=epochs, overrides=changes)
         sync(device)
         start = time.perf_counter()
         result = train_classifier(ds, "fastnet-gpu", recipe, device, seed=seed, masking=masking, progress=False)

@@ -121,12 +121,11 @@ def machine(device) -> dict:
 def part_airbench(args, ds) -> tuple[dict, str]:
     from roarfast.models.airbench import airbench
     from roarfast.models.spec import ModelSpec
-    from roarfast.recipe import default_recipe
+    from roarfast.recipe import effective_recipe
     from roarfast.train import train_classifier
 
-    recipe = default_recipe("airbench", args.device, train_images=len(ds.train_index))
-    if args.epochs:
-        recipe = recipe.replace(epochs=args.epochs)
+    recipe = effective_recipe("airbench", args.device, train_images=len(ds.train_index), image_size=ds.image_size,
+                              epochs=args.epochs or None)
     specs = {"relu": "airbench",
              "gelu": ModelSpec("airbench-gelu", partial(airbench, activation="gelu"), builtin=True)}
     train_classifier(ds, "airbench", recipe.replace(epochs=1), args.device, seed=99, progress=False)  # set-up
@@ -155,10 +154,10 @@ def part_airbench(args, ds) -> tuple[dict, str]:
 
 def part_grouped(args, ds) -> tuple[dict, str]:
     from roarfast.models import resolve_model
-    from roarfast.recipe import default_recipe
+    from roarfast.recipe import effective_recipe
 
-    recipe = default_recipe(args.model, args.device, train_images=len(ds.train_index)).replace(
-        epochs=args.grouped_epochs)
+    recipe = effective_recipe(args.model, args.device, train_images=len(ds.train_index), image_size=ds.image_size,
+                              epochs=args.grouped_epochs)
     net = resolve_model(args.model).build(ds.num_classes, ds.image_size, ds.channels).to(args.device)
     flops = flops_per_image_step(net, ds.channels, ds.image_size)
     rows = measure(ds, args.model, recipe, args.device, args.sizes, args.ways, args.repeats)
@@ -191,7 +190,7 @@ def _sweep(args, extra: list, seconds: float) -> tuple[int | None, float]:
 
 def part_paper(args, ds) -> tuple[dict, str]:
     from roarfast.models import resolve_model
-    from roarfast.recipe import default_model, default_recipe
+    from roarfast.recipe import default_model, effective_recipe
     from roarfast.results import RETRAIN, ResultsDB
     from roarfast.rundir import RunDir
 
@@ -216,7 +215,7 @@ def part_paper(args, ds) -> tuple[dict, str]:
         done = db.rows(kind=RETRAIN, status="done")
         failed = db.rows(kind=RETRAIN, status="failed")
     model = (run.base_meta() or {}).get("model") or default_model(ds, args.device)
-    recipe = default_recipe(model, args.device, train_images=len(ds.train_index))
+    recipe = effective_recipe(model, args.device, train_images=len(ds.train_index), image_size=ds.image_size)
     batch = min(recipe.batch_size, len(ds.train_index))
     images = sum(r["epochs"] for r in done) * (len(ds.train_index) // batch) * batch
     net = resolve_model(model).build(ds.num_classes, ds.image_size, ds.channels).to(args.device)

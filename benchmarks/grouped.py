@@ -182,12 +182,13 @@ def main(argv=None):
     parser.add_argument("--md", type=Path, default=None)
     args = parser.parse_args(argv)
     from roarfast.data import load_dataset
-    from roarfast.recipe import default_recipe
+    from roarfast.recipe import effective_recipe
 
     if args.threads:
         torch.set_num_threads(args.threads)
     ds = load_dataset("embedded", num_train=args.train, num_test=args.test, seed=0)
-    recipe = default_recipe(args.model, args.device, train_images=len(ds.train_index)).replace(epochs=args.epochs)
+    recipe = effective_recipe(args.model, args.device, train_images=len(ds.train_index), image_size=ds.image_size,
+                              epochs=args.epochs)
     rows = measure(ds, args.model, recipe, args.device, [int(k) for k in args.sizes.split(",")],
                    args.ways.split(","), args.repeats)
     header = (f"{platform.node()} ({torch.get_num_threads()} torch threads), torch {torch.__version__}, "

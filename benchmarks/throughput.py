@@ -191,12 +191,12 @@ def bench_ops(args, device):
 
 def bench_retrain(args, device):
     from roarfast.data import load_dataset
-    from roarfast.recipe import default_model, default_recipe
+    from roarfast.recipe import default_model, effective_recipe
     from roarfast.train import train_classifier
 
     ds = load_dataset("embedded")
     model_name = default_model(ds, device)
-    recipe = default_recipe(model_name, device, train_images=len(ds.train_index))
+    recipe = effective_recipe(model_name, device, train_images=len(ds.train_index), image_size=ds.image_size)
     start = time.perf_counter()
     result = train_classifier(ds, model_name, recipe, device, seed=0, progress=False)
     took = time.perf_counter() - start
@@ -337,7 +337,7 @@ def estimate_paper(args, device):
     the attribution pass rate (forward + input-backward, images/s), then extrapolates to the preset's
     counts. Returns (rows, total seconds)."""
     from roarfast.data import ImageSet, make_dataset
-    from roarfast.recipe import default_model, default_recipe
+    from roarfast.recipe import default_model, effective_recipe
     from roarfast.grid import preset_grid
     from roarfast.train import train_classifier
 
@@ -351,8 +351,8 @@ def estimate_paper(args, device):
     ds = make_dataset("synthetic", split, split, {"n": n})
     # the model and recipe a CIFAR-10-size dataset gets, measured on fewer images
     model_name = default_model(SimpleNamespace(image_size=32, train=range(PAPER_TRAIN)), device)
-    recipe = default_recipe(model_name, device, train_images=PAPER_TRAIN)
-    short = recipe.replace(epochs=2)
+    recipe = effective_recipe(model_name, device, train_images=PAPER_TRAIN, image_size=32)
+    short = effective_recipe(model_name, device, train_images=PAPER_TRAIN, image_size=32, epochs=2)
     # untimed first: a sweep pays CUDA's set-up and cuDNN's autotuning once, not per model
     train_classifier(ds, model_name, recipe.replace(epochs=1), device, seed=0, progress=False)
     sync(device)

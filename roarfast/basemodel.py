@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from roarfast.options import check_choice, check_positive
-from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, recipe_for
+from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
 from roarfast.version import __version__
 
 
@@ -62,9 +62,10 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
 
 def base_recipe(spec, ds, device, options: TrainOptions):
     """The Recipe the base model `spec` trains with on ds (a Dataset, or anything with its image_size and
-    train_index) on `device`: its model's, with options' epochs, batch size, AMP and overrides."""
-    return recipe_for(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size, amp=options.amp,
-                      epochs=options.epochs, batch_size=options.batch_size, overrides=options.recipe)
+    train_index) on `device`: effective_recipe of its model with options' epochs, batch size, AMP and overrides."""
+    return effective_recipe(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
+                            epochs=options.epochs, batch_size=options.batch_size, amp=options.amp,
+                            overrides=options.recipe)
 
 
 def base_meta(spec, ds, recipe, device, seed: int, result) -> dict:

@@ -96,22 +96,29 @@ class CellOptions:
         return out
 
 
-def cell_recipe(run, ds, device, options: CellOptions, meta: dict | None = None):
-    """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: the base model's architecture (refused
-    when its factory's source changed since it was trained) unless options.model names another, its recipe
-    on `device` with options.amp, options.epochs and options.recipe. `meta`: the base model's meta (default:
-    the run directory's; a dry run passes {} for a base model that the sweep would train anew)."""
+def cell_model(run, ds, device, model=None, meta: dict | None = None):
+    """The ModelSpec of the retraining cells in RunDir `run`: the base model's architecture (refused when its
+    factory's source changed since it was trained) unless `model` names another (what resolve_model takes).
+    `meta`: the base model's meta (default: the run directory's; a dry run passes {} for a base model that the
+    sweep would train anew)."""
     from roarfast.checkpoint import recorded_model
-    from roarfast.recipe import default_model, recipe_for
     from roarfast.probe import checked_model
+    from roarfast.recipe import default_model
 
     meta = run.base_meta() if meta is None else meta
-    if options.model is None and meta.get("model"):
-        spec = recorded_model(meta, run.base_checkpoint)
-    else:
-        spec = checked_model(options.model or default_model(ds, device), ds)
-    return spec, recipe_for(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
-                            amp=options.amp, epochs=options.epochs, overrides=options.recipe)
+    if model is None and meta.get("model"):
+        return recorded_model(meta, run.base_checkpoint)
+    return checked_model(model or default_model(ds, device), ds)
+
+
+def cell_recipe(run, ds, device, options: CellOptions, meta: dict | None = None):
+    """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: cell_model of options.model, and its
+    effective_recipe on `device` with options.epochs, options.amp and options.recipe."""
+    from roarfast.recipe import effective_recipe
+
+    spec = cell_model(run, ds, device, options.model, meta)
+    return spec, effective_recipe(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
+                                  epochs=options.epochs, amp=options.amp, overrides=options.recipe)
 
 
 class CellTrainer:

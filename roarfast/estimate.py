@@ -42,17 +42,16 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
     format on random images of data's canvas (plain SGD updates: torch.optim's first use imports the compiler,
     seconds that a step does not cost), and an evaluation pass."""
     from roarfast.data.augment import Augment, augment
-    from roarfast.recipe import amp_dtype
+    from roarfast.recipe import autocast
 
     n = step_images(recipe.batch_size, data.image_size)
-    dtype = amp_dtype(recipe)
     fmt = torch.channels_last if recipe.channels_last else torch.contiguous_format
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         model = spec.build(data.num_classes, data.image_size, data.channels).to(device, memory_format=fmt)
         x = torch.randn(n, data.channels, data.image_size, data.image_size, device=device).to(memory_format=fmt)
         y = torch.randint(0, data.num_classes, (n,), device=device)
         loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
-        precision = torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+        precision = autocast(device, recipe)
         shifts = Augment(flip=recipe.flip, translate=recipe.translate) if recipe.flip or recipe.translate else None
         generator = torch.Generator(device=device).manual_seed(0)
 

@@ -10,9 +10,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from roarfast.cells import Cell, CellOptions, CellTrainer
+from roarfast.cells import Cell, CellTrainer, cell_model
 from roarfast.errors import UserError
 from roarfast.plugins import named_imports
+from roarfast.recipe import Recipe
 
 EXECUTORS = ("local", "ray")
 #: how often an executor waiting on cells that other processes train looks again
@@ -238,7 +239,6 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
 
     import torch
 
-    from roarfast.cells import cell_recipe
     from roarfast.models.spec import check_source
     from roarfast.plugins import user_named
     from roarfast.rundir import RunDir
@@ -251,10 +251,10 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
         with user_named(settings["imports"]):  # what the driver's user named: the records may name it here too
             ds = run.open_dataset()
         device = settings["device"]
-        # the driver's recipe field by field: a worker on another device or version trains the same cells
-        options = CellOptions(model=settings["model"], fill=settings["fill"], recipe=settings["recipe"])
-        model, recipe = cell_recipe(run, ds, device, options)
+        model = cell_model(run, ds, device, settings["model"])
         check_source(model, settings["model_source"], "the sweep's driver")
+        # the driver's recipe as it recorded it: a worker on another device or version trains the same cells
+        recipe = Recipe.from_dict(settings["recipe"])
         _WORKER_TRAINERS.clear()
         _WORKER_TRAINERS[key] = CellTrainer(run, ds, model, recipe, settings["fill"], device,
                                             grouping=Grouping(**settings["grouping"]))

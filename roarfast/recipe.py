@@ -1,7 +1,9 @@
-"""What to train: the Recipe (every setting of a training run besides data, model and seed), the recipe of
-each model on CPU and GPU (a built-in's tuned one is declared by its module: roarfast.models.MODELS), the
-mixed-precision choice, and the default model of a dataset.
-How to train (the loop, EMA, DDP) lives in roarfast.train.
+"""What to train: the Recipe (every setting of a training run besides data, model and seed); effective_recipe,
+the one function that composes the recipe a run trains with and records (the model's tuned recipe, declared
+by its module in roarfast.models.MODELS, or the untuned default; the GPU's scaling; the user's fields and
+--recipe overrides); the checks of --recipe fields; the mixed-precision choice; the default model of a dataset.
+How to train (data, model, optimizer, schedule, loop, evaluation) reads top to bottom in
+roarfast.train.classifier.
 
 torch is imported where it is used, so that the CLI can build its --amp choices (AMP_CHOICES) from here.
 """
@@ -11,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from roarfast.errors import UserError
+from roarfast.models.registry import MODELS
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ class Recipe:
         fields = dataclasses.asdict(self)
         return {k: v for k, v in fields.items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
 
+    @classmethod
+    def from_dict(cls, fields: dict) -> "Recipe":
+        """The Recipe of a record that to_dict wrote (a field it left out at its default)."""
+        return cls(**fields)
+
 
 #: Recipe fields added after results were recorded, with their defaults (Recipe.to_dict)
 LATER_FIELDS = {"schedule": "cosine", "lookahead": False, "alternate_flips": False, "tta": 0, "bias_lr_scale": None}
@@ -66,6 +74,8 @@ _GPU_BATCH_SCALE = 4
 #: training images made 4 steps an epoch and fastnet-gpu stayed at chance (H100, 2026-11-23); the quick
 #: preset's 3-epoch cells need about 100 steps in all
 MIN_STEPS_PER_EPOCH = 32
+#: a GPU's evaluation batches: evaluation holds no activations for a backward pass, so they can be large
+GPU_EVAL_BATCH_SIZE = 2048
 #: fastnet-gpu (airbench-class, 64/256/256) is sized for CIFAR-10's 50,000 images: on the embedded
 #: dataset's 4,500 it reached 66% test in 3 epochs at batch 256 (CPU, fp32) where fastnet learns it
 GPU_NET_MIN_IMAGES = 20_000
@@ -88,33 +98,30 @@ def gpu_batch_scale(batch_size: int, train_images: int | None) -> int:
     return scale
 
 
-def tuned_recipe(model_name: str) -> Recipe | None:
-    """The CPU recipe a built-in model's module declares (its ModelEntry's recipe fields over Recipe's
-    defaults), or None for any other model."""
-    from roarfast.models.registry import MODELS
+def effective_recipe(model_name: str, device, *, train_images: int | None, image_size: int, epochs: int | None = None,
+                     batch_size: int | None = None, amp: str = "auto", overrides: dict | None = None) -> Recipe:
+    """The Recipe that trains `model_name` on `device` over a training split of `train_images` images of side
+    `image_size`, with the user's fields. The one place a recipe is composed; each step overrides the one before:
 
+    1. the model's tuned recipe (its ModelEntry's `recipe` fields over Recipe's defaults), or for a model
+       roarfast has not tuned, the PLUGIN_RECIPES entry of its image size;
+    2. on CUDA, a batch up to 4x larger with the learning rate scaled alike (gpu_batch_scale: less for few
+       `train_images`; None: unknown, the full factor) and evaluation batches of GPU_EVAL_BATCH_SIZE;
+    3. the user's fields where given: `amp` (an AMP_CHOICES entry: "auto" is bf16 where the device computes
+       it natively, device.native_bf16), `epochs` (--epochs, a preset's) and `batch_size` (--batch-size);
+    4. `overrides`: Recipe fields (--recipe FIELD=VALUE, a config file's `recipe:`, checked by
+       check_overrides), which win over everything above.
+
+    What it returns is what trains and what is recorded, as it is (Recipe.to_dict: the base model's meta.json,
+    every cell's configuration, a Ray worker's settings): a function of its arguments and of whether the
+    device computes bf16 natively, and Recipe.from_dict of the record gives it back."""
     fields = MODELS[model_name].recipe if model_name in MODELS else None
-    return None if fields is None else Recipe(**fields)
-
-
-def default_recipe(model_name: str, device, train_images: int | None = None, image_size: int = 32) -> Recipe:
-    """The recipe of `model_name` on `device` ("cpu", "cuda", torch.device): a built-in's tuned one, any
-    other model's PLUGIN_RECIPES entry for `image_size`; bf16 autocast where the device computes it natively
-    (device.native_bf16), fp32 elsewhere; on CUDA a batch up to 4x larger with the learning rate scaled alike
-    (gpu_batch_scale: smaller for a training split of few `train_images`)."""
-    recipe = tuned_recipe(model_name) or PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
+    untuned = PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
+    recipe = untuned if fields is None else Recipe(**fields)
     if _on_cuda(device):
         scale = gpu_batch_scale(recipe.batch_size, train_images)
-        recipe = recipe.replace(batch_size=recipe.batch_size * scale, lr=recipe.lr * scale, eval_batch_size=2048)
-    return recipe.replace(amp=resolve_amp("auto", device))
-
-
-def recipe_for(model_name: str, device, *, train_images: int, image_size: int = 32, amp: str = "auto",
-               epochs: int | None = None, batch_size: int | None = None, overrides: dict | None = None) -> Recipe:
-    """The recipe a run trains `model_name` with on a training split of `train_images` images of side
-    `image_size`: its default recipe on `device` with the --amp choice, where given the --epochs and
-    --batch-size, then the --recipe `overrides` (checked by the options that carry them: check_overrides)."""
-    recipe = default_recipe(model_name, device, train_images=train_images, image_size=image_size)
+        recipe = recipe.replace(batch_size=recipe.batch_size * scale, lr=recipe.lr * scale,
+                                eval_batch_size=GPU_EVAL_BATCH_SIZE)
     recipe = recipe.replace(amp=resolve_amp(amp, device))
     if epochs is not None:
         recipe = recipe.replace(epochs=epochs)
@@ -225,6 +232,15 @@ def amp_dtype(recipe: Recipe):
     if recipe.amp not in (None, *_AMP_PRECISIONS):
         raise UserError(f"recipe amp should be None, bf16 or fp16, got {recipe.amp!r}")
     return _precision_dtype(recipe.amp)
+
+
+def autocast(device, recipe: Recipe):
+    """The recipe's autocast context on device (a no-op in fp32): the training step's, its evaluations' and
+    the measured steps' of an estimate."""
+    import torch
+
+    dtype = amp_dtype(recipe)
+    return torch.autocast(torch.device(device).type, dtype=dtype or torch.float32, enabled=dtype is not None)
 
 
 def autocast_dtype(amp: str, device):

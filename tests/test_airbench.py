@@ -14,12 +14,13 @@ from roarfast.data import load_dataset
 from roarfast.models import build_model
 from roarfast.models.airbench import WHITEN_BIAS_EPOCHS, WHITEN_EPS, AirbenchNet, Whitening, identity_conv
 from roarfast.models.spec import ModelSpec
-from roarfast.recipe import LATER_FIELDS, Recipe, default_recipe
+from roarfast.recipe import LATER_FIELDS, Recipe, effective_recipe
 from roarfast.train import Masking, train_classifier
-from roarfast.train.loop import _flipped
-from roarfast.train.select import tta_logits
-from roarfast.train.state import lr_at, new_member, new_state
-from roarfast.train.step import train_step
+from roarfast.train.classifier import lr_at, new_member, new_state, train_step
+from roarfast.train.views import alternate_flips, tta_logits
+
+#: airbench's CPU recipe
+AIRBENCH_CPU = effective_recipe("airbench", "cpu", train_images=4500, image_size=32)
 
 
 def _patches(images: torch.Tensor, k: int = 2) -> torch.Tensor:
@@ -82,7 +83,7 @@ def test_the_stem_is_fitted_on_the_cells_own_masked_images():
     of them), so a ROAR cell's stem differs from the unmasked one's and equals a fit on the masked images."""
     ds = load_dataset("embedded", num_train=120, num_test=20, seed=0)
     spec = ModelSpec("airbench", partial(build_model, "airbench"), builtin=True)
-    recipe = default_recipe("airbench", "cpu")
+    recipe = AIRBENCH_CPU
     ranks = [ops.rank(torch.rand(len(p), 32, 32, generator=torch.Generator().manual_seed(s)))
              for s, p in enumerate((ds.train, ds.test))]
     plain = new_member(ds, spec, recipe, torch.device("cpu"), 0, None)
@@ -103,7 +104,7 @@ def test_the_stem_stays_frozen_and_its_bias_trains_for_the_first_epochs_only():
 
 def test_a_step_leaves_the_frozen_stem_as_it_was():
     ds = load_dataset("embedded", num_train=120, num_test=20, seed=0)
-    recipe = default_recipe("airbench", "cpu").replace(batch_size=16)
+    recipe = AIRBENCH_CPU.replace(batch_size=16)
     member = new_member(ds, "airbench", recipe, torch.device("cpu"), 0, None)
     state = new_state(member.net, [member], recipe, torch.device("cpu"), total_steps=10)
     weight = member.net.whiten.weight.clone()
@@ -120,11 +121,11 @@ def test_alternating_flips_flip_complementary_halves_epoch_to_epoch():
     batches = lambda: iter([(x, rows % 2, rows)])  # noqa: E731
 
     def flipped(epoch):
-        (out, _), = list(_flipped(batches(), flips, epoch))
+        (out, _), = list(alternate_flips(batches(), flips, epoch))
         return torch.tensor([torch.equal(o, i.flip(2)) for o, i in zip(out, x)])
 
     assert torch.equal(flipped(1), flips) and torch.equal(flipped(2), ~flips) and torch.equal(flipped(3), flips)
-    (same, _), = list(_flipped(batches(), None, 2))
+    (same, _), = list(alternate_flips(batches(), None, 2))
     assert torch.equal(same, x)
 
 
@@ -147,7 +148,7 @@ def test_test_time_views_average_as_written_out_by_hand():
 
 
 def test_the_linear_schedule_and_the_bias_learning_rate():
-    recipe = default_recipe("airbench", "cpu")
+    recipe = AIRBENCH_CPU
     total = 100
     assert lr_at(0, total, recipe) == pytest.approx(0.2)
     assert lr_at(23, total, recipe) == pytest.approx(1.0)
@@ -163,7 +164,7 @@ def test_the_linear_schedule_and_the_bias_learning_rate():
 
 def test_lookahead_leaves_the_weights_at_their_slow_copy_after_the_last_step():
     ds = load_dataset("embedded", num_train=120, num_test=20, seed=0)
-    recipe = default_recipe("airbench", "cpu").replace(batch_size=16)
+    recipe = AIRBENCH_CPU.replace(batch_size=16)
     member = new_member(ds, "airbench", recipe, torch.device("cpu"), 0, None)
     state = new_state(member.net, [member], recipe, torch.device("cpu"), total_steps=3)
     index = ds.train_index[:16]
@@ -183,22 +184,22 @@ def test_new_recipe_fields_leave_earlier_configuration_hashes_alone():
     assert set(Recipe().to_dict()) == {"epochs", "batch_size", "lr", "momentum", "weight_decay", "label_smoothing",
                                        "warmup", "ema_decay", "flip", "translate", "amp", "channels_last",
                                        "eval_batch_size"}
-    airbench = default_recipe("airbench", "cpu").to_dict()
+    airbench = AIRBENCH_CPU.to_dict()
     assert set(LATER_FIELDS) <= set(airbench) and airbench["tta"] == 2
-    assert Recipe(**airbench) == default_recipe("airbench", "cpu")
+    assert Recipe(**airbench) == AIRBENCH_CPU
 
 
 def test_airbench_gpu_recipe_is_airbench94s_batch_and_learning_rate():
     """On a GPU with CIFAR-10's 45,000 training images: batch 1,024 at lr 1.5 (airbench's 11.5 per 1,024
     images over a summed loss, momentum 0.85)."""
-    gpu = default_recipe("airbench", "cuda", train_images=45_000)
+    gpu = effective_recipe("airbench", "cuda", train_images=45_000, image_size=32)
     assert (gpu.batch_size, gpu.lr, gpu.momentum, gpu.amp) == (1024, pytest.approx(1.5), 0.85, "bf16")
 
 
 def test_airbench_is_deterministic_under_a_seed():
     ds = load_dataset("embedded", num_train=120, num_test=40, seed=0)
     small = ModelSpec("airbench-small", lambda c, s, i: AirbenchNet(c, i, widths=(8, 16, 16)), builtin=True)
-    recipe = default_recipe("airbench", "cpu").replace(epochs=2, batch_size=32)
+    recipe = AIRBENCH_CPU.replace(epochs=2, batch_size=32)
     a, b = (train_classifier(ds, small, recipe, "cpu", seed=3, progress=False) for _ in range(2))
     assert (a.test_acc, a.val_acc) == (b.test_acc, b.val_acc)
     for key, value in a.model.state_dict().items():
@@ -211,6 +212,6 @@ def test_a_tiny_airbench_learns_the_embedded_dataset_on_cpu():
     epochs on 1,000 images: far above the 10% chance (about 85% measured)."""
     ds = load_dataset("embedded", num_train=1000, num_test=300, seed=0)
     small = ModelSpec("airbench-small", lambda c, s, i: AirbenchNet(c, i, widths=(16, 32, 32)), builtin=True)
-    recipe = default_recipe("airbench", "cpu").replace(epochs=4, batch_size=64, lr=0.375 * 64 / 256)
+    recipe = AIRBENCH_CPU.replace(epochs=4, batch_size=64, lr=0.375 * 64 / 256)
     result = train_classifier(ds, small, recipe, "cpu", seed=0, progress=False)
     assert result.test_acc >= 0.5

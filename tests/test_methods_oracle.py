@@ -22,11 +22,12 @@ def precision_at_mask_size(maps: torch.Tensor, masks: torch.Tensor) -> torch.Ten
 def test_sg_sq_and_var_find_the_object_better_than_random():
     from roarfast.data import load_dataset
     from roarfast.methods import ExplainBatch, MethodParams, compute_maps
-    from roarfast.recipe import default_recipe
+    from roarfast.recipe import effective_recipe
     from roarfast.train import train_classifier
 
     dataset = load_dataset("embedded", num_train=NUM_TRAIN, num_test=NUM_TEST)
-    result = train_classifier(dataset, "fastnet", default_recipe("fastnet", "cpu"), "cpu",
+    recipe = effective_recipe("fastnet", "cpu", train_images=len(dataset.train_index), image_size=dataset.image_size)
+    result = train_classifier(dataset, "fastnet", recipe, "cpu",
                               seed=0, progress=False)
     assert result.test_acc >= 0.5, f"the model should have learned the task, got {result.test_acc:.1%} test accuracy"
     test = dataset.test

@@ -8,7 +8,7 @@ from torch import nn
 
 from roarfast.cli import main
 from roarfast.models import MODELS, build_model, resolve_model
-from roarfast.recipe import PLUGIN_RECIPES, Recipe, default_recipe
+from roarfast.recipe import PLUGIN_RECIPES, Recipe, effective_recipe
 
 #: input side for the per-model tests: small keeps ResNet-50 cheap; every model pools globally
 SIDE = 24
@@ -104,9 +104,13 @@ def test_the_model_help_lists_every_builtin_with_its_description(command):
     assert "timm:<name>" in line and "package.module:factory" in line
 
 
+def cpu_recipe(name: str) -> Recipe:
+    return effective_recipe(name, "cpu", train_images=4500, image_size=32)
+
+
 def test_a_builtin_trains_with_the_recipe_its_module_declares():
     for entry in MODELS:
         untuned = PLUGIN_RECIPES["small"]
-        assert default_recipe(entry.name, "cpu") == (Recipe(**entry.recipe) if entry.recipe else untuned)
+        assert cpu_recipe(entry.name) == (Recipe(**entry.recipe) if entry.recipe else untuned)
         assert resolve_model(entry.name).builtin
-    assert default_recipe("fastnet", "cpu") != default_recipe("my_module:fastnet", "cpu") == PLUGIN_RECIPES["small"]
+    assert cpu_recipe("fastnet") != cpu_recipe("my_module:fastnet") == PLUGIN_RECIPES["small"]

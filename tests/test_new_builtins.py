@@ -55,7 +55,7 @@ from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
-from roarfast.recipe import default_recipe
+from roarfast.recipe import effective_recipe
 
 help = CliRunner().invoke(main, ["train", "--help"], terminal_width=10_000).output
 spec = resolve_model("tinynet")
@@ -66,8 +66,8 @@ try:
 except UserError as err:
     refused = str(err)
 print(json.dumps({"help": help, "builtin": spec.builtin, "cam_layer": spec.build(2, 8, 3).cam_layer,
-                  "recipe": default_recipe("tinynet", "cpu").to_dict(), "images": len(ds.train),
-                  "options": ds.options, "refused": refused}))
+                  "recipe": effective_recipe("tinynet", "cpu", train_images=48, image_size=8).to_dict(),
+                  "images": len(ds.train), "options": ds.options, "refused": refused}))
 '''
 
 

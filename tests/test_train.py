@@ -17,10 +17,10 @@ from roarfast.data.augment import Augment
 from roarfast.data.loader import DeviceLoader, pattern_loader, split_loader
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
-from roarfast.recipe import MIN_STEPS_PER_EPOCH, PLUGIN_RECIPES, Recipe, default_recipe, resolve_amp
+from roarfast.recipe import Recipe, effective_recipe, resolve_amp
 from roarfast.rundir import RunDir
 from roarfast.train import Masking, accuracy, train_classifier
-from roarfast.train.state import Selection, init_model, lr_at
+from roarfast.train.classifier import Selection, init_model, lr_at
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 
@@ -174,28 +174,6 @@ def test_learning_rate_schedule():
     assert lr_at(100, 100, recipe) == pytest.approx(0.0, abs=1e-12)
 
 
-def test_default_recipes():
-    cpu, gpu = default_recipe("fastnet", "cpu"), default_recipe("fastnet", "cuda")
-    assert cpu.amp is None and gpu.amp == "bf16"
-    assert gpu.batch_size > cpu.batch_size and gpu.lr / gpu.batch_size == pytest.approx(cpu.lr / cpu.batch_size)
-    assert cpu.replace(epochs=3).epochs == 3 and cpu.to_dict()["epochs"] == cpu.epochs
-    # a model roarfast has not tuned takes the recipe of its image size, scaled on a GPU like any other
-    assert default_recipe("mymod:net", "cpu", image_size=28) == PLUGIN_RECIPES["small"]
-    assert default_recipe("timm:resnet18", "cpu", image_size=224) == PLUGIN_RECIPES["large"]
-    assert default_recipe("mymod:net", "cuda", image_size=28).batch_size > PLUGIN_RECIPES["small"].batch_size
-
-
-@pytest.mark.parametrize("train_images,scale", [(None, 4), (45_000, 4), (4_500, 1), (20_000, 2), (100, 1)])
-def test_gpu_batch_keeps_enough_steps_per_epoch(train_images, scale):
-    # fastnet-gpu's base batch is 256: CIFAR-10's 45,000 images take the full 4x; the embedded 4,500 none
-    base = default_recipe("fastnet-gpu", "cpu")
-    gpu = default_recipe("fastnet-gpu", "cuda", train_images=train_images)
-    assert gpu.batch_size == base.batch_size * scale and gpu.lr == pytest.approx(base.lr * scale)
-    if train_images is not None and scale > 1:
-        assert train_images // gpu.batch_size >= MIN_STEPS_PER_EPOCH
-    assert default_recipe("fastnet-gpu", "cpu", train_images=train_images) == base  # CPU recipes never scale
-
-
 @pytest.mark.parametrize("choice,device,expected", [("auto", "cpu", None), ("auto", "cuda", "bf16"),
                                                     ("off", "cuda", None), ("bf16", "cpu", "bf16"),
                                                     ("fp16", "cuda", "fp16")])
@@ -212,7 +190,8 @@ def test_auto_trains_in_bf16_on_a_cpu_that_computes_it_natively_and_attributes_i
     monkeypatch.delenv("ROARFAST_NATIVE_BF16")  # what the CPU reports, here the stand-ins below
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
-    assert resolve_amp("auto", "cpu") == trained and default_recipe("fastnet", "cpu").amp == trained
+    assert resolve_amp("auto", "cpu") == trained
+    assert effective_recipe("fastnet", "cpu", train_images=4500, image_size=32).amp == trained
     assert autocast_dtype("auto", "cpu") is None  # attributions on a CPU: fp32 whatever the CPU
     assert autocast_dtype("auto", "cuda") == torch.bfloat16 and autocast_dtype("off", "cuda") is None
     assert resolve_amp("off", "cpu") is None  # asked for fp32: fp32 even where bf16 is native
@@ -247,7 +226,7 @@ def test_mixed_precision_training(tiny, monkeypatch, amp, dtype):
         model.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].dtype))
         return model
 
-    monkeypatch.setattr("roarfast.train.state.init_model", hooked_init)
+    monkeypatch.setattr("roarfast.train.classifier.init_model", hooked_init)
     result = train_classifier(tiny, "fastnet", TINY.replace(amp=amp, epochs=4), "cpu", seed=0, progress=False)
     assert set(seen) == {dtype}
     assert scaled and set(scaled) == {amp == "fp16"}
@@ -273,7 +252,7 @@ def test_cpu_default_learns_the_embedded_dataset_from_the_object_only():
     """README, "The embedded dataset": the CPU default learns the embedded set (>= 90%), and with the object removed
     (oracle ROAR at the covering fraction 64/1024) nothing is left to learn (near chance)."""
     ds = load_dataset("embedded")
-    recipe = default_recipe("fastnet", "cpu")
+    recipe = effective_recipe("fastnet", "cpu", train_images=len(ds.train_index), image_size=ds.image_size)
     base = train_classifier(ds, "fastnet", recipe, "cpu", seed=0, progress=False)
     assert base.test_acc >= 0.90
     oracle = Masking(train_ranks=ops.rank(ds.train.masks.float()), test_ranks=ops.rank(ds.test.masks.float()),

@@ -10,7 +10,7 @@ from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.recipe import Recipe
 from roarfast.train import Grouping, Masking, Run, train_classifier, train_group
-from roarfast.train import loop as loop_module
+from roarfast.train import classifier
 from roarfast.train.fused import NotFusable, fuse, member_weights, stack_weights
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
@@ -68,7 +68,7 @@ def test_a_group_of_one_is_train_classifier(tiny, mixed, alone):
 def test_fused_networks_compute_each_member_and_slice_back(tiny):
     """The fused forward equals each member's on its own channels; a member's weights slice back out of the
     fused state dict unchanged."""
-    from roarfast.train.state import init_model
+    from roarfast.train.classifier import init_model
 
     nets = [init_model("fastnet", tiny, seed, "cpu", TINY) for seed in range(3)]
     fused = fuse(nets, 3, 32).eval()
@@ -122,7 +122,7 @@ def test_a_run_that_fails_to_set_up_fails_alone(tiny, mixed, alone):
 def test_a_run_that_fails_in_training_fails_alone(tiny, mixed, alone, monkeypatch, how):
     """The KAR run's third step raises: it alone is an error, the others are their results alone (a fused
     group is trained again as a loop, so the failure finds its run)."""
-    real_step, calls = loop_module.train_step, {}
+    real_step, calls = classifier.train_step, {}
 
     def step(state, batches):
         if any(m.loaders["train"].fraction == 0.3 for m in state.members):
@@ -131,7 +131,7 @@ def test_a_run_that_fails_in_training_fails_alone(tiny, mixed, alone, monkeypatc
                 raise RuntimeError("out of memory")
         return real_step(state, batches)
 
-    monkeypatch.setattr(loop_module, "train_step", step)
+    monkeypatch.setattr(classifier, "train_step", step)
     results = train_group(tiny, "fastnet", TINY, "cpu", mixed, Grouping(size=3, how=how))
     assert isinstance(results[1], RuntimeError) and len(calls) == (2 if how == "fused" else 1)
     for k in (0, 2):
@@ -142,7 +142,7 @@ def test_user_errors_end_the_whole_group(tiny, mixed, monkeypatch):
     def refuse(state, batches):
         raise UserError("refused")
 
-    monkeypatch.setattr(loop_module, "train_step", refuse)
+    monkeypatch.setattr(classifier, "train_step", refuse)
     with pytest.raises(UserError, match="refused"):
         train_group(tiny, "fastnet", TINY, "cpu", mixed, Grouping(size=3, how="loop"))
 

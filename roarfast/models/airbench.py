@@ -6,7 +6,7 @@ a tiny eps, a global max pool and a bias-free linear head scaled by 1/9. Its tra
 smoothing 0.2, alternating flips, flip-and-translate test-time views, the piecewise-linear schedule, 64x
 learning rate for biases) is its recipe's (roarfast.recipe, "airbench").
 
-Two hooks the training loop calls (roarfast.train.state): `init_from_images(images)` before the first step
+Two hooks the training run calls (roarfast.train.classifier): `init_from_images(images)` before the first step
 with the first `init_images` training images as the network will see them (for a ROAR cell, masked), which
 fits the whitening stem; `start_epoch(epoch)`, which freezes the stem's bias after WHITEN_BIAS_EPOCHS.
 

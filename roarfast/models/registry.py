@@ -20,8 +20,8 @@ class ModelEntry(Entry):
     """A built-in model. `value` is its factory(num_classes, image_size, in_channels) -> nn.Module: a freshly
     initialized network whose `cam_layer` names its last conv stage and whose every ReLU is an nn.ReLU
     module that is not inplace (guided backprop hooks them). `recipe`: the Recipe fields it is tuned with on
-    CPU (roarfast.recipe.default_recipe derives the GPU recipe; None: trained as a model roarfast has not
-    tuned, by image size)."""
+    CPU, over Recipe's defaults (roarfast.recipe.effective_recipe scales them on a GPU and lays the user's
+    fields over them; None: trained as a model roarfast has not tuned, by image size)."""
 
     recipe: Mapping | None = None
 

@@ -17,10 +17,14 @@ from dataclasses import dataclass
 import torch
 
 from roarfast.errors import UserError
+from roarfast.models import resolve_model
+from roarfast.progress import progress_bar
 from roarfast.recipe import Recipe
-from roarfast.train.loop import Steps, TrainResult, train_states
+from roarfast.train.classifier import Steps, TrainResult, new_member, new_state, selected_test_accs, train_states
+from roarfast.train.fused import NotFusable, fuse
 from roarfast.train.masking import Masking
 from roarfast.train.parallel import distributed
+from roarfast.train.streams import new_stream
 
 IMPLEMENTATIONS = ("loop", "fused", "streams")
 #: torch.compile modes (reduce-overhead: CUDA graphs)
@@ -73,10 +77,6 @@ def train_group(dataset, model, recipe: Recipe, device, runs: list, grouping: Gr
     run its TrainResult, or the exception that ended it. A result's `seconds` is its share of the group's
     wall time: the time from the first set-up to the last test, divided by the runs that finished.
     UserError and KeyboardInterrupt end the whole group."""
-    from roarfast.models import resolve_model
-    from roarfast.progress import progress_bar
-    from roarfast.train.state import new_member
-
     architecture = resolve_model(model)
     device = torch.device(device)
     started = time.perf_counter()
@@ -118,10 +118,6 @@ def train_group(dataset, model, recipe: Recipe, device, runs: list, grouping: Gr
 def _states(members: dict, grouping: Grouping, dataset, recipe: Recipe, device, total_steps: int) -> list:
     """[(TrainState, [run index of each of its members])]: one state of all members fused, when asked and
     possible, else one per member (on its own stream with how="streams")."""
-    from roarfast.train.fused import NotFusable, fuse
-    from roarfast.train.state import new_state
-    from roarfast.train.streams import new_stream
-
     indices = list(members)
     if grouping.how == "fused" and len(indices) > 1 and distributed()[1] == 1:
         try:
@@ -143,8 +139,6 @@ def _states(members: dict, grouping: Grouping, dataset, recipe: Recipe, device, 
 def _test(state, indices: list, dataset, recipe: Recipe, outcomes: list, failed: dict, how: str) -> None:
     """Each member's test accuracy with its selected weights into `outcomes` (a failure into `failed`), each
     result saying it was trained `how`."""
-    from roarfast.train.select import selected_test_accs
-
     try:
         accuracies = selected_test_accs(state, torch.arange(len(dataset.test)))
     except (KeyboardInterrupt, UserError):
@@ -153,6 +147,4 @@ def _test(state, indices: list, dataset, recipe: Recipe, outcomes: list, failed:
         failed[state] = err
         return
     for i, member, test_acc in zip(indices, state.members, accuracies):
-        outcomes[i] = TrainResult(model=member.net, val_acc=member.selection.val_acc, test_acc=test_acc,
-                                  epochs=recipe.epochs, seconds=0.0, best_epoch=member.selection.epoch,
-                                  history=member.history, trained_as=how)
+        outcomes[i] = member.result(test_acc, recipe.epochs, 0.0, trained_as=how)
