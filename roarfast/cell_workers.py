@@ -104,6 +104,18 @@ def train_data_parallel(run_dir: str, settings: dict, cells: list) -> list:
     return outcomes.get()
 
 
+def _die_with_parent() -> None:
+    """Has Linux kill this process when the one that spawned it dies (a Ray worker killed with its node or
+    its driver), so that no rank trains on alone, holding a device; elsewhere nothing."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _rank(rank: int, env: dict, run_dir: str, settings: dict, cells: list, outcomes) -> None:
     """One rank of train_data_parallel: joins the group (NCCL on GPUs, gloo on CPU), trains the cells under
     DDP, waits for the others, and (rank 0) reports the outcomes; an exception is reported and raised."""
@@ -113,6 +125,7 @@ def _rank(rank: int, env: dict, run_dir: str, settings: dict, cells: list, outco
     from roarfast.train.parallel import join_torchrun
 
     os.environ.update(env, RANK=str(rank), LOCAL_RANK=str(rank))
+    _die_with_parent()
     try:
         device = join_torchrun(torch.device(settings["device"]))
         results = worker_trainer(run_dir, settings, device).train_cells(cells)
