@@ -4,6 +4,7 @@ finds it done), its accuracy means what one worker's does (slow: within the seed
 combinations that cannot work are refused in one line."""
 
 import shutil
+from importlib.util import find_spec
 
 import pytest
 import torch
@@ -55,8 +56,9 @@ def test_a_data_parallel_row_says_how_and_keeps_the_cells_key(prepared, tmp_path
      "--workers-per-cell 2 and --group-size 2 exclude each other"),
     (["retrain", "--workers-per-cell", "3"],
      "--workers-per-cell 3: each worker takes an equal share of a batch, and the batch has 128 images"),
-    (["sweep", "--method", "random", "--executor", "ray", "--gpus-per-cell", "0.5", "--workers-per-cell", "2"],
-     "--workers-per-cell 2 takes one GPU per worker: --gpus-per-cell 1 (or 0 on CPUs), got 0.5"),
+    pytest.param(["sweep", "--method", "random", "--executor", "ray", "--gpus-per-cell", "0.5", "--workers-per-cell",
+                  "2"], "--workers-per-cell 2 takes one GPU per worker: --gpus-per-cell 1 (or 0 on CPUs), got 0.5",
+                 marks=pytest.mark.skipif(find_spec("ray") is None, reason="needs Ray: pip install 'roarfast[ray]'")),
 ])
 def test_what_cannot_work_is_one_line_and_trains_nothing(prepared, tmp_path, args, message):
     run_dir = shutil.copytree(prepared, tmp_path / "run")
