@@ -151,7 +151,7 @@ class _Claims:
         if name not in self.waited_for:
             self.waited_for.add(name)
             self.echo(f"[sweep] waiting for the cells that {name} trains (taken over once it is gone: from another "
-                      f"host, after {HEARTBEAT_STALE_S:.0f} s without its heartbeat)")
+                      f"host or pid namespace, after {HEARTBEAT_STALE_S:.0f} s without its heartbeat)")
 
     def release(self, key) -> None:
         """Gives a claim back unfinished (an interrupted run)."""
@@ -236,14 +236,15 @@ def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ra
     a time (trainer.train_cells: together, or each alone at 1), or each over `workers_per_cell` processes
     (data-parallel); waits for cells other processes hold, taking over any whose claimant died, until every
     cell is done."""
+    ray = (ray or RayOptions()) if executor == "ray" else None
     if workers_per_cell != 1:
-        check_workers(workers_per_cell, group_size, trainer.device, ray if executor == "ray" else None)
+        check_workers(workers_per_cell, group_size, trainer.device, ray)
         _check_batch(trainer, workers_per_cell)
     progress = progress or Progress(len(todo), enabled=False, echo=echo)
     try:
         if executor == "ray":
-            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray or RayOptions(),
-                         group_size, workers_per_cell)
+            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray, group_size,
+                         workers_per_cell)
         else:
             local = trainer if workers_per_cell == 1 else _DataParallel(trainer, workers_per_cell)
             _execute_local(local, list(todo), _Claims(db, progress, echo), group_size)

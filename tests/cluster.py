@@ -42,7 +42,8 @@ class Observed:
     folder: Path
 
     def pause(self, seconds: dict) -> None:
-        """Sets the pause before a cell's model is built: {node id or "*": seconds}."""
+        """Sets the pause before a cell's model is built: {node id or "*": seconds}, or {"fail": message}: every
+        build raises."""
         (self.folder / "pauses.json").write_text(json.dumps(seconds))
 
     def builds(self) -> list[dict]:

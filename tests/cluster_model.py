@@ -3,8 +3,9 @@ gives that worker's node, each build noted with its node. A pause keeps a cell i
 test to remove its node or kill its driver; the notes say where cells started (the rows say where they
 finished). Outside Ray (the driver, a data-parallel rank) it is fastnet, at once.
 
-The test's folder, $ROARFAST_TEST_CLUSTER_DIR, holds `pauses.json` ({node id or "*": seconds}, read at every
-build) and `builds.jsonl` (one {"node", "pid", "time"} line per build in a Ray worker)."""
+The test's folder, $ROARFAST_TEST_CLUSTER_DIR, holds `pauses.json` ({node id or "*": seconds, or "fail": a
+message that every build in a Ray worker raises}, read at every build) and `builds.jsonl` (one {"node",
+"pid", "time"} line per build in a Ray worker)."""
 
 import json
 import os
@@ -33,5 +34,7 @@ def paused_fastnet(num_classes: int, image_size: int, in_channels: int):
         with open(folder / "builds.jsonl", "a") as notes:
             notes.write(json.dumps({"node": node, "pid": os.getpid(), "time": time.time()}) + "\n")
         pauses = json.loads((folder / "pauses.json").read_text()) if (folder / "pauses.json").exists() else {}
+        if "fail" in pauses:
+            raise RuntimeError(pauses["fail"])
         time.sleep(pauses.get(node, pauses.get("*", 0)))
     return fastnet(num_classes, image_size, in_channels)

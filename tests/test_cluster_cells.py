@@ -1,8 +1,10 @@
 """Cells on a local multi-node Ray cluster (tests/cluster.py: a head without CPUs, worker nodes of 1 CPU):
 they spread over the nodes and each row names the node that trained it; a node removed mid-run has its cell
-run again on another, each cell ends with one row and nothing stays claimed; a driver killed mid-run leaves
-claims that a rerun takes over and finishes; a data-parallel cell trains on one node's CPUs. The tests that
-change their cluster (a node removed, a 2-CPU node) start their own and come first, the others share one."""
+run again on another (or, every worker node lost, on one that joins later), each cell ends with one row and
+nothing stays claimed; a cell that raises is marked failed once, never run again; a driver killed mid-run
+leaves claims that a rerun takes over and finishes; a data-parallel cell trains on one node's CPUs. The tests
+that change their cluster (nodes removed or added, a 2-CPU node) start their own and come first; the others
+share one."""
 
 import shutil
 import socket
@@ -12,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, ray_or_skip, roarfast,
-                           rows, start_roarfast)
+from tests.cluster import (MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed, local_cluster,
+                           ray_or_skip, roarfast, rows, start_roarfast)
 
 #: 160 images: 144 train after the validation split, so that a batch of 128 splits between two workers
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
@@ -67,6 +69,27 @@ def test_a_removed_nodes_cell_runs_again_on_another_node(prepared, tmp_path):
     assert "FAILED" not in said
     # the cell that was in flight on the lost node finished on the other, like every cell
     assert {r["extra"]["ray_node"] for r in found} == {kept.node_id}
+
+
+def test_when_every_worker_node_is_lost_the_cells_wait_for_a_new_one(prepared, tmp_path):
+    run_dir = copy_of(prepared, tmp_path)
+    with local_cluster(tmp_path / "cluster", nodes=1) as (cluster, (lost,), observed):
+        observed.pause({lost.node_id: 600})
+        driver = start_roarfast(*sweep(run_dir, cluster), log=tmp_path / "driver.log")
+        try:
+            wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), "a cell on the node")
+            cluster.remove_node(lost, allow_graceful=False)
+            time.sleep(2)  # no node with a CPU: the lost node's task waits to run again
+            assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+            joined = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
+            code = driver.wait(timeout=300)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        said = (tmp_path / "driver.log").read_text()
+        assert code == 0, said[-3000:]
+        found = assert_each_cell_once_and_nothing_claimed(run_dir, CELLS)
+    assert {r["extra"]["ray_node"] for r in found} == {joined.node_id}
 
 
 @pytest.mark.slow
@@ -129,3 +152,20 @@ def test_a_killed_driver_leaves_claims_that_a_rerun_takes_over(prepared, two_nod
     assert "waiting for the cells" not in result.stdout
     after = {(r["fraction"], r["seed"]): (r["test_acc"], r["finished"]) for r in found}
     assert {key: after[key] for key in done} == done
+
+
+def test_a_cell_that_raises_is_marked_failed_not_run_again(prepared, two_nodes, tmp_path):
+    run_dir = copy_of(prepared, tmp_path)
+    cluster, _, observed = two_nodes
+    before = len(observed.builds())
+    observed.pause({"fail": "the model cannot be built"})
+    try:
+        result = roarfast(*sweep(run_dir, cluster))
+    finally:
+        observed.pause({})
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "4 cell(s) failed on Ray" in result.stderr and "the same command retries them" in result.stderr
+    found = rows(run_dir)
+    assert len(found) == CELLS and {r["status"] for r in found} == {"failed"}
+    assert all("the model cannot be built" in r["error"] for r in found)
+    assert len(observed.builds()) - before == CELLS  # each task ran once: a raising cell is no node failure

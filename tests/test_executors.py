@@ -160,5 +160,5 @@ def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path,
     assert trainer.trained == [CELLS[1], CELLS[0]]  # the free cell first, the lost one once its claim went stale
     assert [line for line in lines if "waiting" in line] == [
         "[sweep] waiting for the cells that pid 4242 on lost-node trains (taken over once it is gone: from another "
-        "host, after 2 s without its heartbeat)"]
+        "host or pid namespace, after 2 s without its heartbeat)"]
     assert [(r["seed"], r["status"], r["owner"]) for r in rows] == [(0, "done", None), (1, "done", None)]
