@@ -51,20 +51,28 @@ def wait_for(condition, what: str, timeout: float = 120.0):
         time.sleep(0.2)
 
 
+def sweep_losing(run_dir, cluster, lost, observed, log, then=lambda: None) -> str:
+    """Runs the sweep in a driver of its own, removes the node `lost` while one of its cells is in flight (its
+    cells pause until it goes), runs `then()`, and returns what the driver said once it succeeded."""
+    observed.pause({lost.node_id: 600})
+    driver = start_roarfast(*sweep(run_dir, cluster), log=log)
+    try:
+        wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), "a cell on the node")
+        cluster.remove_node(lost, allow_graceful=False)
+        then()
+        code = driver.wait(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    said = log.read_text()
+    assert code == 0, said[-3000:]
+    return said
+
+
 def test_a_removed_nodes_cell_runs_again_on_another_node(prepared, tmp_path):
     run_dir = copy_of(prepared, tmp_path)
     with local_cluster(tmp_path / "cluster", nodes=2) as (cluster, (lost, kept), observed):
-        observed.pause({lost.node_id: 600})  # the lost node's cells stay in flight until it goes
-        driver = start_roarfast(*sweep(run_dir, cluster), log=tmp_path / "driver.log")
-        try:
-            wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), "a cell on the node")
-            cluster.remove_node(lost, allow_graceful=False)
-            code = driver.wait(timeout=300)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-        said = (tmp_path / "driver.log").read_text()
-        assert code == 0, said[-3000:]
+        said = sweep_losing(run_dir, cluster, lost, observed, tmp_path / "driver.log")
         found = assert_each_cell_once_and_nothing_claimed(run_dir, CELLS)
     assert "FAILED" not in said
     # the cell that was in flight on the lost node finished on the other, like every cell
@@ -73,23 +81,18 @@ def test_a_removed_nodes_cell_runs_again_on_another_node(prepared, tmp_path):
 
 def test_when_every_worker_node_is_lost_the_cells_wait_for_a_new_one(prepared, tmp_path):
     run_dir = copy_of(prepared, tmp_path)
+    joined = []
+    log = tmp_path / "driver.log"
+
+    def replace_it():
+        time.sleep(2)  # no node with a CPU now: the lost node's task waits to run again, and so does the driver
+        assert "FAILED" not in log.read_text(), log.read_text()[-3000:]
+        joined.append(cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES))
+
     with local_cluster(tmp_path / "cluster", nodes=1) as (cluster, (lost,), observed):
-        observed.pause({lost.node_id: 600})
-        driver = start_roarfast(*sweep(run_dir, cluster), log=tmp_path / "driver.log")
-        try:
-            wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), "a cell on the node")
-            cluster.remove_node(lost, allow_graceful=False)
-            time.sleep(2)  # no node with a CPU: the lost node's task waits to run again
-            assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
-            joined = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
-            code = driver.wait(timeout=300)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-        said = (tmp_path / "driver.log").read_text()
-        assert code == 0, said[-3000:]
+        sweep_losing(run_dir, cluster, lost, observed, log, then=replace_it)
         found = assert_each_cell_once_and_nothing_claimed(run_dir, CELLS)
-    assert {r["extra"]["ray_node"] for r in found} == {joined.node_id}
+    assert {r["extra"]["ray_node"] for r in found} == {joined[0].node_id}
 
 
 @pytest.mark.slow
