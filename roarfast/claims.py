@@ -1,8 +1,10 @@
 """Claims: which process is building what, so that several processes on one run directory split the work
 and take over what a dead one left.
 
-A claimant is a process identity (`this_process`: host, pid, and the process's start time, which with the
-pid names one process even after the pid is reused). Two kinds of claim carry it:
+A claimant is a process identity (`this_process`: host, pid namespace, pid, and the process's start time,
+which with the pid names one process even after the pid is reused). Its process can be looked up only from
+the same host and pid namespace; from anywhere else (another node, a container sharing the host's name) a
+claimant counts as alive while its heartbeat is fresh. Two kinds of claim carry it:
 - a results.sqlite row (ResultsDB.claim: a cell): the row holds its claimant and a heartbeat the claimant
   refreshes every HEARTBEAT_S while it trains; `owner_alive` says whether a claimant may still be working,
 - a lock file (`hold_lock`, through RunDir.claim: the base model, a method's ranks): an exclusive lock the
@@ -38,17 +40,26 @@ def _start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]  # field 22 of stat; the name in (...) may hold spaces
 
 
+def _pid_namespace() -> str | None:
+    """The pid namespace of this process (Linux: "pid:[inode]"), or None where unknown."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def this_process() -> dict:
     """The claimant identity of the calling process."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid())}
+    return {"host": socket.gethostname(), "pidns": _pid_namespace(), "pid": os.getpid(),
+            "start": _start_time(os.getpid())}
 
 
 def owner_alive(owner: dict | None, heartbeat: float | None) -> bool:
-    """Whether the claimant `owner` may still be training: on this host, its process exists (same pid and
-    start time); on another host, its heartbeat is fresh."""
+    """Whether the claimant `owner` may still be training: where its pid can be looked up (this host and pid
+    namespace), its process exists (same pid and start time); elsewhere, its heartbeat is fresh."""
     if not owner:
         return False
-    if owner.get("host") == socket.gethostname():
+    if owner.get("host") == socket.gethostname() and owner.get("pidns") in (None, _pid_namespace()):
         pid = owner.get("pid")
         try:
             os.kill(pid, 0)

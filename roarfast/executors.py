@@ -4,20 +4,27 @@ it is trained (roarfast.results: claims and heartbeats) and finished there in on
 Both executors share one path for a cell's life in the database (`_Claims`): claiming it, keeping the
 heartbeat of its claim, and finishing it (its row recorded, or marked failed and the run going on with
 the others), so `roarfast retrain` and `roarfast sweep` resume, share a run directory and fail alike.
+
+This process (on Ray: the driver) holds every claim and writes every row; workers only train (roarfast.
+cell_workers). So a lost worker node holds no claim: Ray runs its cells again elsewhere (RAY_TASK_RETRIES),
+and a lost driver's claims are taken over by the next sweep (its process gone; from another host, once its
+heartbeat is stale).
 """
 
+import socket
 import threading
 import time
 from dataclasses import dataclass
 
-from roarfast.cells import Cell, CellTrainer, cell_model
+from roarfast.cell_workers import train_cells, train_data_parallel, worker_settings
+from roarfast.cells import Cell, CellTrainer
 from roarfast.errors import UserError
-from roarfast.plugins import named_imports
-from roarfast.recipe import Recipe
 
 EXECUTORS = ("local", "ray")
 #: how often an executor waiting on cells that other processes train looks again
 POLL_S = 2.0
+#: times Ray runs a cell again whose worker or node died (not a cell that raised: that one is marked failed)
+RAY_TASK_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,7 @@ class _Claims:
         self.owner = this_process()
         self.held = set()
         self.failures = []
+        self.waited_for = set()  # the other claimants this run said it waits for
 
     def heartbeat(self) -> _Heartbeat:
         return _Heartbeat(self.db.path, self.held)
@@ -129,7 +137,21 @@ class _Claims:
         if self.db.claim(key, self.owner):
             self.held.add(key)
             return True
-        return None if self.db.is_done(key) else False
+        row = self.db.get(key)
+        if row["status"] == "done":
+            return None
+        self._say_waiting(row["owner"])
+        return False
+
+    def _say_waiting(self, holder: dict) -> None:
+        """Says once per claimant that its cells are left to it, and when they would be taken over."""
+        from roarfast.claims import HEARTBEAT_STALE_S
+
+        name = f"pid {holder.get('pid')} on {holder.get('host')}"
+        if name not in self.waited_for:
+            self.waited_for.add(name)
+            self.echo(f"[sweep] waiting for the cells that {name} trains (taken over once it is gone: from another "
+                      f"host or pid namespace, after {HEARTBEAT_STALE_S:.0f} s without its heartbeat)")
 
     def release(self, key) -> None:
         """Gives a claim back unfinished (an interrupted run)."""
@@ -156,18 +178,76 @@ class _Claims:
                             f"retries them)")
 
 
+def check_workers(workers: int, group_size: int | None, device, ray: RayOptions | None = None) -> None:
+    """Refuses, in one line, a --workers-per-cell that cannot work with the other choices (`ray`: the Ray
+    executor's): grouped cells (a group shares one device, a data-parallel cell spans several), a fraction of
+    a GPU per worker, or more workers than this machine's GPUs (the local executor on CUDA)."""
+    import torch
+
+    from roarfast.options import check_positive
+
+    check_positive("--workers-per-cell", workers)
+    if workers == 1:
+        return
+    if group_size not in (None, 1):
+        raise UserError(f"--workers-per-cell {workers} and --group-size {group_size} exclude each other: a group "
+                        f"shares one device, a data-parallel cell spans several; choose one")
+    if ray is not None and ray.gpus_per_cell not in (0, 1):
+        raise UserError(f"--workers-per-cell {workers} takes one GPU per worker: --gpus-per-cell 1 (or 0 on CPUs), "
+                        f"got {ray.gpus_per_cell:g}")
+    if ray is None and _device_type(device) == "cuda" and workers > torch.cuda.device_count():
+        raise UserError(f"--workers-per-cell {workers}: this machine has {torch.cuda.device_count()} GPU(s); use "
+                        f"at most that many, or --executor ray on a node with more")
+
+
+def _check_batch(trainer: CellTrainer, workers: int) -> None:
+    """Refuses a batch that the workers cannot split evenly, before any cell is claimed."""
+    batch = min(trainer.recipe.batch_size, len(trainer.ds.train_index))
+    if batch % workers:
+        raise UserError(f"--workers-per-cell {workers}: each worker takes an equal share of a batch, and the "
+                        f"batch has {batch} images; choose a divisor of {batch} (or set the batch with --recipe)")
+
+
+def _device_type(device) -> str:
+    import torch
+
+    return torch.device(device).type
+
+
+class _DataParallel:
+    """The local executor's trainer of data-parallel cells: keys them as `trainer`, trains each claimed cell
+    over `workers` processes of this machine (cell_workers.train_data_parallel), each with its share of the
+    CPU threads on CPU."""
+
+    def __init__(self, trainer: CellTrainer, workers: int):
+        device = _device_type(trainer.device)
+        threads = max(1, local_threads() // workers) if device == "cpu" else local_threads()
+        self.key = trainer.key
+        self.run_dir = str(trainer.run.root)
+        self.settings = worker_settings(trainer, device, threads, workers)
+
+    def train_cells(self, cells: list) -> list:
+        return train_data_parallel(self.run_dir, self.settings, cells)
+
+
 def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ray: RayOptions | None = None,
-            progress: Progress | None = None, echo=print, group_size: int = 1) -> None:
+            progress: Progress | None = None, echo=print, group_size: int = 1, workers_per_cell: int = 1) -> None:
     """Trains the cells `todo` ([(Cell, key or None)]) with `executor`, claiming each first, `group_size` at
-    a time (trainer.train_cells: together, or each alone at 1); waits for cells other processes hold, taking
-    over any whose claimant died, until every cell is done."""
+    a time (trainer.train_cells: together, or each alone at 1), or each over `workers_per_cell` processes
+    (data-parallel); waits for cells other processes hold, taking over any whose claimant died, until every
+    cell is done."""
+    ray = (ray or RayOptions()) if executor == "ray" else None
+    if workers_per_cell != 1:
+        check_workers(workers_per_cell, group_size, trainer.device, ray)
+        _check_batch(trainer, workers_per_cell)
     progress = progress or Progress(len(todo), enabled=False, echo=echo)
     try:
         if executor == "ray":
-            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray or RayOptions(),
-                         group_size)
+            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray, group_size,
+                         workers_per_cell)
         else:
-            _execute_local(trainer, list(todo), _Claims(db, progress, echo), group_size)
+            local = trainer if workers_per_cell == 1 else _DataParallel(trainer, workers_per_cell)
+            _execute_local(local, list(todo), _Claims(db, progress, echo), group_size)
     finally:
         progress.close()
 
@@ -227,69 +307,65 @@ def _execute_local(trainer: CellTrainer, pending: list, claims: _Claims, group_s
     claims.raise_failures()
 
 
-#: per Ray worker process: the CellTrainer of the last run directory it served, so that a worker
-#: loads the dataset and the ranks once for all the cells it trains
-_WORKER_TRAINERS = {}
-
-
 def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
-    """A Ray task: trains `cells` (one alone, or several together) from what the run directory holds (a
-    shared filesystem across nodes); returns per cell its metrics or the exception that failed it."""
-    import json
+    """A Ray task: trains `cells` (cell_workers.train_cells) and adds to each cell's metrics where it was
+    trained: the host name and Ray's node id."""
+    import ray
 
-    import torch
-
-    from roarfast.models.spec import check_source
-    from roarfast.plugins import user_named
-    from roarfast.rundir import RunDir
-    from roarfast.train import Grouping
-
-    key = (run_dir, json.dumps(settings, sort_keys=True))
-    if key not in _WORKER_TRAINERS:
-        torch.set_num_threads(settings["threads"])
-        run = RunDir(run_dir)
-        with user_named(settings["imports"]):  # what the driver's user named: the records may name it here too
-            ds = run.open_dataset()
-        device = settings["device"]
-        model = cell_model(run, ds, device, settings["model"])
-        check_source(model, settings["model_source"], "the sweep's driver")
-        # the driver's recipe as it recorded it: a worker on another device or version trains the same cells
-        recipe = Recipe.from_dict(settings["recipe"])
-        _WORKER_TRAINERS.clear()
-        _WORKER_TRAINERS[key] = CellTrainer(run, ds, model, recipe, settings["fill"], device,
-                                            grouping=Grouping(**settings["grouping"]))
-    trainer = _WORKER_TRAINERS[key]
-    return trainer.train_cells(cells)
+    node = {"host": socket.gethostname(), "ray_node": ray.get_runtime_context().get_node_id()}
+    return [r if isinstance(r, BaseException) else {**r, **node} for r in train_cells(run_dir, settings, cells)]
 
 
-def _default_cpus(ray) -> int:
-    """CPUs (and threads) of a CPU cell on Ray when --cpus-per-cell is not given: local_threads(), at most the
-    CPUs of the largest node (a task asking for more would never be scheduled)."""
-    largest = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node.get("Alive")), default=1)
-    return max(1, min(local_threads(), int(largest)))
+def _largest_node(ray, resource: str) -> float:
+    """The most of `resource` (CPU, GPU) that one live node of the cluster has."""
+    return max((node["Resources"].get(resource, 0) for node in ray.nodes() if node.get("Alive")), default=0)
+
+
+def _cell_resources(ray, options: RayOptions, workers: int) -> tuple:
+    """(CPUs, GPUs) of one worker of a cell on Ray. CPUs default to local_threads(), at most what the largest
+    node holds for the cell's workers (a task asking for more would never be scheduled); a cell's workers share
+    one node, which must hold them all (else one line)."""
+    gpus = options.gpus_per_cell
+    if options.cpus_per_cell is not None:
+        cpus = options.cpus_per_cell
+    else:
+        cpus = 1 if gpus > 0 else max(1, min(local_threads(), int(_largest_node(ray, "CPU") // workers)))
+    for resource, amount in (("CPU", cpus), ("GPU", gpus)):
+        largest = _largest_node(ray, resource)
+        if amount * workers > largest:
+            raise UserError(f"a cell asks for {amount * workers:g} {resource}s ({workers} worker(s) x {amount:g}) "
+                            f"on one node, and the largest node of the Ray cluster has {largest:g}: lower "
+                            f"--workers-per-cell or --{resource.lower()}s-per-cell")
+    return cpus, gpus
+
+
+def _slots(ray, cpus: float, gpus: float) -> int:
+    """How many cells of (cpus, gpus) the live nodes run at once now: no more are claimed than can start."""
+    resource, amount = ("GPU", gpus) if gpus > 0 else ("CPU", cpus)
+    return max(1, sum(int(node["Resources"].get(resource, 0) // amount) for node in ray.nodes() if node.get("Alive")))
 
 
 def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: RayOptions,
-                 group_size: int = 1) -> None:
-    """One Ray task per group of `group_size` cells (with one cell's resources); this process (the driver)
-    claims each cell before submitting it, keeps its heartbeat, and finishes it when the task returns."""
+                 group_size: int = 1, workers: int = 1) -> None:
+    """One Ray task per group of `group_size` cells (with one cell's resources, times its `workers`); this
+    process (the driver) claims each cell before submitting it, keeps its heartbeat, and finishes it when the
+    task returns. A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES) under the same
+    claim; as many tasks are in flight as the live nodes can run, counted again as nodes come and go."""
     ray = import_ray()
     if not ray.is_initialized():
         ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
-    gpus = options.gpus_per_cell
-    cpus = options.cpus_per_cell if options.cpus_per_cell is not None else (_default_cpus(ray) if gpus == 0 else 1)
-    remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=0)(_ray_train_cells)
-    settings = {"device": "cuda" if gpus > 0 else "cpu", "model": trainer.model_name,
-                "model_source": trainer.model.source_sha256, "fill": trainer.fill, "recipe": trainer.recipe.to_dict(),
-                "threads": max(1, int(cpus)) if gpus == 0 else local_threads(),
-                "grouping": {"size": group_size, "how": trainer.grouping.how, "compile": trainer.grouping.compile},
-                "imports": named_imports()}
-    slots = max(1, int(ray.cluster_resources().get("GPU" if gpus > 0 else "CPU", 1) // (gpus if gpus > 0 else cpus)))
+    cpus, gpus = _cell_resources(ray, options, workers)
+    remote = ray.remote(num_cpus=cpus * workers, num_gpus=gpus * workers, max_retries=RAY_TASK_RETRIES,
+                        retry_exceptions=False)(_ray_train_cells)
+    settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
+                               max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
+    settings["grouping"]["size"] = group_size
     in_flight = {}  # ObjectRef -> [(cell, key)]
     try:
         with claims.heartbeat():
             while pending or in_flight:
                 submitted = False
+                slots = _slots(ray, cpus * workers, gpus * workers)
                 while pending and len(in_flight) < slots:
                     group = _claim_group(trainer, pending, claims, group_size)
                     if not group:

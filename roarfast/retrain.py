@@ -18,14 +18,15 @@ class RetrainOptions(CellOptions):
 
 
 def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
-                seed=0, progress=True, dataset_obj=None, group_size: int | None = None) -> list:
+                seed=0, progress=True, dataset_obj=None, group_size: int | None = None, workers_per_cell: int = 1) -> list:
     """Runs every cell not yet in results.sqlite, seeds from `seed`, `group_size` cells trained together
-    (None: the device's default, roarfast.train.default_grouping); returns all rows of the requested cells, in
+    (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell` processes
+    (data-parallel); returns all rows of the requested cells, in
     run order. Model-free ranks (random, sobel, oracle) are extracted here when missing; other methods need
     `roarfast extract` first."""
     from roarfast.cells import CellTrainer, cell_methods, cell_recipe
     from roarfast.device import resolve_device
-    from roarfast.executors import execute
+    from roarfast.executors import check_workers, execute
     from roarfast.extract import ExtractOptions, model_free, run_extract
     from roarfast.memory import keep_freed_memory
     from roarfast.methods.declaration import ESTIMATORS
@@ -38,6 +39,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     run = RunDir(run_dir)
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
+    check_workers(workers_per_cell, group_size, device)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     run.check_writable()  # before a cell is trained: its row must be written
     model, recipe = cell_recipe(run, ds, device, options)
@@ -59,5 +61,5 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     trainer.check_ranks(methods)
     cells = [(cell, trainer.key(cell)) for cell in options.expand(methods, seed, control=options.mask_only)]
     with open_results(run) as db:
-        execute(trainer, cells, db, echo=lambda line: None, group_size=grouping.size)
+        execute(trainer, cells, db, echo=lambda line: None, group_size=grouping.size, workers_per_cell=workers_per_cell)
         return [db.get(key) for _, key in cells]

@@ -50,6 +50,7 @@ class Study:
         seed: the first seed (the base model's and the ranks').
         progress: progress bars and the sweep's lines.
         group_size: retraining cells trained together, as --group-size (None: the device's default).
+        workers_per_cell: processes that train each cell data-parallel, as --workers-per-cell.
         trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
     """
@@ -58,7 +59,7 @@ class Study:
                  seeds=None, fill: str = DEFAULT_FILL, device="auto", preset: str = "quick", data_dir=None,
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
-                 group_size: int | None = None, trust_run_dir: bool = False):
+                 group_size: int | None = None, workers_per_cell: int = 1, trust_run_dir: bool = False):
         from roarfast.data import load_dataset
         from roarfast.device import resolve_device
         from roarfast.extract import ExtractOptions
@@ -86,6 +87,7 @@ class Study:
         self.seed = seed
         self.progress = progress
         self.group_size = check_positive("group_size", group_size, optional=True)
+        self.workers_per_cell = check_positive("workers_per_cell", workers_per_cell)
         self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
         named = [self.dataset.name, *self.grid.method_list()]
         self._measured = {}  # the preview's measured steps, kept between displays
@@ -110,7 +112,7 @@ class Study:
         with self._records():
             run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
                       progress=self.progress, extract_options=self.extract_options, echo=self._echo,
-                      group_size=self.group_size)
+                      group_size=self.group_size, workers_per_cell=self.workers_per_cell)
         return self.results()
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):

@@ -9,16 +9,18 @@ executor (roarfast.executors); it returns once every cell of its grid is done.
 import time
 from contextlib import ExitStack
 
-from roarfast.executors import EXECUTORS, Progress, RayOptions, execute, import_ray
+from roarfast.executors import EXECUTORS, Progress, RayOptions, check_workers, execute, import_ray
 from roarfast.grid import Grid, describe_plan, make_plan
 from roarfast.options import check_choice
 
 
 def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
-              extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None) -> dict:
+              extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
+              workers_per_cell: int = 1) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
-    together (None: the device's default, roarfast.train.default_grouping); `dry_run`: prints what it would do
+    together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
+    processes (data-parallel); `dry_run`: prints what it would do
     (roarfast.preview) and does none of it. Returns {"plan": Plan, "rows": [row of each cell of the grid]} (rows
     empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_recipe
@@ -35,6 +37,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     run = RunDir(run_dir)
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
+    check_workers(workers_per_cell, group_size, device, (ray or RayOptions()) if executor == "ray" else None)
     if dry_run:
         from roarfast.preview import preview_sweep
 
@@ -59,7 +62,8 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
         bar = Progress(len(plan.todo), progress, echo, eta=plan.finished)
-        execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size)
+        execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size,
+                workers_per_cell=workers_per_cell)
         rows = [db.get(key) for _, key in plan.cells]
         # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
         retrained = db.rows(kind=RETRAIN, status="done")

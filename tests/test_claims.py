@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from roarfast.claims import HEARTBEAT_STALE_S, _start_time, this_process
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
@@ -56,8 +58,12 @@ def test_a_dead_claimant_and_a_reused_pid_are_taken_over(tmp_path):
         assert db.claim(cell(seed=1))
 
 
-def test_another_hosts_claim_counts_while_its_heartbeat_is_fresh(tmp_path):
-    remote = {"host": "elsewhere-" + socket.gethostname(), "pid": 1, "start": "1"}
+@pytest.mark.parametrize("where", ["another host", "this host's name, another pid namespace"])
+def test_another_hosts_claim_counts_while_its_heartbeat_is_fresh(tmp_path, where):
+    if where == "another host":
+        remote = {"host": "elsewhere-" + socket.gethostname(), "pid": 1, "start": "1"}
+    else:  # a container sharing the host's name: its pid means nothing here (here it names no process)
+        remote = {**dead_process(), "pidns": "pid:[1]"}
     path = tmp_path / "r.sqlite"
     with ResultsDB(path) as db:
         assert db.claim(cell(), remote)

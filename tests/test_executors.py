@@ -142,3 +142,23 @@ def test_a_group_ended_by_a_user_error_gives_every_claim_back(tmp_path):
             execute(trainer, [(cell, None) for cell in SEEDS], db, group_size=3)
         rows = {r["seed"]: r["status"] for r in db.rows()}
     assert rows == {0: "done", 1: "done", 2: "done"}  # the second group (3, 4) left no claim behind
+
+
+def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path, monkeypatch):
+    """A claimant on another host (a driver whose node was lost) cannot be looked up from here: its cell is
+    left to it, said once, until its heartbeat is older than HEARTBEAT_STALE_S; then it is taken over."""
+    from roarfast import claims, executors
+
+    monkeypatch.setattr(claims, "HEARTBEAT_STALE_S", 1.5)
+    monkeypatch.setattr(executors, "POLL_S", 0.1)
+    trainer, lines = StandInTrainer(), []
+    lost = {"host": "lost-node", "pid": 4242, "start": "1"}
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        assert db.claim(trainer.key(CELLS[0]), lost)  # its heartbeat: now
+        execute(trainer, [(cell, None) for cell in CELLS[:2]], db, echo=lines.append)
+        rows = db.rows()
+    assert trainer.trained == [CELLS[1], CELLS[0]]  # the free cell first, the lost one once its claim went stale
+    assert [line for line in lines if "waiting" in line] == [
+        "[sweep] waiting for the cells that pid 4242 on lost-node trains (taken over once it is gone: from another "
+        "host or pid namespace, after 2 s without its heartbeat)"]
+    assert [(r["seed"], r["status"], r["owner"]) for r in rows] == [(0, "done", None), (1, "done", None)]

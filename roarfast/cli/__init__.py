@@ -103,6 +103,11 @@ GROUP_SIZE_OPTION = click.option(
     "--group-size", type=click.IntRange(min=1), default=None,
     help="cells trained together by one loop, each with its own seed, masks and row (default: the device's, "
          "from benchmarks/RESULTS.md: 1 on CPU and GPU)")
+#: --workers-per-cell of retrain and sweep (how a cell trains, not what: recorded beside its row, like --group-size)
+WORKERS_OPTION = click.option(
+    "--workers-per-cell", type=click.IntRange(min=1), default=1, show_default=True,
+    help="processes that train each cell data-parallel (one per GPU; gloo on CPUs), on one machine or Ray node: "
+         "for a model larger than one device; the cell's batch is split between them, its row means the same")
 
 
 @main.command()
@@ -123,10 +128,11 @@ GROUP_SIZE_OPTION = click.option(
                    "roar-mask / kar-mask): how much the mask's shape tells about the class")
 @amp_option
 @GROUP_SIZE_OPTION
+@WORKERS_OPTION
 @trust_option
 @_friendly_errors
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
-            epochs, recipe, fill, mask_only, amp, group_size):
+            epochs, recipe, fill, mask_only, amp, group_size, workers_per_cell):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     from roarfast.cli.tables import retrain_table
     from roarfast.retrain import RetrainOptions, run_retrain
@@ -134,7 +140,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
     options = _options(RetrainOptions, fractions=tuple(fractions), methods=methods, modes=parse_list(modes),
                        seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
-                       device=device, seed=seed, progress=progress, group_size=group_size)
+                       device=device, seed=seed, progress=progress, group_size=group_size,
+                       workers_per_cell=workers_per_cell)
     click.echo(retrain_table(rows))
 
 
@@ -168,17 +175,19 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
               help="local: cells one after another in this process; ray: one Ray task per cell")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
 @click.option("--cpus-per-cell", type=float, default=None,
-              help="Ray: CPUs per cell, each a training thread  [default: the threads a cell trains with under "
-                   "--executor local (torch's count: one per core, or OMP_NUM_THREADS), so both give the same rows]")
+              help="Ray: CPUs per cell (per worker with --workers-per-cell), each a training thread  [default: the "
+                   "threads a cell trains with under --executor local (torch's count: one per core, or "
+                   "OMP_NUM_THREADS), so both give the same rows]")
 @click.option("--gpus-per-cell", type=float, default=0.0, help="Ray: GPUs per cell, fractions allowed (0.25: four "
-              "small models share a GPU)")
+              "small models share a GPU); 1 with --workers-per-cell (a GPU per worker)")
 @click.option("--dry-run", is_flag=True, help="print the plan (cells done, to do, ETA) and stop")
 @GROUP_SIZE_OPTION
+@WORKERS_OPTION
 @trust_option
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
-          cpus_per_cell, gpus_per_cell, dry_run, group_size):
+          cpus_per_cell, gpus_per_cell, dry_run, group_size, workers_per_cell):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
@@ -195,7 +204,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     run_sweep(run_dir, grid, executor=executor, ray=ray, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
               dataset_options=data_option, device=device, seed=seed, progress=progress,
               extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg),
-              echo=click.echo, group_size=group_size)
+              echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell)
 
 
 @main.command()

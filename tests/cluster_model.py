@@ -1,0 +1,40 @@
+"""The model the cluster tests' cells train: fastnet, built inside a Ray worker after the pause that the test
+gives that worker's node, each build noted with its node. A pause keeps a cell in flight long enough for a
+test to remove its node or kill its driver; the notes say where cells started (the rows say where they
+finished). Outside Ray (the driver, a data-parallel rank) it is fastnet, at once.
+
+The test's folder, $ROARFAST_TEST_CLUSTER_DIR, holds `pauses.json` ({node id or "*": seconds, or "fail": a
+message that every build in a Ray worker raises}, read at every build) and `builds.jsonl` (one {"node",
+"pid", "time"} line per build in a Ray worker)."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+from roarfast.models.fastnet import fastnet
+
+
+def _ray_node() -> str | None:
+    """The Ray node id of this process when it is a Ray worker, else None."""
+    try:
+        import ray
+    except ImportError:
+        return None
+    if not ray.is_initialized() or ray.get_runtime_context().worker.mode != ray.WORKER_MODE:
+        return None
+    return ray.get_runtime_context().get_node_id()
+
+
+def paused_fastnet(num_classes: int, image_size: int, in_channels: int):
+    node = _ray_node()
+    folder = os.environ.get("ROARFAST_TEST_CLUSTER_DIR")
+    if node is not None and folder:
+        folder = Path(folder)
+        with open(folder / "builds.jsonl", "a") as notes:
+            notes.write(json.dumps({"node": node, "pid": os.getpid(), "time": time.time()}) + "\n")
+        pauses = json.loads((folder / "pauses.json").read_text()) if (folder / "pauses.json").exists() else {}
+        if "fail" in pauses:
+            raise RuntimeError(pauses["fail"])
+        time.sleep(pauses.get(node, pauses.get("*", 0)))
+    return fastnet(num_classes, image_size, in_channels)
