@@ -94,7 +94,7 @@ def bench_extract_sg3(model, x, labels, args, device):
 
     from roarfast.methods import ExplainBatch, MethodParams, compute_maps
 
-    params = MethodParams(n_samples=args.samples, seed=0)
+    params = MethodParams(samples=args.samples, seed=0)
     batch = ExplainBatch(x=x, target=labels, index=torch.arange(x.shape[0]))
     ours = seconds(lambda: compute_maps(model, batch, ["sg", "sg-sq", "var"], params), device, args.repeats)
     # Captum takes one stdev per input tensor: the batch's mean per-image sigma (same cost as per-image).
@@ -147,7 +147,7 @@ def bench_extract_methods(model, x, labels, args, device):
         return baselines[rows]
 
     n = x.shape[0]
-    params = MethodParams(n_samples=args.samples, ig_steps=args.ig_steps,
+    params = MethodParams(samples=args.samples, ig_steps=args.ig_steps,
                           ig_baseline=black_baseline((0.5,) * x.shape[1], (0.25,) * x.shape[1]), seed=0)
     batch = ExplainBatch(x=x, target=labels, index=torch.arange(n))
     rows = []

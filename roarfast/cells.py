@@ -43,13 +43,19 @@ def cell_methods(text) -> list[str]:
     """The methods of comma-separated `text` (as --method; or a list, as parse_methods takes), parsed and
     checked; random is always among a run's cells (the reference every verdict compares with), first when it
     was not asked for."""
-    from roarfast.methods import parse_methods
+    return list(cell_estimators(text))
+
+
+def cell_estimators(text) -> dict:
+    """{name: Estimator record} of cell_methods(text), each name looked up once: what a stage makes its
+    roarfast.methods.selection.Selection of."""
+    from roarfast.methods.registry import resolve_methods
 
     try:
-        methods = parse_methods(text)
+        records = resolve_methods(text)
     except ValueError as err:
         raise UserError(str(err)) from None
-    return methods if "random" in methods else ["random", *methods]
+    return records if "random" in records else {**resolve_methods("random"), **records}
 
 
 @dataclass(frozen=True)

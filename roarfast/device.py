@@ -1,6 +1,6 @@
 """Choice of the torch device from the CLI's --device (auto | cpu | cuda | cuda:N), refusing (or, for auto,
 passing over) a GPU that the built extension has no kernels for; whether a device computes bf16 natively
-(what --amp auto trains in)."""
+(what --amp auto trains in); the images a pass of extraction or evaluation takes by default."""
 
 import os
 import sys
@@ -32,6 +32,14 @@ def resolve_device(name: str = "auto"):
         raise UserError(f"--device {name}: roarfast's extension was built without CUDA kernels; `{ADD_CUDA}` adds "
                         f"them (or --device cpu)")
     return device
+
+
+def default_batch_size(device, image_size: int) -> int:
+    """Images per forward/backward of extraction and no-retrain evaluation (--batch-size's default): the
+    ensembles multiply it by their samples, chunked inside."""
+    if device.type == "cuda":
+        return 512 if image_size <= 64 else 64
+    return 256 if image_size <= 64 else 16
 
 
 def _cpu_only_build() -> bool:

@@ -87,15 +87,14 @@ def training_seconds(times: StepTimes, recipe, data) -> float:
             + len(data.test) * times.eval_image)
 
 
-def measure_explaining(spec, data, methods: list[str], params, device) -> dict[str, float]:
-    """Seconds per image of each estimator in `methods` that explains the model, its maps ranked, measured on
-    a batch of random images of data's canvas (EXPLAIN_PIXELS) for a fresh `spec` (timing does not depend on
-    the weights), after a warm-up call on two of them; those that read no model (random, sobel, oracle) cost
-    next to nothing and are left out."""
-    from roarfast.extract import model_free
-    from roarfast.methods import ExplainBatch, compute_maps, registry
+def measure_explaining(spec, data, selection, params, device) -> dict[str, float]:
+    """Seconds per image of each estimator of `selection` (a roarfast.methods.selection.Selection) that explains
+    the model, its maps ranked, measured on a batch of random images of data's canvas (EXPLAIN_PIXELS) for a
+    fresh `spec` (timing does not depend on the weights), after a warm-up call on two of them; those that read
+    no model (random, sobel, oracle) cost next to nothing and are left out."""
+    from roarfast.methods import ExplainBatch, compute_maps
 
-    explained = [m for m in methods if not model_free(m)]
+    explained = selection.explained
     if not explained:
         return {}
     out = {}
@@ -106,15 +105,15 @@ def measure_explaining(spec, data, methods: list[str], params, device) -> dict[s
         y = torch.randint(0, data.num_classes, (n,), device=device)
         batch, warm_up = (ExplainBatch(x=x[:k], target=y[:k], index=torch.arange(k)) for k in (n, 2))
         for method in explained:
-            name = registry.parse_methods(method)[0]
-            compute_maps(model, warm_up, [name], params)  # its first passes pay for allocations
-            seconds = _timed(lambda name=name: _ranked(compute_maps(model, batch, [name], params)[name]), device)
+            alone = selection.only([method])
+            compute_maps(model, warm_up, alone, params)  # its first passes pay for allocations
+            seconds = _timed(lambda: _ranked(compute_maps(model, batch, alone, params)[method]), device)
             out[method] = seconds / n
     return out
 
 
 def _ranked(maps):
-    from roarfast.extract import rank_maps
+    from roarfast.methods.compute import rank_maps
 
     return rank_maps(maps, "sum_sq")
 

@@ -48,26 +48,27 @@ class Grid(CellOptions):
     def method_list(self) -> list[str]:
         return cell_methods(self.methods)
 
-    def for_data(self, name: str, ground_truth: bool) -> tuple["Grid", str | None]:
-        """This grid for the dataset `name`: without its truth_only methods when the data has no ground-truth
-        masks, with the line that says so (else None); a method the user named that reads masks the data lacks
-        is refused (UserError: extract.check_ground_truth), before anything is trained."""
+    def for_data(self, selection, name: str, ground_truth: bool) -> tuple["Grid", object, str | None]:
+        """This grid and `selection` (a roarfast.methods.selection.Selection of method_list()) for the dataset
+        `name`: without the truth_only methods when the data has no ground-truth masks, with the line that says
+        so (else None); a method the user named that reads masks the data lacks is refused (UserError:
+        Selection.check_ground_truth), before anything is trained."""
         from dataclasses import replace
 
-        from roarfast.extract import check_ground_truth
-
         grid, note = self, None
-        left_out = [m for m in self.method_list() if m in self.truth_only]
+        left_out = [m for m in selection.names if m in self.truth_only]
         if left_out and not ground_truth:
-            kept = [m for m in self.method_list() if m not in left_out]
-            grid = replace(self, methods=",".join(kept), truth_only=())
+            kept = [m for m in selection.names if m not in left_out]
+            grid, selection = replace(self, methods=",".join(kept), truth_only=()), selection.only(kept)
             note = f"the preset's {', '.join(left_out)} left out: dataset {name} has no ground-truth masks"
-        check_ground_truth(grid.method_list(), name, ground_truth)
-        return grid, note
+        selection.check_ground_truth(name, ground_truth)
+        return grid, selection, note
 
-    def cells(self) -> list[Cell]:
-        """Every cell in run order: by method, mode, fraction, seed; a cell's control right after it."""
-        return self.expand(self.method_list(), self.first_seed, self.control, self.control_seeds)
+    def cells(self, methods: list[str] | None = None) -> list[Cell]:
+        """Every cell in run order: by method, mode, fraction, seed; a cell's control right after it. `methods`:
+        method_list() as a stage resolved it (Selection.names), so that it is not parsed again."""
+        methods = self.method_list() if methods is None else methods
+        return self.expand(methods, self.first_seed, self.control, self.control_seeds)
 
 
 def preset_grid(name: str, **overrides) -> Grid:
@@ -89,6 +90,11 @@ class Plan:
     done: set = field(default_factory=set)
     running: set = field(default_factory=set)
     seconds: dict = field(default_factory=dict)  # "cell" / "control" -> mean seconds of the done ones
+
+    @property
+    def methods(self) -> list[str]:
+        """The methods of its cells, in run order."""
+        return list(dict.fromkeys(cell.method for cell, _ in self.cells))
 
     @property
     def todo(self) -> list:
@@ -117,15 +123,16 @@ def rate_kind(cell: Cell) -> str:
     return "control" if cell.control else "cell"
 
 
-def make_plan(trainer, grid: Grid, db, remade=()) -> Plan:
-    """The grid's cells against results.sqlite (db), keyed by the CellTrainer `trainer`; the cells of the
-    methods in `remade` (whose ranks a dry run found to be extracted again) have no key yet, so none is done."""
+def make_plan(trainer, grid: Grid, db, methods: list[str], remade=()) -> Plan:
+    """The grid's cells of `methods` (its method_list() as the stage resolved it: Selection.names) against
+    results.sqlite (db), keyed by the CellTrainer `trainer`; the cells of the methods in `remade` (whose ranks a
+    dry run found to be extracted again) have no key yet, so none is done."""
     from roarfast.modes import is_control
     from roarfast.results import RETRAIN, owner_alive
 
-    params = {m: None if m in remade else trainer.ranks_params(m) for m in grid.method_list()}
+    params = {m: None if m in remade else trainer.ranks_params(m) for m in methods}
     plan = Plan(cells=[(cell, trainer.key(cell, params[cell.method]) if params[cell.method] else None)
-                       for cell in grid.cells()])
+                       for cell in grid.cells(methods)])
     for cell, key in plan.cells:
         row = db.get(key) if key is not None else None
         if row is not None and row["status"] == "done":
@@ -145,7 +152,7 @@ def describe_grid(plan: Plan, grid: Grid) -> tuple[str, str]:
     controls = sum(cell.control for cell, _ in plan.cells)
     seeds = range(grid.first_seed, grid.first_seed + grid.seeds)
     controlled = seeds if grid.control_seeds is None else seeds[:grid.control_seeds]
-    shape = (f"methods {', '.join(grid.method_list())} x modes {', '.join(grid.modes)} x fractions "
+    shape = (f"methods {', '.join(plan.methods)} x modes {', '.join(grid.modes)} x fractions "
              f"{', '.join(f'{f:g}' for f in grid.fractions)} x seeds {_span(seeds)} = {len(plan.cells) - controls} cells"
              + (f" + {controls} mask-only controls (seeds {_span(controlled)})" if controls else ", no controls"))
     progress = (f"done: {len(plan.done)}, to do: {len(plan.todo)}"

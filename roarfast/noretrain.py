@@ -36,8 +36,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
     Every argument is checked before anything is written."""
     import torch
 
-    from roarfast.device import resolve_device
-    from roarfast.extract import default_batch_size
+    from roarfast.device import default_batch_size, resolve_device
     from roarfast.fills import resolve_fill
     from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
     from roarfast.rundir import RunDir

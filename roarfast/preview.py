@@ -1,6 +1,6 @@
 """What a sweep would do, found without doing any of it: `roarfast sweep --dry-run` prints it and a Study
 displays it. The data (canvas, image counts, classes), the base model's recipe and whether it is trained or
-reused, the ranks extracted or reused (extract.ranks_to_make: a store of another provenance is made again),
+reused, the ranks extracted or reused (RunDir.ranks_to_make: a store of another provenance is made again),
 the cells done and to do (cells whose ranks are made again are never done), and every stage's time: from
 the rates measured in the run directory where there are any, else from a short measured step
 (roarfast.estimate). Nothing is trained, extracted or written; the run directory is only read.
@@ -147,7 +147,7 @@ class Preview:
 
     def rows(self) -> list[tuple[str, str]]:
         """(what, says) in reading order: the lines of the dry run and the rows of the Study's table."""
-        kept = [m for m in self.grid.method_list() if m not in self.remade]
+        kept = [m for m in self.plan.methods if m not in self.remade]
         base = _recipe_text(self.base_model, self.base_recipe) + (
             f": reused (trained on this dataset, test {self.base_test_acc:.1%})" if self.base_reused
             else f": to train{_took(self.stages['base model'])}")
@@ -173,14 +173,15 @@ class Preview:
         return f"{format_duration(self.eta)}" + (f": {parts}" if parts else " (nothing left to do)")
 
 
-def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_options=None, dataset_obj=None,
-                  device=None, seed: int = 0, extract_options=None, measured: dict | None = None) -> Preview:
-    """The Preview of run_sweep(run.root, grid, ...) with the same arguments, on `device` (a torch.device).
-    `measured`: a dict kept between previews, which then measure each step once."""
+def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
+                  dataset_obj=None, device=None, seed: int = 0, measured: dict | None = None) -> Preview:
+    """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`extract_options`: an
+    ExtractOptions, the sweep's), on `device` (a torch.device). `measured`: a dict kept between previews,
+    which then measure each step once."""
     from roarfast.basemodel import TrainOptions, base_recipe
-    from roarfast.cells import CellTrainer, cell_recipe
+    from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
     from roarfast.checkpoint import recorded_model
-    from roarfast.extract import ExtractOptions, model_free, ranks_to_make
+    from roarfast.methods.selection import Selection
     from roarfast.probe import checked_model
     from roarfast.recipe import default_model
     from roarfast.results import open_results
@@ -191,33 +192,33 @@ def preview_sweep(run, grid: Grid, *, dataset=None, data_dir=None, dataset_optio
         data = (recorded_outline(run, dataset, data_dir, dataset_options)
                 or listed_outline(run, dataset, data_dir, dataset_options)
                 or outline_of(run.open_dataset(dataset, data_dir, dataset_options)))
-    options = extract_options or ExtractOptions()
-    grid, note = grid.for_data(data.name, data.ground_truth)  # as the sweep leaves out or refuses them
-    methods = grid.method_list()
+    selection = Selection.of(cell_estimators(grid.methods), extract_options, seed)
+    # as the sweep leaves out or refuses them
+    grid, selection, note = grid.for_data(selection, data.name, data.ground_truth)
     meta = run.base_meta()
     reused = bool(meta) and meta.get("dataset_fingerprint") == data.fingerprint
     if reused:
         base_spec = recorded_model(meta, run.base_checkpoint)
-        remade = ranks_to_make(run, methods, options, seed)
+        remade = run.ranks_to_make(selection, extract_options.splits)
     else:  # the sweep trains a base model, then extracts every method that reads it
         base_spec = checked_model(grid.model or default_model(data, device), data)
-        free = ranks_to_make(run, [m for m in methods if model_free(m)], options, seed)
-        remade = [m for m in methods if m in free or not model_free(m)]
+        free = run.ranks_to_make(selection.only(selection.model_free), extract_options.splits)
+        remade = [m for m in selection.names if m in free or m in selection.explained]
     base = base_recipe(base_spec, data, device, TrainOptions(model=base_spec, amp=grid.amp, recipe=grid.recipe))
     cells_spec, cells = cell_recipe(run, data, device, grid, meta=meta if reused else {})
     if run.results_path.exists():
         trainer = CellTrainer(run, data, cells_spec, cells, grid.fill, device)
         with open_results(run, readonly=True) as db:
-            plan = make_plan(trainer, grid, db, remade=remade)
+            plan = make_plan(trainer, grid, db, selection.names, remade=remade)
     else:
-        plan = Plan(cells=[(cell, None) for cell in grid.cells()])
+        plan = Plan(cells=[(cell, None) for cell in grid.cells(selection.names)])
     preview = Preview(grid=grid, data=data, base_model=base_spec.name, base_recipe=base,
                       base_test_acc=meta["test_acc"] if reused else None, cells_model=cells_spec.name,
                       cells_recipe=cells, remade=remade, plan=plan, left_out=note)
     steps = _Steps(data, device, {} if measured is None else measured)
     preview.stages["base model"] = (Stage(0.0, "reused") if reused else
                                     Stage(steps.training(base_spec, base), "estimated from a measured step"))
-    preview.stages["ranks"] = _ranks_stage(steps, base_spec, remade, options, seed, data, device)
+    preview.stages["ranks"] = _ranks_stage(steps, base_spec, selection.only(remade), extract_options, data, device)
     preview.stages["cells"] = _cells_stage(steps, plan, cells_spec, cells)
     return preview
 
@@ -240,23 +241,23 @@ class _Steps:
             self.measured[key] = measure_steps(spec, recipe, self.data, self.device)
         return training_seconds(self.measured[key], recipe, self.data)
 
-    def explaining(self, spec, methods, params) -> dict:
-        """Seconds per image of each of `methods` (those reading the model)."""
+    def explaining(self, spec, selection, params) -> dict:
+        """Seconds per image of each method of `selection` (a Selection; those reading the model)."""
         from roarfast.estimate import measure_explaining
 
-        keys = {m: ("explain", m, spec.name, spec.source_sha256, repr(params), *self._canvas()) for m in methods}
-        missing = [m for m in methods if keys[m] not in self.measured]
+        keys = {m: ("explain", m, spec.name, spec.source_sha256, repr(params), *self._canvas())
+                for m in selection.names}
+        missing = selection.only([m for m in selection.names if keys[m] not in self.measured])
         for method, seconds in measure_explaining(spec, self.data, missing, params, self.device).items():
             self.measured[keys[method]] = seconds
-        return {m: self.measured.get(keys[m], 0.0) for m in methods}
+        return {m: self.measured.get(keys[m], 0.0) for m in selection.names}
 
 
-def _ranks_stage(steps: _Steps, spec, remade: list, options, seed: int, data, device) -> Stage:
-    from roarfast.extract import method_params
-
-    if not remade:
+def _ranks_stage(steps: _Steps, spec, remade, options, data, device) -> Stage:
+    """The extraction of the methods of `remade` (a Selection) at a measured batch's rate."""
+    if not remade.names:
         return Stage(0.0, "stored")
-    per_image = steps.explaining(spec, remade, method_params(options, seed, device, data))
+    per_image = steps.explaining(spec, remade, remade.method_params(data, device, options.amp))
     images = sum(len(data.train if split == "train" else data.test) for split in options.splits)
     return Stage(sum(per_image.values()) * images, "estimated from a measured batch")
 

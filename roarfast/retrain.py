@@ -24,10 +24,10 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     (data-parallel); returns all rows of the requested cells, in
     run order. Model-free ranks (random, sobel, oracle) are extracted here when missing; other methods need
     `roarfast extract` first."""
-    from roarfast.cells import CellTrainer, cell_methods, cell_recipe
+    from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.executors import check_workers, execute
-    from roarfast.extract import ExtractOptions, model_free, run_extract
+    from roarfast.extract import ExtractOptions, run_extract
     from roarfast.memory import keep_freed_memory
     from roarfast.methods.declaration import ESTIMATORS
     from roarfast.results import open_results
@@ -47,9 +47,11 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     stored = [] if options.methods else store.methods()
     for method in stored:  # names read from the store's manifests: code only where the user named it again
         ESTIMATORS.query(method, recorded_in=store.path(method, "train") / MANIFEST)
-    methods = cell_methods(options.methods or ",".join(stored) or "random")
+    # the records alone: the ranks a cell reads were made with their own values, which their stores record
+    records = cell_estimators(options.methods or ",".join(stored) or "random")
+    methods = list(records)
     missing = store.missing(methods)
-    cheap = [m for m in missing if model_free(m)]
+    cheap = [m for m in missing if not records[m].uses_model]
     if cheap:  # model-free ranks take seconds: make them here rather than send the user back to extract
         run_extract(run.root, ExtractOptions(methods=",".join(cheap)), dataset_obj=ds, device=device, seed=seed,
                     progress=progress)

@@ -189,6 +189,19 @@ class RunDir:
                             f"{self.root}` and `roarfast extract --force --method {method} --run-dir {self.root}`")
         return record
 
+    def ranks_to_make(self, selection, splits) -> list[str]:
+        """The methods of `selection` (a roarfast.methods.selection.Selection) whose ranks an extraction of
+        `splits` would make: missing or incomplete in a split, or recorded with another provenance (parameters,
+        arguments, code, seed, base checkpoint: Selection.ranks_change) than the selection makes now."""
+        checkpoint = self.base_checkpoint_sha256() if selection.needs_model else None
+        out = []
+        for method in selection.names:
+            manifests = (self.rank_store.manifest(method, split) for split in splits)  # read until one is to make
+            if any(manifest is None or not manifest["complete"] or selection.ranks_change(method, manifest, checkpoint)
+                   for manifest in manifests):
+                out.append(method)
+        return out
+
     # ----------------------------------------------------------------------------------------- dataset
 
     def remember_dataset(self, ds) -> None:

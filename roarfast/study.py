@@ -60,11 +60,12 @@ class Study:
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
                  group_size: int | None = None, workers_per_cell: int = 1, trust_run_dir: bool = False):
+        from roarfast.cells import cell_estimators
         from roarfast.data import load_dataset
         from roarfast.device import resolve_device
         from roarfast.extract import ExtractOptions
         from roarfast.grid import preset_grid
-        from roarfast.methods.registry import check_arguments
+        from roarfast.methods.selection import Selection
         from roarfast.options import check_positive, parse_list
         from roarfast.probe import checked_model
 
@@ -82,14 +83,14 @@ class Study:
         if method_args is not None:
             self.extract_options = replace(self.extract_options, method_args=method_args)
         # every method resolved and registered now, a bad one or an argument none takes refused now
-        check_arguments(self.grid.method_list(), self.extract_options.method_args)
+        selection = Selection.of(cell_estimators(self.grid.methods), self.extract_options, seed)
         self.device = resolve_device(device)
         self.seed = seed
         self.progress = progress
         self.group_size = check_positive("group_size", group_size, optional=True)
         self.workers_per_cell = check_positive("workers_per_cell", workers_per_cell)
         self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
-        named = [self.dataset.name, *self.grid.method_list()]
+        named = [self.dataset.name, *selection.names]
         self._measured = {}  # the preview's measured steps, kept between displays
         if model is not None:
             named.append(checked_model(model, self.dataset).name)

@@ -23,9 +23,11 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     processes (data-parallel); `dry_run`: prints what it would do
     (roarfast.preview) and does none of it. Returns {"plan": Plan, "rows": [row of each cell of the grid]} (rows
     empty on a dry run)."""
-    from roarfast.cells import CellTrainer, cell_recipe
+    from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
     from roarfast.device import resolve_device
+    from roarfast.extract import ExtractOptions
     from roarfast.memory import keep_freed_memory
+    from roarfast.methods.selection import Selection
     from roarfast.results import RETRAIN, open_results
     from roarfast.rundir import RunDir
     from roarfast.train import default_grouping
@@ -38,27 +40,28 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
     check_workers(workers_per_cell, group_size, device, (ray or RayOptions()) if executor == "ray" else None)
+    options = extract_options or ExtractOptions()
     if dry_run:
         from roarfast.preview import preview_sweep
 
         preview = preview_sweep(run, grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
-                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=extract_options)
+                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=options)
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": []}
+    selection = Selection.of(cell_estimators(grid.methods), options, seed)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
-    grid, note = grid.for_data(ds.name, ds.train.masks is not None)
+    grid, selection, note = grid.for_data(selection, ds.name, ds.train.masks is not None)
     if note:
         echo(f"[sweep] {note}")
-    methods = grid.method_list()
     run.check_writable()  # before anything is trained; the stages check their own estimates
-    _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo)
-    _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo)
+    _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
+    _ensure_ranks(run, ds, selection, options, device, seed, progress, echo)
     model, recipe = cell_recipe(run, ds, device, grid)
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping)
-    trainer.check_ranks(methods)
+    trainer.check_ranks(selection.names)
     with open_results(run) as db:
-        plan = make_plan(trainer, grid, db)
+        plan = make_plan(trainer, grid, db, selection.names)
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
         bar = Progress(len(plan.todo), progress, echo, eta=plan.finished)
@@ -71,12 +74,12 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     return {"plan": plan, "rows": rows}
 
 
-def _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_options, echo) -> dict:
+def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, echo) -> dict:
     """The base model of the run directory when it was trained on this dataset (and its model's source is
     unchanged), else a newly trained grid.model (default: the dataset's), once a fresh copy of it showed
-    that it fits the methods the store lacks (extract.check_methods): a refusal comes before anything is
-    written. Trained under the run directory's claim, so of several sweeps started together one trains it
-    and the others wait and reuse it."""
+    that it fits the methods of `selection` the store lacks (methods.requirements.check_methods, their
+    parameters under --amp `amp`): a refusal comes before anything is written. Trained under the run
+    directory's claim, so of several sweeps started together one trains it and the others wait and reuse it."""
     from roarfast.checkpoint import recorded_model
     from roarfast.basemodel import run_train
 
@@ -84,7 +87,7 @@ def _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_o
         return bool(meta) and meta.get("dataset_fingerprint") == ds.fingerprint
 
     if not trained(run.base_meta()):
-        options = _base_options(run, ds, grid, methods, device, seed, extract_options)
+        options = _base_options(run, ds, grid, selection, amp, device)
         with run.claim("base", waiting=lambda holder: echo(f"[sweep] base model: waiting for {holder}, which "
                                                            f"trains it")):
             if not trained(run.base_meta()):  # else another sweep trained it while this one waited
@@ -101,33 +104,34 @@ def _ensure_base_model(run, ds, grid, methods, device, seed, progress, extract_o
     return meta
 
 
-def _base_options(run, ds, grid, methods, device, seed, extract_options):
+def _base_options(run, ds, grid, selection, amp, device):
     """The TrainOptions of grid.model (default: the dataset's), once a fresh copy of it showed that it fits the
-    methods the store lacks."""
+    methods of `selection` the store lacks."""
     import torch
 
-    from roarfast.extract import ExtractOptions, check_methods, method_params
-    from roarfast.recipe import default_model
     from roarfast.basemodel import TrainOptions
+    from roarfast.methods.requirements import check_methods
     from roarfast.probe import checked_model
+    from roarfast.recipe import default_model
 
     spec = checked_model(grid.model or default_model(ds, device), ds)
     with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
         fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
-    params = method_params(extract_options or ExtractOptions(), seed, device, ds)
-    check_methods(fresh, ds, run.rank_store.missing(methods), params, device)
+    missing = selection.only(run.rank_store.missing(selection.names))
+    check_methods(fresh, ds, missing, missing.method_params(ds, device, amp), device)
     return TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
 
 
-def _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, echo) -> None:
-    """Extracts the methods whose ranks the store lacks, or holds with another provenance than this sweep makes
-    (a parameter, an argument, the estimator's code, the seed, the base model: extract.ranks_to_make; a
-    complete store of the same provenance is left as it is), each under the run directory's claim on its
-    ranks, so that several sweeps extract each method once."""
-    from roarfast.extract import ExtractOptions, options_for, ranks_to_make, run_extract
+def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo) -> None:
+    """Extracts the methods of `selection` whose ranks the store lacks, or holds with another provenance than
+    this sweep makes (a parameter, an argument, the estimator's code, the seed, the base model:
+    RunDir.ranks_to_make; a complete store of the same provenance is left as it is), with `options`, each under
+    the run directory's claim on its ranks, so that several sweeps extract each method once."""
+    from dataclasses import replace
 
-    options = extract_options or ExtractOptions()
-    todo = ranks_to_make(run, methods, options, seed)
+    from roarfast.extract import run_extract
+
+    todo = run.ranks_to_make(selection, options.splits)
     if not todo:
         return
     with ExitStack() as claims:
@@ -135,12 +139,13 @@ def _ensure_ranks(run, ds, methods, device, seed, progress, extract_options, ech
         for method in sorted(todo):
             claims.enter_context(run.claim(f"ranks-{method}", waiting=lambda holder, m=method: echo(
                 f"[sweep] ranks of {m}: waiting for {holder}, which extracts them")))
-        missing = ranks_to_make(run, methods, options, seed)  # extracted by another sweep while this one waited
+        missing = run.ranks_to_make(selection, options.splits)  # extracted by another sweep while this one waited
         if not missing:
             return
         started = time.perf_counter()
-        run_extract(run.root, options_for(options, missing), dataset_obj=ds, device=device, seed=seed,
-                    progress=progress)
+        # the missing methods alone, with the --method-arg values they take
+        alone = replace(options, methods=",".join(missing), method_args=dict(selection.only(missing).args))
+        run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress)
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
     echo(f"[sweep] extract: {', '.join(missing)} in {seconds:.0f} s")

@@ -63,6 +63,7 @@ def test_identity_initialized_convolutions_pass_their_input_through():
 def test_airbench_batch_norm_settings_and_what_attribution_needs():
     """BN with fast statistics, a tiny eps and frozen scales; nn.ReLU modules (guided backprop) and a cam_layer
     (Grad-CAM) that the estimators' checks accept; GELU on request."""
+    from roarfast.methods.registry import resolve_methods
     from roarfast.methods.requirements import check_model
 
     model = build_model("airbench", 10)
@@ -72,7 +73,7 @@ def test_airbench_batch_norm_settings_and_what_attribution_needs():
     relus = [m for m in model.modules() if isinstance(m, nn.ReLU)]
     assert len(relus) == 7 and len({id(m) for m in relus}) == 7 and not any(m.inplace for m in relus)
     assert model.cam_layer == "block3" and isinstance(model.get_submodule("block3"), nn.Module)
-    check_model(model, ["gb", "gradcam"])
+    check_model(model, resolve_methods("gb,gradcam").values())
     gelu = AirbenchNet(10, activation="gelu")
     kinds = {type(m) for m in gelu.modules()}
     assert nn.GELU in kinds and nn.ReLU not in kinds

@@ -10,6 +10,7 @@ from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.extract import ExtractOptions, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, register
+from roarfast.methods.compute import rank_maps
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.params import black_baseline
 from roarfast.models import build_model
@@ -57,7 +58,7 @@ def test_store_equals_ranking_the_maps_directly(run_dir, dataset):
                         MethodParams(ig_baseline=black_baseline(dataset.mean, dataset.std)))
     for method in ("grad", "sobel"):
         stored = store.read(method, "test", dataset_fingerprint=dataset.fingerprint).rows(rows)
-        assert torch.equal(stored.long(), extract.rank_maps(maps[method], "sum_sq").long()), method
+        assert torch.equal(stored.long(), rank_maps(maps[method], "sum_sq").long()), method
     assert set(store.methods()) == {"grad", "sg-sq-grad", "sobel"}
 
 
@@ -113,7 +114,7 @@ def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir,
     computed = []
 
     def counting(model, batch, methods, params=None):
-        computed.extend((int(i), tuple(sorted(methods))) for i in batch.index)
+        computed.extend((int(i), tuple(sorted(methods.names))) for i in batch.index)  # a Selection
         return original(model, batch, methods, params)
 
     monkeypatch.setattr(roarfast.methods, "compute_maps", counting)

@@ -10,8 +10,9 @@ from click.testing import CliRunner
 from roarfast import Study
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions, store_params
+from roarfast.extract import ExtractOptions
 from roarfast.methods import MethodParams, black_baseline, compute_maps, parse_methods
+from roarfast.methods.selection import Selection
 from roarfast.models import build_model
 from roarfast.rundir import RunDir
 from tests.plugin_files import snapshot, write_module
@@ -130,13 +131,11 @@ def test_a_plugin_gets_the_keyword_arguments_its_signature_takes(tmp_path, monke
     batch = tiny_batch()
     squared = compute_maps(tiny_cnn(), batch, [name], MethodParams(args={"power": 2}))[name]
     assert_relative(squared, batch.x.abs().sum(1, keepdim=True) ** 2)
-    assert store_params(name, ExtractOptions(method_args={"power": 2}), 0)["parameters"] == {"target": "predicted",
-                                                                                           "power": 2}
+    selection = Selection.resolve([name], ExtractOptions(method_args={"power": 2}), 0)
+    assert selection.ranks_identity(name)["parameters"] == {"target": "predicted", "power": 2}
     (plain,) = parse_methods(f"{module}:saliency")
-    from roarfast.methods.registry import check_arguments
-
     with pytest.raises(UserError, match=rf"no estimator of this run takes it \({plain} takes target\)"):
-        check_arguments([plain], {"power": 2})
+        Selection.resolve([plain], ExtractOptions(method_args={"power": 2}), 0)
 
 
 def test_a_study_refuses_what_its_estimators_lack_before_any_work(tmp_path):

@@ -28,7 +28,7 @@ def exact_fp32():
 
 def test_cuda_maps_equal_cpu_maps(exact_fp32):
     model, batch = tiny_cnn(), tiny_batch(batch=4)
-    params = MethodParams(ig_baseline=black_baseline(MEAN, STD), n_samples=8)
+    params = MethodParams(ig_baseline=black_baseline(MEAN, STD), samples=8)
     cpu = compute_maps(model, batch, METHODS, params)
     cuda = compute_maps(model.cuda(), on(batch, "cuda"), METHODS, params)
     for name, expected in cpu.items():

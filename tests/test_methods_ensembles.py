@@ -42,13 +42,13 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.parametrize("chunk_elements", [10**9, 700])
 def test_ensemble_equals_a_plain_pytorch_reference_on_the_same_noise(base, chunk_elements):
     model, batch = tiny_cnn(), tiny_batch(batch=3)
-    params = MethodParams(n_samples=7, ig_steps=4, ig_baseline=BASELINE, max_chunk_elements=chunk_elements)
+    params = MethodParams(samples=7, ig_steps=4, ig_baseline=BASELINE, max_chunk_elements=chunk_elements)
     names = [f"sg-{base}", f"sg-sq-{base}", f"var-{base}"]
     ours = compute_maps(model, batch, names, params)
 
     target = predicted(model.eval(), batch.x)
-    noisy = ops.noise(batch.x, params.n_samples, params.noise_level, noise_seed(batch, params))
-    samples = noisy.view(params.n_samples, *batch.x.shape)
+    noisy = ops.noise(batch.x, params.samples, params.noise_level, noise_seed(batch, params))
+    samples = noisy.view(params.samples, *batch.x.shape)
     grads = torch.stack([base_reference(model, s, target, base, params.ig_steps) for s in samples])
     assert_relative(ours[names[0]], grads.mean(0))
     assert_relative(ours[names[1]], (grads * grads).mean(0))
@@ -75,7 +75,7 @@ def test_ensemble_ranks_pixels_like_captum_noise_tunnel(base):
     Sigma matters: with Captum's stdevs at 2x or 0.5x the right sigma, SG falls to Spearman 0.93-0.97 here."""
     samples = 256
     model, batch = nn.Sequential(PixelGain(8), tiny_cnn()), tiny_batch(batch=2)
-    params = MethodParams(n_samples=samples, ig_steps=5, ig_baseline=BASELINE)
+    params = MethodParams(samples=samples, ig_steps=5, ig_baseline=BASELINE)
     ours = compute_maps(model, batch, [f"sg-{base}", f"sg-sq-{base}", f"var-{base}"], params)
     target = predicted(model.eval(), batch.x)
     tunnels = {"grad": captum_attr.Saliency(model), "gb": captum_attr.GuidedBackprop(model),
@@ -101,7 +101,7 @@ def test_one_forward_per_chunk_and_all_statistics_from_one_sample_set():
     calls = []
     model.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0].shape[0]))
     per_sample = batch.x.numel()
-    params = MethodParams(n_samples=15, max_chunk_elements=6 * per_sample)
+    params = MethodParams(samples=15, max_chunk_elements=6 * per_sample)
     compute_maps(model, batch, ["sg", "sg-sq", "var"], params)
     # One forward for the predicted class, then 15 samples x 3 images in chunks of at most 6 samples.
     assert calls == [3, 6 * 3, 6 * 3, 3 * 3]
@@ -110,11 +110,11 @@ def test_one_forward_per_chunk_and_all_statistics_from_one_sample_set():
 def test_statistics_are_consistent():
     """VAR = SG-SQ - SG^2 >= 0 on the same samples, and VAR of a linear model's gradient is 0."""
     model, batch = tiny_cnn(), tiny_batch(batch=3)
-    maps = compute_maps(model, batch, ["sg", "sg-sq", "var"], MethodParams(n_samples=9))
+    maps = compute_maps(model, batch, ["sg", "sg-sq", "var"], MethodParams(samples=9))
     assert (maps["var-grad"] >= 0).all()
     assert_relative(maps["var-grad"], maps["sg-sq-grad"] - maps["sg-grad"] ** 2, rel=1e-4)
     linear = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 4))
-    lin = compute_maps(linear, batch, ["sg", "var"], MethodParams(n_samples=9))
+    lin = compute_maps(linear, batch, ["sg", "var"], MethodParams(samples=9))
     assert lin["var-grad"].abs().max() <= 1e-6 * lin["sg-grad"].abs().max()
     target = predicted(linear, batch.x)
     assert_relative(lin["sg-grad"], linear[1].weight.detach()[target].view(3, 3, 8, 8))

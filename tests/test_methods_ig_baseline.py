@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 from roarfast.data.base import ImageSet, make_dataset
-from roarfast.extract import ExtractOptions, method_params
+from roarfast.extract import ExtractOptions
 from roarfast.methods import ExplainBatch, MethodParams, black_baseline, compute_maps
+from roarfast.methods.selection import Selection
 
 
 def test_black_baseline_hand_worked():
@@ -45,20 +46,20 @@ def test_extraction_gives_ig_the_black_baseline_of_the_training_split():
     test = ImageSet(images=torch.full((2, 3, 2, 2), 255, dtype=torch.uint8), labels=torch.tensor([0, 1]),
                     masks=None, classes=["a", "b"])
     ds = make_dataset("fabricated", train, test, {})
-    params = method_params(ExtractOptions(), 0, torch.device("cpu"), ds)
+    params = Selection.resolve("ig", ExtractOptions(), 0).method_params(ds, torch.device("cpu"), "auto")
     assert params.ig_baseline == pytest.approx((-1.0, -1.0 / math.sqrt(3.0), -math.sqrt(3.0)), rel=1e-6)
 
 
 def test_documented_defaults_in_the_library():
     """The documented defaults (README, "Semantics"): n = 15 samples, noise level 0.15, 25 IG steps."""
     for samples, noise, steps in ((ExtractOptions().samples, ExtractOptions().noise_level, ExtractOptions().ig_steps),
-                                  (MethodParams().n_samples, MethodParams().noise_level, MethodParams().ig_steps)):
+                                  (MethodParams().samples, MethodParams().noise_level, MethodParams().ig_steps)):
         assert (samples, noise, steps) == (15, 0.15, 25)
     ds = make_dataset("fabricated", *(ImageSet(images=torch.zeros(2, 3, 2, 2, dtype=torch.uint8),
                                                labels=torch.tensor([0, 1]), masks=None, classes=["a", "b"])
                                       for _ in range(2)), {})
-    params = method_params(ExtractOptions(), 0, torch.device("cpu"), ds)
-    assert (params.n_samples, params.noise_level, params.ig_steps) == (15, 0.15, 25)
+    params = Selection.resolve("ig", ExtractOptions(), 0).method_params(ds, torch.device("cpu"), "auto")
+    assert (params.samples, params.noise_level, params.ig_steps) == (15, 0.15, 25)
 
 
 def test_documented_defaults_on_the_command_line():

@@ -13,9 +13,10 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions, ranks_to_make, run_extract
+from roarfast.extract import ExtractOptions, run_extract
 from roarfast.methods import parse_methods, plugins
 from roarfast.methods.identity import object_identity
+from roarfast.methods.selection import Selection
 from roarfast.rundir import RunDir
 from tests.plugin_files import write_module
 from tests.test_cli_options import SIZES, TINY, dataset  # noqa: F401  (dataset: a fixture)
@@ -194,14 +195,17 @@ def test_the_sweep_counts_ranks_of_another_provenance_as_missing(run_dir, datase
     parse_methods({"est": notebook(SALIENCY)})
     options = ExtractOptions(splits=("test",), samples=2)
     run = RunDir(run_dir)
-    assert ranks_to_make(run, ["object:est", "sg-sq-grad", "sobel"], options, 0) == ["object:est", "sg-sq-grad",
-                                                                                     "sobel"]
+
+    def to_make(methods, seed=0):  # each time a stage begins: the names resolved again
+        return run.ranks_to_make(Selection.resolve(methods, options, seed), options.splits)
+
+    assert to_make(["object:est", "sg-sq-grad", "sobel"]) == ["object:est", "sg-sq-grad", "sobel"]
     extract(run_dir, dataset, "object:est,sg-sq,sobel", samples=2)
-    assert ranks_to_make(run, ["object:est", "sg-sq-grad", "sobel"], options, 0) == []
+    assert to_make(["object:est", "sg-sq-grad", "sobel"]) == []
     parse_methods({"est": notebook(EDITED)})
-    assert ranks_to_make(run, ["object:est", "sg-sq-grad", "sobel"], options, 0) == ["object:est"]
+    assert to_make(["object:est", "sg-sq-grad", "sobel"]) == ["object:est"]
     # another seed: only what draws random numbers (sobel does not)
-    assert ranks_to_make(run, ["sg-sq-grad", "sobel"], options, 1) == ["sg-sq-grad"]
+    assert to_make(["sg-sq-grad", "sobel"], seed=1) == ["sg-sq-grad"]
 
 
 def test_a_study_run_again_after_the_notebook_function_changed_extracts_and_trains_again(tmp_path, capsys):

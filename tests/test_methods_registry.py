@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions, store_params
+from roarfast.extract import ExtractOptions
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, known_methods, parse_methods, register
 from roarfast.methods import registry
 from roarfast.methods.declaration import CONV_LAYER, ESTIMATORS, RELU_MODULES
 from roarfast.methods.parameters import Parameter
+from roarfast.methods.selection import Selection
 from roarfast.resolver import BUILTIN, SCHEME
 from roarfast.version import __version__
 
@@ -92,18 +93,23 @@ def test_builtin_records_carry_the_roarfast_version_and_captum_ones_captum_s():
     assert record.arguments["multiply_by_inputs"] == "IntegratedGradients.__init__"
 
 
-def test_store_params_are_exactly_the_declared_parameters_with_their_values():
+def identity(method: str, options, seed: int) -> dict:
+    (name,) = parse_methods(method)
+    return Selection.resolve(method, options, seed).ranks_identity(name)
+
+
+def test_ranks_identities_are_exactly_the_declared_parameters_with_their_values():
     options = ExtractOptions(samples=7, ig_steps=2, gradcam_layer="stage3")
-    assert store_params("ig", options, seed=3) == {
+    assert identity("ig", options, seed=3) == {
         "granularity": "pixel", "reduction": "sum_sq", "code": {"roarfast": __version__},
         "parameters": {"ig_steps": 2, "ig_baseline": "black", "target": "predicted"}}  # no seed: ig draws nothing
-    assert store_params("sg-sq", options, seed=3)["parameters"] == {"samples": 7, "noise_level": 0.15,
-                                                                    "target": "predicted"}
-    assert store_params("sg-sq", options, seed=3)["seed"] == 3
-    assert store_params("random", options, seed=3)["parameters"] == {}
+    assert identity("sg-sq", options, seed=3)["parameters"] == {"samples": 7, "noise_level": 0.15,
+                                                                "target": "predicted"}
+    assert identity("sg-sq", options, seed=3)["seed"] == 3
+    assert identity("random", options, seed=3)["parameters"] == {}
     # a Captum class reads the steps like ig does (the fault of guessing from names: it did not)
-    assert store_params("captum:IntegratedGradients", options, seed=3)["parameters"]["ig_steps"] == 2
-    assert store_params("captum:LayerGradCam", options, seed=3)["parameters"]["gradcam_layer"] == "stage3"
+    assert identity("captum:IntegratedGradients", options, seed=3)["parameters"]["ig_steps"] == 2
+    assert identity("captum:LayerGradCam", options, seed=3)["parameters"]["gradcam_layer"] == "stage3"
 
 
 def test_a_new_builtin_with_a_parameter_of_its_own_is_computed_and_recorded(scratch_registry):
@@ -119,7 +125,7 @@ def test_a_new_builtin_with_a_parameter_of_its_own_is_computed_and_recorded(scra
     given = compute_maps(None, batch, "brightness", MethodParams(args={"scale": 3.0, "other": 1}))["brightness"]
     assert torch.equal(default, x.sum(1, keepdim=True) * 2.0) and torch.equal(given, x.sum(1, keepdim=True) * 3.0)
     options = ExtractOptions(method_args={"scale": 3.0})
-    assert store_params("brightness", options, 0)["parameters"] == {"scale": 3.0}
+    assert identity("brightness", options, 0)["parameters"] == {"scale": 3.0}
     with pytest.raises(ValueError, match="twice"):
         register("brightness")(brightness)
 
@@ -130,7 +136,7 @@ def test_a_builtin_s_own_parameter_may_not_take_a_shared_name():
 
 
 @pytest.mark.parametrize("field, value, match", [
-    ("n_samples", 0, "n_samples should be a positive int"),
+    ("samples", 0, "samples should be a positive int"),
     ("target", "argmax", "target should be one of predicted, label"),
     ("noise_level", -0.1, "noise_level should be a number >= 0"),
     ("autocast_dtype", torch.float64, "autocast_dtype"),

@@ -44,8 +44,8 @@ def test_guided_backprop_on_inplace_relus_equals_the_out_of_place_model():
     model = inplace_cnn()
     plain = out_of_place(model)
     methods = ["gb", "sg-sq-gb"]
-    ours = compute_maps(model, batch(), methods, MethodParams(n_samples=3))
-    reference = compute_maps(plain, batch(), methods, MethodParams(n_samples=3))
+    ours = compute_maps(model, batch(), methods, MethodParams(samples=3))
+    reference = compute_maps(plain, batch(), methods, MethodParams(samples=3))
     for name in methods:
         assert torch.equal(ours[name], reference[name])
     grad = compute_maps(plain, batch(), ["grad"])["grad"]

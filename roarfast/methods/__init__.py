@@ -9,7 +9,8 @@ oracle; gradcam (one module per family in estimators/); captum:<ClassName> for a
 (captum_adapter.py); `package.module:function` or a function object for an estimator from outside
 (plugins.py: function(model, images, target) -> maps). Each has a record (declaration.Estimator: what it
 reads, whether it uses the model or draws random numbers, what it needs of the model, its code identity)
-that every stage reads; registry.py resolves the names.
+that every stage reads; registry.py resolves the names, and a stage holds what it resolved, with the
+parameter values, in one selection.Selection (the identity of each method's ranks among them).
 
 Adding an estimator is one module in estimators/ (and its test):
 

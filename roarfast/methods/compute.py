@@ -1,4 +1,5 @@
-"""compute_maps: every requested estimator's maps for one batch, shared work done once."""
+"""compute_maps: every requested estimator's maps for one batch, shared work done once; rank_maps: maps as
+ops.rank orders them."""
 
 from collections.abc import Sequence
 from dataclasses import replace
@@ -10,11 +11,13 @@ from roarfast.errors import UserError
 from roarfast.methods import registry
 from roarfast.methods.model_context import attribution_mode, predicted_class
 from roarfast.methods.params import ExplainBatch, MethodParams
+from roarfast.methods.selection import Selection
 
 
-def compute_maps(model: nn.Module | None, batch: ExplainBatch, methods: str | Sequence[str],
+def compute_maps(model: nn.Module | None, batch: ExplainBatch, methods: str | Sequence[str] | Selection,
                  params: MethodParams | None = None) -> dict[str, torch.Tensor]:
-    """Attribution maps of `batch` for each method (names as parse_methods accepts them).
+    """Attribution maps of `batch` for each method (names as parse_methods accepts them, or a Selection: records
+    a stage resolved once).
 
     Returns {canonical name: float32 Tensor[B, C, H, W] or Tensor[B, 1, H, W]} (unreduced; ops.rank
     reduces them), on batch.x's device. `model` may be None when no method uses it (random, sobel,
@@ -24,7 +27,7 @@ def compute_maps(model: nn.Module | None, batch: ExplainBatch, methods: str | Se
     estimator gets, as params.args, the arguments it takes among params.args.
     """
     params = params or MethodParams()
-    records = {name: registry.get(name) for name in registry.parse_methods(methods)}
+    records = methods.records if isinstance(methods, Selection) else registry.resolve_methods(methods)
     need = [name for name, record in records.items() if record.uses_model]
     if model is None and need:
         raise UserError(f"methods {', '.join(need)} explain a model, and model is None")
@@ -42,6 +45,16 @@ def compute_maps(model: nn.Module | None, batch: ExplainBatch, methods: str | Se
                 wanted = [other for other in record.shared if other in records]
                 maps.update(record.compute(model, batch, target, own, wanted))
     return {name: maps[name].float() for name in records}
+
+
+def rank_maps(maps: torch.Tensor, reduction: str) -> torch.Tensor:
+    """float maps [B,C,H,W] (or [B,1,H,W]) -> ranks (ops.rank, `reduction` folding the channels, or "value");
+    single-channel maps rank their pixels directly."""
+    from roarfast import ops
+
+    if reduction == "value" or maps.shape[1] != 1:
+        return ops.rank(maps.float().contiguous(), reduction)
+    return ops.rank(maps[:, 0].float().contiguous(), "none")
 
 
 def _explained_class(model, batch, params, needed: bool) -> torch.Tensor | None:

@@ -1,7 +1,8 @@
 """What an estimator is: one record (`Estimator`) per estimator, for every form it comes in (a built-in, a
 `captum:` class, an import path, a Python function), declared where it is defined, never guessed from its
-name. Every consumer reads the record: the rank store's provenance and `model_free` (roarfast.extract), the
-model's requirements (requirements.py), the compute path (compute.py), the command line's options.
+name. Every consumer reads the record, resolved once per stage into a Selection (selection.py: the rank
+store's provenance, which methods use the model), the model's requirements (requirements.py), the compute
+path (compute.py), the command line's options.
 
 The built-ins register here: one module each in roarfast/methods/estimators/, discovered by the resolver
 `ESTIMATORS` at its first lookup, with

@@ -21,14 +21,14 @@ def noise_seed(batch, params) -> int:
 
 
 def smoothgrad_statistics(model, batch, target, params, base: str) -> tuple:
-    """(SG, SG-SQ, VAR) of the `base` ("grad", "ig", "gb") maps over params.n_samples noisy copies of batch.x,
+    """(SG, SG-SQ, VAR) of the `base` ("grad", "ig", "gb") maps over params.samples noisy copies of batch.x,
     each float32 Tensor[B, C, H, W].
 
     Samples are processed in chunks of s samples x B images (s*B rows, times ig_steps for IG) under
     params.max_chunk_elements; at least one sample of the whole batch per chunk.
     """
     x = batch.x
-    n = params.n_samples
+    n = params.samples
     per_sample = x.numel() * rows_per_input(base, params)
     chunk = max(1, min(n, params.max_chunk_elements // per_sample))
     seed = noise_seed(batch, params)

@@ -1,8 +1,8 @@
 """The estimator parameters, each written once: its name, default, check and help. Every consumer reads this
 table: the estimators' records (what each reads, roarfast.methods.declaration), `MethodParams` and
-`ExtractOptions` (their defaults and checks), the rank store's provenance, and the `extract` command's flags
-(their defaults and help). The two options of ranking (granularity, reduction) are here too: a store records
-them beside the estimator's parameters.
+`ExtractOptions` (their fields, made from it by `parameter_fields`), the rank store's provenance, and the
+`extract` command's flags (their defaults and help). The two options of ranking (granularity, reduction) are
+here too: a store records them beside the estimator's parameters.
 
 A built-in estimator with a parameter of its own declares it in its own module (`Parameter(...)` given to
 `register`); users set it with `--method-arg NAME=VALUE`.
@@ -101,6 +101,23 @@ RANKING = {p.name: p for p in (
     Parameter("reduction", "sum_sq", "how channels fold into one pixel score", kind=str,
               choices=("sum_sq", "abs_sum", "max"), flags=("--reduction",)),
 )}
+
+
+def parameter_fields(*tables, **defaults):
+    """Class decorator, applied under @dataclass: one field per parameter of `tables` (its name, its table's
+    default, or the one `defaults` gives it), after the fields the class declares; so a parameter is spelled
+    once, here, and every options class that holds it takes it by that name."""
+
+    def decorate(cls):
+        annotations = dict(cls.__dict__.get("__annotations__", {}))
+        for table in tables:
+            for name, parameter in table.items():
+                annotations[name] = object
+                setattr(cls, name, defaults.get(name, parameter.default))
+        cls.__annotations__ = annotations
+        return cls
+
+    return decorate
 
 
 def check_method_args(args) -> dict:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from roarfast.errors import UserError
-from roarfast.methods.parameters import PARAMETERS
+from roarfast.methods.parameters import PARAMETERS, parameter_fields
 
 AUTOCAST_DTYPES = (None, torch.bfloat16, torch.float16)
 
@@ -46,18 +46,17 @@ class ExplainBatch:
 
 
 @dataclass
+@parameter_fields(PARAMETERS, ig_baseline=None)
 class MethodParams:
-    """Options of the estimators; the shared parameters' defaults and checks are roarfast.methods.parameters'
-    (README, "Semantics", says why they are what they are).
+    """Options of the estimators: a field per shared parameter, named, defaulted and checked as
+    roarfast.methods.parameters.PARAMETERS says (README, "Semantics", says why they are what they are):
+    samples, noise_level, ig_steps, ig_baseline, target, gradcam_layer; and the fields below.
+
+    `ig_baseline` is the per-channel IG baseline in the normalized space, as numbers (black is
+    `black_baseline(mean, std)`), and None by default: every IG-based method needs it set (there is no
+    neutral default).
 
     Attributes:
-        noise_level: SmoothGrad sigma as a fraction of each image's value range (max - min).
-        n_samples: noisy samples per image for the SmoothGrad family.
-        ig_steps: Riemann-midpoint steps of integrated gradients.
-        ig_baseline: per-channel IG baseline in the normalized space; black is `black_baseline(mean, std)`.
-            Required by every IG-based method (there is no neutral default).
-        target: "predicted" (the model's argmax) or "label" (`ExplainBatch.target`).
-        gradcam_layer: dotted module name for Grad-CAM (and captum layer methods); None = `model.cam_layer`.
         max_chunk_elements: most input elements (rows x C x H x W) in one forward/backward; SmoothGrad
             samples and IG steps are split into chunks under it (one noise sample of the whole batch
             is the smallest chunk, so the caller's batch size bounds memory from below).
@@ -69,21 +68,15 @@ class MethodParams:
             (Estimator.call_arguments).
     """
 
-    noise_level: float = PARAMETERS["noise_level"].default
-    n_samples: int = PARAMETERS["samples"].default
-    ig_steps: int = PARAMETERS["ig_steps"].default
-    ig_baseline: Sequence[float] | None = None
-    target: str = PARAMETERS["target"].default
-    gradcam_layer: str | None = PARAMETERS["gradcam_layer"].default
     max_chunk_elements: int = 2**24
     autocast_dtype: torch.dtype | None = None
     seed: int = 0
     args: Mapping = field(default_factory=dict)
 
     def __post_init__(self):
-        for name, value in (("noise_level", self.noise_level), ("samples", self.n_samples),
-                            ("ig_steps", self.ig_steps), ("target", self.target)):
-            PARAMETERS[name].check(value, "n_samples" if name == "samples" else name)
+        for name, parameter in PARAMETERS.items():
+            if not (name == "ig_baseline" and self.ig_baseline is None):  # unset: an IG method refuses it
+                parameter.check(getattr(self, name), name)
         if not isinstance(self.max_chunk_elements, int) or self.max_chunk_elements < 1:
             raise UserError(f"max_chunk_elements should be a positive int, got {self.max_chunk_elements!r}")
         if self.autocast_dtype not in AUTOCAST_DTYPES:

@@ -6,8 +6,10 @@
 - `package.module:function`, a function object (or a mapping name -> function object), or the object: name
   this process gave one (plugins.py).
 
-`parse_methods` turns every form into canonical names, `get` a name into its record, `check_arguments` the
---method-arg values against the records. Light on purpose: the CLI builds its --method help from here.
+`parse_methods` turns every form into canonical names, `resolve_methods` into their records (each looked up
+once: roarfast.methods.selection.Selection holds them for a stage), `get` one name into its record,
+`check_arguments` the --method-arg values against the records. Light on purpose: the CLI builds its --method
+help from here.
 """
 
 from collections.abc import Mapping, Sequence
@@ -64,43 +66,48 @@ def parse_methods(spec: str | Sequence | Mapping) -> list[str]:
     dropped, order kept. Unknown names raise UserError (a ValueError) listing every form; one name given to
     two different functions, a UserError too (check_distinct).
     """
+    return list(resolve_methods(spec))
+
+
+def resolve_methods(spec: str | Sequence | Mapping) -> dict[str, Estimator]:
+    """{canonical name: record} of what parse_methods takes, in its order: each form looked up once."""
     parts = [spec] if isinstance(spec, (str, Mapping)) or callable(spec) else list(spec)
-    names, objects = [], []
+    records, objects = {}, []
     for part in parts:
         if isinstance(part, Mapping) or callable(part):
-            records = [register_plugin(obj, name) for name, obj in part.items()] if isinstance(part, Mapping) \
+            given = [register_plugin(obj, name) for name, obj in part.items()] if isinstance(part, Mapping) \
                 else [get(part)]
-            objects.extend(records)
-            names.extend(record.name for record in records)
+            objects.extend(given)
+            for record in given:
+                records.setdefault(record.name, record)
             continue
         if not isinstance(part, str):
             raise UserError(f"methods should be names or estimator functions, got {type(part).__name__}")
         for item in (item.strip() for item in part.split(",")):
-            if item.lower() == ALL:
-                names.extend(known_methods())
-            elif item:
-                names.append(get(item).name)
-    if not names:
+            for name in known_methods() if item.lower() == ALL else [item] if item else []:
+                record = get(name)
+                records.setdefault(record.name, record)
+    if not records:
         raise UserError(f"no method given; --method takes {method_forms()}")
     check_distinct(objects)
-    return list(dict.fromkeys(names))
+    return records
 
 
-def check_arguments(names, args) -> None:
-    """Refuses (UserError, one line) a --method-arg that none of the estimators `names` takes (naming what each
+def check_arguments(records, args) -> None:
+    """Refuses (UserError, one line) a --method-arg that none of the estimator `records` takes (naming what each
     takes), and an estimator that lacks an argument it cannot run without (check_required)."""
-    records = [get(name) for name in names]
+    records = list(records)
     for arg in args:
         if not any(record.takes(arg) for record in records):
             takes = "; ".join(f"{record.name} takes {record.accepted()}" for record in records)
             raise UserError(f"--method-arg {arg}: no estimator of this run takes it ({takes})")
-    check_required(names, args)
+    check_required(records, args)
 
 
-def check_required(names, args) -> None:
-    """Refuses (UserError, one line) an estimator of `names` that lacks an argument it cannot run without among
-    `args`, naming it and how to pass it."""
-    for record in (get(name) for name in names):
+def check_required(records, args) -> None:
+    """Refuses (UserError, one line) an estimator of `records` that lacks an argument it cannot run without
+    among `args`, naming it and how to pass it."""
+    for record in records:
         missing = [arg for arg in record.required if arg not in args]
         if missing:
             where = record.arguments[missing[0]]

@@ -6,23 +6,49 @@ store was written:
   place while it does: roarfast.methods.gradients.guided_relus); a model with none is refused.
 - CONV_LAYER (gradcam, Captum's layer methods): the layer is --cam-layer, else the model's `cam_layer`,
   else its last nn.Conv2d; which one, and why, is said once.
+
+An estimator from outside roarfast (a plug-in, a Captum class) is also tried on a few images (check_methods).
 """
 
 from torch import nn
 
 from roarfast.errors import UserError
-from roarfast.methods import registry
 from roarfast.methods.declaration import CONV_LAYER, RELU_MODULES
 from roarfast.methods.model_context import cam_layer, cam_layer_name
+from roarfast.resolver import BUILTIN
+
+#: train images a plug-in or Captum estimator is tried on before any store is written (shape, NaN, arguments)
+PROBE_IMAGES = 2
 
 
-def check_model(model: nn.Module, names, gradcam_layer: str | None = None) -> list[str]:
-    """Refuses (UserError) a model that lacks what the methods `names` need; returns the lines to print
-    once (the Grad-CAM layer chosen when --cam-layer did not name it)."""
+def check_methods(model, ds, selection, params, device) -> list[str]:
+    """Refuses (UserError), before any store is written, the methods of `selection` (a
+    roarfast.methods.selection.Selection) the model cannot serve (check_model) and the estimators from outside
+    roarfast (plug-ins, Captum classes) that fail on the first PROBE_IMAGES train images of `ds` (wrong shape, not
+    finite, an argument missing) with `params`. Returns the lines to print once (the Grad-CAM layer chosen)."""
+    import torch
+
+    from roarfast.data.loader import split_loader
+    from roarfast.methods.compute import compute_maps
+    from roarfast.methods.params import ExplainBatch
+
+    explained = [selection.records[name] for name in selection.explained]
+    notes = check_model(model, explained, params.gradcam_layer) if explained else []
+    outside = [record.name for record in explained if record.form != BUILTIN]
+    if outside:
+        rows = torch.arange(min(PROBE_IMAGES, len(ds.train)))
+        x, y, index = next(split_loader(ds, "train", device).batches(rows, rows.shape[0], with_index=True))
+        compute_maps(model, ExplainBatch(x=x, target=y, index=index.cpu()), selection.only(outside), params)
+    return notes
+
+
+def check_model(model: nn.Module, records, gradcam_layer: str | None = None) -> list[str]:
+    """Refuses (UserError) a model that lacks what the estimators `records` (their Estimator records) need;
+    returns the lines to print once (the Grad-CAM layer chosen when --cam-layer did not name it)."""
     needs = {}
-    for name in names:
-        for requirement in registry.get(name).requires:
-            needs.setdefault(requirement, []).append(name)
+    for record in records:
+        for requirement in record.requires:
+            needs.setdefault(requirement, []).append(record.name)
     notes = []
     if RELU_MODULES in needs and not any(isinstance(m, nn.ReLU) for m in model.modules()):
         activations = sorted({type(m).__name__ for m in model.modules() if _is_activation(m)})

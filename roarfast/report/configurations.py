@@ -20,7 +20,7 @@ compares cells of two.
 import re
 from dataclasses import dataclass, field
 
-#: the keys of a config's ranks that are the method's own provenance (extract.store_params): not shared
+#: the keys of a config's ranks that are the method's own provenance (Selection.ranks_identity): not shared
 METHOD_OWN_RANKS = ("parameters", "code", "seed")
 #: a cell's config keys that are not part of its configuration (see the module's docstring)
 PER_CELL = ("ranks", "fill")
