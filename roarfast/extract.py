@@ -95,9 +95,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     for split in options.splits:
         summary.update(_extract_split(store, (model, compiled), ds, split, selection, options, params, batch_size,
                                       ckpt_sha, device, progress))
-    head = run.head()
-    run.update_head("roarfast.extract.run_extract()", ranks={**head.ranks, **ids},
-                    **({"dataset": run.remember_dataset(ds)} if head.base is None else {}))
+    run.update_head("roarfast.extract.run_extract()", ranks={**run.head().ranks, **ids})
     return summary
 
 
