@@ -132,7 +132,8 @@ class RunDir:
         from roarfast.history.head import Head, read_head
         from roarfast.history.legacy import legacy_head
 
-        refuse_link(self.head_path)  # every command reads and most write it: a link there is refused at once
+        if self.head_path.is_symlink():  # every command reads and most write it: a link there is refused at once
+            refuse_link(self.head_path)
         head = read_head(self.head_path)
         if head is None:
             head = legacy_head(self) or Head()
