@@ -1,6 +1,7 @@
-"""The base-model stage (`roarfast train`): the classifier trained on the unmodified dataset, saved as the
-run directory's base checkpoint with the meta that later stages check it by (dataset fingerprint, model
-source, recipe, accuracies)."""
+"""The base-model stage (`roarfast train`): the classifier trained on the unmodified dataset, saved in the run
+directory under its id (roarfast.history.ids: its data's fingerprint, model, effective recipe and seed) with
+the meta that later stages check it by (dataset fingerprint, model source, recipe, accuracies). A base model of
+that id already there is reused, and one of another id is trained beside the others: none is ever replaced."""
 
 from dataclasses import dataclass
 
@@ -31,33 +32,100 @@ class TrainOptions:
 
 
 def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device=None,
-              seed=0, progress=True, dataset_obj=None) -> dict:
-    """The `roarfast train` command: loads the dataset (or takes `dataset_obj`), trains the base model on
-    the unmodified images and saves it as the run directory's base checkpoint. Returns a summary dict
-    (model, val_acc, test_acc, best_epoch, epochs, seconds, checkpoint)."""
+              seed=0, progress=True, dataset_obj=None, echo=print) -> dict:
+    """The `roarfast train` command: loads the dataset (or takes `dataset_obj`; default: HEAD's), then reuses
+    the base model of the id these settings make when the run directory holds it, else trains it on the
+    unmodified images beside the others (under the run directory's claim on it, so that of several processes
+    one trains it); records it as HEAD's base model. Returns a summary dict (model, id, reused, trained, val_acc,
+    test_acc, best_epoch, epochs, seconds, checkpoint)."""
     from roarfast.device import resolve_device
+    from roarfast.history.migrate import upgrade
     from roarfast.memory import keep_freed_memory
-    from roarfast.probe import checked_model, checkpoint_bytes
+    from roarfast.probe import checked_model
     from roarfast.rundir import RunDir
-    from roarfast.train import train_classifier
     from roarfast.train.parallel import distributed, join_torchrun
 
     keep_freed_memory()
     run = RunDir(run_dir)
+    upgrade(run)
     device = join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     spec = checked_model(options.model or default_model(ds, device), ds)
     recipe = base_recipe(spec, ds, device, options)
-    run.check_writable(checkpoint_bytes(spec, ds))  # before the training, not after it
+    model_id = requested_id(spec, ds, recipe, seed)
+    reused = model_id in run.models()
+    if not reused:
+        run.check_writable()  # before the claim's lock file is written; the estimate is checked before training
+        with run.claim(f"base-{model_id}", waiting=lambda holder: echo(f"base model: waiting for {holder}, which "
+                                                                       f"trains it")):
+            reused = model_id in run.models()  # trained by another process while this one waited
+            if not reused:
+                _train(run, model_id, spec, ds, recipe, device, seed, progress, echo)
+    meta = run.model_meta(model_id)
+    if distributed()[0] == 0:
+        run.update_head("roarfast.basemodel.run_train()", dataset=run.remember_dataset(ds), base=model_id,
+                        **head_after(run, model_id, ds.fingerprint))
+    return {"model": spec.name, "id": model_id, "reused": reused, "trained": trained_at(run, model_id),
+            "val_acc": meta["val_acc"], "test_acc": meta["test_acc"], "best_epoch": meta["best_epoch"],
+            "epochs": meta["epochs"], "seconds": meta["seconds"], "checkpoint": str(run.model_path(model_id))}
+
+
+def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -> None:
+    """Trains the base model `spec` and saves it under its id `model_id`, beside the base models kept."""
+    from roarfast.checkpoint import META, WEIGHTS
+    from roarfast.probe import checkpoint_bytes
+    from roarfast.train import train_classifier
+    from roarfast.train.parallel import distributed
+
+    kept = len(run.models())
+    where = run.model_dir(model_id)  # checked before the training, not after it
+    run.check_writable(checkpoint_bytes(spec, ds), places=(where / WEIGHTS, where / META))
+    if kept:
+        echo(f"base model: training a new one beside the {kept} kept (other data, model, recipe or seed)")
     result = train_classifier(ds, spec, recipe, device, seed=seed, progress=progress)
     if distributed()[0] == 0:
         run.save_base_model(result.model, base_meta(spec, ds, recipe, device, seed, result))
-        run.remember_dataset(ds)
     if distributed()[1] > 1:
         torch.distributed.barrier()  # no rank returns before the checkpoint exists
-    return {"model": spec.name, "val_acc": result.val_acc, "test_acc": result.test_acc,
-            "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": result.seconds,
-            "checkpoint": str(run.base_checkpoint)}
+
+
+def requested_id(spec, ds, recipe, seed: int) -> str:
+    """The id of the base model `spec` trained on ds (its fingerprint) with `recipe` and `seed`: the one its meta
+    gives once saved (base_meta)."""
+    from roarfast.history.ids import model_id
+
+    return model_id(dataset_fingerprint=ds.fingerprint, model=spec.name, model_source=spec.source_sha256,
+                    recipe=recipe.to_dict(), seed=seed)
+
+
+def head_after(run, model_id: str, fingerprint: str) -> dict:
+    """HEAD's changes when its base model becomes `model_id` (on the data of `fingerprint`): each method's
+    latest ranks carried over to that base model (the same provenance: the ids they would have; extract makes
+    those missing), and no configuration where the base model changed."""
+    from roarfast.history.ids import rank_id
+
+    head = run.head()
+    if head.base == model_id:
+        return {}
+    checkpoint = run.base_checkpoint_sha256(model_id)
+    ranks = {}
+    for method, rid in head.ranks.items():
+        store = run.ranks_for({method: rid})
+        manifest = store.manifest(method, "train") or store.manifest(method, "test")
+        if manifest is not None:
+            stamp = None if manifest["checkpoint_sha256"] is None else checkpoint
+            ranks[method] = rank_id(method, manifest["params"], stamp, fingerprint)
+    return {"ranks": ranks, "configuration": None}
+
+
+def trained_at(run, model_id: str) -> str:
+    """When the base model `model_id` was saved (its meta.json's time), UTC, to the minute."""
+    from datetime import datetime, timezone
+
+    from roarfast.checkpoint import META
+
+    stamp = (run.model_path(model_id) / META).stat().st_mtime
+    return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def base_recipe(spec, ds, device, options: TrainOptions):

@@ -24,14 +24,15 @@ _TRAINERS = {}
 def worker_settings(trainer: CellTrainer, device: str, threads: int, workers: int = 1) -> dict:
     """What another process needs to train `trainer`'s cells as it would (JSON-able): the device type, the
     model and its source hash, the fill, the recipe field by field, the CPU threads (of each worker), the
-    grouping, the workers per cell and the import paths the user named."""
+    grouping, the workers per cell, the import paths the user named, and the base model and the ranks' ids of
+    the cells' configuration."""
     from roarfast.plugins import named_imports
 
     grouping = trainer.grouping
     return {"device": device, "model": trainer.model_name, "model_source": trainer.model.source_sha256,
             "fill": trainer.fill, "recipe": trainer.recipe.to_dict(), "threads": threads,
             "grouping": {"size": grouping.size, "how": grouping.how, "compile": grouping.compile},
-            "workers": workers, "imports": named_imports()}
+            "workers": workers, "imports": named_imports(), "base": trainer.base, "ranks": trainer.rank_ids}
 
 
 def worker_trainer(run_dir: str, settings: dict, device=None) -> CellTrainer:
@@ -53,13 +54,14 @@ def worker_trainer(run_dir: str, settings: dict, device=None) -> CellTrainer:
         run = RunDir(run_dir)
         with user_named(settings["imports"]):  # what the planner's user named: the records may name it here too
             ds = run.open_dataset()
-        model = cell_model(run, ds, device, settings["model"])
+        model = cell_model(run, ds, device, settings["model"], base=settings["base"])
         check_source(model, settings["model_source"], "the sweep's driver")
         # the planner's recipe as it recorded it: a worker on another device or version trains the same cells
         recipe = Recipe.from_dict(settings["recipe"])
         _TRAINERS.clear()
         _TRAINERS[key] = CellTrainer(run, ds, model, recipe, settings["fill"], device,
-                                     grouping=Grouping(**settings["grouping"]))
+                                     grouping=Grouping(**settings["grouping"]), base=settings["base"],
+                                     ranks=settings["ranks"])
     return _TRAINERS[key]
 
 

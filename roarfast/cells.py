@@ -102,48 +102,58 @@ class CellOptions:
         return out
 
 
-def cell_model(run, ds, device, model=None, meta: dict | None = None):
+def cell_model(run, ds, device, model=None, meta: dict | None = None, base: str | None = None):
     """The ModelSpec of the retraining cells in RunDir `run`: the base model's architecture (refused when its
     factory's source changed since it was trained) unless `model` names another (what resolve_model takes).
-    `meta`: the base model's meta (default: the run directory's; a dry run passes {} for a base model that the
-    sweep would train anew)."""
+    `base`: the base model's id (default: HEAD's); `meta`: its meta (default: read; a dry run passes {} for a
+    base model that the sweep would train)."""
     from roarfast.checkpoint import recorded_model
     from roarfast.probe import checked_model
     from roarfast.recipe import default_model
 
-    meta = run.base_meta() if meta is None else meta
+    base = base or run.head().base
+    meta = run.model_meta(base) if meta is None else meta
     if model is None and meta.get("model"):
-        return recorded_model(meta, run.base_checkpoint)
+        return recorded_model(meta, run.model_path(base))
     return checked_model(model or default_model(ds, device), ds)
 
 
-def cell_recipe(run, ds, device, options: CellOptions, meta: dict | None = None):
-    """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: cell_model of options.model, and its
-    effective_recipe on `device` with options.epochs, options.amp and options.recipe."""
+def cell_recipe(run, ds, device, options: CellOptions, meta: dict | None = None, base: str | None = None):
+    """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: cell_model of options.model (the base model
+    `base`'s, default HEAD's), and its effective_recipe on `device` with options.epochs, options.amp and
+    options.recipe."""
     from roarfast.recipe import effective_recipe
 
-    spec = cell_model(run, ds, device, options.model, meta)
+    spec = cell_model(run, ds, device, options.model, meta, base)
     return spec, effective_recipe(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
                                   epochs=options.epochs, amp=options.amp, overrides=options.recipe)
 
 
 class CellTrainer:
-    """Trains the cells of one run directory on one device.
+    """Trains the cells of one configuration of a run directory on one device.
 
     Args:
-        run: the RunDir (rank store, base model).
+        run: the RunDir (rank stores, base models).
         ds: the dataset (roarfast.data.load_dataset), the one the ranks were computed on.
         model, recipe: what every cell trains (cell_recipe: a ModelSpec and a Recipe).
         fill: name of the replacement of removed pixels (FILLS); part of each cell's configuration. fill_object:
             its Fill (roarfast.fills), what the loaders apply.
         grouping: how train_group trains cells together (roarfast.train.Grouping; None: the device's default).
             How, not what: it is no part of a cell's configuration.
+        base: the id of the base model the cells' ranks come from (default: HEAD's); ranks: {method: the id of the
+            ranks its cells use} (default: HEAD's); provenance: {method: its ranks' params} where they are not
+            stored yet (a dry run's plan). All three are part of each cell's configuration.
     """
 
-    def __init__(self, run, ds, model, recipe, fill: str, device, progress: bool = False, grouping=None):
+    def __init__(self, run, ds, model, recipe, fill: str, device, progress: bool = False, grouping=None,
+                 base: str | None = None, ranks: dict | None = None, provenance: dict | None = None):
         from roarfast.train import default_grouping
 
+        head = run.head()
         self.grouping = grouping or default_grouping(device)
+        self.base = base or head.base
+        self.rank_ids = dict(head.ranks if ranks is None else ranks)
+        self.provenance = dict(provenance or {})
         self.run = run
         self.ds = ds
         self.model = model
@@ -154,13 +164,14 @@ class CellTrainer:
         self.fill_object.check_dataset(ds.mean, ds.std)
         self.device = device
         self.progress = progress
-        self.store = run.rank_store
+        self.store = run.ranks_for(self.rank_ids)
         self._records = {}  # method -> (train RankRecord, test RankRecord): stamps compared, verified chunks noted
         self._loaded = {}  # method -> (train ranks, test ranks): what a cell reads
 
     def _rank_records(self, method: str):
         if method not in self._records:
-            self._records[method] = tuple(self.run.read_ranks(method, split, self.ds.fingerprint)
+            self._records[method] = tuple(self.run.read_ranks(method, split, self.ds.fingerprint,
+                                                              rank_id=self.rank_ids.get(method), base=self.base)
                                           for split in ("train", "test"))
         return self._records[method]
 
@@ -185,23 +196,46 @@ class CellTrainer:
             self.fill_object.check_ranks(train.ranks.shape, f"{method}'s")
 
     def ranks_params(self, method: str):
-        """The parameters the method's stored ranks were made with, or None when the store lacks them."""
+        """The parameters the method's ranks were made with (or will be: `provenance`), or None when unknown."""
+        if method in self.provenance:
+            return self.provenance[method]
         manifest = self.store.manifest(method, "train")
         return None if manifest is None else manifest.get("params")
 
     def key(self, cell: Cell, ranks_params=None):
-        """The results.sqlite key of `cell` (ranks_params: the stored ranks' parameters, read when None)."""
+        """The results.sqlite key of `cell` (ranks_params: its ranks' parameters, read when None)."""
         from roarfast.results import RETRAIN, MeasurementKey
 
         params = ranks_params if ranks_params is not None else self.ranks_params(cell.method)
-        # the control sees no pixel values, so the fill is not part of its configuration
+        # the control sees no pixel values, so the fill is not part of its configuration; the base model and the
+        # ranks' id are: a cell of another base model or other ranks is another cell
         config = {"recipe": self.recipe.to_dict(), "dataset": self.ds.fingerprint, "ranks": params,
+                  "base": self.base, "rank_id": self.rank_ids.get(cell.method),
                   **({} if cell.control else {"fill": self.fill})}
         if self.model.source_sha256 is not None:  # a plug-in's source is part of what the cell trains
             config["model_source"] = self.model.source_sha256
         return MeasurementKey.of(kind=RETRAIN, dataset=self.ds.name, model=self.model_name, method=cell.method,
                                  mode=cell.measured_mode, fill=None if cell.control else self.fill,
                                  fraction=cell.fraction, seed=cell.seed, config=config)
+
+    def request(self, methods, grid: dict, asked: str) -> dict:
+        """Records that the cells of `methods` and `grid` (roarfast.history.configurations.grid_of) were requested
+        (by the command the user ran, else `asked`): their configuration's record, then HEAD (this base model,
+        these ranks, this configuration). Returns the record."""
+        from roarfast.history.configurations import about_of, request, settings_of
+        from roarfast.history.head import command
+
+        key = self.key(Cell(methods[0], ROAR, 0.5, 0))
+        settings = settings_of({"dataset": key.dataset, "model": key.model, "config": key.config})
+        ranks = {m: self.rank_ids[m] for m in methods}
+        head = self.run.head()
+        dataset = {} if head.dataset and head.dataset["fingerprint"] == self.ds.fingerprint else {
+            "dataset": self.run.remember_dataset(self.ds)}
+        record = request(self.run, settings, ranks, {m: self.ranks_params(m) for m in methods}, grid, command(asked),
+                         about_of(self.run.model_meta(self.base), dataset.get("dataset", head.dataset)))
+        self.run.update_head(asked, base=self.base, ranks={**head.ranks, **ranks}, configuration=record["id"],
+                             **dataset)
+        return record
 
     def _masking(self, cell: Cell):
         from roarfast.train import Masking

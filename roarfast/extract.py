@@ -1,5 +1,7 @@
 """The extract stage: attribution maps for every image of the train and test splits, ranked on the
-device and written chunk by chunk into the rank store (resumable; a no-op on a complete store).
+device and written chunk by chunk into the rank store of their id (roarfast.history.ids: the method's ranks'
+identity, the base checkpoint, the data), beside the stores of other ids (resumable; a no-op on a complete
+store, which is reused).
 """
 
 import math
@@ -47,7 +49,8 @@ class ExtractOptions:
 
 def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
                 seed=0, progress=True, model=None, dataset_obj=None):
-    """Extracts `options.methods` for `options.splits` into run_dir's rank store.
+    """Extracts `options.methods` for `options.splits` into run_dir's rank stores of their ids (RunDir.rank_ids),
+    beside the others; HEAD's ranks of those methods become these.
 
     Returns {(method, split): {"images": N, "seconds": s, "nonfinite": count, "skipped": bool}}.
     The dataset defaults to the one `train` recorded in run_dir (RunDir.open_dataset).
@@ -56,6 +59,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     import torch
 
     from roarfast.device import default_batch_size, resolve_device
+    from roarfast.history.migrate import upgrade
     from roarfast.memory import keep_freed_memory
     from roarfast.methods.requirements import check_methods
     from roarfast.methods.selection import Selection
@@ -63,6 +67,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
 
     keep_freed_memory()
     run = RunDir(run_dir)
+    upgrade(run)
     device = resolve_device(device)
     selection = Selection.resolve(options.methods, options, seed)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
@@ -74,9 +79,11 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         model = explained_model(model, device)
     selection.check_ground_truth(ds.name, ds.train.masks is not None)
 
-    store = run.rank_store
-    stale = _stale_stores(store, selection, options, ckpt_sha)
-    run.check_writable(_bytes_to_write(store, ds, selection, options, stale))  # before any map is computed
+    ids = run.rank_ids(selection, ds.fingerprint)
+    store = run.ranks_for(ids)
+    for line in _beside_lines(run, selection, options):
+        print(line)
+    run.check_writable(_bytes_to_write(store, ds, selection, options))  # before any map is computed
     params = selection.method_params(ds, device, options.amp)
     for line in check_methods(model, ds, selection, params, device):
         print(line)
@@ -87,8 +94,28 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     summary = {}
     for split in options.splits:
         summary.update(_extract_split(store, (model, compiled), ds, split, selection, options, params, batch_size,
-                                      ckpt_sha, stale, device, progress))
+                                      ckpt_sha, device, progress))
+    run.update_head("roarfast.extract.run_extract()", ranks={**run.head().ranks, **ids})
     return summary
+
+
+def _beside_lines(run, selection, options: ExtractOptions) -> list[str]:
+    """A line per method whose latest ranks (HEAD's) were made with other values than these: the new ones are
+    made beside them, which stay (a request with the old values reuses them)."""
+    head = run.head()
+    lines = []
+    for method in selection.names:
+        rid = head.ranks.get(method)
+        store = run.ranks_for({method: rid}) if rid else None
+        try:
+            manifest = next(filter(None, (store.manifest(method, s) for s in options.splits)), None) if store else None
+        except UserError:  # damaged: what --force repairs, or a reader refuses
+            manifest = None
+        change = selection.ranks_change(method, manifest, None)
+        if change:
+            lines.append(f"extract: {method} with other values than its latest ranks ({change}): made beside them, "
+                         f"which are kept")
+    return lines
 
 
 def explained_model(model, device):
@@ -121,27 +148,14 @@ def summary_line(summary: dict, where) -> str:
             f"{format_duration(seconds)}" + (f"; {', '.join(kept)} already there" if kept else ""))
 
 
-def _stale_stores(store, selection, options: ExtractOptions, ckpt_sha) -> dict:
-    """{(method, split): what changed} of the stores recorded with another provenance than this extraction
-    makes (unless --force starts them over anyway): each is made again, and says why in one line."""
-    stale = {}
-    for method in selection.names:
-        for split in options.splits:
-            change = None if options.force else selection.ranks_change(method, store.manifest(method, split), ckpt_sha)
-            if change:
-                stale[(method, split)] = change
-    return stale
-
-
 def _rank_shape(part, options: ExtractOptions) -> tuple:
     """The store shape of a split's ranks: [N, H, W] per pixel, [N, C, H, W] per value."""
     c, h, w = part.shape
     return (len(part), c, h, w) if options.granularity == "value" else (len(part), h, w)
 
 
-def _bytes_to_write(store, ds, selection, options: ExtractOptions, stale: dict) -> int:
-    """Bytes of the stores this extraction writes (ranks, and maps when kept), incomplete and stale ones counted
-    whole."""
+def _bytes_to_write(store, ds, selection, options: ExtractOptions) -> int:
+    """Bytes of the stores this extraction writes (ranks, and maps when kept), incomplete ones counted whole."""
     import torch
 
     from roarfast import ops
@@ -154,13 +168,12 @@ def _bytes_to_write(store, ds, selection, options: ExtractOptions, stale: dict) 
         row = units * (torch.empty((), dtype=ops.rank_dtype(units)).element_size() + maps)
         for method in selection.names:
             manifest = None if options.force else store.manifest(method, split)  # --force repairs a damaged one
-            if manifest is None or not manifest["complete"] or (method, split) in stale:
+            if manifest is None or not manifest["complete"]:
                 total += shape[0] * row
     return total
 
 
-def _extract_split(store, models, ds, split, selection, options, params, batch_size, ckpt_sha, stale, device,
-                   progress):
+def _extract_split(store, models, ds, split, selection, options, params, batch_size, ckpt_sha, device, progress):
     import torch
 
     from roarfast import ops
@@ -175,14 +188,11 @@ def _extract_split(store, models, ds, split, selection, options, params, batch_s
     writers = {}
     summary = {}
     for method in selection.names:
-        change = stale.get((method, split))
-        if change:
-            print(f"extract: {method} {split} was made with other values ({change}): extracting it again")
         writer = store.open_writer(
             method, split, shape=rank_shape, dtype=ops.rank_dtype(math.prod(rank_shape[1:])),
             chunk_size=CHUNK_IMAGES, params=selection.ranks_identity(method),
             checkpoint_sha256=selection.ranks_checkpoint(method, ckpt_sha), dataset_fingerprint=ds.fingerprint,
-            keep_maps=options.keep_maps, force=options.force or change is not None)
+            keep_maps=options.keep_maps, force=options.force)
         summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": writer.complete}
         if writer.complete:
             writer.close()

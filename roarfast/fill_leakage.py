@@ -100,6 +100,7 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
     """Measures the detector for every fill and fraction of `options` (again, when measured before) and
     records each in results.sqlite; returns their rows."""
     from roarfast.device import resolve_device
+    from roarfast.history.migrate import upgrade
     from roarfast.methods import parse_methods
     from roarfast.modes import DETECT
     from roarfast.results import DETECTOR, FILL_LEAKAGE, MeasurementKey, open_results
@@ -110,6 +111,7 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
     except ValueError as err:
         raise UserError(f"--method names one estimator: {err}") from None
     run = RunDir(run_dir)
+    upgrade(run)
     device = resolve_device(device)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     if ds.streamed:

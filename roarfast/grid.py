@@ -70,6 +70,35 @@ class Grid(CellOptions):
         methods = self.method_list() if methods is None else methods
         return self.expand(methods, self.first_seed, self.control, self.control_seeds)
 
+    def record(self, methods: list[str]) -> dict:
+        """The grid of `methods` (as the stage resolved them) as its configuration records it
+        (roarfast.history.configurations.grid_of)."""
+        from roarfast.history.configurations import grid_of
+
+        seeds = range(self.first_seed, self.first_seed + self.seeds)
+        controls = (seeds if self.control_seeds is None else seeds[:self.control_seeds]) if self.control else ()
+        return grid_of(methods, self.modes, self.fractions, seeds, controls, self.fill)
+
+
+def sweep_base(run, ds, grid: Grid, device, seed: int) -> tuple:
+    """(id, spec, recipe) of the base model a sweep of `grid` on ds (a Dataset or a preview's outline) takes:
+    HEAD's when it was trained on this data with `seed` (of grid.model, when it names one; spec and recipe None:
+    its meta says them), else the one of the id the grid's own settings make, reused where the run directory
+    holds it, else trained beside the others."""
+    from roarfast.basemodel import TrainOptions, base_recipe, requested_id
+    from roarfast.probe import checked_model
+    from roarfast.recipe import default_model
+
+    head = run.head()
+    meta = run.model_meta(head.base)
+    if meta and meta.get("dataset_fingerprint") == ds.fingerprint and meta.get("seed") == seed:
+        named = None if grid.model is None else checked_model(grid.model, ds).name
+        if named in (None, meta["model"]):
+            return head.base, None, None
+    spec = checked_model(grid.model or default_model(ds, device), ds)
+    recipe = base_recipe(spec, ds, device, TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe))
+    return requested_id(spec, ds, recipe, seed), spec, recipe
+
 
 def preset_grid(name: str, **overrides) -> Grid:
     """The Grid of preset `name` with `overrides` (None values ignored)."""
@@ -123,18 +152,21 @@ def rate_kind(cell: Cell) -> str:
     return "control" if cell.control else "cell"
 
 
-def make_plan(trainer, grid: Grid, db, methods: list[str], remade=()) -> Plan:
+def make_plan(trainer, grid: Grid, db, methods: list[str]) -> Plan:
     """The grid's cells of `methods` (its method_list() as the stage resolved it: Selection.names) against
-    results.sqlite (db), keyed by the CellTrainer `trainer`; the cells of the methods in `remade` (whose ranks a
-    dry run found to be extracted again) have no key yet, so none is done."""
+    results.sqlite (db), keyed by the CellTrainer `trainer` (a cell's key holds its base model and its ranks' id:
+    a cell of another base model or other ranks is never done here); a method whose ranks' provenance the
+    trainer does not know has no key, so none of its cells is done. In a run directory of format 1 (a dry run
+    reads it as it is), a cell its migration will prove is done."""
+    from roarfast.history.migrate import migrated_row
     from roarfast.modes import is_control
     from roarfast.results import RETRAIN, owner_alive
 
-    params = {m: None if m in remade else trainer.ranks_params(m) for m in methods}
+    params = {m: trainer.ranks_params(m) for m in methods}
     plan = Plan(cells=[(cell, trainer.key(cell, params[cell.method]) if params[cell.method] else None)
                        for cell in grid.cells(methods)])
     for cell, key in plan.cells:
-        row = db.get(key) if key is not None else None
+        row = (db.get(key) or migrated_row(trainer.run, db, key)) if key is not None else None
         if row is not None and row["status"] == "done":
             plan.done.add(cell)
         elif row is not None and row["status"] == "running" and owner_alive(row["owner"], row["heartbeat"]):

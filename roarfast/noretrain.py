@@ -38,10 +38,12 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
 
     from roarfast.device import default_batch_size, resolve_device
     from roarfast.fills import resolve_fill
+    from roarfast.history.migrate import upgrade
     from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
     from roarfast.rundir import RunDir
 
     run = RunDir(run_dir)
+    upgrade(run)
     run.check_base_model()
     device = resolve_device(device)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)

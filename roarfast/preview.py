@@ -5,7 +5,7 @@ the cells done and to do (cells whose ranks are made again are never done), and 
 the rates measured in the run directory where there are any, else from a short measured step
 (roarfast.estimate). Nothing is trained, extracted or written; the run directory is only read.
 
-A run directory that records its dataset (dataset.json, written with the base model) is previewed from that
+A run directory that records its dataset (HEAD.json, written with the base model) is previewed from that
 record when the same dataset is asked for, and a fresh one from the dataset's outline where its loader gives
 one (roarfast.data.outline_dataset: the embedded dataset's options, an image tree's listing), so a dry run
 does not load (generate, decode) the data; any other dataset is loaded.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roarfast.data.base import Canvas
-from roarfast.grid import Grid, Plan, describe_grid, make_plan, rate_kind
+from roarfast.grid import Grid, Plan, describe_grid, make_plan, rate_kind, sweep_base
 from roarfast.progress import format_duration
 
 
@@ -98,7 +98,7 @@ def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> Da
     baseline), and time does not depend on them."""
     from roarfast.data import outline_dataset
 
-    if run.base_meta_path.exists() or run.results_path.exists() or run.rank_store.methods():
+    if run.models() or run.results_path.exists() or run.rank_stores():
         return None
     name, where, options = run.dataset_spec(dataset, data_dir, dataset_options)
     found = outline_dataset(name, where, **options)
@@ -134,6 +134,8 @@ class Preview:
     plan: Plan
     stages: dict = field(default_factory=dict)  # "base model", "ranks", "cells" -> Stage
     left_out: str | None = None  # the preset's methods the data cannot serve, said (Grid.for_data)
+    base_id: str = ""  # the base model's id (roarfast.history.ids)
+    kept_models: int = 0  # the base models the run directory keeps
 
     @property
     def base_reused(self) -> bool:
@@ -148,9 +150,10 @@ class Preview:
     def rows(self) -> list[tuple[str, str]]:
         """(what, says) in reading order: the lines of the dry run and the rows of the Study's table."""
         kept = [m for m in self.plan.methods if m not in self.remade]
+        beside = f" beside the {self.kept_models} kept" if self.kept_models else ""
         base = _recipe_text(self.base_model, self.base_recipe) + (
-            f": reused (trained on this dataset, test {self.base_test_acc:.1%})" if self.base_reused
-            else f": to train{_took(self.stages['base model'])}")
+            f": reused {self.base_id[:8]} (as its record says; trained on this dataset, test {self.base_test_acc:.1%})"
+            if self.base_reused else f": to train{beside}{_took(self.stages['base model'])}")
         ranks = (f"to extract: {', '.join(self.remade)}{_took(self.stages['ranks'])}" if self.remade else "to extract: none")
         ranks += f"; stored: {', '.join(kept)}" if kept else ""
         cells = f"{_recipe_text(self.cells_model, self.cells_recipe)}, fill {self.grid.fill}"
@@ -182,8 +185,7 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
     from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
     from roarfast.checkpoint import recorded_model
     from roarfast.methods.selection import Selection
-    from roarfast.probe import checked_model
-    from roarfast.recipe import default_model
+    from roarfast.recipe import Recipe
     from roarfast.results import open_results
 
     if dataset_obj is not None:
@@ -195,26 +197,33 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
     selection = Selection.of(cell_estimators(grid.methods), extract_options, seed)
     # as the sweep leaves out or refuses them
     grid, selection, note = grid.for_data(selection, data.name, data.ground_truth)
-    meta = run.base_meta()
-    reused = bool(meta) and meta.get("dataset_fingerprint") == data.fingerprint
-    if reused:
-        base_spec = recorded_model(meta, run.base_checkpoint)
-        remade = run.ranks_to_make(selection, extract_options.splits)
+    model_id, base_spec, base = sweep_base(run, data, grid, device, seed)
+    kept = run.models()
+    reused = model_id in kept
+    meta = run.model_meta(model_id) if reused else {}
+    splits = extract_options.splits
+    if reused:  # what its record says, not what the sweep's defaults would be
+        base_spec = recorded_model(meta, run.model_path(model_id))
+        base = Recipe.from_dict(meta["recipe"]) if meta.get("recipe") else base
+        remade = run.ranks_to_make(selection, splits, data.fingerprint, base=model_id)
     else:  # the sweep trains a base model, then extracts every method that reads it
-        base_spec = checked_model(grid.model or default_model(data, device), data)
-        free = run.ranks_to_make(selection.only(selection.model_free), extract_options.splits)
+        free = run.ranks_to_make(selection.only(selection.model_free), splits, data.fingerprint)
         remade = [m for m in selection.names if m in free or m in selection.explained]
-    base = base_recipe(base_spec, data, device, TrainOptions(model=base_spec, amp=grid.amp, recipe=grid.recipe))
-    cells_spec, cells = cell_recipe(run, data, device, grid, meta=meta if reused else {})
-    if run.results_path.exists():
-        trainer = CellTrainer(run, data, cells_spec, cells, grid.fill, device)
+    if base is None:
+        base = base_recipe(base_spec, data, device, TrainOptions(model=base_spec, amp=grid.amp, recipe=grid.recipe))
+    cells_spec, cells = cell_recipe(run, data, device, grid, meta=meta, base=model_id)
+    if reused and run.results_path.exists():
+        trainer = CellTrainer(run, data, cells_spec, cells, grid.fill, device, base=model_id,
+                              ranks=run.rank_ids(selection, data.fingerprint, base=model_id),
+                              provenance={m: selection.ranks_identity(m) for m in selection.names})
         with open_results(run, readonly=True) as db:
-            plan = make_plan(trainer, grid, db, selection.names, remade=remade)
-    else:
+            plan = make_plan(trainer, grid, db, selection.names)
+    else:  # a new base model: none of its cells can be done
         plan = Plan(cells=[(cell, None) for cell in grid.cells(selection.names)])
     preview = Preview(grid=grid, data=data, base_model=base_spec.name, base_recipe=base,
                       base_test_acc=meta["test_acc"] if reused else None, cells_model=cells_spec.name,
-                      cells_recipe=cells, remade=remade, plan=plan, left_out=note)
+                      cells_recipe=cells, remade=remade, plan=plan, left_out=note, base_id=model_id,
+                      kept_models=len(kept))
     steps = _Steps(data, device, {} if measured is None else measured)
     preview.stages["base model"] = (Stage(0.0, "reused") if reused else
                                     Stage(steps.training(base_spec, base), "estimated from a measured step"))

@@ -1,21 +1,29 @@
-"""A run directory (`runs/<name>/`, laid out as below): the one object that knows where everything
-in it lives. No other module spells one of these paths.
+"""A run directory (`runs/<name>/`, laid out as below; format 2): the one object that knows where everything
+in it lives. No other module spells one of these paths. Every artifact lives under the id of what made it
+(roarfast.history.ids), so a run with other settings adds one beside the others and never replaces one.
 
-    checkpoints/base/   the base model (model.safetensors + meta.json; roarfast.checkpoint)
-    attributions/       the rank store (roarfast.store)
+    HEAD.json           the latest request (roarfast.history.head): its dataset record, base model id, each
+                        method's rank id, its configuration's id, the command, the time
+    datasets/<fp>.json  one record per dataset used (name, absolute data_dir, options, fingerprint, canvas,
+                        image counts); fp: the fingerprint's first 16 hex
+    models/<id>/        a base model (model.safetensors + meta.json; roarfast.checkpoint)
+    ranks/<method>/<id>/<split>/   a rank store (roarfast.store)
+    configurations/<id>.json       one per configuration of cells requested (roarfast.history.configurations)
     results.sqlite      every measurement (roarfast.results)
     stages.json         seconds per stage, merged by the sweep (the report's stage times)
-    dataset.json        the dataset `train` used (name, absolute data_dir, options), so later commands
-                        need no dataset flags
     report/             the report's default output
-    claims/             one lock file per thing built once for every process (the base model, a method's
-                        ranks): RunDir.claim (roarfast.claims)
+    claims/             one lock file per thing built once for every process (a base model, a method's
+                        ranks, HEAD): RunDir.claim (roarfast.claims)
     leakage.json        fill leakage before results schema v3; moved into results.sqlite when met
 
-It also loads the base model for a dataset (refusing one trained on another dataset), reads ranks only
-when they match the dataset and the current base model, checks that a stage can write before it spends
-compute, and keeps the stage-time record. Every record it reads is verified (the checkpoint's weights and
-meta, dataset.json and stages.json carry digests: roarfast.fingerprint.seal), the repair named in the one
+A run directory of format 1 (checkpoints/base, attributions/<method>/<split>, dataset.json) is read as it is
+by the readers (its artifacts' ids read off their records: roarfast.history.legacy) and migrated in place by
+the first command that writes (roarfast.history.migrate.upgrade).
+
+It also loads a base model for a dataset (refusing one trained on another dataset), reads ranks only when they
+match their id, the dataset and their base model, checks that a stage can write before it spends compute, and
+keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
+the dataset records and stages.json carry digests: roarfast.fingerprint.seal), the repair named in the one
 line of a mismatch; every file it writes is replaced atomically, never through a link (roarfast.atomic).
 """
 
@@ -28,8 +36,10 @@ from roarfast.claims import hold_lock
 from roarfast.errors import UserError
 from roarfast.fingerprint import read_record
 
-#: the format of dataset.json and stages.json: 2 since they are sealed with their digest (1: before, no field)
+#: the format of the dataset records and stages.json: 2 since they are sealed with their digest (1: before)
 RECORD_FORMAT = 2
+#: the characters of a dataset fingerprint that name its record in datasets/
+DATASET_CHARS = 16
 
 
 class RunDir:
@@ -44,16 +54,39 @@ class RunDir:
     # ------------------------------------------------------------------------------------------- paths
 
     @property
-    def base_checkpoint(self) -> Path:
-        return self.root / "checkpoints" / "base"
+    def head_path(self) -> Path:
+        return self.root / "HEAD.json"
 
     @property
-    def base_meta_path(self) -> Path:
-        return self.base_checkpoint / META
+    def datasets_root(self) -> Path:
+        return self.root / "datasets"
+
+    def dataset_record_path(self, fingerprint: str) -> Path:
+        return self.datasets_root / f"{fingerprint[:DATASET_CHARS]}.json"
 
     @property
-    def rank_store_root(self) -> Path:
-        return self.root / "attributions"
+    def models_root(self) -> Path:
+        return self.root / "models"
+
+    def model_dir(self, model_id: str) -> Path:
+        return self.models_root / model_id
+
+    @property
+    def ranks_root(self) -> Path:
+        return self.root / "ranks"
+
+    def rank_dir(self, method: str, rank_id: str) -> Path:
+        """Where the rank store of `method` with id `rank_id` lives (its splits below it)."""
+        from roarfast.store.layout import dir_name
+
+        return self.ranks_root / dir_name(method) / rank_id
+
+    @property
+    def configurations_root(self) -> Path:
+        return self.root / "configurations"
+
+    def configuration_path(self, configuration_id: str) -> Path:
+        return self.configurations_root / f"{configuration_id}.json"
 
     @property
     def results_path(self) -> Path:
@@ -62,10 +95,6 @@ class RunDir:
     @property
     def stage_times_path(self) -> Path:
         return self.root / "stages.json"
-
-    @property
-    def dataset_path(self) -> Path:
-        return self.root / "dataset.json"
 
     @property
     def report_dir(self) -> Path:
@@ -81,28 +110,64 @@ class RunDir:
         return self.root / "leakage.json"
 
     @property
-    def rank_store(self):
-        """The rank store of this run directory (roarfast.store.RankStore)."""
-        from roarfast.store import RankStore
+    def legacy_base_checkpoint(self) -> Path:
+        """Format 1's base model (roarfast.history.legacy)."""
+        return self.root / "checkpoints" / "base"
 
-        return RankStore(self.rank_store_root, run_dir=self.root)
+    @property
+    def legacy_rank_root(self) -> Path:
+        """Format 1's rank stores, `<method>/<split>` below it."""
+        return self.root / "attributions"
+
+    @property
+    def legacy_dataset_path(self) -> Path:
+        """Format 1's dataset record."""
+        return self.root / "dataset.json"
+
+    # --------------------------------------------------------------------------------------------- HEAD
+
+    def head(self):
+        """The latest request (roarfast.history.head.Head, verified): HEAD.json, or what a run directory of
+        format 1 says of it (roarfast.history.legacy), or an empty Head in a new one."""
+        from roarfast.history.head import Head, read_head
+        from roarfast.history.legacy import legacy_head
+
+        if self.head_path.is_symlink():  # every command reads and most write it: a link there is refused at once
+            refuse_link(self.head_path)
+        head = read_head(self.head_path)
+        if head is None:
+            head = legacy_head(self) or Head()
+        return head
+
+    def update_head(self, asked: str, **changes):
+        """Records the latest request: HEAD with `changes` (dataset, base, ranks, configuration), stamped with the
+        command the user ran (else `asked`), replaced atomically under the run directory's claim on it."""
+        from roarfast.history.head import updated, write_head
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self.claim("head"):
+            head = updated(self.head(), asked, **changes)
+            write_head(self.head_path, head)
+        return head
 
     # ----------------------------------------------------------------------------------- writes, claims
 
-    def check_writable(self, need_bytes: int = 0) -> None:
+    def check_writable(self, need_bytes: int = 0, places=()) -> None:
         """Refuses, before a stage spends compute, a run directory that cannot be created or written, or
         whose filesystem has less free space than the `need_bytes` the stage will write, or where a symbolic
-        link stands at a record's place, or a hard link at results.sqlite's, which SQLite writes in place
-        (atomic.refuse_link: no record is written through a link)."""
+        link stands at a record's place or at one of the `places` the stage writes, or a hard link at
+        results.sqlite's, which SQLite writes in place (atomic.refuse_link: no record is written through a link)."""
         check_writable(self.root, need_bytes, "--run-dir")
-        for path in (self.dataset_path, self.stage_times_path, self.base_checkpoint / WEIGHTS, self.base_meta_path):
+        base = self.base_checkpoint if self.head().base else None
+        for path in (self.head_path, self.stage_times_path, *places,
+                     *((base / WEIGHTS, base / META) if base is not None else ())):
             refuse_link(path)
         for suffix in ("", "-wal", "-shm"):
             refuse_link(self.results_path.with_name(self.results_path.name + suffix), in_place=True)
 
     @contextmanager
     def claim(self, what: str, waiting=None):
-        """Holds this run directory's claim on `what` (the base model, a method's ranks) while the body runs,
+        """Holds this run directory's claim on `what` (a base model, a method's ranks, HEAD) while the body runs,
         so one process at a time builds it; another waits here (calling `waiting(holder)` once, holder: "pid
         N on HOST"), then finds it built. The claim is an exclusive lock on claims/<what>.lock, which the
         kernel releases when the holder exits or dies: a killed claimant's work is taken over at once, as a
@@ -113,45 +178,97 @@ class RunDir:
         with hold_lock(self.claims_dir / f"{dir_name(what)}.lock", waiting):  # a long method's name bounded
             yield
 
-    # -------------------------------------------------------------------------------------- base model
+    # ------------------------------------------------------------------------------------- base models
+
+    def model_path(self, model_id: str) -> Path:
+        """The directory of the base model `model_id`: models/<id>, or format 1's checkpoints/base where that
+        is the one (a run directory read as it is)."""
+        from roarfast.history.legacy import legacy_models
+
+        return legacy_models(self).get(model_id) or self.model_dir(model_id)
+
+    def models(self) -> dict:
+        """{model id: directory} of every complete base model (its meta.json written), format 1's included."""
+        from roarfast.history.legacy import legacy_models
+
+        found = {}
+        if self.models_root.is_dir():
+            # a link at a meta.json is no base model: the training that would replace it refuses it
+            found = {p.name: p for p in sorted(self.models_root.iterdir())
+                     if (p / META).is_file() and not (p / META).is_symlink()}
+        return {**legacy_models(self), **found}
+
+    def model_meta(self, model_id: str | None) -> dict:
+        """The verified meta.json of the base model `model_id` ({} when there is none); a UserError when it
+        does not match its id (a directory renamed, a record edited)."""
+        from roarfast.checkpoint import read_meta
+        from roarfast.history.ids import model_id_of
+
+        if model_id is None:
+            return {}
+        where = self.model_path(model_id)
+        meta = read_meta(where, self._train_again)
+        if meta and model_id_of(meta) != model_id:
+            raise UserError(f"{where / META} does not describe the base model {model_id} (its record gives the id "
+                            f"{model_id_of(meta)}): the directory was renamed or the record edited; "
+                            f"{self._train_again}")
+        return meta
+
+    @property
+    def base_checkpoint(self) -> Path:
+        """The directory of HEAD's base model (models/ when HEAD has none)."""
+        base = self.head().base
+        return self.model_path(base) if base else self.models_root
+
+    @property
+    def base_meta_path(self) -> Path:
+        return self.base_checkpoint / META
 
     def base_meta(self) -> dict:
-        """The base model's meta.json, or {} when there is none."""
-        from roarfast.checkpoint import read_meta
-
-        return read_meta(self.base_checkpoint, self._train_again)
+        """HEAD's base model's meta.json, or {} when there is none."""
+        return self.model_meta(self.head().base)
 
     @property
     def _train_again(self) -> str:
         """The repair of a damaged base checkpoint."""
         return f"retrain the base model (`roarfast train --run-dir {self.root}`) or restore the file"
 
-    def save_base_model(self, model, meta: dict) -> Path:
+    def save_base_model(self, model, meta: dict) -> str:
+        """Saves `model` with `meta` as the base model of its id (read off `meta`: roarfast.history.ids), beside
+        the others; returns the id."""
         from roarfast.checkpoint import save_checkpoint
+        from roarfast.history.ids import model_id_of
 
-        return save_checkpoint(self.base_checkpoint, model, meta)
+        model_id = model_id_of(meta)
+        save_checkpoint(self.model_dir(model_id), model, meta)
+        return model_id
 
     def check_base_model(self) -> None:
-        """A UserError saying to train first when the run directory has no base model."""
-        if not self.base_meta_path.exists():
-            raise UserError(f"no base model in {self.base_checkpoint}: run `roarfast train --run-dir {self.root}` "
-                            f"first")
+        """A UserError saying to train first when HEAD names no base model, or one that is not there."""
+        base = self.head().base
+        if base is None or not (self.model_path(base) / META).is_file():
+            where = self.model_path(base) if base else self.models_root
+            raise UserError(f"no base model in {where}: run `roarfast train --run-dir {self.root}` first")
 
-    def load_base_model(self, ds, device="cpu"):
-        """(model in eval mode on `device`, meta) of the base model, which must have been trained on `ds`
-        (same fingerprint); a UserError saying what to do otherwise."""
+    def load_base_model(self, ds, device="cpu", model_id: str | None = None):
+        """(model in eval mode on `device`, meta) of the base model `model_id` (default: HEAD's), which must
+        have been trained on `ds` (same fingerprint); a UserError saying what to do otherwise."""
         from roarfast.checkpoint import load_checkpoint
 
-        self.check_base_model()
-        model, meta = load_checkpoint(self.base_checkpoint, device=device, repair=self._train_again)
+        if model_id is None:
+            self.check_base_model()
+            model_id = self.head().base
+        where = self.model_path(model_id)
+        self.model_meta(model_id)  # its id checked before the weights are read
+        model, meta = load_checkpoint(where, device=device, repair=self._train_again)
         if meta.get("dataset_fingerprint") != ds.fingerprint:
-            raise UserError(f"the base model in {self.base_checkpoint} was trained on dataset "
-                            f"{meta.get('dataset_fingerprint')} but this dataset is {ds.fingerprint}; retrain it or "
-                            f"pick the matching --dataset")
+            raise UserError(f"the base model in {where} was trained on dataset {meta.get('dataset_fingerprint')} but "
+                            f"this dataset is {ds.fingerprint}; train one on it (`roarfast train --run-dir "
+                            f"{self.root}` with this dataset: kept beside the other) or pick the matching --dataset")
         return model, meta
 
     def check_named_model(self, spec) -> None:
-        """Refuses (one line) a --model naming another model than the one the base model records: a stage that
+        """Refuses (one line) a --model naming another model than the one HEAD's base model records: a stage that
         loads the base model takes --model only to name it again (a plug-in the record names is imported only
         then: roarfast.plugins.check_recorded). Nothing is imported here."""
         from roarfast.models import MODELS
@@ -166,48 +283,113 @@ class RunDir:
             raise UserError(f"--model {spec}: the base model in {self.base_checkpoint} is {recorded}; name that one "
                             f"(or none: --model only names the base model again here)")
 
-    def base_checkpoint_sha256(self) -> str:
-        """The hash of the base model's weights, verified against the one recorded when they were saved: what
-        its ranks and no-retrain measurements are tied to."""
+    def base_checkpoint_sha256(self, model_id: str | None = None) -> str:
+        """The hash of the weights of the base model `model_id` (default: HEAD's), verified against the one
+        recorded when they were saved: what its ranks and no-retrain measurements are tied to."""
         from roarfast.checkpoint import checkpoint_sha256
 
-        return checkpoint_sha256(self.base_checkpoint, self._train_again)
+        return checkpoint_sha256(self.model_path(model_id or self.head().base), self._train_again)
 
     # ------------------------------------------------------------------------------------------- ranks
 
-    def read_ranks(self, method: str, split: str, dataset_fingerprint: str):
-        """The ranks of (method, split) (a store.RankRecord, its rows verified as they are read), refused
-        with both hashes and the remedy when made from another dataset or another base model than the one
-        the run directory holds now: every reader of ranks reads them here."""
-        current = self.base_checkpoint_sha256() if self.base_meta_path.exists() else None
-        record = self.rank_store.read(method, split, dataset_fingerprint=dataset_fingerprint,
-                                      checkpoint_sha256=current)
+    def rank_path(self, method: str, rank_id: str) -> Path:
+        """The directory of `method`'s rank store `rank_id`: ranks/<method>/<id>, or format 1's
+        attributions/<method> where that is the one (a run directory read as it is)."""
+        from roarfast.history.legacy import legacy_ranks
+
+        return legacy_ranks(self).get((method, rank_id)) or self.rank_dir(method, rank_id)
+
+    def rank_stores(self) -> list:
+        """(method, rank id, directory) of every rank store, format 1's included, sorted."""
+        from roarfast.history.legacy import legacy_ranks
+        from roarfast.store.layout import read_manifest
+
+        found = dict(legacy_ranks(self))
+        if self.ranks_root.is_dir():
+            for method_dir in sorted(p for p in self.ranks_root.iterdir() if p.is_dir()):
+                for store in sorted(p for p in method_dir.iterdir() if p.is_dir()):
+                    method = method_dir.name
+                    for split in sorted(p for p in store.iterdir() if p.is_dir()):
+                        try:
+                            method = (read_manifest(split, self.root) or {}).get("method", method)
+                        except UserError:  # damaged: its readers refuse it, naming the repair
+                            continue
+                    found[(method, store.name)] = store
+        return sorted((method, rank_id, path) for (method, rank_id), path in found.items())
+
+    def ranks_for(self, ids: dict):
+        """The rank stores {method: rank id} (roarfast.store.RankStore: read, listed, written at their places)."""
+        from roarfast.store import RankStore
+
+        return RankStore(self.ranks_root, run_dir=self.root,
+                         places={method: self.rank_path(method, rank_id) for method, rank_id in ids.items()})
+
+    @property
+    def rank_store(self):
+        """The rank stores HEAD names (its latest extraction of each method)."""
+        return self.ranks_for(self.head().ranks)
+
+    def read_ranks(self, method: str, split: str, dataset_fingerprint: str, rank_id: str | None = None,
+                   base: str | None = None):
+        """The ranks of (method, split) in the store `rank_id` (default: HEAD's for the method) as a
+        store.RankRecord, its rows verified as they are read; refused in one line when the store is not the one
+        its id names (damage), or was made from another dataset, or from another base model than `base` (default:
+        HEAD's) or one no longer there: every reader of ranks reads them here."""
+        from roarfast.history.ids import rank_id_of
+
+        head = self.head()
+        rank_id = rank_id or head.ranks.get(method)
+        if rank_id is None:
+            raise UserError(f"no ranks of {method} in {self.root}'s latest request: run `roarfast extract --method "
+                            f"{method} --run-dir {self.root}` first")
+        base = base or head.base
+        present = base is not None and (self.model_path(base) / META).is_file()
+        current = self.base_checkpoint_sha256(base) if present else None
+        store = self.ranks_for({method: rank_id})
+        record = store.read(method, split, dataset_fingerprint=dataset_fingerprint, checkpoint_sha256=current)
+        if rank_id_of(record.manifest) != rank_id:
+            raise UserError(f"{record.directory} does not hold the ranks {rank_id} its place names (its manifest "
+                            f"gives {rank_id_of(record.manifest)}): moved or edited; "
+                            f"`roarfast extract --force --method {method} --run-dir {self.root}` makes them again")
         stamp = record.manifest["checkpoint_sha256"]
         if current is None and stamp is not None:
             raise UserError(f"ranks in {record.directory} were made with base checkpoint sha256 {stamp}, but "
-                            f"{self.base_checkpoint} holds no model: restore it, or `roarfast train --run-dir "
-                            f"{self.root}` and `roarfast extract --force --method {method} --run-dir {self.root}`")
+                            f"{self.model_path(base) if base else self.models_root} holds no model: restore it, or "
+                            f"`roarfast train --run-dir {self.root}` and `roarfast extract --force --method {method} "
+                            f"--run-dir {self.root}`")
         return record
 
-    def ranks_to_make(self, selection, splits) -> list[str]:
-        """The methods of `selection` (a roarfast.methods.selection.Selection) whose ranks an extraction of
-        `splits` would make: missing or incomplete in a split, or recorded with another provenance (parameters,
-        arguments, code, seed, base checkpoint: Selection.ranks_change) than the selection makes now."""
-        checkpoint = self.base_checkpoint_sha256() if selection.needs_model else None
-        out = []
-        for method in selection.names:
-            manifests = (self.rank_store.manifest(method, split) for split in splits)  # read until one is to make
-            if any(manifest is None or not manifest["complete"] or selection.ranks_change(method, manifest, checkpoint)
-                   for manifest in manifests):
-                out.append(method)
-        return out
+    def rank_ids(self, selection, fingerprint: str, base: str | None = None) -> dict:
+        """{method: the id of its ranks} as an extraction of `selection` (a roarfast.methods.selection.Selection)
+        makes them on the data of `fingerprint` from the base model `base` (default: HEAD's; read only where a
+        method uses the model): its ranks' identity (Selection.ranks_identity), checkpoint and data."""
+        from roarfast.history.ids import rank_id
+
+        checkpoint = self.base_checkpoint_sha256(base) if selection.needs_model else None
+        return {m: rank_id(m, selection.ranks_identity(m), selection.ranks_checkpoint(m, checkpoint), fingerprint)
+                for m in selection.names}
+
+    def ranks_to_make(self, selection, splits, fingerprint: str, base: str | None = None) -> list[str]:
+        """The methods of `selection` whose ranks an extraction of `splits` would make: the store of their id
+        (rank_ids) missing or incomplete in a split; a complete one is reused."""
+        store = self.ranks_for(self.rank_ids(selection, fingerprint, base))
+        return [m for m in selection.names
+                if any((store.manifest(m, split) or {}).get("complete") is not True for split in splits)]
 
     # ----------------------------------------------------------------------------------------- dataset
 
-    def remember_dataset(self, ds) -> None:
+    @property
+    def dataset_path(self) -> Path:
+        """The record later commands read the dataset from: HEAD.json (format 1's dataset.json in a run directory
+        read as it is)."""
+        from roarfast.history.legacy import needs_migration
+
+        return self.legacy_dataset_path if needs_migration(self) else self.head_path
+
+    def remember_dataset(self, ds) -> dict:
         """Records ds's name, options (defaults included; how it was read, e.g. streamed, too), the folder it
         was loaded from (ds.data_dir, set by load_dataset) as an absolute path, its fingerprint, canvas and image
-        counts, replacing dataset.json atomically, sealed with its digest."""
+        counts in datasets/<fingerprint>.json, sealed with its digest; returns the record (HEAD carries it)."""
         options = {**ds.options, **ds.read_options}
         data_dir = getattr(ds, "data_dir", None)
         record = {"name": ds.name, "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
@@ -216,13 +398,17 @@ class RunDir:
                   "shape": list(ds.train.shape), "images": {"train": len(ds.train), "test": len(ds.test),
                                                             "validation": len(ds.val_index)},
                   "ground_truth": ds.train.masks is not None}
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_record(self.dataset_path, {**record, "format": RECORD_FORMAT})
+        self.datasets_root.mkdir(parents=True, exist_ok=True)
+        write_record(self.dataset_record_path(ds.fingerprint), {**record, "format": RECORD_FORMAT})
+        return record
 
-    def dataset_record(self) -> dict | None:
-        """What `train` recorded about the dataset (name, data_dir, options, fingerprint), verified, or None."""
-        return _read_record(self.dataset_path, "restore it, or remove it and name the dataset again (--dataset, "
-                                               "--data-dir, --data-option; `roarfast train` records it anew)")
+    def dataset_record(self, fingerprint: str | None = None) -> dict | None:
+        """The record of the dataset of `fingerprint` (datasets/), else HEAD's dataset (name, data_dir, options,
+        fingerprint), verified, or None."""
+        if fingerprint is None:
+            return self.head().dataset
+        return _read_record(self.dataset_record_path(fingerprint), "restore it, or name the dataset again "
+                                                                   "(--dataset, --data-dir, --data-option)")
 
     def dataset_spec(self, name=None, data_dir=None, options=None) -> tuple:
         """(name, data_dir, options) to load: explicit arguments win; what `train` recorded fills in the rest

@@ -5,7 +5,8 @@
                   fractions=(0.3, 0.7), modes=("roar", "kar"), seeds=3)
     cells = study.run()          # base model, ranks, every retraining cell (resumable): a DataFrame
     study.evaluate(["morf", "lerf"])
-    report = study.report()      # report.index_html, report.verdict_lines()
+    report = study.report()      # report.index_html, report.verdict_lines(): the latest run()'s configuration
+    study.configurations()       # what the run directory keeps (roarfast ls); study.report(config="all")
 
 In a notebook a Study displays what run() would do (its preview: grid, cells done and to do, estimated time)
 and a report displays its page inline.
@@ -32,7 +33,7 @@ class Study:
             in_channels) or an nn.Module (its copies re-initialized per training); None: the dataset's default.
         dataset: a built-in name, "torchvision:<Class>", "package.module:factory", a factory, the data itself
             as (train, test[, classes]) (each a uint8/int64 tensor pair or a torch Dataset of (image, label)),
-            or a roarfast Dataset.
+            or a roarfast Dataset; None: the run directory's latest (HEAD's), else the embedded one (said which).
         methods: estimator names ("sg-sq", "captum:Saliency", "package.module:function") and functions
             function(model, images, target) -> maps (a partial, a callable object), as a list or a
             comma-separated string; or a dict name -> function, each recorded as object:<name> (a list may hold
@@ -55,7 +56,7 @@ class Study:
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
     """
 
-    def __init__(self, run_dir, *, model=None, dataset="embedded", methods=None, fractions=None, modes=None,
+    def __init__(self, run_dir, *, model=None, dataset=None, methods=None, fractions=None, modes=None,
                  seeds=None, fill: str = DEFAULT_FILL, device="auto", preset: str = "quick", data_dir=None,
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
@@ -89,13 +90,29 @@ class Study:
         self.progress = progress
         self.group_size = check_positive("group_size", group_size, optional=True)
         self.workers_per_cell = check_positive("workers_per_cell", workers_per_cell)
-        self.dataset = load_dataset(dataset, data_dir, **dict(dataset_options or {}))
+        self._trust = trust_run_dir
+        self.dataset = self._load_dataset(data_dir, dataset_options) if dataset is None else load_dataset(
+            dataset, data_dir, **dict(dataset_options or {}))
         named = [self.dataset.name, *selection.names]
         self._measured = {}  # the preview's measured steps, kept between displays
         if model is not None:
             named.append(checked_model(model, self.dataset).name)
-        self._trust = trust_run_dir
         self._named = tuple(named)
+
+    def _load_dataset(self, data_dir, dataset_options):
+        """The dataset of the run directory's latest request (HEAD's), else the embedded one; says which."""
+        from roarfast.data import load_dataset
+        from roarfast.plugins import user_named
+        from roarfast.rundir import RunDir
+
+        run = RunDir(self.run_dir)
+        recorded = run.dataset_record()
+        with user_named((), self.run_dir if self._trust else None):  # a recorded plug-in: only when trusted
+            name, where, options = run.dataset_spec(None, data_dir, dataset_options)
+            dataset = load_dataset(name, where, **options)
+        self._echo(f"Study: dataset {dataset.name} (" + (f"the run directory's latest, as {run.dataset_path} records it)"
+                                                         if recorded else "embedded: the run directory records none)"))
+        return dataset
 
     def _records(self):
         """The scope of a step: the run directory's records may name what this Study was given (and any code,
@@ -109,7 +126,10 @@ class Study:
         that results.sqlite lacks (with `fill` instead of the Study's, when given). Returns results()."""
         from roarfast.sweep import run_sweep
 
+        from roarfast.history.head import set_command
+
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
+        set_command("Study.run()" if fill is None else f"Study.run(fill={fill!r})")
         with self._records():
             run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
                       progress=self.progress, extract_options=self.extract_options, echo=self._echo,
@@ -136,12 +156,26 @@ class Study:
         run_fill_leakage(self.run_dir, options, dataset_obj=self.dataset, device=self.device, seed=self.seed)
         return self.results(kind="fill-leakage")
 
-    def report(self, out_dir=None):
-        """The report (roarfast report) with this Study's dataset for chance and the example images; returns the
-        roarfast.report.Report (index_html, verdict_lines(), summary)."""
+    def report(self, out_dir=None, config: str | None = None):
+        """The report (roarfast report) with this Study's dataset for chance and the example images, of the
+        configuration `config` names (a label or an id prefix; "all": every one apart; None: the latest
+        request's); returns the roarfast.report.Report (index_html, verdict_lines(), summary)."""
         from roarfast.report import write_report
 
-        return write_report(self.run_dir, out_dir, dataset=self.dataset)
+        return write_report(self.run_dir, out_dir, dataset=self.dataset, config=config)
+
+    def configurations(self):
+        """What the run directory keeps (roarfast ls): a row per configuration (label, id, whether it is the
+        latest request's, cells done and in its grids, bytes of its base model and ranks, when requested, by
+        which command), as a pandas DataFrame (a list of dicts without pandas)."""
+        from roarfast.inventory import listing
+
+        rows = listing(self.run_dir)["configurations"]
+        try:
+            import pandas
+        except ImportError:
+            return rows
+        return pandas.DataFrame.from_records(rows)
 
     def results(self, kind: str | None = "retrain"):
         """The run directory's measurements of `kind` (None: all) as a pandas DataFrame (roarfast.results.load)."""

@@ -1,16 +1,20 @@
 """`roarfast sweep`: the whole benchmark grid (README, "The whole benchmark") — methods x modes x fractions x
 seeds, each cell beside its mask-only control — resumable, shareable and local or on Ray.
 
-It trains the base model when the run directory has none, extracts the ranks the store lacks (or holds with
-another provenance), plans the grid against results.sqlite (roarfast.grid) and runs the cells left through an
-executor (roarfast.executors); it returns once every cell of its grid is done.
+It takes HEAD's base model when it was trained on this data with this seed (of the model the sweep names, if
+it names one), else the base model of the id its own settings make (roarfast.grid.sweep_base): reused when the
+run directory holds it, else trained beside the others; it extracts the ranks of the ids its settings make
+that the run directory lacks (a store of the same id is reused), records its configuration and HEAD, plans the
+grid against results.sqlite (roarfast.grid: a cell's key holds its base model and its ranks' id) and runs the
+cells left through an executor (roarfast.executors); it returns once every cell of its grid is done. Nothing
+another request made is replaced.
 """
 
 import time
 from contextlib import ExitStack
 
 from roarfast.executors import EXECUTORS, Progress, RayOptions, check_workers, execute, import_ray
-from roarfast.grid import Grid, describe_plan, make_plan
+from roarfast.grid import Grid, describe_plan, make_plan, sweep_base
 from roarfast.options import check_choice
 
 
@@ -26,6 +30,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.extract import ExtractOptions
+    from roarfast.history.migrate import upgrade
     from roarfast.memory import keep_freed_memory
     from roarfast.methods.selection import Selection
     from roarfast.results import RETRAIN, open_results
@@ -49,17 +54,20 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": []}
+    upgrade(run)
     selection = Selection.of(cell_estimators(grid.methods), options, seed)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     grid, selection, note = grid.for_data(selection, ds.name, ds.train.masks is not None)
     if note:
         echo(f"[sweep] {note}")
     run.check_writable()  # before anything is trained; the stages check their own estimates
-    _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
-    _ensure_ranks(run, ds, selection, options, device, seed, progress, echo)
-    model, recipe = cell_recipe(run, ds, device, grid)
-    trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping)
+    base = _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
+    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo)
+    model, recipe = cell_recipe(run, ds, device, grid, base=base)
+    trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
+                          ranks=ids)
     trainer.check_ranks(selection.names)
+    trainer.request(selection.names, grid.record(selection.names), "roarfast.sweep.run_sweep()")
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db, selection.names)
         for line in describe_plan(plan, grid):
@@ -74,79 +82,76 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     return {"plan": plan, "rows": rows}
 
 
-def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, echo) -> dict:
-    """The base model of the run directory when it was trained on this dataset (and its model's source is
-    unchanged), else a newly trained grid.model (default: the dataset's), once a fresh copy of it showed
-    that it fits the methods of `selection` the store lacks (methods.requirements.check_methods, their
-    parameters under --amp `amp`): a refusal comes before anything is written. Trained under the run
-    directory's claim, so of several sweeps started together one trains it and the others wait and reuse it."""
+def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, echo) -> str:
+    """The id of the sweep's base model (grid.sweep_base), made HEAD's: reused when the run directory holds it
+    (its model's source unchanged), else trained beside the others once a fresh copy of its model showed that
+    it fits the methods of `selection` (methods.requirements.check_methods, their parameters under --amp `amp`):
+    a refusal comes before anything is written. Trained under the run directory's claim on it (run_train), so
+    of several sweeps started together one trains it and the others wait and reuse it."""
+    from roarfast.basemodel import head_after, run_train, trained_at
     from roarfast.checkpoint import recorded_model
-    from roarfast.basemodel import run_train
 
-    def trained(meta) -> bool:
-        return bool(meta) and meta.get("dataset_fingerprint") == ds.fingerprint
-
-    if not trained(run.base_meta()):
-        options = _base_options(run, ds, grid, selection, amp, device)
-        with run.claim("base", waiting=lambda holder: echo(f"[sweep] base model: waiting for {holder}, which "
-                                                           f"trains it")):
-            if not trained(run.base_meta()):  # else another sweep trained it while this one waited
-                # ds.data_dir is recorded with the dataset: later commands on the run directory need no flags
-                summary = run_train(run.root, options, dataset_obj=ds, seed=seed, device=device, progress=progress)
-                echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
-                     f"({summary['seconds']:.0f} s)")
-                run.record_stage_time("train", summary["seconds"])
-                return run.base_meta()
-    meta = run.base_meta()
-    recorded_model(meta, run.base_checkpoint)  # a changed model source is refused, both hashes named
-    echo(f"[sweep] base model: reusing {meta['model']} (test {meta['test_acc']:.1%})")
+    model_id, spec, _ = sweep_base(run, ds, grid, device, seed)
+    if model_id not in run.models():
+        options = _base_options(ds, grid, spec, selection, amp, device)
+        summary = run_train(run.root, options, dataset_obj=ds, seed=seed, device=device, progress=progress,
+                            echo=lambda line: echo(f"[sweep] {line}"))
+        if not summary["reused"]:  # else another sweep trained it while this one waited
+            echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
+                 f"({summary['seconds']:.0f} s)")
+            run.record_stage_time("train", summary["seconds"])
+            return summary["id"]
+    meta = run.model_meta(model_id)
+    recorded_model(meta, run.model_path(model_id))  # a changed model source is refused, both hashes named
+    echo(f"[sweep] base model: reusing {meta['model']} {model_id[:8]} (trained {trained_at(run, model_id)}, "
+         f"test {meta['test_acc']:.1%})")
+    run.update_head("roarfast.sweep.run_sweep()", base=model_id, **head_after(run, model_id, ds.fingerprint))
     run.record_stage_time("train", meta.get("seconds", 0.0))
-    return meta
+    return model_id
 
 
-def _base_options(run, ds, grid, selection, amp, device):
-    """The TrainOptions of grid.model (default: the dataset's), once a fresh copy of it showed that it fits the
-    methods of `selection` the store lacks."""
+def _base_options(ds, grid, spec, selection, amp, device):
+    """The TrainOptions of `spec` (grid.model, default: the dataset's), once a fresh copy of it showed that it fits
+    the methods of `selection`."""
     import torch
 
     from roarfast.basemodel import TrainOptions
     from roarfast.methods.requirements import check_methods
-    from roarfast.probe import checked_model
-    from roarfast.recipe import default_model
 
-    spec = checked_model(grid.model or default_model(ds, device), ds)
     with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
         fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
-    missing = selection.only(run.rank_store.missing(selection.names))
-    check_methods(fresh, ds, missing, missing.method_params(ds, device, amp), device)
+    check_methods(fresh, ds, selection, selection.method_params(ds, device, amp), device)
     return TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
 
 
-def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo) -> None:
-    """Extracts the methods of `selection` whose ranks the store lacks, or holds with another provenance than
-    this sweep makes (a parameter, an argument, the estimator's code, the seed, the base model:
-    RunDir.ranks_to_make; a complete store of the same provenance is left as it is), with `options`, each under
-    the run directory's claim on its ranks, so that several sweeps extract each method once."""
+def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo) -> dict:
+    """{method: rank id} of the sweep's ranks for HEAD's base model (RunDir.rank_ids), extracting with `options`
+    those the run directory lacks (a complete store of the same id is reused), each under the run directory's
+    claim on its ranks, so that several sweeps extract each method once."""
     from dataclasses import replace
 
     from roarfast.extract import run_extract
 
-    todo = run.ranks_to_make(selection, options.splits)
+    ids = run.rank_ids(selection, ds.fingerprint)
+    todo = run.ranks_to_make(selection, options.splits, ds.fingerprint)
     if not todo:
-        return
+        echo(f"[sweep] ranks: reusing those of {', '.join(selection.names)}")
+        return ids
     with ExitStack() as claims:
         # every process claims in one (sorted) order, so two sweeps never hold what the other waits for
         for method in sorted(todo):
             claims.enter_context(run.claim(f"ranks-{method}", waiting=lambda holder, m=method: echo(
                 f"[sweep] ranks of {m}: waiting for {holder}, which extracts them")))
-        missing = run.ranks_to_make(selection, options.splits)  # extracted by another sweep while this one waited
+        missing = run.ranks_to_make(selection, options.splits, ds.fingerprint)  # extracted by another meanwhile
         if not missing:
-            return
+            return ids
         started = time.perf_counter()
         # the missing methods alone, with the --method-arg values they take
         alone = replace(options, methods=",".join(missing), method_args=dict(selection.only(missing).args))
         run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress)
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
-    echo(f"[sweep] extract: {', '.join(missing)} in {seconds:.0f} s")
+    kept = [m for m in selection.names if m not in missing]
+    echo(f"[sweep] extract: {', '.join(missing)} in {seconds:.0f} s" + (f"; reusing {', '.join(kept)}" if kept else ""))
     run.record_stage_time("extract", {", ".join(missing): seconds})
+    return ids

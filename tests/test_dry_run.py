@@ -65,7 +65,8 @@ def test_a_finished_grid_is_done_and_its_rates_are_the_measured_ones(swept, monk
     out = sweep(swept, *GRID, "--dry-run")
     assert listing(swept) == before
     assert f"(as {RunDir(swept).dataset_path} records it; not read again)" in line(out, "data")
-    assert re.match(r"base model: fastnet, .*: reused \(trained on this dataset, test [\d.]+%\)", line(out, "base model"))
+    assert re.match(r"base model: fastnet, .*: reused [0-9a-f]{8} \(as its record says; trained on this dataset, test "
+                    r"[\d.]+%\)", line(out, "base model"))
     assert line(out, "ranks") == "ranks: to extract: none; stored: random, grad"
     assert "done: 4, to do: 0" in out and line(out, "ETA") == "ETA: 0s (nothing left to do)"
     more = sweep(swept, *GRID, "--seeds", "2", "--dry-run")

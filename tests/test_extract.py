@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from roarfast import extract, ops
-from roarfast.checkpoint import save_checkpoint
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.extract import ExtractOptions, run_extract
@@ -13,6 +12,7 @@ from roarfast.methods import ExplainBatch, MethodParams, compute_maps, register
 from roarfast.methods.compute import rank_maps
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.params import black_baseline
+from roarfast.methods.selection import Selection
 from roarfast.models import build_model
 from roarfast.rundir import RunDir
 
@@ -33,9 +33,10 @@ def untrained_base(run_dir, dataset):
     """run_dir with an untrained fastnet of the dataset saved as its base model."""
     torch.manual_seed(0)
     model = build_model("fastnet", dataset.num_classes)
-    save_checkpoint(RunDir(run_dir).base_checkpoint, model,
-                    {"model": "fastnet", "num_classes": dataset.num_classes, "image_size": 32, "in_channels": 3,
-                     "dataset_fingerprint": dataset.fingerprint})
+    run = RunDir(run_dir)
+    base = run.save_base_model(model, {"model": "fastnet", "num_classes": dataset.num_classes, "image_size": 32,
+                                       "in_channels": 3, "dataset_fingerprint": dataset.fingerprint})
+    run.update_head("test", base=base, dataset=run.remember_dataset(dataset))
     return run_dir
 
 
@@ -206,9 +207,18 @@ def test_a_new_seed_reuses_only_the_ranks_that_ignore_it(run_dir, dataset, capsy
     assert summary[("sobel", "test")]["skipped"] and summary[("grad", "test")]["skipped"]
     assert not summary[("random", "test")]["skipped"] and not summary[("sg-sq-grad", "test")]["skipped"]
     said = capsys.readouterr().out.splitlines()
-    assert "extract: random test was made with other values (seed 0 -> 1): extracting it again" in said
-    assert "extract: sg-sq-grad test was made with other values (seed 0 -> 1): extracting it again" in said
-    assert RunDir(run_dir).rank_store.manifest("random", "test")["params"]["seed"] == 1
+    for method in ("random", "sg-sq-grad"):
+        assert (f"extract: {method} with other values than its latest ranks (seed 0 -> 1): made beside them, which "
+                f"are kept") in said
+    run = RunDir(run_dir)
+    assert run.rank_store.manifest("random", "test")["params"]["seed"] == 1
+    # the seed-0 ranks stay whole beside them, and a seed-0 request reuses them
+    assert sorted(rid for method, rid, _ in run.rank_stores() if method == "random") == sorted(
+        {run.rank_ids(Selection.resolve("random", ExtractOptions(), seed), dataset.fingerprint)["random"]
+         for seed in (0, 1)})
+    again = run_extract(run_dir, ExtractOptions(methods="random", splits=("test",), batch_size=32),
+                        dataset_obj=dataset, device="cpu", seed=0, progress=False)
+    assert again[("random", "test")]["skipped"]
 
 
 def test_extract_ends_with_one_line_saying_what_it_wrote_or_that_nothing_was_left(run_dir):
@@ -220,7 +230,7 @@ def test_extract_ends_with_one_line_saying_what_it_wrote_or_that_nothing_was_lef
             "--no-progress", "--data-option", "num_train=200", "--data-option", "num_test=60"]
     first = CliRunner().invoke(main, args)
     assert first.exit_code == 0, first.output
-    where = str(RunDir(run_dir).rank_store_root)
+    where = str(RunDir(run_dir).ranks_root)
     last = first.output.strip().splitlines()[-1]
     assert last.startswith("extract: wrote the ranks of grad, sobel for test (60 images) into " + where + " in ")
     again = CliRunner().invoke(main, args[:4] + ["grad,sobel,random"] + args[5:])

@@ -66,7 +66,7 @@ def test_occlusion_on_the_command_line_records_its_arguments(tmp_path, dataset):
                       "strides": 32}
     again = invoke(run_dir, "--method", "captum:Occlusion", "--method-arg", "sliding_window_shapes=[3,16,16]",
                    "--method-arg", "strides=16")
-    assert "(sliding_window_shapes [3, 32, 32] -> [3, 16, 16]; strides 32 -> 16): extracting it again" in again.output
+    assert "(sliding_window_shapes [3, 32, 32] -> [3, 16, 16]; strides 32 -> 16): made beside them" in again.output
 
 
 def lrp_model():

@@ -120,8 +120,8 @@ def test_a_builtin_parameter_changed_extracts_again_and_the_same_reuses(run_dir,
     assert extract(run_dir, dataset, "sg-sq", samples=2)[("sg-sq-grad", "test")]["skipped"]
     capsys.readouterr()
     assert not extract(run_dir, dataset, "sg-sq", samples=3)[("sg-sq-grad", "test")]["skipped"]
-    assert "extract: sg-sq-grad test was made with other values (samples 2 -> 3): extracting it again" in \
-        capsys.readouterr().out
+    assert ("extract: sg-sq-grad with other values than its latest ranks (samples 2 -> 3): made beside them, which are "
+            "kept") in capsys.readouterr().out
     assert not torch.equal(first, ranks(run_dir, "sg-sq-grad"))
     # --method-arg sets the same parameter: the value, not where it came from, is what the store records
     assert extract(run_dir, dataset, "sg-sq", samples=2, method_args={"samples": 3})[("sg-sq-grad", "test")]["skipped"]
@@ -136,12 +136,12 @@ def test_a_captum_parameter_changed_extracts_again_on_the_command_line(run_dir):
 
     _, two = invoke("--ig-steps", "2")
     said, twenty = invoke("--ig-steps", "20")
-    assert ("extract: captum:IntegratedGradients test was made with other values (ig_steps 2 -> 20): extracting "
-            "it again") in said
+    assert ("extract: captum:IntegratedGradients with other values than its latest ranks (ig_steps 2 -> 20): made "
+            "beside them") in said
     _, fresh = invoke("--ig-steps", "20", "--force")
     assert not torch.equal(two, twenty) and torch.equal(twenty, fresh)
     said, _ = invoke("--ig-steps", "20")
-    assert "extracting it again" not in said
+    assert "made beside them" not in said
 
 
 def test_an_import_path_whose_file_changed_extracts_again(run_dir, dataset, tmp_path, monkeypatch, capsys):
@@ -187,7 +187,7 @@ def test_a_named_notebook_function_edited_extracts_again_and_run_again_reuses(ru
     parse_methods({"est": notebook(after)})  # the cell edited, then run
     capsys.readouterr()
     assert not extract(run_dir, dataset, name)[(name, "test")]["skipped"]
-    assert "object:est test was made with other values (code.code_sha256 " in capsys.readouterr().out
+    assert "object:est with other values than its latest ranks (code.code_sha256 " in capsys.readouterr().out
     assert not torch.equal(first, ranks(run_dir, name))
 
 
@@ -197,7 +197,7 @@ def test_the_sweep_counts_ranks_of_another_provenance_as_missing(run_dir, datase
     run = RunDir(run_dir)
 
     def to_make(methods, seed=0):  # each time a stage begins: the names resolved again
-        return run.ranks_to_make(Selection.resolve(methods, options, seed), options.splits)
+        return run.ranks_to_make(Selection.resolve(methods, options, seed), options.splits, dataset.fingerprint)
 
     assert to_make(["object:est", "sg-sq-grad", "sobel"]) == ["object:est", "sg-sq-grad", "sobel"]
     extract(run_dir, dataset, "object:est,sg-sq,sobel", samples=2)
@@ -220,7 +220,7 @@ def test_a_study_run_again_after_the_notebook_function_changed_extracts_and_trai
     assert study(notebook(SALIENCY)).run()["finished"].tolist() == first["finished"].tolist()  # all reused
     capsys.readouterr()
     edited = study(notebook(EDITED)).run()
-    assert "extract: object:est train was made with other values (code.code_sha256 " in capsys.readouterr().out
+    assert "extract: object:est with other values than its latest ranks (code.code_sha256 " in capsys.readouterr().out
     est = edited[edited["method"] == "object:est"]
     # the old cell and one trained on the new ranks (told apart by the ranks each row records: both may finish
     # within one second)

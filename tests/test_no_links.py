@@ -1,5 +1,5 @@
 """No write through a link, nothing half-written (issue 24, item 5): a symbolic link planted where roarfast
-writes (a claim lock, dataset.json, stages.json, the checkpoint, a rank store's manifest, .lock or
+writes (a claim lock, HEAD.json, stages.json, the checkpoint, a rank store's manifest, .lock or
 ranks.npy, results.sqlite and its -wal) is refused with one line naming it, and its target is never
 written; `atomic.replace_dir` swaps a directory in whole (a link planted inside the old one included), and a
 failure or a kill at each point leaves the previous one whole or the new one whole."""
@@ -56,15 +56,30 @@ def test_a_link_at_a_claim_lock_is_refused(tmp_path, target):
     assert str(err.value) == refusal(link)
 
 
-@pytest.mark.parametrize("name", ["dataset.json", "stages.json", "checkpoints/base/model.safetensors",
-                                  "checkpoints/base/meta.json", "results.sqlite"])
+def trained_here(run) -> str:
+    """The directory, relative to the run directory, of the base model `train ... --epochs 1 *TINY` makes."""
+    import torch
+
+    from roarfast.basemodel import TrainOptions, base_recipe, requested_id
+    from roarfast.data import load_dataset
+    from roarfast.probe import checked_model
+    from roarfast.recipe import default_model
+
+    ds = load_dataset("embedded", num_train=10, num_test=10)
+    spec = checked_model(default_model(ds, torch.device("cpu")), ds)
+    recipe = base_recipe(spec, ds, torch.device("cpu"), TrainOptions(epochs=1))
+    return str(run.model_dir(requested_id(spec, ds, recipe, 0)).relative_to(run.root))
+
+
+@pytest.mark.parametrize("name", ["HEAD.json", "stages.json", "{model}/model.safetensors", "{model}/meta.json",
+                                  "results.sqlite"])
 def test_a_link_at_a_record_stops_a_stage_before_it_computes(tmp_path, target, monkeypatch, name):
     from roarfast import train
 
     monkeypatch.setattr(train, "train_classifier", lambda *a, **k: pytest.fail("trained before the check"))
     run = RunDir(tmp_path / "run")
-    link = plant(run.root / name, target)
-    # --dataset named: dataset.json is not read first (a link is read through; only writes refuse it)
+    link = plant(run.root / name.format(model=trained_here(run)), target)
+    # --dataset named: HEAD.json is not read first (a link is read through; only writes refuse it)
     line = fails_with_one_line(["train", "--run-dir", str(run.root), "--dataset", "embedded", "--epochs", "1", *TINY])
     assert line == f"Error: {refusal(link)}"
 

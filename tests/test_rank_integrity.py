@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
+from roarfast.errors import UserError
 from roarfast.results import ResultsDB
 from roarfast.rundir import RunDir
 from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
@@ -69,10 +70,12 @@ def test_damaged_test_ranks_stop_evaluate_and_the_report_says_why_it_has_no_pict
 def test_ranks_of_an_earlier_base_model_are_refused_by_every_reader(run_dir):
     run = RunDir(run_dir)
     stamped = run.rank_store.manifest("grad", "train")["checkpoint_sha256"]
+    earlier = run.head().ranks["grad"]
     cli_ok("train", "--run-dir", str(run_dir), "--epochs", "1", "--seed", "1", *TINY)
     current = run.base_checkpoint_sha256()
     assert current != stamped
     before = done_rows(run_dir)
+    # the latest request's ranks are those of the new base model: each reader says to extract them
     commands = [
         ["retrain", "--method", "grad", "--epochs", "1", "--fraction", "0.3"],
         ["evaluate", "--method", "grad", "--metric", "morf", "--fraction", "0.5"],
@@ -80,13 +83,16 @@ def test_ranks_of_an_earlier_base_model_are_refused_by_every_reader(run_dir):
     ]
     for command in commands:
         line = fails_with_one_line([*command, "--run-dir", str(run_dir), *TINY])
-        assert "were made with another model" in line and stamped in line and current in line, command
-        assert f"`roarfast extract --force --method grad --run-dir {run_dir}` remakes them" in line, command
+        assert "roarfast extract" in line and "grad" in line and f"--run-dir {run_dir}" in line, command
     assert done_rows(run_dir) == before
+    # the earlier ones, kept whole, are refused with both hashes when read for the new base model
+    with pytest.raises(UserError, match=f"were made with another model: stored checkpoint sha256 {stamped}, current "
+                                        f"checkpoint {current}; `roarfast extract --force --method grad --run-dir "
+                                        f"{run_dir}` remakes them"):
+        run.read_ranks("grad", "train", run.dataset_record()["fingerprint"], rank_id=earlier)
     # random's ranks ignore the model (no stamp): they stay usable
     cli_ok("retrain", "--run-dir", str(run_dir), "--method", "random", "--epochs", "1", "--fraction", "0.3", *TINY)
-    cli_ok("report", "--run-dir", str(run_dir))
-    assert "another model" in (run.report_dir / "index.md").read_text()  # the picture's note names the cause
+    assert "also in this run directory:" in cli_ok("report", "--run-dir", str(run_dir))  # the earlier base's cells
 
 
 def test_ranks_without_their_base_model_are_refused(run_dir):

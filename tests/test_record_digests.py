@@ -114,7 +114,8 @@ def test_a_flipped_dataset_json_is_refused_by_the_commands_that_read_it(run):
         line = fails_with_one_line(command(reader, run))
         assert line == (f"Error: {run.dataset_path} does not match the sha256 recorded in it when it was written (the "
                         f"file changed on disk); restore it, or remove it and name the dataset again (--dataset, "
-                        f"--data-dir, --data-option; `roarfast train` records it anew)")
+                        f"--data-dir, --data-option; `roarfast train` records the latest request anew; every "
+                        f"artifact stays where it is)")
 
 
 def test_a_flipped_stage_time_is_refused_by_the_report(run):
@@ -127,9 +128,11 @@ def test_a_flipped_stage_time_is_refused_by_the_report(run):
                     f"file changed on disk); remove it (the next sweep records the stage times again) or restore it")
 
 
-def test_records_written_before_digests_are_read_with_a_note(run, caplog):
-    run.dataset_path.write_text(json.dumps({"name": "embedded", "data_dir": None, "options": {"num_train": 10},
-                                            "fingerprint": "x"}))
+def test_records_written_before_digests_are_read_with_a_note(tmp_path, caplog):
+    run = RunDir(tmp_path / "format-1")  # a dataset.json of before digests is of run-directory format 1
+    run.root.mkdir()
+    run.legacy_dataset_path.write_text(json.dumps({"name": "embedded", "data_dir": None, "options": {"num_train": 10},
+                                                   "fingerprint": "x"}))
     with caplog.at_level("WARNING"):
         assert run.dataset_record()["options"] == {"num_train": 10}
     assert f"{run.dataset_path} was written before roarfast recorded digests" in caplog.text

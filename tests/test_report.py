@@ -45,8 +45,8 @@ def run_dir(tmp_path_factory):
     """random, `copy` (random's rows under another name), `good` (clearly better), `solo` (one seed),
     controls for good and random at ROAR 50%, plus a stale config, an unknown mode and a second fill."""
     run = tmp_path_factory.mktemp("run")
-    RunDir(run).base_checkpoint.mkdir(parents=True)
-    RunDir(run).base_meta_path.write_text(json.dumps(
+    RunDir(run).legacy_base_checkpoint.mkdir(parents=True)  # hand-made records of format 1, read as they are
+    (RunDir(run).legacy_base_checkpoint / "meta.json").write_text(json.dumps(
         {"model": "fastnet", "dataset": "embedded", "num_classes": 10, "test_acc": 0.95, "val_acc": 0.96,
          "seconds": 12.0}))
     with ResultsDB(RunDir(run).results_path) as db:
@@ -236,10 +236,12 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
 
     from roarfast import ops
     from roarfast.data import load_dataset
+    from roarfast.history.ids import rank_id
 
     run = RunDir(tmp_path / "run")
     ds = load_dataset("embedded", None, num_train=40, num_test=20)
-    run.remember_dataset(ds)
+    ids = {method: rank_id(method, {}, None, ds.fingerprint) for method in ("random", "oracle")}
+    run.update_head("test", dataset=run.remember_dataset(ds), ranks=ids)
     h, w = ds.test.shape[1:]
     ranks = {}
     store = run.rank_store

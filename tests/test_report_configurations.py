@@ -56,8 +56,8 @@ E4_RANDOM, E4_GRAD = [0.60, 0.61, 0.62], [0.20, 0.21, 0.22]
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     run = RunDir(tmp_path_factory.mktemp("run"))
-    run.base_checkpoint.mkdir(parents=True)
-    run.base_meta_path.write_text(json.dumps({"model": "fastnet", "dataset": "embedded", "num_classes": 10,
+    run.legacy_base_checkpoint.mkdir(parents=True)  # rows without a base model: a run directory of format 1
+    (run.legacy_base_checkpoint / "meta.json").write_text(json.dumps({"model": "fastnet", "dataset": "embedded", "num_classes": 10,
                                               "test_acc": 0.9, "val_acc": 0.9, "seconds": 5.0,
                                               "recipe": {**RECIPE, "epochs": 4}}))
     with ResultsDB(run.results_path) as db:
@@ -169,7 +169,13 @@ def test_cells_retrained_with_other_epochs_in_one_run_directory_are_reported_apa
     for epochs in ("1", "2"):
         cli_ok("retrain", "--run-dir", run_dir, "--method", "random,grad", "--epochs", epochs, "--seeds", "2",
                "--fraction", "0.5", *TINY)
+    # by default the latest request's configuration, the other listed first with the command that reports it
     output = cli_ok("report", "--run-dir", run_dir)
+    assert output.startswith("reported: the latest request's configuration [epochs 2]")
+    (other,) = [line for line in output.splitlines() if line.startswith("also in this run directory: [epochs 1]")]
+    assert other.endswith(f"`roarfast report --run-dir {run_dir} --config {other.split('--config ')[1][:8]}`")
+    assert [line.split(":")[0] for line in output.splitlines() if "ROAR 50% grad:" in line] == ["ROAR 50% grad"]
+    output = cli_ok("report", "--run-dir", run_dir, "--all")
     assert output.startswith("2 configurations of the retraining cells, reported apart")
     grad = [line for line in output.splitlines() if "ROAR 50% grad:" in line]
     assert [line.split("]")[0] for line in grad] == ["[epochs 1", "[epochs 2"]

@@ -11,6 +11,7 @@ import sys
 import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
+from roarfast.atomic import write_record
 from roarfast.data import load_dataset
 from roarfast.report import write_report
 from roarfast.report.sections import ensembles
@@ -26,12 +27,12 @@ def issue_run(root, random, methods, base_acc, fractions=(0.5,), dataset=None) -
     """The issue's run: a base model trained 15 epochs, cells 2 epochs (batch 64), one fraction, 3 seeds;
     `random` and each of `methods` (name -> accuracies) at every fraction; a dataset recorded when given."""
     run = RunDir(root)
-    run.base_checkpoint.mkdir(parents=True)
-    run.base_meta_path.write_text(json.dumps({"model": "fastnet", "dataset": "embedded", "num_classes": 10,
+    run.legacy_base_checkpoint.mkdir(parents=True)  # hand-made records of run-directory format 1, read as they are
+    (run.legacy_base_checkpoint / "meta.json").write_text(json.dumps({"model": "fastnet", "dataset": "embedded", "num_classes": 10,
                                               "test_acc": base_acc, "val_acc": base_acc, "seconds": 66.0,
                                               "image_size": 32, "in_channels": 3, "recipe": BASE_RECIPE}))
     if dataset is not None:
-        run.remember_dataset(dataset)
+        write_record(run.legacy_dataset_path, {**run.remember_dataset(dataset), "format": 2})
     with ResultsDB(run.results_path) as db:
         for method, accs in {"random": random, **methods}.items():
             for fraction in fractions:

@@ -21,10 +21,10 @@ def hand_made_run(root, rows, extra: dict) -> RunDir:
     """A run directory of an image-tree dataset whose tree is gone (the report cannot open it), a base model
     of 10 classes, and `rows` [(method, mode, fraction, [acc per seed])] recorded with the metrics `extra`."""
     run = RunDir(root)
-    run.base_checkpoint.mkdir(parents=True)
-    run.base_meta_path.write_text(json.dumps({"model": "fastnet", "dataset": "imagefolder", "num_classes": 10,
+    run.legacy_base_checkpoint.mkdir(parents=True)  # hand-made records of run-directory format 1, read as they are
+    (run.legacy_base_checkpoint / "meta.json").write_text(json.dumps({"model": "fastnet", "dataset": "imagefolder", "num_classes": 10,
                                               "test_acc": 0.7, "val_acc": 0.7, "seconds": 60.0}))
-    run.dataset_path.write_text(json.dumps({"name": "imagefolder", "data_dir": str(root / "gone"),
+    run.legacy_dataset_path.write_text(json.dumps({"name": "imagefolder", "data_dir": str(root / "gone"),
                                             "options": {"resize": 36, "crop": 32}, "fingerprint": "f" * 64}))
     with ResultsDB(run.results_path) as db:
         for method, mode, fraction, accs in rows:

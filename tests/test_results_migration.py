@@ -181,7 +181,7 @@ def test_a_file_of_a_later_version_is_refused(tmp_path):
 
 def test_leakage_json_moves_into_results_sqlite(tmp_path):
     run = RunDir(tmp_path)
-    run.dataset_path.write_text(json.dumps({"name": "embedded", "data_dir": None, "options": {}, "fingerprint": "x"}))
+    run.legacy_dataset_path.write_text(json.dumps({"name": "embedded", "data_dir": None, "options": {}, "fingerprint": "x"}))
     run.legacy_fill_leakage_path.write_text(json.dumps(
         [{"method": "random", "fill": "road", "fraction": 0.5, "accuracy": 0.61, "base_rate": 0.5}]))
     with open_results(run) as db:

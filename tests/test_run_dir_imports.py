@@ -1,4 +1,4 @@
-"""Opening a run directory runs nothing from it: records (dataset.json's name, meta.json's model, a rank store's
+"""Opening a run directory runs nothing from it: records (HEAD's dataset name, meta.json's model, a rank store's
 method) that name code, re-sealed as an attacker would, make no command import or call it; each stage that
 must rebuild a plug-in refuses in one line saying how to name it again or opt in, the report goes on without
 the example images, and the same run directory works once the user names its plug-ins again or trusts it (on
@@ -62,9 +62,26 @@ def rewrite(path, **fields) -> None:
     write_record(path, {**record, **fields})
 
 
+def rewrite_dataset(run: RunDir, **fields) -> None:
+    """Changes fields of the dataset record HEAD carries, sealed again."""
+    rewrite(run.head_path, dataset={**json.loads(run.head_path.read_text())["dataset"], **fields})
+
+
+def rewrite_model(run: RunDir, **fields) -> None:
+    """Changes fields of HEAD's base model's meta.json, sealed again, and moves the model to the id the new record
+    gives (HEAD naming it), as anyone who can edit the files can: a meta that does not match its place is refused
+    as damage before anything it names is looked at."""
+    from roarfast.history.ids import model_id_of
+
+    rewrite(run.base_meta_path, **fields)
+    new = model_id_of({k: v for k, v in json.loads(run.base_meta_path.read_text()).items()})
+    run.base_checkpoint.rename(run.model_dir(new))
+    rewrite(run.head_path, base=new)
+
+
 @pytest.fixture(params=["os", "module"])
 def hostile_run(request, honest_run, tmp_path, monkeypatch):
-    """(run directory, marker) of the honest run whose dataset.json and meta.json name code: os.popen with a
+    """(run directory, marker) of the honest run whose HEAD dataset and meta.json name code: os.popen with a
     command / os.system, or a module of the test's own that leaves `marker` when imported or called."""
     _, run, _ = honest_run
     copy = tmp_path / "run"
@@ -75,8 +92,8 @@ def hostile_run(request, honest_run, tmp_path, monkeypatch):
     else:
         name = write_module(tmp_path / "hostile", monkeypatch, extra=SIDE_EFFECT.format(marker=str(marker)))
         dataset, dataset_options, model = f"{name}:hostile_factory", {}, f"{name}:hostile_factory"
-    rewrite(RunDir(copy).dataset_path, name=dataset, options=dataset_options)
-    rewrite(RunDir(copy).base_meta_path, model=model)
+    rewrite_dataset(RunDir(copy), name=dataset, options=dataset_options)
+    rewrite_model(RunDir(copy), model=model)
     return copy, marker, dataset, model
 
 
@@ -114,7 +131,7 @@ def test_the_report_and_results_load_import_nothing_and_say_what_they_skipped(ho
 def test_a_model_record_naming_code_is_refused_where_the_dataset_is_named_again(honest_run, hostile_run):
     module, _, _ = honest_run
     run, marker, _, model = hostile_run
-    rewrite(RunDir(run).dataset_path, name=f"{module}:tensors", options={})
+    rewrite_dataset(RunDir(run), name=f"{module}:tensors", options={})
     for command in (["extract", "--method", "grad"], ["evaluate", "--metric", "morf", "--fraction", "0.5"],
                     ["retrain", "--method", "random", "--epochs", "1"]):
         line = refused_in_one_line([command[0], "--run-dir", run, *command[1:], "--dataset", f"{module}:tensors",

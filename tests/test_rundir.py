@@ -2,26 +2,33 @@
 dataset, the stage-time record, and the dataset it remembers, so that extract and retrain after train need
 no repeated flags and a different dataset is refused with both fingerprints."""
 
-import json
-
 import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.errors import UserError
+from roarfast.history.head import Head, write_head
 from roarfast.rundir import RunDir
 
 
 def test_the_layout_is_the_documented_one(tmp_path):
     """roarfast.rundir's docstring and the README name these paths; every module reaches them through RunDir."""
     run = RunDir(tmp_path)
-    assert run.base_checkpoint == tmp_path / "checkpoints" / "base"
-    assert run.rank_store.root == run.rank_store_root == tmp_path / "attributions"
+    assert run.head_path == run.dataset_path == tmp_path / "HEAD.json"
+    assert run.model_dir("0123456789abcdef") == tmp_path / "models" / "0123456789abcdef"
+    assert run.rank_dir("grad", "0123456789abcdef") == tmp_path / "ranks" / "grad" / "0123456789abcdef"
+    assert run.ranks_for({"grad": "0123456789abcdef"}).path("grad", "test") == tmp_path / "ranks" / "grad" / \
+        "0123456789abcdef" / "test"
+    assert run.configuration_path("0123456789abcdef") == tmp_path / "configurations" / "0123456789abcdef.json"
+    assert run.dataset_record_path("f" * 64) == tmp_path / "datasets" / f"{'f' * 16}.json"
     assert run.results_path == tmp_path / "results.sqlite"
     assert run.stage_times_path == tmp_path / "stages.json"
-    assert run.dataset_path == tmp_path / "dataset.json"
     assert run.report_dir == tmp_path / "report"
     assert run.legacy_fill_leakage_path == tmp_path / "leakage.json"
+    # format 1's places, read as they are and migrated by the first command that writes
+    assert run.legacy_base_checkpoint == tmp_path / "checkpoints" / "base"
+    assert run.legacy_rank_root == tmp_path / "attributions"
+    assert run.legacy_dataset_path == tmp_path / "dataset.json"
 
 
 def test_stage_times_merge_parts_and_replace_totals(tmp_path):
@@ -39,7 +46,7 @@ def test_dataset_spec_explicit_arguments_win_over_the_record(tmp_path):
     assert run.dataset_spec() == ("embedded", None, {})
     data = tmp_path / "data"
     data.mkdir()
-    run.dataset_path.write_text(json.dumps({"name": "cifar10", "data_dir": str(data), "options": {"download": False},
+    write_head(run.head_path, Head(dataset={"name": "cifar10", "data_dir": str(data), "options": {"download": False},
                                             "fingerprint": "f"}))
     assert run.dataset_spec(options={"download": True}) == ("cifar10", str(data), {"download": True})
     assert run.dataset_spec("embedded") == ("embedded", None, {})

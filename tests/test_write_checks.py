@@ -49,7 +49,7 @@ def test_a_read_only_run_dir_is_refused_before_any_work(tmp_path, monkeypatch, n
     read_only(monkeypatch)
     line = fails_with_one_line([*command, "--run-dir", str(tmp_path), *TINY])
     assert f"cannot write {tmp_path} (Read-only file system" in line and "choose another --run-dir" in line
-    assert not RunDir(tmp_path).results_path.exists() and not RunDir(tmp_path).rank_store_root.exists()
+    assert not RunDir(tmp_path).results_path.exists() and not RunDir(tmp_path).ranks_root.exists()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits")
@@ -118,6 +118,7 @@ def test_a_refused_checkpoint_write_is_one_line(tmp_path, monkeypatch, code):
 
     monkeypatch.setattr(checkpoint, "replace_bytes", refused)
     line = fails_with_one_line(["train", "--run-dir", str(tmp_path), "--epochs", "1", *TINY])
-    weights = RunDir(tmp_path).base_checkpoint / checkpoint.WEIGHTS
+    (model,) = RunDir(tmp_path).models_root.iterdir()  # the place of the id the training would have saved
+    weights = model / checkpoint.WEIGHTS
     assert line.startswith(f"Error: cannot write {weights}: {os.strerror(code)}; what was written before is intact")
     assert ("free space there" if code == errno.ENOSPC else "choose a writable --run-dir") in line

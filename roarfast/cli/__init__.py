@@ -33,15 +33,23 @@ NAMED_AGAIN = ("the base model, named again as `train` took it: needed only wher
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), callback=_load_config, is_eager=True,
               expose_value=False, help="YAML file of defaults: top-level keys for every command, or a section per command")
 @click.version_option(package_name="roarfast")
-def main():
+@click.pass_context
+def main(ctx):
     """roarfast: the ROAR interpretability benchmark (RemOve And Retrain), end to end, fast.
 
     A session on the embedded dataset: `roarfast train`, then `roarfast extract --method sg-sq`,
     then `roarfast retrain --fraction 0.7`; or everything at once with `roarfast run`.
     """
+    import shlex
+    import sys
+
+    from roarfast.history.head import set_command
     from roarfast.memory import keep_freed_memory
 
     keep_freed_memory()  # before torch loads: every command's CPU work reuses freed memory (issue 13)
+    # what HEAD and the configurations record: the command line, where this process is roarfast's own
+    own = Path(sys.argv[0]).name == "roarfast" or Path(sys.argv[0]).parts[-2:] == ("cli", "__main__.py")
+    set_command(shlex.join(["roarfast", *sys.argv[1:]]) if own else f"roarfast {ctx.invoked_subcommand}")
 
 
 @main.command()
@@ -60,8 +68,9 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 
     options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp, recipe=recipe)
     summary = run_train(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
-                        device=device, seed=seed, progress=progress)
-    click.echo(f"base model: val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
+                        device=device, seed=seed, progress=progress, echo=click.echo)
+    reused = f"reusing {summary['model']} (trained {summary['trained']}): " if summary["reused"] else ""
+    click.echo(f"base model: {reused}val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
                f"-> {summary['checkpoint']}")
 
 
@@ -95,7 +104,7 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
                              **parameters)
     summary = run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                           device=device, seed=seed, progress=progress)
-    click.echo(summary_line(summary, RunDir(run_dir).rank_store_root))
+    click.echo(summary_line(summary, RunDir(run_dir).ranks_root))
 
 
 #: --group-size of retrain and sweep (a cell's results do not depend on it: how cells train, not what)
@@ -282,16 +291,54 @@ def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fil
               show_default=True, help="the run directory to report on")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where to write the report  [default: RUN_DIR/report]")
+@click.option("--config", "config", default=None, metavar="LABEL|ID",
+              help="the configuration to report, by its label or its id (`roarfast ls` lists them)  [default: the "
+                   "latest request's]")
+@click.option("--all", "every", is_flag=True, help="every configuration of the run directory, each apart")
 @trust_option
 @_friendly_errors
-def report(run_dir, out_dir):
-    """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite."""
-    from roarfast.report import write_report
+def report(run_dir, out_dir, config, every):
+    """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, for the
+    configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
+    otherwise; its first lines list the other configurations and the command that reports each."""
+    from roarfast.report import ALL, write_report
 
-    written = write_report(run_dir, out_dir)
+    if config is not None and every:
+        raise click.UsageError("--config and --all: give one of them")
+    written = write_report(run_dir, out_dir, config=ALL if every else config)
     for line in written.verdict_lines():
         click.echo(line)
     click.echo(f"report: {written.index_html}")
+
+
+@main.command(name="ls")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
+              show_default=True, help="the run directory to list")
+@_friendly_errors
+def ls(run_dir):
+    """What the run directory keeps: each configuration (its label, id, cells done / in its grid, the bytes of
+    its base model and ranks, when it was requested, by which command; * the latest request's), and the base
+    models and rank stores no configuration uses."""
+    from roarfast.inventory import ls_lines
+
+    for line in ls_lines(run_dir):
+        click.echo(line)
+
+
+@main.command()
+@click.argument("names", nargs=-1, metavar="LABEL|ID...")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
+              show_default=True, help="the run directory to prune")
+@click.option("--dry-run", is_flag=True, help="say what would be removed, and remove nothing")
+@_friendly_errors
+def prune(names, run_dir, dry_run):
+    """Remove the configurations named (labels or ids: `roarfast ls` lists them): their records, and their cells,
+    rank stores and base models that no other configuration nor the latest request uses. Run it with --dry-run
+    first."""
+    from roarfast.inventory import prune as prune_run
+
+    for line in prune_run(run_dir, names, dry_run=dry_run):
+        click.echo(line)
 
 
 @main.command()

@@ -19,7 +19,7 @@ from pathlib import Path
 from roarfast.errors import UserError
 from roarfast.report import sections
 from roarfast.report.analysis import analyse
-from roarfast.report.load import load_run
+from roarfast.report.load import ALL, load_run
 from roarfast.report.render import REPORT_FILES, page, write_files
 from roarfast.report.text import verdict_lines
 
@@ -53,10 +53,11 @@ class Report:
         return f"<div class='roarfast-report'>{body}</div>"
 
 
-def write_report(run_dir, out_dir=None, dataset=None) -> Report:
-    """Reads the run directory (writing nothing there), writes the report under out_dir (default: the run
-    directory's report directory) and returns it; `dataset`: the run's Dataset when the caller holds it (a
-    Study's, which the run directory may not be able to load). Every file is built in a temporary directory
+def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None) -> Report:
+    """Reads the run directory (writing nothing there), writes the report of the configuration `config` names
+    (a label or an id prefix; "all": every configuration, each apart; None: the latest request's, HEAD's)
+    under out_dir (default: the run directory's report directory) and returns it; `dataset`: the run's Dataset
+    when the caller holds it (a Study's, which the run directory may not be able to load). Every file is built in a temporary directory
     beside out_dir, which replaces out_dir whole only once all are written: a failure or a kill leaves the
     previous report whole. Raises UserError, writing nothing, when the run directory has no results.sqlite
     or no finished cells, when out_dir cannot be written, or when it is a directory holding files no report
@@ -67,7 +68,7 @@ def write_report(run_dir, out_dir=None, dataset=None) -> Report:
     from roarfast.rundir import RunDir
 
     run = RunDir(run_dir)
-    loaded = load_run(run, dataset)
+    loaded = load_run(run, dataset, config)
     listed = sections.ordered()
     summary = analyse(loaded, listed)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir

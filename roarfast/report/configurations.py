@@ -1,38 +1,39 @@
-"""What makes cells comparable: the configuration of a retraining cell, for the report, is everything its row
-records that is not its method's own ranks — the dataset and model columns, and of its `config` (the dict
-its config_hash hashes: roarfast.cells.CellTrainer.key) the recipe (epochs, batch, learning rate, ...), the
-data's fingerprint, the model's source and every other key, and of the ranks' provenance the settings every
-method shares (granularity, reduction). Two things are left out, each for a reason:
+"""What makes cells comparable, for the report: the configurations of a run directory's retraining cells.
 
-- the method's own ranks (`ranks`' parameters, code identity and, where it draws random numbers, seed):
-  every method has its own, so they cannot tell configurations apart without splitting each method from
-  random. Within a configuration only a method's newest ranks count (its cells made with older ranks are
-  set aside, saying what changed), so one curve never mixes two sets of ranks;
-- the fill: already a dimension of every table, figure and verdict, and a mask-only control (no fill)
-  serves the cells of every fill.
+A configuration recorded by the request that made its cells (roarfast.history.configurations) is its settings
+(dataset, model, recipe, the data's fingerprint, the model's source, the base model, the ranking's settings)
+and the ranks each of its methods uses: its cells are the rows it claims, so one curve never mixes two sets of
+ranks, and two configurations may share cells. The fill is not part of it: it is a dimension of every table,
+figure and verdict already, and a mask-only control (no fill) serves the cells of every fill.
 
-Rows written before schema v5 record no config: they form one configuration of their own, in which the
-newest row of each cell is reported. A run directory holding several configurations is reported apart,
-each labelled by what differs ("epochs 2" / "epochs 4"), so no verdict, ranking, curve or control test ever
-compares cells of two.
+Rows no record claims (written before run-directory format 2) are split as they always were: by everything
+their row records but the method's own ranks (`settings_of`); within one, only a method's newest ranks count
+(its cells made with older ranks are set aside, saying what changed); rows written before results schema v5
+record no config and form one of their own, in which the newest row of each cell is reported. Such
+configurations are never counted as done for a new request.
+
+Several configurations are labelled by what differs ("epochs 2" / "epochs 4"), so no verdict, ranking, curve
+or control test ever compares cells of two.
 """
 
 import re
 from dataclasses import dataclass, field
 
-#: the keys of a config's ranks that are the method's own provenance (Selection.ranks_identity): not shared
-METHOD_OWN_RANKS = ("parameters", "code", "seed")
-#: a cell's config keys that are not part of its configuration (see the module's docstring)
-PER_CELL = ("ranks", "fill")
+from roarfast.history.configurations import METHOD_OWN_RANKS, claims, settings_of
+from roarfast.history.ids import SHOWN_CHARS, digest_id
+
 #: the label of the rows that recorded no config, and of the one configuration recorded beside them
 UNRECORDED, RECORDED = "configuration not recorded (rows before schema v5)", "configuration recorded"
+#: what labels the configurations of rows no record claims, beside recorded ones
+LEGACY = "made before base models were recorded"
 #: a label names at most this many settings (the Configurations table lists them all)
 LABEL_SETTINGS = 3
 #: how the configuration's flattened settings are named in a label, where the leaf name would mislead
-DISPLAY = {"config.dataset": "data", "config.model_source": "model source"}
+DISPLAY = {"config.dataset": "data", "config.model_source": "model source", "config.base": "base model"}
 #: the order in which settings enter a label: these first, then the rest by name, the digests last
-_FIRST = ("dataset", "model", "epochs", "lr", "batch size")
-_LAST = ("data", "model source")
+_FIRST = ("dataset", "num train", "num test", "model", "epochs", "lr", "batch size", "methods", "base seed",
+          "base epochs")
+_LAST = ("data", "model source", "base model")
 
 
 @dataclass
@@ -46,51 +47,75 @@ class Configuration:
     label: str = ""
     differs: dict = field(default_factory=dict)
     slug: str = ""
+    id: str = ""  # its record's id; for rows no record claims, a digest of their settings
+    record: dict | None = None  # its record (roarfast.history.configurations); None: rows no record claims
 
     @property
     def first(self) -> str:
-        return min(r["finished"] or "" for r in self.rows)
+        return min((r["finished"] or "" for r in self.rows), default=(self.record or {}).get("first", ""))
 
     @property
     def last(self) -> str:
-        return max(r["finished"] or "" for r in self.rows)
+        return max((r["finished"] or "" for r in self.rows), default=(self.record or {}).get("last", ""))
 
     def to_dict(self) -> dict:
         return {"label": self.label, "config": self.settings, "differs": self.differs, "first": self.first,
-                "last": self.last, "slug": self.slug}
+                "last": self.last, "slug": self.slug, "id": self.id,
+                "command": None if self.record is None else self.record["command"],
+                "ranks": None if self.record is None else self.record["ranks"]}
 
 
-def settings_of(row: dict) -> dict | None:
-    """The configuration of a retraining row (see the module's docstring); None for a row without config."""
-    config = row.get("config")
-    if config is None:
-        return None
-    shared = {k: v for k, v in config.items() if k not in PER_CELL}
-    ranks = config.get("ranks") or {}
-    shared["ranks"] = {k: v for k, v in ranks.items() if k not in METHOD_OWN_RANKS}
-    return {"dataset": row["dataset"], "model": row["model"], "config": shared}
+def assemble(records: list, rows: list) -> list[Configuration]:
+    """The configurations of a run directory: one per configuration record (oldest first; its cells: the rows
+    it claims, none yet for one whose cells are not done), then the rows no record claims, split by their
+    settings (`split`); all labelled by what differs between them."""
+    found = [Configuration(r["settings"], [row for row in rows if claims(r, row)], id=r["id"], record=r)
+             for r in records]
+    claimed = {id(row) for c in found for row in c.rows}
+    legacy = _split([row for row in rows if id(row) not in claimed])
+    for c in legacy:
+        c.id = "unrecorded" if c.settings is None else digest_id(c.settings)
+    _label(found)
+    _label(legacy)
+    if found and legacy:
+        for c in legacy:
+            c.label = f"{LEGACY}: {c.label}" if c.label else LEGACY
+    _slugs([*found, *legacy])
+    return [*found, *legacy]
 
 
 def split(rows: list) -> list[Configuration]:
-    """The configurations of `rows` (retraining rows), oldest first (by their first finished row), each
-    labelled by what differs between them."""
+    """The configurations of `rows` (retraining rows no record claims), oldest first (by their first finished
+    row), each labelled by what differs between them."""
+    return assemble([], rows)
+
+
+def _split(rows: list) -> list[Configuration]:
     found = {}
     for row in rows:
         settings = settings_of(row)
         key = None if settings is None else _canonical(settings)
         found.setdefault(key, Configuration(settings)).rows.append(row)
-    configurations = sorted(found.values(), key=lambda c: (c.settings is not None, c.first))
-    _label(configurations)
-    return configurations
+    return sorted(found.values(), key=lambda c: (c.settings is not None, c.first))
+
+
+def _described(c: Configuration) -> dict | None:
+    """What a configuration's label is read from: its settings, and for a recorded one its methods, their own
+    ranks' provenance and its base model's seed and epochs."""
+    if c.record is None:
+        return c.settings
+    return {**c.settings, **(c.record.get("about") or {}), "methods": ",".join(sorted(c.record["ranks"])),
+            "ranks of": {m: {k: v for k, v in (p or {}).items() if k in METHOD_OWN_RANKS}
+                         for m, p in c.record.get("provenance", {}).items()}}
 
 
 def _label(configurations: list) -> None:
-    """Sets each configuration's label, differs and slug: with one, nothing; else the settings whose values
-    differ among the recorded ones, named in the order of _order (at most LABEL_SETTINGS in a label)."""
+    """Sets each configuration's label and differs: with one, nothing; else the settings whose values differ
+    among the recorded ones, named in the order of _order (at most LABEL_SETTINGS in a label)."""
     if len(configurations) < 2:
         return
     recorded = [c for c in configurations if c.settings is not None]
-    flat = [flatten(c.settings) for c in recorded]
+    flat = [flatten(_described(c)) for c in recorded]
     names = sorted({name for f in flat for name in f}, key=_order)
     differing = [n for n in names if len({repr(f.get(n)) for f in flat}) > 1]
     for c, f in zip(recorded, flat):
@@ -101,6 +126,12 @@ def _label(configurations: list) -> None:
     for c in configurations:
         if c.settings is None:
             c.label = UNRECORDED
+
+
+def _slugs(configurations: list) -> None:
+    """Each configuration's slug (its files' names) and a label told apart where two are alike."""
+    if len(configurations) < 2:
+        return
     slugs = set()
     for i, c in enumerate(configurations, start=1):
         slug = re.sub(r"[^a-z0-9.]+", "-", c.label.lower()).strip("-")[:40] or f"c{i}"
@@ -141,12 +172,34 @@ def _order(name: str) -> tuple:
 def short(value) -> str:
     """A setting's value in a label: a digest cut to 8 characters, a number as written, a list or dict in
     brief."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32,}", value):
-        return value[:8]
+    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{16,}", value):
+        return value[:SHOWN_CHARS]
     if isinstance(value, float):
         return f"{value:g}"
     text = str(value)
     return text if len(text) <= 24 else text[:21] + "..."
+
+
+def named(configurations: list, text: str, flag: str = "--config") -> Configuration:
+    """The configuration `text` names: its label, or its id or a prefix of it (4 characters or more); a
+    UserError (naming it as `flag` did) listing them when none or several match."""
+    from roarfast.errors import UserError
+
+    text = str(text).strip()
+    found = ([c for c in configurations if text in (c.label, c.id)]
+             or [c for c in configurations if len(text) >= 4 and c.id.startswith(text.lower())])
+    if len(found) == 1:
+        return found[0]
+    listing = "; ".join(f"{c.id[:SHOWN_CHARS]} [{c.label or 'the only one'}]" for c in configurations)
+    if not found:
+        raise UserError(f"{flag} {text}: no such configuration in this run directory; its configurations: "
+                        f"{listing or 'none'} (`roarfast ls` lists them)")
+    raise UserError(f"{flag} {text}: names {len(found)} configurations; give more of the id ({listing})")
+
+
+def report_command(run, c: Configuration) -> str:
+    """The command that reports configuration `c` of RunDir `run`."""
+    return f"roarfast report --run-dir {run.root} --config {c.id[:SHOWN_CHARS]}"
 
 
 def _canonical(settings: dict) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
-from roarfast.report.configurations import Configuration, ranks_change, split
+from roarfast.report.configurations import Configuration, assemble, named, ranks_change, report_command
 from roarfast.stats import chance_rate
 
 
@@ -66,6 +66,12 @@ class LoadedRun:
     set_aside: list = field(default_factory=list)
     stages: list = field(default_factory=list)
     dataset: object = None
+    answered: str = ""  # which configurations are reported, and why ("" when the run directory holds one)
+    others: list = field(default_factory=list)  # the configurations not reported: {label, id, cells, command}
+
+
+#: `select` of load_run that reports every configuration apart
+ALL = "all"
 
 
 def method_order(method: str) -> tuple:
@@ -77,9 +83,11 @@ def mode_order(mode: str) -> int:
     return RETRAIN_MODES.index(mode)
 
 
-def load_run(run, dataset=None) -> LoadedRun:
-    """Reads RunDir `run` (with `dataset`, when given, instead of opening the one dataset.json records).
-    Raises UserError, reading nothing else, when it has no results.sqlite or no finished retraining cells."""
+def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
+    """Reads RunDir `run` (with `dataset`, when given, instead of opening the one HEAD records) for the
+    configuration `select` names (a label or an id prefix; ALL: every configuration, each apart; None: the
+    latest request's, HEAD's: `_choose`). Raises UserError, reading nothing else, when it has no
+    results.sqlite or no finished retraining cells."""
     from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
 
     path = run.results_path
@@ -98,26 +106,63 @@ def load_run(run, dataset=None) -> LoadedRun:
     retrained = [r for r in known if r["kind"] == RETRAIN]
     if not retrained:
         raise UserError(f"no finished cells of modes {', '.join(RETRAIN_MODES)} in {path}")
-    meta = run.base_meta()
-    if not meta:
+    from roarfast.history.configurations import configurations
+
+    found = assemble(configurations(run), retrained)
+    chosen, answered = _choose(run, found, select)
+    head_meta = run.base_meta()
+    if not head_meta and any(c.record is None for c in chosen):
         notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
     ds = _open_dataset(run, dataset, notes)
-    loaded = LoadedRun(parts=[], notes=notes, dataset=ds)
-    for configuration in split(retrained):
-        kept = _current_ranks(configuration, loaded.set_aside)
+    loaded = LoadedRun(parts=[], notes=notes, dataset=ds, answered=answered,
+                       others=[{"label": c.label, "id": c.id, "cells": len(c.rows),
+                                "command": (c.record or {}).get("command"), "report": report_command(run, c)}
+                               for c in found if c not in chosen and c.rows])
+    for configuration in chosen:
+        recorded = configuration.record is not None
+        kept = configuration.rows if recorded else _current_ranks(configuration, loaded.set_aside)
         part_notes = []
         cells = _newest_cells(kept, configuration, loaded.set_aside, part_notes)
+        meta = run.model_meta(configuration.settings["config"].get("base")) if recorded else head_meta
         loaded.parts.append(Loaded(cells=cells, retrained=kept,
                                    no_retrain=[r for r in known if r["kind"] == NO_RETRAIN],
                                    fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE],
                                    context=_context(run, meta, cells, part_notes, ds, configuration),
                                    notes=part_notes, configuration=configuration))
+    meta = loaded.parts[0].context.meta if len(loaded.parts) == 1 else head_meta
     loaded.stages = _stage_times(run, meta, [cell for part in loaded.parts for cell in part.cells])
     return loaded
 
 
+def _choose(run, found: list, select: str | None) -> tuple:
+    """(the configurations to report, which and why, where one is chosen among several): `select`'s (ALL: every
+    one with finished cells), else the latest request's (HEAD's), else the only one, else every one (no latest
+    request recorded)."""
+    reportable = [c for c in found if c.rows]
+    if select == ALL:
+        return reportable, ""
+    others = f"`roarfast report --run-dir {run.root} --all` reports every one apart"
+    if select is not None:
+        chosen = named(found, select)
+        if not chosen.rows:
+            raise UserError(f"--config {select}: configuration [{chosen.label}] has no finished cells yet; {others}")
+        return [chosen], f"configuration [{chosen.label}] ({chosen.id[:8]}), as --config {select} asked"
+    head = run.head()
+    latest = [c for c in found if head.configuration is not None and c.id == head.configuration]
+    if latest:
+        if not latest[0].rows:
+            raise UserError(f"the latest request's configuration ({latest[0].id[:8]}, `{head.command}`) has no "
+                            f"finished cells yet: finish it (the same command again), or report another: {others}")
+        label = f" [{latest[0].label}]" if latest[0].label else ""
+        return latest, (f"the latest request's configuration{label} ({latest[0].id[:8]}, `{head.command}`)"
+                        if len(reportable) > 1 else "")
+    if len(reportable) == 1:
+        return reportable, ""
+    return reportable, ""  # no latest request recorded (format 1): every one apart, as the head lines say
+
+
 def _open_dataset(run, ds, notes: list):
-    """The run's dataset: `ds` when given, else the one dataset.json records, else None (a note says why)."""
+    """The run's dataset: `ds` when given, else the one HEAD records, else None (a note says why)."""
     if ds is not None:
         return ds
     if run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong

@@ -92,10 +92,13 @@ def set_aside_line(entry: dict, several: bool, lead: str = "") -> str:
 
 
 def head_lines(summary: dict) -> list[str]:
-    """What to know before the verdicts: the configurations when there are several, what was set aside and
-    why, and each configuration's warnings (random near chance, a weak or undertrained model)."""
+    """What to know before the verdicts: which configuration is reported and the others with the command that
+    reports each, the configurations when several are reported, what was set aside and why, and each
+    configuration's warnings (random near chance, a weak or undertrained model)."""
     parts = parts_of(summary)
-    lines = []
+    lines = [f"reported: {summary['answered']}"] if summary.get("answered") else []
+    lines += [f"also in this run directory: [{o['label']}] {o['cells']} cells: `{o['report']}`"
+              for o in summary.get("others", [])]
     if len(parts) > 1:
         counted = "; ".join(f"[{p['configuration']['label']}] {p['configuration']['cells']} cells" for p in parts)
         lines.append(f"{len(parts)} configurations of the retraining cells, reported apart (no verdict, ranking, curve "

@@ -382,6 +382,34 @@ class ResultsDB:
         self._conn.execute("UPDATE measurements SET row_sha256 = ? WHERE rowid = ?", (row_digest(dict(row)), rowid))
 
     @_sqlite_errors
+    def rekey(self, pairs: list) -> None:
+        """Gives each row of an old key its new key (same columns but config_hash, its config written beside it),
+        in one transaction: a migration that records in a row's config what made it (its base model, its
+        ranks' id) where that is proven. A row whose new key another row holds is left as it is."""
+        with self._transaction():
+            for old, new in pairs:
+                row = self._row(check_key(old))
+                if row is None or self._row(check_key(new)) is not None:
+                    continue
+                self._conn.execute("UPDATE measurements SET config_hash = ?, config = ? WHERE rowid = ?",
+                                   (new.config_hash, canonical_json(new.config), row["rowid"]))
+                fresh = self._conn.execute("SELECT * FROM measurements WHERE rowid = ?", (row["rowid"],)).fetchone()
+                self._conn.execute("UPDATE measurements SET row_sha256 = ? WHERE rowid = ?",
+                                   (row_digest(dict(fresh)), row["rowid"]))
+
+    @_sqlite_errors
+    def delete(self, keys: list) -> int:
+        """Removes the rows of `keys` (each verified first) in one transaction; returns how many there were."""
+        removed = 0
+        with self._transaction():
+            for key in keys:
+                row = self._row(check_key(key))
+                if row is not None:
+                    self._conn.execute("DELETE FROM measurements WHERE rowid = ?", (row["rowid"],))
+                    removed += 1
+        return removed
+
+    @_sqlite_errors
     def rows(self, **filters) -> list[dict]:
         """Rows as dicts (versions, extra and config decoded; config None where a row predates schema v5),
         ordered by key; filters on key columns or status, each a

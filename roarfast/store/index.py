@@ -1,6 +1,7 @@
-"""The rank stores under one root (a run directory's is RunDir.rank_store), `<root>/<method>/<split>/`:
-opening a store's writer (new or resumed), reading a complete one back, and listing what is there (by the
-full method names the manifests hold: a long name's directory is bounded, layout.dir_name)."""
+"""Rank stores: under one root, `<root>/<method>/<split>/`, or at the places a run directory gives each method
+(RunDir.ranks_for: `ranks/<method>/<rank id>/<split>/`): opening a store's writer (new or resumed), reading a
+complete one back, and listing what is there (by the full method names the manifests hold: a long name's
+directory is bounded, layout.dir_name)."""
 
 import fcntl
 import json
@@ -68,14 +69,23 @@ def _short(value) -> str:
 
 
 class RankStore:
-    """All rank stores under `root` (a run directory's is RunDir.rank_store): `<root>/<method>/<split>/`."""
+    """The rank stores under `root`, `<root>/<method>/<split>/`; or, given `places` ({method: directory}), the
+    stores of those methods alone, `<directory>/<split>/` (a run directory's: RunDir.ranks_for)."""
 
-    def __init__(self, root, run_dir=None):
+    def __init__(self, root, run_dir=None, places: dict | None = None):
         self.root = Path(root)
         self.run_dir = run_dir  # named in the repair commands of its messages
+        self.places = places
 
     def path(self, method: str, split: str) -> Path:
-        return self.root / dir_name(_check_name("method", method)) / _check_name("split", split)
+        _check_name("method", method)
+        if self.places is None:
+            return self.root / dir_name(method) / _check_name("split", split)
+        if method not in self.places:
+            where = f" --run-dir {self.run_dir}" if self.run_dir is not None else ""
+            raise UserError(f"no ranks of {method} in the latest request of {self.run_dir or self.root}: run "
+                            f"`roarfast extract --method {method}{where}` first")
+        return Path(self.places[method]) / _check_name("split", split)
 
     def open_writer(
         self,
@@ -246,6 +256,13 @@ class RankStore:
     def _manifests(self):
         """(method, split, manifest) of every store under the root, sorted; the method is the full name its
         manifest holds where the directory is that name's (dir_name), else the directory's name."""
+        if self.places is not None:
+            for method, directory in sorted(self.places.items()):
+                for split in SPLITS:
+                    manifest = read_manifest(Path(directory) / split, self.run_dir)
+                    if manifest is not None:
+                        yield method, split, manifest
+            return
         if not self.root.is_dir():
             return
         for method_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
@@ -258,7 +275,10 @@ class RankStore:
                     yield method, split_dir.name, manifest
 
     def manifest(self, method: str, split: str) -> dict | None:
-        """The manifest of (method, split) as stored (complete or not), or None when there is none."""
+        """The manifest of (method, split) as stored (complete or not), or None when there is none (or no place
+        for the method)."""
+        if self.places is not None and method not in self.places:
+            return None
         return read_manifest(self.path(method, split), self.run_dir)
 
     def missing(self, methods) -> list[str]:

@@ -1,4 +1,5 @@
-"""The on-disk layout of one rank store, `<root>/<method>/<split>/`, and the pieces of it that its writer,
+"""The on-disk layout of one rank store, `<root>/<method>/<split>/` (in a run directory `ranks/<method>/<rank
+id>/<split>/`: roarfast.rundir), and the pieces of it that its writer,
 its reader and the index of stores share.
 
 `<method>` is the method's name, or for a name too long to be one file name (a plug-in's long import path)
@@ -16,6 +17,7 @@ a bounded one: its first characters and a hash of the whole (`dir_name`); the ma
 
 import hashlib
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -68,14 +70,16 @@ def read_manifest(directory: Path, run_dir=None) -> dict | None:
         text = path.read_text()
     except FileNotFoundError:
         return None
+    # `<method>/<split>`, or in a run directory `<method>/<rank id>/<split>`
+    method_dir = directory.parent.parent if re.fullmatch(r"[0-9a-f]{16}", directory.parent.name) else directory.parent
     try:
         manifest = json.loads(text)
     except ValueError as e:
-        raise UserError(f"{path} is not valid JSON ({e}); {repair_command(directory.parent.name, run_dir)}") from None
+        raise UserError(f"{path} is not valid JSON ({e}); {repair_command(method_dir.name, run_dir)}") from None
     method = manifest.get("method") if isinstance(manifest, dict) else None
     # a long name's directory is bounded (dir_name): the repair names the method the manifest says it holds
-    repair = repair_command(method if isinstance(method, str) and dir_name(method) == directory.parent.name
-                            else directory.parent.name, run_dir)
+    repair = repair_command(method if isinstance(method, str) and dir_name(method) == method_dir.name
+                            else method_dir.name, run_dir)
     manifest = unseal(manifest, path, repair, older=lambda record: record.get("format") == UNSEALED_FORMAT)
     if manifest.get("format") not in (UNSEALED_FORMAT, FORMAT):
         raise UserError(f"{path} has format {manifest.get('format')!r}, this roarfast reads formats "

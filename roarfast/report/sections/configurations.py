@@ -1,6 +1,8 @@
-"""First on the page, when there is something to know before any number: the configurations the cells were
-trained under, when there are several (each reported apart, labelled by what differs: no verdict, ranking,
-curve or control test compares cells of two), and what was set aside, and why."""
+"""First on the page, when there is something to know before any number: which configuration of the run
+directory is reported (the latest request's, or the one --config names) and the others, each with the command
+that reports it; the configurations the cells were trained under, when several are reported (each apart,
+labelled by what differs: no verdict, ranking, curve or control test compares cells of two); and what was set
+aside, and why."""
 
 from roarfast.report.analysis import parts_of
 from roarfast.report.configurations import short
@@ -9,12 +11,19 @@ from roarfast.report.text import set_aside_line
 
 
 def numbers(loaded, summary: dict) -> dict:
-    return {"set_aside": list(loaded.set_aside)}
+    return {"set_aside": list(loaded.set_aside), "answered": loaded.answered, "others": list(loaded.others)}
 
 
 def blocks(summary: dict) -> list:
     parts = parts_of(summary)
     out = []
+    if summary.get("answered"):
+        out.append(Lines("Reported", [f"reported: {summary['answered']}"]))
+    if summary.get("others"):
+        rows = [[o["label"], str(o["cells"]), o["command"] or "-", f"`{o['report']}`"] for o in summary["others"]]
+        out.append(Table(f"Other configurations in this run directory: {len(rows)}, in no number below "
+                         f"(`roarfast report --all` reports every one apart)",
+                         ["configuration", "cells (with controls)", "requested by", "reported by"], rows))
     if len(parts) > 1:
         rows = [[c["label"], str(c["cells"]), _when(c["first"]), _when(c["last"]),
                  "; ".join(f"{name} {short(value)}" for name, value in c["differs"].items()) or "-"]

@@ -1,7 +1,8 @@
 """One test image masked exactly as retraining saw it: a row per method, a column per mode and fraction.
 The only part of the report that reads the dataset and the rank store, and imports the compiled extension
-(when it draws); a grid that cannot be drawn becomes a note. About the whole run (the ranks it shows are the
-store's): its methods and columns are those of every configuration."""
+(when it draws); a grid that cannot be drawn becomes a note. About the reported configurations: its methods
+and columns are those of every one, each method's ranks those of the first that names it (HEAD's where
+none does: cells made before base models were recorded)."""
 
 from functools import partial
 
@@ -55,7 +56,13 @@ def example_grid(summary: dict, context, run):
     fill = resolve_fill(fill_name)
     columns = [(mode, f) for mode in MODES for f in sorted({g["fraction"] for g in groups
                                                             if g["mode"] == mode and g["fill"] == fill_name})]
-    store = run.rank_store
+    ids, bases = {}, {}
+    for part in reversed(parts):  # the first configuration naming a method gives its ranks
+        configuration = part["configuration"]
+        ids.update(configuration.get("ranks") or {})
+        bases.update(dict.fromkeys(configuration.get("ranks") or {}, (configuration.get("config") or {}).get(
+            "config", {}).get("base")))
+    store = run.ranks_for({**run.head().ranks, **ids})
     stored = set(store.methods("test"))
     methods = sorted({g["method"] for g in groups if g["mode"] in MODES} & stored, key=method_order)
     if not methods or not columns:
@@ -66,7 +73,8 @@ def example_grid(summary: dict, context, run):
     original = image.float().div(255)[0].permute(1, 2, 0).numpy()
     rows = []
     for method in methods:
-        ranks = run.read_ranks(method, "test", ds.fingerprint).rows([EXAMPLE_INDEX])
+        ranks = run.read_ranks(method, "test", ds.fingerprint, rank_id=ids.get(method),
+                               base=bases.get(method)).rows([EXAMPLE_INDEX])
         row = [original]
         for mode, fraction in columns:
             x = fill.apply(image, ranks, float(fraction), mode == "kar", mean=ds.mean, std=ds.std,
