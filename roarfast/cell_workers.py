@@ -107,9 +107,10 @@ def train_data_parallel(run_dir: str, settings: dict, cells: list) -> list:
     return outcomes.get()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Has Linux kill this process when the one that spawned it dies (a Ray worker killed with its node or
-    its driver), so that no rank trains on alone, holding a device; elsewhere nothing."""
+    its driver, a sweep's cell process with its sweep), so that no rank or cell trains on alone, holding a
+    device or a core; elsewhere nothing."""
     import ctypes
     import signal
 
@@ -128,7 +129,7 @@ def _rank(rank: int, env: dict, run_dir: str, settings: dict, cells: list, outco
     from roarfast.train.parallel import join_torchrun
 
     os.environ.update(env, RANK=str(rank), LOCAL_RANK=str(rank))
-    _die_with_parent()
+    die_with_parent()
     try:
         device = join_torchrun(torch.device(settings["device"]))
         results = worker_trainer(run_dir, settings, device).train_cells(cells)

@@ -6,6 +6,7 @@ finished cells.
 """
 
 import time
+from contextlib import contextmanager
 
 from roarfast.modes import KAR, ROAR, control_mode
 
@@ -16,6 +17,11 @@ RANDOM_MARGIN = 0.40
 RANDOM_CHECK_FRACTION = 0.5
 #: the quick grid's fractions after the one covering the object
 LATER_FRACTIONS = (0.25, RANDOM_CHECK_FRACTION)
+#: the run's data and net, sized so that it takes minutes on 2 CPU cores in fp32 too (README, "Quickstart";
+#: benchmarks/RESULTS.md, "The first run"): 1,500 training images, the test split as large as by default (the
+#: verdicts' and the controls' tests count its images), and fastnet at half width, tuned for short trainings
+RUN_DATA = {"num_train": 1500, "num_test": 1000}
+RUN_MODEL = "fastnet-small"
 
 
 def object_fraction(ds) -> float:
@@ -27,7 +33,8 @@ def object_fraction(ds) -> float:
 
 def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, methods=None, seeds=None, epochs=None,
              dataset_options=None, echo=print) -> dict:
-    """The quick preset on the embedded dataset, then the report. Returns {"rows", "checks", "report"}."""
+    """The quick preset with RUN_MODEL on the embedded dataset of RUN_DATA (`dataset_options` override it key by
+    key), then the report. Returns {"rows", "checks", "report"}."""
     from roarfast.data import load_dataset
     from roarfast.device import resolve_device
     from roarfast.grid import preset_grid
@@ -37,14 +44,18 @@ def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, m
 
     started = time.perf_counter()
     device = resolve_device(device)
-    ds = load_dataset("embedded", **(dataset_options or {}))
+    ds = load_dataset("embedded", **{**RUN_DATA, **(dataset_options or {})})
+    processes = cell_processes(device)
     echo(f"[run] embedded dataset: {len(ds.train)} train / {len(ds.test)} test images, {ds.num_classes} classes, "
-         f"device {device}")
+         f"device {device}" + (f", cells in {processes} single-thread processes side by side" if processes > 1 else ""))
     covering = round(object_fraction(ds), 4)
     # the smallest fraction that removes (ROAR) or keeps (KAR) the whole object is where the checks bite
     fractions = tuple(fractions) if fractions else (covering, *LATER_FRACTIONS)
-    grid = preset_grid("quick", methods=methods, fractions=fractions, seeds=seeds, epochs=epochs, first_seed=seed)
-    result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo)
+    grid = preset_grid("quick", methods=methods, fractions=fractions, seeds=seeds, epochs=epochs, first_seed=seed,
+                       model=RUN_MODEL)
+    with single_threaded(processes > 1):
+        result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo,
+                           cell_processes=processes)
     meta = RunDir(run_dir).base_meta()
     report = write_report(run_dir, dataset=ds)  # the dataset held here: the report does not generate it again
     echo("")
@@ -56,6 +67,33 @@ def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, m
         echo(f"check: {text}: {'ok' if ok else 'FAILED'} ({acc:.1%})")
     echo(f"\n[run] done in {time.perf_counter() - started:.0f} s; report: {report.index_html}")
     return {"rows": result["rows"], "checks": checks, "report": report}
+
+
+def cell_processes(device) -> int:
+    """On a CPU, a single-thread process per core (torch's thread count) trains the cells side by side, and this
+    process trains the base model and extracts in one thread (single_threaded): RUN_MODEL's steps are too small
+    for two threads to share (its base model: 2.6 s in one thread, 3.7-23 s in two; benchmarks/RESULTS.md, "The
+    first run"), and a core taken by another program stalls two threads of one training far more than it slows
+    two processes."""
+    import torch
+
+    from roarfast.executors import local_threads
+
+    return local_threads() if torch.device(device).type == "cpu" else 1
+
+
+@contextmanager
+def single_threaded(enabled: bool):
+    """torch at one thread in this process for the duration (when `enabled`), its count restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if enabled:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def embedded_checks(rows, unmodified: float, chance: float, covering: float) -> list[tuple]:

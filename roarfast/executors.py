@@ -1,14 +1,15 @@
-"""The executors: cells trained here (local) or as Ray tasks (ray), each claimed in results.sqlite before
-it is trained (roarfast.results: claims and heartbeats) and finished there in one transaction.
+"""The executors: cells trained here (local; or side by side in single-thread processes of this machine) or as
+Ray tasks (ray), each claimed in results.sqlite before it is trained (roarfast.results: claims and heartbeats)
+and finished there in one transaction.
 
 Both executors share one path for a cell's life in the database (`_Claims`): claiming it, keeping the
 heartbeat of its claim, and finishing it (its row recorded, or marked failed and the run going on with
 the others), so `roarfast retrain` and `roarfast sweep` resume, share a run directory and fail alike.
 
-This process (on Ray: the driver) holds every claim and writes every row; workers only train (roarfast.
-cell_workers). So a lost worker node holds no claim: Ray runs its cells again elsewhere (RAY_TASK_RETRIES),
-and a lost driver's claims are taken over by the next sweep (its process gone; from another host, once its
-heartbeat is stale).
+This process (on Ray: the driver) holds every claim and writes every row; workers and cell processes only
+train (roarfast.cell_workers). So a lost worker node holds no claim: Ray runs its cells again elsewhere
+(RAY_TASK_RETRIES), and a lost driver's claims are taken over by the next sweep (its process gone; from another
+host, once its heartbeat is stale).
 """
 
 import socket
@@ -16,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from roarfast.cell_workers import train_cells, train_data_parallel, worker_settings
+from roarfast.cell_workers import die_with_parent, train_cells, train_data_parallel, worker_settings
 from roarfast.cells import Cell, CellTrainer
 from roarfast.errors import UserError
 
@@ -231,11 +232,17 @@ class _DataParallel:
 
 
 def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ray: RayOptions | None = None,
-            progress: Progress | None = None, echo=print, group_size: int = 1, workers_per_cell: int = 1) -> None:
+            progress: Progress | None = None, echo=print, group_size: int = 1, workers_per_cell: int = 1,
+            cell_processes: int = 1) -> None:
     """Trains the cells `todo` ([(Cell, key or None)]) with `executor`, claiming each first, `group_size` at
     a time (trainer.train_cells: together, or each alone at 1), or each over `workers_per_cell` processes
-    (data-parallel); waits for cells other processes hold, taking over any whose claimant died, until every
-    cell is done."""
+    (data-parallel), or (local, CPU) side by side in `cell_processes` single-thread processes; waits for cells
+    other processes hold, taking over any whose claimant died, until every cell is done."""
+    if cell_processes != 1 and (executor, group_size, workers_per_cell, _device_type(trainer.device)) != (
+            "local", 1, 1, "cpu"):
+        raise UserError(f"{cell_processes} cell processes train one cell each on the CPU with the local executor, "
+                        f"not with --executor {executor}, --group-size {group_size}, --workers-per-cell "
+                        f"{workers_per_cell} on {trainer.device}")
     ray = (ray or RayOptions()) if executor == "ray" else None
     if workers_per_cell != 1:
         check_workers(workers_per_cell, group_size, trainer.device, ray)
@@ -245,6 +252,8 @@ def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ra
         if executor == "ray":
             _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray, group_size,
                          workers_per_cell)
+        elif cell_processes > 1:
+            _execute_processes(trainer, list(todo), _Claims(db, progress, echo), cell_processes)
         else:
             local = trainer if workers_per_cell == 1 else _DataParallel(trainer, workers_per_cell)
             _execute_local(local, list(todo), _Claims(db, progress, echo), group_size)
@@ -345,6 +354,44 @@ def _slots(ray, cpus: float, gpus: float) -> int:
     return max(1, sum(int(node["Resources"].get(resource, 0) // amount) for node in ray.nodes() if node.get("Alive")))
 
 
+def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, group_size: int, slots, submit,
+                       ready, outcome) -> None:
+    """The loop of the executors whose cells train in other processes (Ray tasks, local processes): this process
+    claims each group of `group_size` cells, submits it (`submit(cells)` -> a handle), keeps at most `slots()`
+    groups in flight, and finishes a group once `ready(handles)` (waiting at most POLL_S) returns its handle, by
+    `outcome(handle)` (per cell its metrics or exception; an exception raised here fails the whole group). The
+    claims in flight are given back when this process ends the loop by an exception (an interruption)."""
+    in_flight = {}  # handle -> [(cell, key)]
+    try:
+        with claims.heartbeat():
+            while pending or in_flight:
+                submitted = False
+                limit = slots()
+                while pending and len(in_flight) < limit:
+                    group = _claim_group(trainer, pending, claims, group_size)
+                    if not group:
+                        break
+                    in_flight[submit([cell for cell, _ in group])] = group
+                    submitted = True
+                if not in_flight:
+                    if pending and not submitted:
+                        time.sleep(POLL_S)
+                    continue
+                for handle in ready(list(in_flight)):
+                    group = in_flight.pop(handle)
+                    try:
+                        outcomes = outcome(handle)
+                    except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
+                        outcomes = [err] * len(group)
+                    _finish_group(claims, group, outcomes, pending)
+    except BaseException:
+        for group in in_flight.values():
+            for _, key in group:
+                claims.release(key)
+        raise
+    claims.raise_failures()
+
+
 def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: RayOptions,
                  group_size: int = 1, workers: int = 1) -> None:
     """One Ray task per group of `group_size` cells (with one cell's resources, times its `workers`); this
@@ -360,33 +407,23 @@ def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: 
     settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
                                max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
     settings["grouping"]["size"] = group_size
-    in_flight = {}  # ObjectRef -> [(cell, key)]
+    _execute_elsewhere(trainer, pending, claims, group_size, slots=lambda: _slots(ray, cpus * workers, gpus * workers),
+                       submit=lambda cells: remote.remote(str(trainer.run.root), settings, cells),
+                       ready=lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0], outcome=ray.get)
+
+
+def _execute_processes(trainer: CellTrainer, pending: list, claims: _Claims, processes: int) -> None:
+    """The cells trained side by side, one at a time in each of `processes` single-thread processes of this
+    machine (spawned once; each rebuilds the trainer from the run directory: cell_workers.train_cells)."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    settings = worker_settings(trainer, "cpu", 1)
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)
     try:
-        with claims.heartbeat():
-            while pending or in_flight:
-                submitted = False
-                slots = _slots(ray, cpus * workers, gpus * workers)
-                while pending and len(in_flight) < slots:
-                    group = _claim_group(trainer, pending, claims, group_size)
-                    if not group:
-                        break
-                    in_flight[remote.remote(str(trainer.run.root), settings, [cell for cell, _ in group])] = group
-                    submitted = True
-                if not in_flight:
-                    if pending and not submitted:
-                        time.sleep(POLL_S)
-                    continue
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
-                for ref in ready:
-                    group = in_flight.pop(ref)
-                    try:
-                        outcomes = ray.get(ref)
-                    except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
-                        outcomes = [err] * len(group)
-                    _finish_group(claims, group, outcomes, pending)
-    except BaseException:
-        for group in in_flight.values():
-            for _, key in group:
-                claims.release(key)
-        raise
-    claims.raise_failures()
+        _execute_elsewhere(trainer, pending, claims, 1, slots=lambda: processes,
+                           submit=lambda cells: pool.submit(train_cells, str(trainer.run.root), settings, cells),
+                           ready=lambda futures: wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED).done,
+                           outcome=lambda future: future.result())
+    finally:
+        pool.shutdown(cancel_futures=True)

@@ -21,10 +21,11 @@ from roarfast.options import check_choice
 def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
-              workers_per_cell: int = 1) -> dict:
+              workers_per_cell: int = 1, cell_processes: int = 1) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
-    processes (data-parallel); `dry_run`: prints what it would do
+    processes (data-parallel) or (CPU) side by side in `cell_processes` single-thread processes (executors.
+    execute); `dry_run`: prints what it would do
     (roarfast.preview) and does none of it. Returns {"plan": Plan, "rows": [row of each cell of the grid]} (rows
     empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
@@ -74,7 +75,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
             echo(f"[sweep] {line}")
         bar = Progress(len(plan.todo), progress, echo, eta=plan.finished)
         execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size,
-                workers_per_cell=workers_per_cell)
+                workers_per_cell=workers_per_cell, cell_processes=cell_processes)
         rows = [db.get(key) for _, key in plan.cells]
         # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
         retrained = db.rows(kind=RETRAIN, status="done")

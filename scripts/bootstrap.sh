@@ -12,6 +12,10 @@ VENV=${ROARFAST_VENV:-$ROOT/.venv}
 PY=$VENV/bin/python
 TORCH_PIN=${ROARFAST_TORCH:-"torch==2.14.1 torchvision==0.29.1"}
 log() { echo "[bootstrap] $*" >&2; }
+# torch is installed without its bytecode (below): the first process that imports a module writes its .pyc into
+# the venv, and every later one reads it (import torch: 1.9 s of CPU against 3.4 s), even where the environment
+# asks Python not to write bytecode
+unset PYTHONDONTWRITEBYTECODE
 
 if [ ! -x "$PY" ]; then
   log "creating $VENV"

@@ -78,6 +78,8 @@ def test_cpu_default_is_a_few_mflop():
     assert 1e6 <= 2 * macs <= 8e6
     gpu_macs = _conv_linear_macs(build_model("fastnet-gpu", 10).eval(), torch.randn(1, 3, 32, 32))
     assert gpu_macs > 20 * macs  # the GPU default is the large one
+    small_macs = _conv_linear_macs(build_model("fastnet-small", 10).eval(), torch.randn(1, 3, 32, 32))
+    assert 3 * small_macs <= macs  # `roarfast run`'s net: fastnet at half width
 
 
 def test_bad_arguments_are_named():
