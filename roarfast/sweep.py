@@ -13,9 +13,10 @@ another request made is replaced.
 import time
 from contextlib import ExitStack
 
-from roarfast.executors import EXECUTORS, Progress, RayOptions, check_workers, execute, import_ray
+from roarfast.executors import Progress, check_workers, execute
 from roarfast.grid import Grid, describe_plan, make_plan, sweep_base
 from roarfast.options import check_choice
+from roarfast.ray_cluster import EXECUTORS, RayOptions, import_ray
 
 
 def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
@@ -62,7 +63,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         echo(f"[sweep] {note}")
     run.check_writable()  # before anything is trained; the stages check their own estimates
     base = _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
-    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo)
+    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor, ray)
     model, recipe = cell_recipe(run, ds, device, grid, base=base)
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
@@ -124,10 +125,12 @@ def _base_options(ds, grid, spec, selection, amp, device):
     return TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
 
 
-def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo) -> dict:
+def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor: str = "local",
+                  ray: RayOptions | None = None) -> dict:
     """{method: rank id} of the sweep's ranks for HEAD's base model (RunDir.rank_ids), extracting with `options`
-    those the run directory lacks (a complete store of the same id is reused), each under the run directory's
-    claim on its ranks, so that several sweeps extract each method once."""
+    those the run directory lacks (a complete store of the same id is reused; with `executor` ray, its chunks as
+    tasks on the cluster), each under the run directory's claim on its ranks, so that several sweeps extract
+    each method once."""
     from dataclasses import replace
 
     from roarfast.extract import run_extract
@@ -148,7 +151,8 @@ def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo) -> 
         started = time.perf_counter()
         # the missing methods alone, with the --method-arg values they take
         alone = replace(options, methods=",".join(missing), method_args=dict(selection.only(missing).args))
-        run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress)
+        run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress, executor=executor,
+                    ray=ray)
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
     kept = [m for m in selection.names if m not in missing]
