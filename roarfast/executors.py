@@ -14,7 +14,6 @@ heartbeat is stale).
 import socket
 import threading
 import time
-from dataclasses import dataclass
 
 from roarfast.cell_workers import train_cells, train_data_parallel, worker_settings
 from roarfast.cells import Cell, CellTrainer

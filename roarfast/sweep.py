@@ -1,13 +1,13 @@
 """`roarfast sweep`: the whole benchmark grid (README, "The whole benchmark") — methods x modes x fractions x
 seeds, each cell beside its mask-only control — resumable, shareable and local or on Ray.
 
-It takes HEAD's base model when it was trained on this data with this seed (of the model the sweep names, if
-it names one), else the base model of the id its own settings make (roarfast.grid.sweep_base): reused when the
-run directory holds it, else trained beside the others; it extracts the ranks of the ids its settings make
-that the run directory lacks (a store of the same id is reused), records its configuration and HEAD, plans the
-grid against results.sqlite (roarfast.grid: a cell's key holds its base model and its ranks' id) and runs the
-cells left through an executor (roarfast.executors); it returns once every cell of its grid is done. Nothing
-another request made is replaced.
+It takes HEAD's base model when it was trained on this data with this seed, or adopted for this data (of the
+model the sweep names, if it names one), else the base model of the id its own settings make
+(roarfast.grid.sweep_base): reused when the run directory holds it, else trained beside the others; it extracts
+the ranks of the ids its settings make that the run directory lacks (a store of the same id is reused; on Ray,
+each chunk a task), records its configuration and HEAD, plans the grid against results.sqlite (roarfast.grid: a
+cell's key holds its base model and its ranks' id) and runs the cells left through an executor
+(roarfast.executors); it returns once every cell of its grid is done. Nothing another request made is replaced.
 """
 
 import time

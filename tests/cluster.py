@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +95,14 @@ def start_roarfast(*args, log: Path) -> subprocess.Popen:
     with open(log, "w") as out:
         return subprocess.Popen([sys.executable, "-m", "roarfast.cli", *args], stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def wait_for(condition, what: str, timeout: float = 120.0):
+    """Returns once `condition()` holds; fails the test after `timeout` seconds, naming `what` it waited for."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
+        time.sleep(0.2)
 
 
 def rows(run_dir) -> list[dict]:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from tests.cluster import (MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed, local_cluster,
-                           ray_or_skip, roarfast, rows, start_roarfast)
+                           ray_or_skip, roarfast, rows, start_roarfast, wait_for)
 
 #: 160 images: 144 train after the validation split, so that a batch of 128 splits between two workers
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
@@ -42,13 +42,6 @@ def copy_of(prepared, tmp_path):
 
 def sweep(run_dir, cluster, *extra, grid=GRID):
     return ["sweep", "--run-dir", str(run_dir), *grid, "--executor", "ray", "--address", cluster.address, *extra]
-
-
-def wait_for(condition, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(0.2)
 
 
 def sweep_losing(run_dir, cluster, lost, observed, log, then=lambda: None) -> str:

@@ -7,7 +7,6 @@ its own cluster and comes first; the others share one."""
 
 import filecmp
 import shutil
-import time
 
 import pytest
 import torch
@@ -16,8 +15,7 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.store.layout import read_manifest
 from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, ray_or_skip, roarfast,
-                           start_roarfast)
-from tests.test_cluster_cells import wait_for
+                           start_roarfast, wait_for)
 
 #: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks)
 DATA = ["--data-option", "num_train=192", "--data-option", "num_test=64"]
