@@ -93,20 +93,20 @@ def generate_tree(root: Path, images: int, side: int) -> float:
 
 
 class Sampler:
-    """Samples, every SAMPLE_S, the memory of this process's descendants: the driver's RSS (the process `driver`
-    and its children), the largest Ray worker's RSS, and the PSS of all of them together; keeps the peaks."""
+    """Samples, every SAMPLE_S while in its `with` block, the memory of this process's descendants: the driver's
+    RSS (the process `driver_pid` and its children), the largest Ray worker's RSS, and the PSS of all of them
+    together; keeps the peaks (`peak`, bytes)."""
 
     def __init__(self, driver_pid: int):
         import psutil
 
         self.psutil, self.driver = psutil, psutil.Process(driver_pid)
         self.peak = {"driver_rss": 0, "worker_rss": 0, "total_pss": 0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.stop = threading.Event()
 
-    def _run(self):
+    def run(self):
         psutil = self.psutil
-        while not self._stop.wait(SAMPLE_S):
+        while not self.stop.wait(SAMPLE_S):
             try:
                 driver = [self.driver, *self.driver.children(recursive=True)]
             except psutil.NoSuchProcess:
@@ -126,14 +126,6 @@ class Sampler:
             for key, value in (("driver_rss", driver_rss), ("worker_rss", worker_rss), ("total_pss", total_pss)):
                 self.peak[key] = max(self.peak[key], value)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
 
 def roarfast(phase: str, args: list, log: Path) -> dict:
     """Runs `roarfast ARGS` as the driver, its output in `log`; {"phase", "seconds", peak memory in MiB}."""
@@ -143,8 +135,12 @@ def roarfast(phase: str, args: list, log: Path) -> dict:
         out.flush()
         driver = subprocess.Popen([sys.executable, "-m", "roarfast.cli", *args, "--no-progress"], stdout=out,
                                   stderr=subprocess.STDOUT)
-        with Sampler(driver.pid) as sampler:
-            code = driver.wait()
+        sampler = Sampler(driver.pid)
+        thread = threading.Thread(target=sampler.run, daemon=True)
+        thread.start()
+        code = driver.wait()
+        sampler.stop.set()
+        thread.join()
     if code != 0:
         raise SystemExit(f"{phase}: roarfast {' '.join(args)} failed ({code}); see {log}")
     return {"phase": phase, "seconds": round(time.perf_counter() - started, 1),

@@ -105,6 +105,25 @@ def wait_for(condition, what: str, timeout: float = 120.0):
         time.sleep(0.2)
 
 
+def losing_node(args, cluster, lost, observed: Observed, log: Path, what: str, then=lambda: None) -> str:
+    """Runs `roarfast ARGS` in a driver of its own, removes the node `lost` once a model was built there (`what`
+    it builds: its tasks pause there until it goes), runs `then()`, and returns what the driver said once it
+    succeeded."""
+    observed.pause({lost.node_id: 600})
+    driver = start_roarfast(*args, log=log)
+    try:
+        wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), what)
+        cluster.remove_node(lost, allow_graceful=False)
+        then()
+        code = driver.wait(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    said = log.read_text()
+    assert code == 0, said[-3000:]
+    return said
+
+
 def rows(run_dir) -> list[dict]:
     """Every row of the run directory's results.sqlite (read-only)."""
     from roarfast.results import ResultsDB

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.store.layout import read_manifest
-from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, ray_or_skip, roarfast,
-                           start_roarfast, wait_for)
+from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, losing_node, ray_or_skip,
+                           roarfast, start_roarfast, wait_for)
 
 #: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks)
 DATA = ["--data-option", "num_train=192", "--data-option", "num_test=64"]
@@ -74,18 +74,8 @@ def test_a_removed_nodes_chunk_is_computed_on_another_node(prepared, tmp_path):
     base, local = prepared
     run_dir = shutil.copytree(base, tmp_path / "run")
     with local_cluster(tmp_path / "cluster", nodes=2) as (cluster, (lost, kept), observed):
-        observed.pause({lost.node_id: 600})  # its first chunk waits there until the node goes
-        log = tmp_path / "driver.log"
-        driver = start_roarfast(*extract_on(cluster, run_dir), log=log)
-        try:
-            wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), "a chunk on the node")
-            cluster.remove_node(lost, allow_graceful=False)
-            code = driver.wait(timeout=300)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-        said = log.read_text()
-    assert code == 0, said[-3000:]
+        said = losing_node(extract_on(cluster, run_dir), cluster, lost, observed, tmp_path / "driver.log",
+                           "a chunk on the node")
     # every chunk came back once, all from the node kept (the lost one's was computed there again)
     assert chunks_on_nodes(said) == {kept.node_id[:8]: CHUNKS}
     assert_stores_equal(run_dir, local)
@@ -144,3 +134,20 @@ def test_a_killed_driver_leaves_a_store_that_the_same_sweep_finishes(prepared, t
     assert sum(chunks_on_nodes(result.stdout).values()) == CHUNKS - min(done.values())
     assert_stores_equal(run_dir, local, ["grad", "random"])
     assert_each_cell_once_and_nothing_claimed(run_dir, 2)  # grad's cell and random's
+
+
+def test_a_study_on_ray_extracts_and_trains_its_cells_on_the_cluster(prepared, two_nodes, tmp_path):
+    from roarfast import Study
+
+    base, local = prepared
+    run_dir = shutil.copytree(base, tmp_path / "run")
+    cluster, nodes, observed = two_nodes
+    observed.pause({})
+    study = Study(run_dir, model=MODEL, methods=["grad"], fractions=[0.5], modes=["roar"], seeds=1, control=False,
+                  epochs=1, extract_options={"chunk_images": 32}, progress=False, executor="ray",
+                  ray={"address": cluster.address})
+    cells = study.run()
+    assert_stores_equal(run_dir, local, ["grad", "random"])
+    found = assert_each_cell_once_and_nothing_claimed(run_dir, 2)
+    assert {r["extra"]["ray_node"] for r in found} <= {node.node_id for node in nodes}
+    assert sorted(cells["method"]) == ["grad", "random"]
