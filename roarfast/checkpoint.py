@@ -1,6 +1,8 @@
 """Model checkpoints: weights in `model.safetensors` (nothing is unpickled on load) and everything else
 in `meta.json` (model name, its factory's source hash and shape arguments to rebuild it, dataset
 fingerprint, accuracies, recipe, versions). Both files are written to temporary names and renamed into place.
+Weights trained elsewhere enter through `read_state_dict` (safetensors, or a torch file loaded with
+weights_only=True: no code runs) and `fit_state_dict` (strict: every key, every shape).
 
 Both are verified by every reader: meta.json records the sha256 of the weights (`weights_sha256`) and is
 sealed with the sha256 of itself (`record_sha256`, roarfast.fingerprint.seal); a weights file or a meta that
@@ -30,19 +32,25 @@ TRAIN_AGAIN = "train the model again (`roarfast train`) or restore the file"
 _NOTED_UNVERIFIED = set()
 
 
+def weights_bytes(model, name: str) -> bytes:
+    """The bytes of `model`'s weights file as save_checkpoint writes it for the model `name`: its sha256 is the
+    weights' digest (WEIGHTS_DIGEST)."""
+    from safetensors.torch import save
+
+    # contiguous copies: safetensors stores dense row-major tensors (channels_last weights are not)
+    state = {key: tensor.detach().to("cpu").contiguous() for key, tensor in model.state_dict().items()}
+    return save(state, metadata={"model": name})
+
+
 def save_checkpoint(directory, model, meta: dict) -> Path:
     """Writes model's state dict and `meta` (which must hold REQUIRED_META; the weights' sha256 is added as
     WEIGHTS_DIGEST) into `directory`; returns it."""
-    from safetensors.torch import save
-
     missing = [key for key in REQUIRED_META if key not in meta]
     if missing:
         raise ValueError(f"meta should have the keys {', '.join(REQUIRED_META)}; missing {', '.join(missing)}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    # contiguous copies: safetensors stores dense row-major tensors (channels_last weights are not)
-    state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
-    data = save(state, metadata={"model": meta["model"]})
+    data = weights_bytes(model, meta["model"])
     # written by Python, so a full disk or a read-only directory is an OSError naming the file; the weights
     # first: a kill between the two leaves a meta whose digest the new weights do not match (refused)
     replace_bytes(directory / WEIGHTS, data)
@@ -124,3 +132,83 @@ def _check_weights(directory: Path, meta: dict, digest: str, repair: str) -> Non
     elif digest != expected:
         raise UserError(f"{path} does not match the sha256 recorded in {directory / META} when it was saved (the "
                         f"file changed on disk: damaged, truncated or replaced); {repair}")
+
+
+#: how a torch file begins: a zip archive (torch.save since 1.6), or a pickle (older torch.save)
+_TORCH_MAGIC = (b"PK\x03\x04", b"\x80")
+
+
+def read_state_dict(path, flag: str = "--weights") -> dict:
+    """{name: Tensor} of a state-dict file: safetensors (read without running code), or a torch file (torch.save)
+    loaded with weights_only=True (tensors and plain containers only: no code runs). A UserError naming `flag`,
+    the file and the remedy when it is missing, unreadable, needs code to load or holds anything but tensors by
+    name."""
+    import torch
+
+    from roarfast.errors import UserError
+
+    path = Path(path).expanduser()
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as err:
+        raise UserError(f"{flag} {path}: cannot be read ({err.strerror or err})") from None
+    if head.startswith(_TORCH_MAGIC):
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001  (the file's fault, whatever torch raises)
+            raise UserError(f"{flag} {path}: torch.load(weights_only=True) refused it ({_load_refusal(err)}): save "
+                            f"the state dict alone (torch.save(model.state_dict(), path)) or as safetensors") from None
+    else:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            state = load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise UserError(f"{flag} {path}: neither a safetensors file nor a torch file ({err}); give a state dict "
+                            f"saved by safetensors or torch.save") from None
+    if not isinstance(state, dict) or not state:
+        raise UserError(f"{flag} {path}: holds {type(state).__name__ if state else 'nothing'}, not a state dict "
+                        f"({{name: tensor}}): save model.state_dict()")
+    wrong = next(((key, value) for key, value in state.items()
+                  if not isinstance(key, str) or not isinstance(value, torch.Tensor)), None)
+    if wrong is not None:
+        raise UserError(f"{flag} {path}: its entry {wrong[0]!r} is not a tensor ({type(wrong[1]).__name__}): a "
+                        f"checkpoint that wraps the state dict? save the state dict alone (model.state_dict())")
+    return state
+
+
+def fit_state_dict(model, state: dict, path, what: str, flag: str = "--weights") -> None:
+    """Loads `state` into `model` strictly: a UserError naming `flag`, the file, `what` the model is, and the first
+    missing key, the first unexpected key and the first shape that differs (with how many more of each), before
+    anything is loaded."""
+    from roarfast.errors import UserError
+
+    expected = model.state_dict()
+    missing = [key for key in expected if key not in state]
+    unexpected = [key for key in state if key not in expected]
+    shapes = [(key, list(state[key].shape), list(expected[key].shape)) for key in expected
+              if key in state and state[key].shape != expected[key].shape]
+
+    def more(items):
+        return f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+
+    problems = ([f"missing key {missing[0]!r}{more(missing)}"] if missing else []) + (
+        [f"unexpected key {unexpected[0]!r}{more(unexpected)}"] if unexpected else []) + (
+        [f"{shapes[0][0]!r} is {shapes[0][1]} in the file, {shapes[0][2]} in the model{more(shapes)}"] if shapes else [])
+    if problems:
+        raise UserError(f"{flag} {path} does not fit {what}: {'; '.join(problems)}")
+    model.load_state_dict(state, strict=True)
+
+
+def _load_refusal(err: Exception) -> str:
+    """Why torch.load refused a file, in a few words: the global it would have to import (weights_only), else the
+    first line of its message."""
+    import re
+
+    text = str(err)
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if found:
+        return f"it holds a {found.group(1)}, which only code can rebuild"
+    return text.strip().splitlines()[0] if text.strip() else type(err).__name__

@@ -77,7 +77,7 @@ def cell_processes(device) -> int:
     two processes."""
     import torch
 
-    from roarfast.executors import local_threads
+    from roarfast.ray_cluster import local_threads
 
     return local_threads() if torch.device(device).type == "cpu" else 1
 

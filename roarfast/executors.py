@@ -15,50 +15,14 @@ host, once its heartbeat is stale).
 import socket
 import threading
 import time
-from dataclasses import dataclass
 
 from roarfast.cell_workers import die_with_parent, train_cells, train_data_parallel, worker_settings
 from roarfast.cells import Cell, CellTrainer
 from roarfast.errors import UserError
+from roarfast.ray_cluster import RAY_TASK_RETRIES, RayOptions, connect, local_threads, slots, task_resources
 
-EXECUTORS = ("local", "ray")
 #: how often an executor waiting on cells that other processes train looks again
 POLL_S = 2.0
-#: times Ray runs a cell again whose worker or node died (not a cell that raised: that one is marked failed)
-RAY_TASK_RETRIES = 3
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    """--executor ray: the cluster (`address`, None: a local Ray instance) and each cell's resources;
-    `cpus_per_cell` None: as many as the threads a cell trains with here (local_threads), so that Ray's
-    rows equal the local executor's."""
-
-    address: str | None = None
-    cpus_per_cell: float | None = None
-    gpus_per_cell: float = 0.0
-
-    def __post_init__(self):
-        if (self.cpus_per_cell is not None and not self.cpus_per_cell > 0) or not self.gpus_per_cell >= 0:
-            raise UserError(f"--cpus-per-cell must be > 0 and --gpus-per-cell >= 0, got {self.cpus_per_cell} and "
-                            f"{self.gpus_per_cell}")
-
-
-def local_threads() -> int:
-    """The CPU threads a cell trains with in this process (torch's default: one per core, or
-    OMP_NUM_THREADS): CPU accuracies depend on it, so a Ray worker is given as many by default."""
-    import torch
-
-    return torch.get_num_threads()
-
-
-def import_ray():
-    """The ray module, or a UserError saying how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--executor ray needs Ray: pip install 'roarfast[ray]'") from None
-    return ray
 
 
 class Progress:
@@ -325,35 +289,6 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
     return [r if isinstance(r, BaseException) else {**r, **node} for r in train_cells(run_dir, settings, cells)]
 
 
-def _largest_node(ray, resource: str) -> float:
-    """The most of `resource` (CPU, GPU) that one live node of the cluster has."""
-    return max((node["Resources"].get(resource, 0) for node in ray.nodes() if node.get("Alive")), default=0)
-
-
-def _cell_resources(ray, options: RayOptions, workers: int) -> tuple:
-    """(CPUs, GPUs) of one worker of a cell on Ray. CPUs default to local_threads(), at most what the largest
-    node holds for the cell's workers (a task asking for more would never be scheduled); a cell's workers share
-    one node, which must hold them all (else one line)."""
-    gpus = options.gpus_per_cell
-    if options.cpus_per_cell is not None:
-        cpus = options.cpus_per_cell
-    else:
-        cpus = 1 if gpus > 0 else max(1, min(local_threads(), int(_largest_node(ray, "CPU") // workers)))
-    for resource, amount in (("CPU", cpus), ("GPU", gpus)):
-        largest = _largest_node(ray, resource)
-        if amount * workers > largest:
-            raise UserError(f"a cell asks for {amount * workers:g} {resource}s ({workers} worker(s) x {amount:g}) "
-                            f"on one node, and the largest node of the Ray cluster has {largest:g}: lower "
-                            f"--workers-per-cell or --{resource.lower()}s-per-cell")
-    return cpus, gpus
-
-
-def _slots(ray, cpus: float, gpus: float) -> int:
-    """How many cells of (cpus, gpus) the live nodes run at once now: no more are claimed than can start."""
-    resource, amount = ("GPU", gpus) if gpus > 0 else ("CPU", cpus)
-    return max(1, sum(int(node["Resources"].get(resource, 0) // amount) for node in ray.nodes() if node.get("Alive")))
-
-
 def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, group_size: int, slots, submit,
                        ready, outcome) -> None:
     """The loop of the executors whose cells train in other processes (Ray tasks, local processes): this process
@@ -398,16 +333,14 @@ def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: 
     process (the driver) claims each cell before submitting it, keeps its heartbeat, and finishes it when the
     task returns. A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES) under the same
     claim; as many tasks are in flight as the live nodes can run, counted again as nodes come and go."""
-    ray = import_ray()
-    if not ray.is_initialized():
-        ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
-    cpus, gpus = _cell_resources(ray, options, workers)
+    ray = connect(options)
+    cpus, gpus = task_resources(ray, options.cpus_per_cell, options.gpus_per_cell, workers)
     remote = ray.remote(num_cpus=cpus * workers, num_gpus=gpus * workers, max_retries=RAY_TASK_RETRIES,
                         retry_exceptions=False)(_ray_train_cells)
     settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
                                max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
     settings["grouping"]["size"] = group_size
-    _execute_elsewhere(trainer, pending, claims, group_size, slots=lambda: _slots(ray, cpus * workers, gpus * workers),
+    _execute_elsewhere(trainer, pending, claims, group_size, slots=lambda: slots(ray, cpus * workers, gpus * workers),
                        submit=lambda cells: remote.remote(str(trainer.run.root), settings, cells),
                        ready=lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0], outcome=ray.get)
 

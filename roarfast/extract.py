@@ -1,14 +1,17 @@
 """The extract stage: attribution maps for every image of the train and test splits, ranked on the
 device and written chunk by chunk into the rank store of their id (roarfast.history.ids: the method's ranks'
 identity, the base checkpoint, the data), beside the stores of other ids (resumable; a no-op on a complete
-store, which is reused).
+store, which is reused). The chunks left are computed here, or as Ray tasks on a cluster's nodes, and written
+here, by the store's one writer, as each comes back (roarfast.extract_tasks says why).
 """
 
 import math
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
+from roarfast.extract_tasks import Chunk, Explainer, RayChunks, check_nameable, explained_model, task_settings
 from roarfast.methods.parameters import PARAMETERS, RANKING, check_method_args, parameter_fields
 from roarfast.options import check_choice, check_positive
 from roarfast.recipe import AMP_CHOICES
@@ -35,12 +38,14 @@ class ExtractOptions:
     keep_maps: bool = False
     force: bool = False
     compile: bool = False
+    chunk_images: int | None = None  # a new store's chunk: CHUNK_IMAGES when None (a resumed one keeps its own)
 
     def __post_init__(self):
         bad = [split for split in self.splits if split not in ("train", "test")]
         if bad:  # before any work, so that `--split train,val` does not extract train first
             raise UserError(f"--split takes train and test, got {bad[0]!r}")
         check_positive("--batch-size", self.batch_size, optional=True)
+        check_positive("--chunk-images", self.chunk_images, optional=True)
         for parameter in (*PARAMETERS.values(), *RANKING.values()):
             parameter.check(getattr(self, parameter.name))
         object.__setattr__(self, "method_args", check_method_args(self.method_args))
@@ -48,9 +53,11 @@ class ExtractOptions:
 
 
 def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
-                seed=0, progress=True, model=None, dataset_obj=None):
+                seed=0, progress=True, model=None, dataset_obj=None, executor: str = "local", ray=None):
     """Extracts `options.methods` for `options.splits` into run_dir's rank stores of their ids (RunDir.rank_ids),
-    beside the others; HEAD's ranks of those methods become these.
+    beside the others; HEAD's ranks of those methods become these. `executor` "ray": each chunk left is a Ray
+    task on the cluster of `ray` (a roarfast.ray_cluster.RayOptions: its address, --cpus-per-task,
+    --gpus-per-task), written here as it comes back.
 
     Returns {(method, split): {"images": N, "seconds": s, "nonfinite": count, "skipped": bool}}.
     The dataset defaults to the one `train` recorded in run_dir (RunDir.open_dataset).
@@ -63,9 +70,11 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     from roarfast.memory import keep_freed_memory
     from roarfast.methods.requirements import check_methods
     from roarfast.methods.selection import Selection
+    from roarfast.ray_cluster import EXECUTORS, RayOptions
     from roarfast.rundir import RunDir
 
     keep_freed_memory()
+    check_choice("--executor", executor, EXECUTORS)
     run = RunDir(run_dir)
     upgrade(run)
     device = resolve_device(device)
@@ -78,6 +87,10 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         ckpt_sha = run.base_checkpoint_sha256()
         model = explained_model(model, device)
     selection.check_ground_truth(ds.name, ds.train.masks is not None)
+    cluster = None
+    if executor == "ray":  # before any work: what a worker cannot rebuild, a cluster that cannot run a task
+        check_nameable(ds.name, run.base_meta().get("model") if selection.needs_model else None, selection.names)
+        cluster = RayChunks(ray or RayOptions())
 
     ids = run.rank_ids(selection, ds.fingerprint)
     store = run.ranks_for(ids)
@@ -87,14 +100,27 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     params = selection.method_params(ds, device, options.amp)
     for line in check_methods(model, ds, selection, params, device):
         print(line)
-    batch_size = options.batch_size or default_batch_size(device, ds.image_size)
-    # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators
-    # that hook modules keep the plain model, whose hooks a compiled graph would drop
-    compiled = torch.compile(model) if options.compile and model is not None else None
-    summary = {}
-    for split in options.splits:
-        summary.update(_extract_split(store, (model, compiled), ds, split, selection, options, params, batch_size,
-                                      ckpt_sha, device, progress))
+    summary, writers = _open_writers(store, ds, selection, options, ckpt_sha)
+    try:
+        chunks = _pending_chunks(writers, options.splits)
+        if cluster is not None:
+            run.remember_dataset(ds)  # the record a worker loads the data by
+            batch_size = options.batch_size or default_batch_size(cluster.device, ds.image_size)
+            settings = task_settings(ds, selection, base=run.head().base if selection.needs_model else None,
+                                     checkpoint=ckpt_sha, device=cluster.device.type, threads=cluster.threads,
+                                     batch_size=batch_size, amp=options.amp, keep_maps=options.keep_maps,
+                                     compile=options.compile)
+            results = cluster.results(str(run.root), settings, chunks)
+        else:
+            batch_size = options.batch_size or default_batch_size(device, ds.image_size)
+            # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators
+            # that hook modules keep the plain model, whose hooks a compiled graph would drop
+            compiled = torch.compile(model) if options.compile and model is not None else None
+            results = Explainer(ds, (model, compiled), selection, params, batch_size, device, options.keep_maps).ranks
+        _compute(chunks, results, writers, summary, progress)
+    finally:
+        for writer in writers.values():
+            writer.close()
     run.update_head("roarfast.extract.run_extract()", ranks={**run.head().ranks, **ids})
     return summary
 
@@ -116,15 +142,6 @@ def _beside_lines(run, selection, options: ExtractOptions) -> list[str]:
             lines.append(f"extract: {method} with other values than its latest ranks ({change}): made beside them, "
                          f"which are kept")
     return lines
-
-
-def explained_model(model, device):
-    """`model` as extraction runs it: on `device`, in eval mode, channels_last as recipes train it
-    (Recipe.channels_last), which oneDNN's and cuDNN's convolutions take faster (benchmarks/cpu_formats.py);
-    its maps differ from an NCHW model's by float rounding alone."""
-    import torch
-
-    return model.to(device, memory_format=torch.channels_last).eval()
 
 
 def summary_line(summary: dict, where) -> str:
@@ -173,148 +190,83 @@ def _bytes_to_write(store, ds, selection, options: ExtractOptions) -> int:
     return total
 
 
-def _extract_split(store, models, ds, split, selection, options, params, batch_size, ckpt_sha, device, progress):
-    import torch
 
+
+def _open_writers(store, ds, selection, options: ExtractOptions, ckpt_sha) -> tuple:
+    """(summary, writers): each (method, split)'s summary entry, and the writers {(method, split): RankWriter} of
+    the stores not yet complete (new, or resumed), each holding its store's lock until closed."""
     from roarfast import ops
-    from roarfast.data.loader import split_loader
-    from roarfast.methods.compute import rank_maps
+
+    summary, writers = {}, {}
+    try:
+        for split in options.splits:
+            rank_shape = _rank_shape(ds.split(split), options)
+            for method in selection.names:
+                writer = store.open_writer(
+                    method, split, shape=rank_shape, dtype=ops.rank_dtype(math.prod(rank_shape[1:])),
+                    chunk_size=options.chunk_images or CHUNK_IMAGES, params=selection.ranks_identity(method),
+                    checkpoint_sha256=selection.ranks_checkpoint(method, ckpt_sha),
+                    dataset_fingerprint=ds.fingerprint, keep_maps=options.keep_maps, force=options.force)
+                summary[(method, split)] = {"images": rank_shape[0], "seconds": 0.0, "nonfinite": 0,
+                                            "skipped": writer.complete}
+                if writer.complete:
+                    writer.close()
+                else:
+                    writers[(method, split)] = writer
+    except BaseException:
+        for writer in writers.values():
+            writer.close()
+        raise
+    return summary, writers
+
+
+def _pending_chunks(writers: dict, splits) -> list:
+    """The chunks left ([Chunk]), split by split in row order, each once for every method whose store lacks it
+    (stores of one chunk size together: a resumed store keeps the one it was made with)."""
+    groups = {}
+    for (method, split), writer in writers.items():
+        for index in writer.pending_chunks():
+            groups.setdefault((splits.index(split), writer.chunk_size, index), []).append(method)
+    chunks = []
+    for (order, _, index), methods in sorted(groups.items(), key=lambda item: (item[0][0], item[0][2], item[0][1])):
+        start, stop = writers[(methods[0], splits[order])].chunk_rows(index)
+        chunks.append(Chunk(splits[order], index, start, stop, tuple(methods)))
+    return chunks
+
+
+def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool) -> None:
+    """Writes each chunk's ranks as it comes: `results` is the local Explainer's `ranks(chunk, on_batch)`, or the
+    Ray tasks' (chunk, ranks, node) as they finish. A split's seconds are the time spent until its chunks came;
+    on Ray, a line says how many chunks each node computed."""
     from roarfast.progress import progress_bar
 
-    part = ds.split(split)
-    n = len(part)
-    c = part.shape[0]
-    rank_shape = _rank_shape(part, options)
-    writers = {}
-    summary = {}
-    for method in selection.names:
-        writer = store.open_writer(
-            method, split, shape=rank_shape, dtype=ops.rank_dtype(math.prod(rank_shape[1:])),
-            chunk_size=CHUNK_IMAGES, params=selection.ranks_identity(method),
-            checkpoint_sha256=selection.ranks_checkpoint(method, ckpt_sha), dataset_fingerprint=ds.fingerprint,
-            keep_maps=options.keep_maps, force=options.force)
-        summary[(method, split)] = {"images": n, "seconds": 0.0, "nonfinite": 0, "skipped": writer.complete}
-        if writer.complete:
-            writer.close()
-        else:
-            writers[method] = writer
-    if not writers:
-        return summary
-
-    loader = split_loader(ds, split, device)
-    reduction = selection.reduction
-    work = _pending_work(writers)
-    todo = sum(hi - lo for _, bounds in work for lo, hi in bounds.values())
-    started = time.perf_counter()
-    with progress_bar(total=todo, desc=f"extract {split} ({', '.join(writers)})", unit="img",
-                      enabled=progress) as bar:
-        for wanted, bounds in work:
-            chunks = _ChunkRows(bounds, writers[wanted[0]].chunk_size)
-            rows = torch.cat([torch.arange(lo, hi) for lo, hi in bounds.values()])
-            groups = _model_groups(models, selection.only(wanted))
-            for x, y, index in loader.batches(rows, batch_size, with_index=True):
-                maps = _batch_maps(groups, params, part, x, y, index.cpu(), device)
-                out = {}
-                for m in wanted:
-                    summary[(m, split)]["nonfinite"] += int((~torch.isfinite(maps[m])).sum())
-                    # ranked per value, a one-value-per-pixel map (sobel, oracle) scores a pixel's channels alike
-                    unit_maps = maps[m].expand(-1, c, -1, -1) if reduction == "value" else maps[m]
-                    out[m] = (rank_maps(unit_maps, reduction).cpu(),
-                              _picture_map(unit_maps, reduction).cpu() if options.keep_maps else None)
-                for chunk, done in chunks.add(index.cpu(), out):
-                    for m, (ranks, pictures) in done.items():
-                        writers[m].write_chunk(chunk, ranks, maps=pictures)
-                bar.update(index.shape[0])
-    seconds = time.perf_counter() - started
-    for m, writer in writers.items():
-        writer.close()
-        summary[(m, split)]["seconds"] = seconds
-        if summary[(m, split)]["nonfinite"]:
-            print(f"warning: {m} on {split}: {summary[(m, split)]['nonfinite']} NaN/Inf map values, ranked last")
-    return summary
-
-
-def _pending_work(writers) -> list:
-    """[(methods, {chunk: (start, stop)})]: the pending chunks grouped by which methods still need them
-    (and by chunk size: a resumed store keeps the one it was made with), so each group is one pass."""
-    groups = {}
-    for m, writer in writers.items():
-        for chunk in writer.pending_chunks():
-            groups.setdefault((writer.chunk_size, chunk), []).append(m)
-    work = {}
-    for (size, chunk), wanted in sorted(groups.items()):
-        bounds = work.setdefault((size, tuple(wanted)), {})
-        bounds[chunk] = writers[wanted[0]].chunk_rows(chunk)
-    return [(list(wanted), bounds) for (_, wanted), bounds in work.items()]
-
-
-def _batch_maps(groups, params, part, x, y, index, device) -> dict:
-    """{method: float maps [B, C|1, H, W]} of one batch, each (model, selection) group by its model;
-    compute_maps finds the predicted class itself, the labels serve --target label."""
-    from roarfast.methods import ExplainBatch, compute_maps
-
-    gt = part.masks[index].to(device) if part.masks is not None else None
-    batch = ExplainBatch(x=x, target=y, index=index, gt_mask=gt)
-    maps = {}
-    for group_model, group in groups:
-        maps.update(compute_maps(group_model, batch, group, params))
-    return maps
-
-
-class _ChunkRows:
-    """Per-method rank (and picture) rows of store chunks, collected batch by batch (a batch may span two
-    chunks); `add` returns the chunks it completed, rows in order, ready to write."""
-
-    def __init__(self, bounds: dict, chunk_size: int):
-        self.bounds = bounds
-        self.chunk_size = chunk_size
-        self.parts = {chunk: [] for chunk in bounds}  # chunk -> [(row index, {method: (ranks, maps)})]
-        self.filled = dict.fromkeys(bounds, 0)
-
-    def add(self, index, out: dict):
-        import torch
-
-        completed = []
-        owner = torch.div(index, self.chunk_size, rounding_mode="floor")
-        for chunk in owner.unique().tolist():
-            pick = (owner == chunk).nonzero().flatten()
-            self.parts[chunk].append((index[pick], {m: tuple(None if t is None else t[pick] for t in pair)
-                                                     for m, pair in out.items()}))
-            self.filled[chunk] += pick.shape[0]
-            lo, hi = self.bounds[chunk]
-            if self.filled[chunk] == hi - lo:
-                completed.append((chunk, self._assemble(self.parts.pop(chunk))))
-        return completed
-
-    @staticmethod
-    def _assemble(parts) -> dict:
-        import torch
-
-        order = torch.cat([rows for rows, _ in parts]).argsort()
-        done = {}
-        for m in parts[0][1]:
-            ranks = torch.cat([pieces[m][0] for _, pieces in parts])[order]
-            maps = None if parts[0][1][m][1] is None else torch.cat([pieces[m][1] for _, pieces in parts])[order]
-            done[m] = (ranks, maps)
-        return done
-
-
-def _model_groups(models, selection) -> list:
-    """[(model, selection)]: the compiled model (when there is one) for the compilable methods."""
-    model, compiled = models
-    if compiled is None:
-        return [(model, selection)]
-    fast = [m for m in selection.names if selection.records[m].compilable]
-    rest = [m for m in selection.names if not selection.records[m].compilable]
-    return [(g_model, selection.only(group)) for g_model, group in ((compiled, fast), (model, rest)) if group]
-
-
-def _picture_map(maps, reduction):
-    """fp16 maps for pictures, reduced over channels the way ranking reduces them."""
-    from roarfast import ops
-
-    if maps.shape[1] == 1:
-        return maps[:, 0].half()
-    if reduction == "value":
-        return maps.half()
-    return ops.reduce_channels(maps.float().contiguous(), reduction).half()
+    if not chunks:
+        return
+    splits = list(dict.fromkeys(c.split for c in chunks))
+    methods = list(dict.fromkeys(m for c in chunks for m in c.methods))
+    nodes = {}
+    with progress_bar(total=sum(c.stop - c.start for c in chunks), desc=f"extract {', '.join(splits)} "
+                      f"({', '.join(methods)})", unit="img", enabled=progress) as bar:
+        if callable(results):  # computed here, one chunk after another
+            explain = results
+            results = ((chunk, explain(chunk, bar.update), None) for chunk in chunks)
+        last = time.perf_counter()
+        with closing(results):
+            for chunk, out, node in results:
+                for m in chunk.methods:
+                    ranks, maps, nonfinite = out[m]
+                    writers[(m, chunk.split)].write_chunk(chunk.index, ranks, maps=maps)
+                    summary[(m, chunk.split)]["nonfinite"] += nonfinite
+                now = time.perf_counter()
+                for m in chunk.methods:
+                    summary[(m, chunk.split)]["seconds"] += now - last
+                last = now
+                if node is not None:
+                    nodes[node] = nodes.get(node, 0) + 1
+                    bar.update(chunk.stop - chunk.start)
+    if nodes:
+        print(f"extract: {len(chunks)} chunk(s) on Ray: "
+              + ", ".join(f"{count} on node {node[:8]}" for node, count in sorted(nodes.items())))
+    for (m, split), value in summary.items():
+        if value["nonfinite"]:
+            print(f"warning: {m} on {split}: {value['nonfinite']} NaN/Inf map values, ranked last")

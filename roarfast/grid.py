@@ -83,16 +83,16 @@ class Grid(CellOptions):
 
 def sweep_base(run, ds, grid: Grid, device, seed: int) -> tuple:
     """(id, spec, recipe) of the base model a sweep of `grid` on ds (a Dataset or a preview's outline) takes:
-    HEAD's when it was trained on this data with `seed` (of grid.model, when it names one; spec and recipe None:
-    its meta says them), else the one of the id the grid's own settings make, reused where the run directory
-    holds it, else trained beside the others."""
+    HEAD's when it was trained on this data with `seed`, or adopted for this data (`train --weights`), of
+    grid.model when it names one (spec and recipe None: its meta says them); else the one of the id the grid's
+    own settings make, reused where the run directory holds it, else trained beside the others."""
     from roarfast.basemodel import TrainOptions, base_recipe, requested_id
     from roarfast.probe import checked_model
     from roarfast.recipe import default_model
 
     head = run.head()
     meta = run.model_meta(head.base)
-    if meta and meta.get("dataset_fingerprint") == ds.fingerprint and meta.get("seed") == seed:
+    if meta and meta.get("dataset_fingerprint") == ds.fingerprint and (meta.get("seed") == seed or "adopted" in meta):
         named = None if grid.model is None else checked_model(grid.model, ds).name
         if named in (None, meta["model"]):
             return head.base, None, None

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, ROAD_FILL
 
 
@@ -52,6 +53,12 @@ class Study:
         progress: progress bars and the sweep's lines.
         group_size: retraining cells trained together, as --group-size (None: the device's default).
         workers_per_cell: processes that train each cell data-parallel, as --workers-per-cell.
+        weights: a state-dict file (safetensors, or a torch.save file, read with weights_only=True) adopted as the
+            base model of `model` (default: the dataset's) instead of training one, as `train --weights`: run()
+            adopts it first; its ranks and cells go on from it.
+        executor: "local" or "ray": the ranks' chunks and the cells as tasks on a Ray cluster, as --executor.
+        ray: the cluster and each task's resources, a roarfast.ray_cluster.RayOptions or a dict of its fields
+            (address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell).
         trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
     """
@@ -60,15 +67,17 @@ class Study:
                  seeds=None, fill: str = DEFAULT_FILL, device="auto", preset: str = "quick", data_dir=None,
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
-                 group_size: int | None = None, workers_per_cell: int = 1, trust_run_dir: bool = False):
+                 group_size: int | None = None, workers_per_cell: int = 1, weights=None, executor: str = "local",
+                 ray=None, trust_run_dir: bool = False):
         from roarfast.cells import cell_estimators
         from roarfast.data import load_dataset
         from roarfast.device import resolve_device
         from roarfast.extract import ExtractOptions
         from roarfast.grid import preset_grid
         from roarfast.methods.selection import Selection
-        from roarfast.options import check_positive, parse_list
+        from roarfast.options import check_choice, check_positive, parse_list
         from roarfast.probe import checked_model
+        from roarfast.ray_cluster import EXECUTORS, RayOptions
 
         self.run_dir = Path(run_dir)
         if isinstance(methods, (str, Mapping)) or callable(methods):
@@ -90,6 +99,15 @@ class Study:
         self.progress = progress
         self.group_size = check_positive("group_size", group_size, optional=True)
         self.workers_per_cell = check_positive("workers_per_cell", workers_per_cell)
+        self.weights = weights
+        self.executor = check_choice("executor", executor, EXECUTORS)
+        if isinstance(ray, dict):
+            unknown = sorted(set(ray) - set(RayOptions.__dataclass_fields__))
+            if unknown:
+                raise UserError(f"ray: {', '.join(unknown)} is no field of RayOptions; its fields: "
+                                f"{', '.join(RayOptions.__dataclass_fields__)}")
+            ray = RayOptions(**ray)
+        self.ray = ray
         self._trust = trust_run_dir
         self.dataset = self._load_dataset(data_dir, dataset_options) if dataset is None else load_dataset(
             dataset, data_dir, **dict(dataset_options or {}))
@@ -124,16 +142,20 @@ class Study:
     def run(self, fill: str | None = None):
         """The sweep (roarfast sweep): the base model and the ranks where missing, then every cell of the grid
         that results.sqlite lacks (with `fill` instead of the Study's, when given). Returns results()."""
-        from roarfast.sweep import run_sweep
-
+        from roarfast.basemodel import TrainOptions, run_train
         from roarfast.history.head import set_command
+        from roarfast.sweep import run_sweep
 
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
         set_command("Study.run()" if fill is None else f"Study.run(fill={fill!r})")
         with self._records():
+            if self.weights is not None:  # the adopted base model (reused once adopted), which the sweep takes
+                run_train(self.run_dir, TrainOptions(model=grid.model, weights=self.weights), dataset_obj=self.dataset,
+                          device=self.device, seed=self.seed, progress=self.progress, echo=self._echo)
             run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
                       progress=self.progress, extract_options=self.extract_options, echo=self._echo,
-                      group_size=self.group_size, workers_per_cell=self.workers_per_cell)
+                      group_size=self.group_size, workers_per_cell=self.workers_per_cell, executor=self.executor,
+                      ray=self.ray)
         return self.results()
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):

@@ -1,21 +1,22 @@
 """`roarfast sweep`: the whole benchmark grid (README, "The whole benchmark") — methods x modes x fractions x
 seeds, each cell beside its mask-only control — resumable, shareable and local or on Ray.
 
-It takes HEAD's base model when it was trained on this data with this seed (of the model the sweep names, if
-it names one), else the base model of the id its own settings make (roarfast.grid.sweep_base): reused when the
-run directory holds it, else trained beside the others; it extracts the ranks of the ids its settings make
-that the run directory lacks (a store of the same id is reused), records its configuration and HEAD, plans the
-grid against results.sqlite (roarfast.grid: a cell's key holds its base model and its ranks' id) and runs the
-cells left through an executor (roarfast.executors); it returns once every cell of its grid is done. Nothing
-another request made is replaced.
+It takes HEAD's base model when it was trained on this data with this seed, or adopted for this data (of the
+model the sweep names, if it names one), else the base model of the id its own settings make
+(roarfast.grid.sweep_base): reused when the run directory holds it, else trained beside the others; it extracts
+the ranks of the ids its settings make that the run directory lacks (a store of the same id is reused; on Ray,
+each chunk a task), records its configuration and HEAD, plans the grid against results.sqlite (roarfast.grid: a
+cell's key holds its base model and its ranks' id) and runs the cells left through an executor
+(roarfast.executors); it returns once every cell of its grid is done. Nothing another request made is replaced.
 """
 
 import time
 from contextlib import ExitStack
 
-from roarfast.executors import EXECUTORS, Progress, RayOptions, check_workers, execute, import_ray
+from roarfast.executors import Progress, check_workers, execute
 from roarfast.grid import Grid, describe_plan, make_plan, sweep_base
 from roarfast.options import check_choice
+from roarfast.ray_cluster import EXECUTORS, RayOptions, import_ray
 
 
 def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
@@ -63,7 +64,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         echo(f"[sweep] {note}")
     run.check_writable()  # before anything is trained; the stages check their own estimates
     base = _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
-    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo)
+    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor, ray)
     model, recipe = cell_recipe(run, ds, device, grid, base=base)
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
@@ -125,10 +126,12 @@ def _base_options(ds, grid, spec, selection, amp, device):
     return TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
 
 
-def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo) -> dict:
+def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor: str = "local",
+                  ray: RayOptions | None = None) -> dict:
     """{method: rank id} of the sweep's ranks for HEAD's base model (RunDir.rank_ids), extracting with `options`
-    those the run directory lacks (a complete store of the same id is reused), each under the run directory's
-    claim on its ranks, so that several sweeps extract each method once."""
+    those the run directory lacks (a complete store of the same id is reused; with `executor` ray, its chunks as
+    tasks on the cluster), each under the run directory's claim on its ranks, so that several sweeps extract
+    each method once."""
     from dataclasses import replace
 
     from roarfast.extract import run_extract
@@ -149,7 +152,8 @@ def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo) -> 
         started = time.perf_counter()
         # the missing methods alone, with the --method-arg values they take
         alone = replace(options, methods=",".join(missing), method_args=dict(selection.only(missing).args))
-        run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress)
+        run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress, executor=executor,
+                    ray=ray)
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
     kept = [m for m in selection.names if m not in missing]

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +95,33 @@ def start_roarfast(*args, log: Path) -> subprocess.Popen:
     with open(log, "w") as out:
         return subprocess.Popen([sys.executable, "-m", "roarfast.cli", *args], stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def wait_for(condition, what: str, timeout: float = 120.0):
+    """Returns once `condition()` holds; fails the test after `timeout` seconds, naming `what` it waited for."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
+        time.sleep(0.2)
+
+
+def losing_node(args, cluster, lost, observed: Observed, log: Path, what: str, then=lambda: None) -> str:
+    """Runs `roarfast ARGS` in a driver of its own, removes the node `lost` once a model was built there (`what`
+    it builds: its tasks pause there until it goes), runs `then()`, and returns what the driver said once it
+    succeeded."""
+    observed.pause({lost.node_id: 600})
+    driver = start_roarfast(*args, log=log)
+    try:
+        wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), what)
+        cluster.remove_node(lost, allow_graceful=False)
+        then()
+        code = driver.wait(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    said = log.read_text()
+    assert code == 0, said[-3000:]
+    return said
 
 
 def rows(run_dir) -> list[dict]:

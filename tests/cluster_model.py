@@ -1,11 +1,12 @@
-"""The model the cluster tests' cells train: fastnet, built inside a Ray worker after the pause that the test
-gives that worker's node, each build noted with its node. A pause keeps a cell in flight long enough for a
-test to remove its node or kill its driver; the notes say where cells started (the rows say where they
-finished). Outside Ray (the driver, a data-parallel rank) it is fastnet, at once.
+"""The model the cluster tests' cells train and their extractions explain: fastnet, built inside a Ray worker after
+the pause that the test gives that worker's node, each build noted with its node, and there pausing before each
+forward pass as long as the test says. A pause keeps a cell or a chunk in flight long enough for a test to remove
+its node or kill its driver; the notes say where cells and chunks started (the rows and the driver say where
+they finished). Outside Ray (the driver, a data-parallel rank) it is fastnet, at once.
 
-The test's folder, $ROARFAST_TEST_CLUSTER_DIR, holds `pauses.json` ({node id or "*": seconds, or "fail": a
-message that every build in a Ray worker raises}, read at every build) and `builds.jsonl` (one {"node",
-"pid", "time"} line per build in a Ray worker)."""
+The test's folder, $ROARFAST_TEST_CLUSTER_DIR, holds `pauses.json` ({node id or "*": seconds, "forward":
+seconds before each forward pass, or "fail": a message that every build in a Ray worker raises}, read at every
+build and forward) and `builds.jsonl` (one {"node", "pid", "time"} line per build in a Ray worker)."""
 
 import json
 import os
@@ -26,15 +27,22 @@ def _ray_node() -> str | None:
     return ray.get_runtime_context().get_node_id()
 
 
+def _pauses(folder: Path) -> dict:
+    return json.loads((folder / "pauses.json").read_text()) if (folder / "pauses.json").exists() else {}
+
+
 def paused_fastnet(num_classes: int, image_size: int, in_channels: int):
     node = _ray_node()
     folder = os.environ.get("ROARFAST_TEST_CLUSTER_DIR")
+    model = fastnet(num_classes, image_size, in_channels)
     if node is not None and folder:
         folder = Path(folder)
         with open(folder / "builds.jsonl", "a") as notes:
             notes.write(json.dumps({"node": node, "pid": os.getpid(), "time": time.time()}) + "\n")
-        pauses = json.loads((folder / "pauses.json").read_text()) if (folder / "pauses.json").exists() else {}
+        pauses = _pauses(folder)
         if "fail" in pauses:
             raise RuntimeError(pauses["fail"])
         time.sleep(pauses.get(node, pauses.get("*", 0)))
-    return fastnet(num_classes, image_size, in_channels)
+        # a hook holds no weights: the state dict is fastnet's
+        model.register_forward_pre_hook(lambda module, args: time.sleep(_pauses(folder).get("forward", 0)))
+    return model

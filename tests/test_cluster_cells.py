@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from tests.cluster import (MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed, local_cluster,
-                           ray_or_skip, roarfast, rows, start_roarfast)
+                           losing_node, ray_or_skip, roarfast, rows, start_roarfast, wait_for)
 
 #: 160 images: 144 train after the validation split, so that a batch of 128 splits between two workers
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
@@ -44,29 +44,10 @@ def sweep(run_dir, cluster, *extra, grid=GRID):
     return ["sweep", "--run-dir", str(run_dir), *grid, "--executor", "ray", "--address", cluster.address, *extra]
 
 
-def wait_for(condition, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(0.2)
-
-
 def sweep_losing(run_dir, cluster, lost, observed, log, then=lambda: None) -> str:
     """Runs the sweep in a driver of its own, removes the node `lost` while one of its cells is in flight (its
     cells pause until it goes), runs `then()`, and returns what the driver said once it succeeded."""
-    observed.pause({lost.node_id: 600})
-    driver = start_roarfast(*sweep(run_dir, cluster), log=log)
-    try:
-        wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), "a cell on the node")
-        cluster.remove_node(lost, allow_graceful=False)
-        then()
-        code = driver.wait(timeout=300)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    said = log.read_text()
-    assert code == 0, said[-3000:]
-    return said
+    return losing_node(sweep(run_dir, cluster), cluster, lost, observed, log, "a cell on the node", then)
 
 
 def test_a_removed_nodes_cell_runs_again_on_another_node(prepared, tmp_path):

@@ -240,3 +240,32 @@ def test_extract_ends_with_one_line_saying_what_it_wrote_or_that_nothing_was_lef
     third = CliRunner().invoke(main, args)
     assert third.output.strip().splitlines()[-1] == (
         f"extract: nothing to do: the ranks of grad, sobel for test are already in {where} (--force makes them again)")
+
+
+def test_a_chunk_size_sets_a_new_stores_chunks_and_a_resumed_store_keeps_its_own(run_dir, dataset):
+    """--chunk-images: the store's chunks (the unit of resumption, and of a task on Ray); the ranks do not depend
+    on it."""
+    extract_quiet(run_dir, dataset, methods="grad", splits=("test",), chunk_images=16)
+    manifest = RunDir(run_dir).rank_store.manifest("grad", "test")
+    assert manifest["chunk_size"] == 16 and manifest["chunks_done"] == [[0, 4]]  # 60 images: 3 of 16, one of 12
+    ranks = RunDir(run_dir).rank_store.read("grad", "test").tensor()
+    extract_quiet(run_dir, dataset, methods="grad", splits=("test",), force=True)  # the default chunk: 64 here
+    assert RunDir(run_dir).rank_store.manifest("grad", "test")["chunk_size"] == 64
+    assert torch.equal(ranks, RunDir(run_dir).rank_store.read("grad", "test").tensor())
+    with pytest.raises(UserError, match="--chunk-images"):
+        ExtractOptions(chunk_images=0)
+
+
+def test_on_ray_what_a_worker_cannot_rebuild_is_refused_before_any_work(tmp_path):
+    """A Python object given to a Study has no name a Ray worker could load it by: refused in one line, before
+    Ray is even asked for (no cluster here)."""
+    ds = load_dataset((dataset_tensors(40), dataset_tensors(20)))
+    with pytest.raises(UserError, match=r"--executor ray: the dataset object:\S+ was a Python object given to "
+                                        r"roarfast.Study"):
+        run_extract(tmp_path / "run", ExtractOptions(methods="random"), dataset_obj=ds, device="cpu", progress=False,
+                    executor="ray")
+    assert not (tmp_path / "run" / "ranks").exists()
+
+
+def dataset_tensors(n: int) -> tuple:
+    return torch.randint(0, 256, (n, 3, 8, 8), dtype=torch.uint8), torch.arange(n) % 2

@@ -72,7 +72,10 @@ def test_a_run_made_from_objects_records_them_and_the_command_line_says_what_to_
 @pytest.mark.parametrize("changes, says", [({"methods": ["grad", "nope"]}, "unknown method 'nope'"),
                                            ({"fractions": [1.5]}, "--fraction: fractions must lie in"),
                                            ({"fill": "blur"}, "--fill should be one of"),
-                                           ({"model": 3}, "model should be a built-in name")])
+                                           ({"model": 3}, "model should be a built-in name"),
+                                           ({"executor": "slurm"}, "executor should be one of local, ray"),
+                                           ({"ray": {"gpus": 1}}, "ray: gpus is no field of RayOptions"),
+                                           ({"ray": {"gpus_per_task": -1}}, "--gpus-per-task >= 0")])
 def test_study_checks_its_arguments_before_any_work(tmp_path, changes, says):
     with pytest.raises(UserError, match=says):
         study(tmp_path / "run", **changes)

@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 
 from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, _data_options, _fractions, _friendly_errors,
-                                  _load_config, _options, amp_option, data_options, method_arg_option, model_option,
-                                  parameter_options, recipe_option, run_options, trust_option)
-from roarfast.executors import EXECUTORS
+                                  _load_config, _options, amp_option, data_options, executor_options,
+                                  method_arg_option, model_option, parameter_options, recipe_option, run_options,
+                                  trust_option)
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.grid import PRESETS
 from roarfast.methods.parameters import PARAMETERS
@@ -60,17 +60,28 @@ def main(ctx):
 @click.option("--batch-size", type=int, default=None, help="batch size (default: the model's recipe)")
 @recipe_option
 @amp_option
+@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="adopt trained weights as the base model instead of training it: a state dict of --model for this "
+                   "data, as safetensors or a torch.save file (loaded with weights_only=True); loaded strictly, "
+                   "evaluated, recorded with its digest")
 @trust_option
 @_friendly_errors
-def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, recipe, amp):
-    """Train the base classifier on the unmodified dataset (validation split held out for model selection)."""
+def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model, epochs, batch_size, recipe, amp,
+          weights):
+    """Train the base classifier on the unmodified dataset (validation split held out for model selection), or
+    adopt trained weights as the base model (--weights)."""
     from roarfast.basemodel import TrainOptions, run_train
 
-    options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp, recipe=recipe)
+    options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp, recipe=recipe,
+                       weights=weights)
     summary = run_train(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                         device=device, seed=seed, progress=progress, echo=click.echo)
-    reused = f"reusing {summary['model']} (trained {summary['trained']}): " if summary["reused"] else ""
-    click.echo(f"base model: {reused}val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
+    adopted = summary["adopted"]
+    made = "adopted" if adopted else "trained"
+    reused = f"reusing {summary['model']} ({made} {summary['trained']}): " if summary["reused"] else ""
+    source = f"{summary['model']} adopted from {adopted['file']} (sha256 {adopted['file_sha256'][:12]}): " \
+        if adopted and not summary["reused"] else ""
+    click.echo(f"base model: {reused}{source}val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "
                f"-> {summary['checkpoint']}")
 
 
@@ -88,22 +99,27 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 @click.option("--force", is_flag=True, help="recompute a complete store")
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="torch.compile the model for its passes (pays a compile first; worth it on large runs)")
+@executor_options
 @model_option(NAMED_AGAIN)
 @trust_option
 @_friendly_errors
 def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, methods, splits, batch_size, method_arg,
-            amp, keep_maps, force, compile_model, model, **parameters):
+            amp, keep_maps, force, compile_model, executor, address, cpus_per_task, gpus_per_task, chunk_images, model,
+            **parameters):
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store. A store made with
-    other values (a parameter, an argument, the estimator's code, the base model) is made again."""
+    other values (a parameter, an argument, the estimator's code, the base model) is made again. Resumable chunk
+    by chunk; on a Ray cluster (--executor ray) each chunk left is a task, written here as it comes back."""
     from roarfast.extract import ExtractOptions, run_extract, summary_line
+    from roarfast.ray_cluster import RayOptions
     from roarfast.rundir import RunDir
 
     RunDir(run_dir).check_named_model(model)
     options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, amp=amp,
                              keep_maps=keep_maps, force=force, compile=compile_model, method_args=method_arg,
-                             **parameters)
+                             chunk_images=chunk_images, **parameters)
+    ray = _options(RayOptions, address=address, cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     summary = run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
-                          device=device, seed=seed, progress=progress)
+                          device=device, seed=seed, progress=progress, executor=executor, ray=ray)
     click.echo(summary_line(summary, RunDir(run_dir).ranks_root))
 
 
@@ -180,9 +196,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @amp_option
 @click.option("--cam-layer", "gradcam_layer", default=None, help=PARAMETERS["gradcam_layer"].help)
 @method_arg_option
-@click.option("--executor", type=click.Choice(EXECUTORS), default="local",
-              help="local: cells one after another in this process; ray: one Ray task per cell")
-@click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
+@executor_options
 @click.option("--cpus-per-cell", type=float, default=None,
               help="Ray: CPUs per cell (per worker with --workers-per-cell), each a training thread  [default: the "
                    "threads a cell trains with under --executor local (torch's count: one per core, or "
@@ -196,23 +210,26 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
-          cpus_per_cell, gpus_per_cell, dry_run, group_size, workers_per_cell):
+          cpus_per_task, gpus_per_task, chunk_images, cpus_per_cell, gpus_per_cell, dry_run, group_size,
+          workers_per_cell):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
-    from roarfast.executors import RayOptions
     from roarfast.extract import ExtractOptions
     from roarfast.grid import preset_grid
+    from roarfast.ray_cluster import RayOptions
     from roarfast.sweep import run_sweep
 
     grid = _options(preset_grid, name=preset, methods=methods, fractions=tuple(fractions) if fractions else None,
                     modes=None if modes is None else parse_list(modes), seeds=seeds, control=control,
                     control_seeds=control_seeds, fill=fill, model=model, epochs=epochs, amp=amp, first_seed=seed,
                     recipe=recipe or None)
-    ray = _options(RayOptions, address=address, cpus_per_cell=cpus_per_cell, gpus_per_cell=gpus_per_cell)
+    ray = _options(RayOptions, address=address, cpus_per_cell=cpus_per_cell, gpus_per_cell=gpus_per_cell,
+                   cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     run_sweep(run_dir, grid, executor=executor, ray=ray, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
               dataset_options=data_option, device=device, seed=seed, progress=progress,
-              extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg),
+              extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
+                                       chunk_images=chunk_images),
               echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell)
 
 

@@ -17,6 +17,7 @@ from roarfast.data.registry import DATASETS
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
 from roarfast.plugins import TRUST_FLAG
+from roarfast.ray_cluster import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
@@ -150,6 +151,24 @@ data_options = _stack(
                       "holding the canvases in memory); torchvision:<Class> and a factory: their own keyword "
                       "arguments"),
 )
+
+#: where the work runs: here, or on a Ray cluster (extract's chunks; a sweep's chunks and cells)
+executor_options = _stack(
+    click.option("--executor", type=click.Choice(EXECUTORS), default="local",
+                 help="local: in this process; ray: on a Ray cluster, each chunk of a split's images (--chunk-images) "
+                      "and each retraining cell a task (README, 'On a cluster')"),
+    click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)"),
+    click.option("--cpus-per-task", type=float, default=None,
+                 help="Ray: CPUs per extraction task, each a thread  [default: the threads of this process (torch's "
+                      "count: one per core, or OMP_NUM_THREADS), so that the ranks equal a local extraction's; 1 "
+                      "with --gpus-per-task]"),
+    click.option("--gpus-per-task", type=float, default=0.0, show_default=True,
+                 help="Ray: GPUs per extraction task (then computed on CUDA), fractions allowed"),
+    click.option("--chunk-images", type=int, default=None,
+                 help="images per chunk of a new rank store: the unit of resumption, and of a task on Ray  [default: "
+                      "512]"),
+)
+
 
 def _recipe(ctx, param, value):
     """--recipe FIELD=VALUE pairs over the config file's recipe: mapping (field by field) -> dict."""

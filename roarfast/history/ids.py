@@ -3,7 +3,8 @@ JSON of what made it, so an artifact made again from the same things has the sam
 made from anything else has another (it is kept beside the first, never over it).
 
 - a base model: its dataset's fingerprint (a subset included), the model's name and source hash, the effective
-  recipe as recorded, the seed: all in its meta.json, so the id of a checkpoint is read off its meta.
+  recipe as recorded, the seed: all in its meta.json, so the id of a checkpoint is read off its meta. A base model
+  adopted from trained weights (`train --weights`): its data, model and the digest of its weights, no recipe.
 - a rank store: the method, its ranks' provenance (parameters and arguments, code, seed where it draws random
   numbers, granularity, reduction), the sha256 of the base checkpoint it explained (None for a model-free
   method), the dataset's fingerprint: all in its manifest.
@@ -33,8 +34,21 @@ def model_id(*, dataset_fingerprint, model, model_source, recipe: dict | None, s
                       "recipe": recipe, "seed": seed})
 
 
+def adopted_model_id(*, dataset_fingerprint, model, model_source, weights_sha256: str) -> str:
+    """The id of the base model `model` (its source hash `model_source`) adopted for the data of
+    `dataset_fingerprint` with the weights whose checkpoint file has sha256 `weights_sha256`: nothing was trained,
+    so no recipe or seed made it."""
+    return digest_id({"dataset": dataset_fingerprint, "model": model, "model_source": model_source,
+                      "weights": weights_sha256})
+
+
 def model_id_of(meta: dict) -> str:
-    """The id of the base model whose checkpoint meta is `meta` (roarfast.basemodel.base_meta)."""
+    """The id of the base model whose checkpoint meta is `meta` (roarfast.basemodel.base_meta, or adopted_meta)."""
+    adopted = meta.get("adopted")
+    if isinstance(adopted, dict):
+        return adopted_model_id(dataset_fingerprint=meta.get("dataset_fingerprint"), model=meta.get("model"),
+                                model_source=meta.get("model_source_sha256"),
+                                weights_sha256=adopted.get("weights_sha256"))
     return model_id(dataset_fingerprint=meta.get("dataset_fingerprint"), model=meta.get("model"),
                     model_source=meta.get("model_source_sha256"), recipe=meta.get("recipe"), seed=meta.get("seed"))
 

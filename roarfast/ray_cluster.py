@@ -1,0 +1,88 @@
+"""Ray as the stages and the executors use it: the cluster's options (`RayOptions`: its address, what a retraining
+cell and an extraction task each ask for), connecting, the live nodes' resources (the most one node holds, how
+many tasks they run at once, counted again as nodes leave or join), and how often Ray runs again a task whose
+worker or node died. Ray stays optional: `import_ray` says how to install it.
+"""
+
+from dataclasses import dataclass
+
+from roarfast.errors import UserError
+
+#: where cells and chunks are computed: in this process, or as tasks on a Ray cluster
+EXECUTORS = ("local", "ray")
+#: times Ray runs a task again whose worker or node died (not a task that raised: that one fails once)
+RAY_TASK_RETRIES = 3
+#: how often a driver waiting on Ray tasks looks again, at the nodes too
+WAIT_S = 2.0
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """--executor ray: the cluster (`address`, None: a local Ray instance), each retraining cell's resources and
+    each extraction task's (a chunk of a split's images). CPUs None: as many as the threads this process computes
+    with (local_threads), so that Ray's rows and ranks equal the local executor's; 1 where GPUs are asked for."""
+
+    address: str | None = None
+    cpus_per_cell: float | None = None
+    gpus_per_cell: float = 0.0
+    cpus_per_task: float | None = None
+    gpus_per_task: float = 0.0
+
+    def __post_init__(self):
+        for unit in ("cell", "task"):
+            cpus, gpus = getattr(self, f"cpus_per_{unit}"), getattr(self, f"gpus_per_{unit}")
+            if (cpus is not None and not cpus > 0) or not gpus >= 0:
+                raise UserError(f"--cpus-per-{unit} must be > 0 and --gpus-per-{unit} >= 0, got {cpus} and {gpus}")
+
+
+def local_threads() -> int:
+    """The CPU threads this process computes with (torch's default: one per core, or OMP_NUM_THREADS): CPU
+    results can depend on it, so a Ray task is given as many by default."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def import_ray():
+    """The ray module, or a UserError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'roarfast[ray]'") from None
+    return ray
+
+
+def connect(options: RayOptions):
+    """The ray module, connected to the cluster of `options` (once per process)."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def largest_node(ray, resource: str) -> float:
+    """The most of `resource` (CPU, GPU) that one live node of the cluster has."""
+    return max((node["Resources"].get(resource, 0) for node in ray.nodes() if node.get("Alive")), default=0)
+
+
+def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit: str = "cell") -> tuple:
+    """(CPUs, GPUs) of one worker of a task: a retraining `unit` "cell" (of `workers` processes) or an extraction
+    "task". CPUs None: local_threads(), at most what the largest node holds for the task's workers (a task asking
+    for more would never be scheduled); 1 with GPUs. A task's workers share one node, which must hold them all
+    (else one line naming the flags that lower it)."""
+    if cpus is None:
+        cpus = 1 if gpus > 0 else max(1, min(local_threads(), int(largest_node(ray, "CPU") // workers)))
+    for resource, amount in (("CPU", cpus), ("GPU", gpus)):
+        largest = largest_node(ray, resource)
+        if amount * workers > largest:
+            what, lower = (("a cell", "--workers-per-cell or ") if unit == "cell" else ("an extraction task", ""))
+            split = f" ({workers} worker(s) x {amount:g})" if unit == "cell" else ""
+            raise UserError(f"{what} asks for {amount * workers:g} {resource}s{split} on one node, and the largest "
+                            f"node of the Ray cluster has {largest:g}: lower {lower}--{resource.lower()}s-per-{unit}")
+    return cpus, gpus
+
+
+def slots(ray, cpus: float, gpus: float) -> int:
+    """How many tasks of (cpus, gpus) the live nodes run at once now: no more are started than can run."""
+    resource, amount = ("GPU", gpus) if gpus > 0 else ("CPU", cpus)
+    return max(1, sum(int(node["Resources"].get(resource, 0) // amount) for node in ray.nodes() if node.get("Alive")))

@@ -1,0 +1,146 @@
+"""Trained weights adopted as the base model (`train --weights`, Study(weights=)): the weights of a model roarfast
+trained give the ranks and the no-retrain measurements of that model; the id comes from the weights (the same
+tensors in a torch file are the same base model, other tensors another one beside it); a torchvision resnet18
+state dict fits the built-in resnet18 above 64 px and a Study's sweep goes on from it without training a base
+model; a file that does not fit, or is no state dict, is refused in one line."""
+
+import filecmp
+import hashlib
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from roarfast import Study
+from roarfast.checkpoint import load_checkpoint
+from roarfast.cli import main
+from roarfast.data import load_dataset
+from roarfast.ops import mask_normalize
+from roarfast.rundir import RunDir
+
+DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [*args, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def refused(*args) -> str:
+    """The one line a refused command ends with."""
+    result = CliRunner().invoke(main, [*args, "--no-progress"])
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+    lines = result.output.strip().splitlines()
+    assert "Traceback" not in result.output and lines[-1].startswith("Error: "), result.output
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A run directory whose base model roarfast trained (one epoch), with its grad and random ranks and MoRF
+    measured: (run directory, its weights file)."""
+    run_dir = tmp_path_factory.mktemp("adopt") / "trained"
+    invoke("train", "--run-dir", str(run_dir), "--epochs", "1", *DATA)
+    invoke("extract", "--run-dir", str(run_dir), "--method", "grad,random")
+    invoke("evaluate", "--run-dir", str(run_dir), "--metric", "morf", "--fraction", "0.5")
+    return run_dir, RunDir(run_dir).base_checkpoint / "model.safetensors"
+
+
+def no_retrain_rows(run_dir) -> dict:
+    from tests.cluster import rows
+
+    return {(r["method"], r["mode"], r["fraction"]): r["test_acc"] for r in rows(run_dir) if r["kind"] == "no-retrain"}
+
+
+def test_adopted_weights_give_the_ranks_and_measurements_of_the_model_they_came_from(trained, tmp_path):
+    source, weights = trained
+    run_dir = tmp_path / "adopted"
+    said = invoke("train", "--run-dir", str(run_dir), "--weights", str(weights), "--model", "fastnet", *DATA)
+    assert f"adopted from {weights.resolve()}" in said
+    invoke("extract", "--run-dir", str(run_dir), "--method", "grad,random")
+    invoke("evaluate", "--run-dir", str(run_dir), "--metric", "morf", "--fraction", "0.5")
+    # the same rank stores, under the same ids (the checkpoint holds the same bytes), and the same MoRF accuracy
+    for ranks in sorted((source / "ranks").rglob("ranks.npy")):
+        assert filecmp.cmp(ranks, run_dir / ranks.relative_to(source), shallow=False), ranks
+    assert no_retrain_rows(run_dir) == no_retrain_rows(source) != {}
+    meta = RunDir(run_dir).base_meta()
+    assert meta["adopted"]["file_sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert meta["epochs"] == 0 and meta["recipe"] is None
+    # the recorded test accuracy is the model's, computed here apart from roarfast's evaluation
+    ds = load_dataset("embedded", num_train=160, num_test=64)
+    model, _ = load_checkpoint(RunDir(source).base_checkpoint)
+    with torch.no_grad():
+        predicted = model(mask_normalize(ds.test.images, None, mean=ds.mean, std=ds.std)).argmax(1)
+    assert meta["test_acc"] == pytest.approx((predicted == ds.test.labels).float().mean().item())
+
+
+def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
+    _, weights = trained
+    run_dir = tmp_path / "run"
+    invoke("train", "--run-dir", str(run_dir), "--weights", str(weights), *DATA)
+    first = RunDir(run_dir).head().base
+    # the same tensors saved by torch: the same base model, reused
+    state = load_checkpoint(weights.parent)[0].state_dict()
+    torch.save(state, tmp_path / "same.pt")
+    said = invoke("train", "--run-dir", str(run_dir), "--weights", str(tmp_path / "same.pt"), *DATA)
+    assert "reusing fastnet (adopted" in said and RunDir(run_dir).head().base == first
+    # other tensors: another base model, kept beside the first
+    state["head.weight"] = state["head.weight"] * 2
+    torch.save(state, tmp_path / "other.pt")
+    invoke("train", "--run-dir", str(run_dir), "--weights", str(tmp_path / "other.pt"), *DATA)
+    assert RunDir(run_dir).head().base != first and set(RunDir(run_dir).models()) >= {first}
+    assert len(RunDir(run_dir).models()) == 2
+
+
+def test_a_torchvision_resnet18_state_dict_is_the_base_model_of_a_study(tmp_path):
+    import torchvision
+
+    generator = torch.Generator().manual_seed(0)
+
+    def split(n):  # 3 x 72 x 72: above 64 px, the built-in resnet18 keeps torchvision's stem
+        return (torch.randint(0, 256, (n, 3, 72, 72), dtype=torch.uint8, generator=generator),
+                torch.arange(n) % 2)
+
+    torch.manual_seed(1)
+    published = torchvision.models.resnet18(num_classes=2).state_dict()
+    torch.save(published, tmp_path / "resnet18.pth")
+    study = Study(tmp_path / "run", model="resnet18", dataset=(split(48), split(16)), methods=["sobel"],
+                  fractions=[0.5], modes=["roar"], seeds=1, control=False, epochs=1, device="cpu", progress=False,
+                  weights=tmp_path / "resnet18.pth")
+    cells = study.run()
+    run = RunDir(tmp_path / "run")
+    assert len(run.models()) == 1  # the adopted model; none trained beside it
+    model, meta = run.load_base_model(study.dataset)
+    assert meta["model"] == "resnet18" and meta["adopted"]["file"] == str((tmp_path / "resnet18.pth").resolve())
+    assert all(torch.equal(model.state_dict()[key], value) for key, value in published.items())
+    assert sorted(cells["method"]) == ["random", "sobel"] and set(cells["status"]) == {"done"}
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda state: {k: v for k, v in state.items() if k != "head.weight"},
+     "does not fit --model fastnet on this data (10 classes, 3x32x32 images): missing key 'head.weight'"),
+    (lambda state: {**state, "extra.weight": torch.zeros(3)}, ": unexpected key 'extra.weight'"),
+    (lambda state: {k: v[:1] if v.ndim == 4 else v for k, v in state.items()},
+     ": 'stage1.0.weight' is [1, 3, 3, 3] in the file, [16, 3, 3, 3] in the model (and 2 more)"),
+    (lambda state: {"state_dict": state, "epoch": 3}, ": its entry 'state_dict' is not a tensor (OrderedDict)"),
+])
+def test_a_file_that_does_not_fit_is_refused_in_one_line(trained, tmp_path, make, says):
+    _, weights = trained
+    torch.save(make(load_checkpoint(weights.parent)[0].state_dict()), tmp_path / "bad.pt")
+    line = refused("train", "--run-dir", str(tmp_path / "run"), "--weights", str(tmp_path / "bad.pt"), *DATA)
+    assert f"--weights {tmp_path / 'bad.pt'}" in line and says in line, line
+    assert not (tmp_path / "run" / "models").exists()
+
+
+def test_files_that_are_no_state_dict_are_refused_in_one_line(tmp_path):
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "code.pt")  # a whole module: unpickling it would run its class
+    (tmp_path / "notes.txt").write_text(json.dumps({"weights": [1, 2]}))
+    for name, says in (("code.pt", "torch.load(weights_only=True) refused it"),
+                       ("notes.txt", "neither a safetensors file nor a torch file"),
+                       ("missing.pt", "cannot be read")):
+        line = refused("train", "--run-dir", str(tmp_path / "run"), "--weights", str(tmp_path / name), *DATA)
+        assert says in line and name in line, line
+    line = refused("train", "--run-dir", str(tmp_path / "run"), "--weights", str(tmp_path / "code.pt"), "--epochs", "2")
+    assert "--weights adopts trained weights and trains nothing: drop --epochs" in line

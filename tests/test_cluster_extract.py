@@ -1,0 +1,153 @@
+"""Extraction on a local multi-node Ray cluster (tests/cluster.py: a head without CPUs, worker nodes of 1 CPU):
+each chunk of a split is a task, the chunks spread over the nodes, and the store the driver writes holds the
+bytes of a local extraction's; a node removed while it computes a chunk has that chunk computed on another, each
+chunk written once; a driver killed mid-extraction leaves a store that the same command finishes, computing only
+the chunks left (here a sweep, whose cells then train on the cluster too). The test that removes a node starts
+its own cluster and comes first; the others share one."""
+
+import filecmp
+import shutil
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from roarfast.cli import main
+from roarfast.store.layout import read_manifest
+from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, losing_node, ray_or_skip,
+                           roarfast, start_roarfast, wait_for)
+
+#: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks)
+DATA = ["--data-option", "num_train=192", "--data-option", "num_test=64"]
+CHUNK = ["--chunk-images", "32"]
+CHUNKS = 8
+#: two cheap methods and a gradient one, computed together chunk by chunk
+METHODS = "random,sobel,grad"
+EXTRACT = ["extract", "--method", METHODS, *CHUNK, "--model", MODEL, "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """(a run directory with a one-epoch base model, to copy per test; a copy of it where METHODS were extracted
+    here, with the thread count of a Ray task of one CPU)."""
+    ray_or_skip()
+    folder = tmp_path_factory.mktemp("extract")
+    base = folder / "base"
+    result = CliRunner().invoke(main, ["train", "--epochs", "1", *DATA, "--model", MODEL, "--run-dir", str(base),
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    local = shutil.copytree(base, folder / "local")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = CliRunner().invoke(main, [*EXTRACT, "--run-dir", str(local)])
+    finally:
+        torch.set_num_threads(threads)
+    assert result.exit_code == 0, result.output
+    return base, local
+
+
+def extract_on(cluster, run_dir, *extra):
+    return [*EXTRACT, "--run-dir", str(run_dir), "--executor", "ray", "--address", cluster.address, *extra]
+
+
+def chunks_on_nodes(said: str) -> dict:
+    """{node id's first 8 hex: chunks} from the driver's line "extract: N chunk(s) on Ray: a on node X, ..."."""
+    (line,) = [line for line in said.splitlines() if "chunk(s) on Ray:" in line]
+    parts = line.split("on Ray: ")[1].split(", ")
+    return {part.split(" on node ")[1]: int(part.split(" on node ")[0]) for part in parts}
+
+
+def assert_stores_equal(run_dir, local, methods=METHODS.split(",")) -> None:
+    """Every rank file of `methods` in run_dir equals the local extraction's byte for byte, and each store's
+    manifest lists every chunk done once, with the local one's checksums."""
+    for method in methods:
+        for ranks in sorted((local / "ranks" / method).rglob("ranks.npy")):
+            twin = run_dir / ranks.relative_to(local)
+            assert filecmp.cmp(ranks, twin, shallow=False), twin
+            here, there = read_manifest(twin.parent), read_manifest(ranks.parent)
+            assert here["complete"] and here["chunks_done"] == [[0, len(here["checksums"])]]
+            assert here["checksums"] == there["checksums"]
+
+
+def test_a_removed_nodes_chunk_is_computed_on_another_node(prepared, tmp_path):
+    base, local = prepared
+    run_dir = shutil.copytree(base, tmp_path / "run")
+    with local_cluster(tmp_path / "cluster", nodes=2) as (cluster, (lost, kept), observed):
+        said = losing_node(extract_on(cluster, run_dir), cluster, lost, observed, tmp_path / "driver.log",
+                           "a chunk on the node")
+    # every chunk came back once, all from the node kept (the lost one's was computed there again)
+    assert chunks_on_nodes(said) == {kept.node_id[:8]: CHUNKS}
+    assert_stores_equal(run_dir, local)
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """A cluster of two 1-CPU worker nodes, for the tests that remove none: (Cluster, nodes, Observed)."""
+    with local_cluster(tmp_path_factory.mktemp("nodes"), nodes=2) as started:
+        yield started
+
+
+def test_chunks_spread_over_the_nodes_and_the_store_equals_a_local_extraction(prepared, two_nodes, tmp_path):
+    base, local = prepared
+    run_dir = shutil.copytree(base, tmp_path / "run")
+    cluster, nodes, observed = two_nodes
+    observed.pause({})
+    result = roarfast(*extract_on(cluster, run_dir))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    spread = chunks_on_nodes(result.stdout)
+    assert set(spread) == {node.node_id[:8] for node in nodes} and sum(spread.values()) == CHUNKS
+    assert_stores_equal(run_dir, local)
+    # a task that cannot be scheduled anywhere is refused before any chunk is computed
+    refused = roarfast(*extract_on(cluster, run_dir, "--gpus-per-task", "1"))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert ("an extraction task asks for 1 GPUs on one node, and the largest node of the Ray cluster has 0: lower "
+            "--gpus-per-task") in refused.stderr, refused.stderr[-2000:]
+
+
+def done_chunks(run_dir, method: str, split: str) -> int:
+    """The chunks done in `method`'s store of `split` (0 before it exists)."""
+    manifests = [read_manifest(store) for store in (run_dir / "ranks" / method).glob(f"*/{split}")]
+    return sum(stop - start for manifest in manifests if manifest for start, stop in manifest["chunks_done"])
+
+
+def test_a_killed_driver_leaves_a_store_that_the_same_sweep_finishes(prepared, two_nodes, tmp_path):
+    base, local = prepared
+    run_dir = shutil.copytree(base, tmp_path / "run")
+    cluster, _, observed = two_nodes
+    sweep = ["sweep", "--run-dir", str(run_dir), "--method", "grad", "--mode", "roar", "--fraction", "0.5",
+             "--seeds", "1", "--no-control", "--epochs", "1", "--model", MODEL, *CHUNK, "--no-progress",
+             "--executor", "ray", "--address", cluster.address]
+    observed.pause({"forward": 1})  # a second per chunk: the driver dies with chunks done and chunks left
+    driver = start_roarfast(*sweep, log=tmp_path / "driver.log")
+    try:
+        wait_for(lambda: any(done_chunks(run_dir, m, "train") for m in ("grad", "random")), "a chunk written")
+    finally:
+        driver.kill()  # SIGKILL: the store's lock and the claim on its ranks go with it
+        driver.wait()
+    done = {m: done_chunks(run_dir, m, "train") + done_chunks(run_dir, m, "test") for m in ("grad", "random")}
+    assert 0 < min(done.values()) and max(done.values()) < CHUNKS, done
+    observed.pause({})
+    result = roarfast(*sweep)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    # the rerun computed the chunks left alone, and the stores hold what a local extraction writes
+    assert sum(chunks_on_nodes(result.stdout).values()) == CHUNKS - min(done.values())
+    assert_stores_equal(run_dir, local, ["grad", "random"])
+    assert_each_cell_once_and_nothing_claimed(run_dir, 2)  # grad's cell and random's
+
+
+def test_a_study_on_ray_extracts_and_trains_its_cells_on_the_cluster(prepared, two_nodes, tmp_path):
+    from roarfast import Study
+
+    base, local = prepared
+    run_dir = shutil.copytree(base, tmp_path / "run")
+    cluster, nodes, observed = two_nodes
+    observed.pause({})
+    study = Study(run_dir, model=MODEL, methods=["grad"], fractions=[0.5], modes=["roar"], seeds=1, control=False,
+                  epochs=1, extract_options={"chunk_images": 32}, progress=False, executor="ray",
+                  ray={"address": cluster.address})
+    cells = study.run()
+    assert_stores_equal(run_dir, local, ["grad", "random"])
+    found = assert_each_cell_once_and_nothing_claimed(run_dir, 2)
+    assert {r["extra"]["ray_node"] for r in found} <= {node.node_id for node in nodes}
+    assert sorted(cells["method"]) == ["grad", "random"]
