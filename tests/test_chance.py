@@ -29,8 +29,8 @@ from roarfast.recipe import Recipe
 
 ds = load_dataset("embedded", num_train=64, num_test=20, seed=0)
 ranks = {split: torch.zeros(len(ds.split(split)), 32, 32, dtype=torch.int32) for split in ("train", "test")}
-run = SimpleNamespace(rank_store=None,
-                      read_ranks=lambda method, split, fingerprint: SimpleNamespace(tensor=lambda: ranks[split]))
+run = SimpleNamespace(head=lambda: SimpleNamespace(base="base", ranks={}), ranks_for=lambda ids: None,
+                      read_ranks=lambda method, split, fingerprint, **ids: SimpleNamespace(tensor=lambda: ranks[split]))
 trainer = CellTrainer(run, ds, resolve_model("fastnet"), Recipe(epochs=1, batch_size=32), "dataset-mean", "cpu")
 metrics = trainer.train(Cell("random", "roar", 0.5, 0))
 counts = torch.bincount(ds.test.labels)

@@ -117,7 +117,7 @@ def test_a_hard_link_at_a_claim_lock_stops_the_sweep(tmp_path, outside):
     existing = outside / "lock"
     existing.write_bytes(OUTSIDE_TEXT)
     run = RunDir(tmp_path / "run")
-    link = hard_link(run.claims_dir / "base.lock", existing)
+    link = hard_link(run.claims_dir / "head.lock", existing)  # every sweep takes it to update HEAD.json
     line = fails_with_one_line(["sweep", "--run-dir", str(run.root), "--method", "random", "--fraction", "0.5",
                                 "--mode", "roar", "--seeds", "1", "--no-control", "--epochs", "1", *TINY])
     assert line == f"Error: {refusal(link)}"

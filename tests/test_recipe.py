@@ -107,6 +107,6 @@ def test_the_base_model_and_the_cells_pass_their_options_to_it():
         spec = SimpleNamespace(name=name)
         assert base_recipe(spec, data, "cuda", TrainOptions(**options)) == expected
         assert base_recipe(spec, data, "cuda", TrainOptions(batch_size=8, **options)) == expected.replace(batch_size=8)
-    no_base_model = SimpleNamespace(base_meta=lambda: {})
+    no_base_model = SimpleNamespace(head=lambda: SimpleNamespace(base=None), model_meta=lambda base: {})
     spec, recipe = cell_recipe(no_base_model, data, "cuda", CellOptions(model="resnet8", **options))
     assert (spec.name, recipe) == ("resnet8", expected)

@@ -34,8 +34,9 @@ class Head:
 
 
 def now() -> str:
-    """The time now, UTC, to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    """The time now, UTC, to the microsecond: configurations are ordered by it, and two made within one second
+    (quick cells) must still come in the order they were requested."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def set_command(text: str) -> None:
