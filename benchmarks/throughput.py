@@ -230,7 +230,7 @@ def same_ranks(dir_a: Path, dir_b: Path) -> bool:
 
     from roarfast.rundir import RunDir
 
-    root_a, root_b = RunDir(dir_a).rank_store_root, RunDir(dir_b).rank_store_root
+    root_a, root_b = RunDir(dir_a).ranks_root, RunDir(dir_b).ranks_root
     files = sorted(p.relative_to(root_a) for p in root_a.rglob("ranks.npy"))
     return bool(files) and all(np.array_equal(np.load(root_a / f), np.load(root_b / f)) for f in files)
 

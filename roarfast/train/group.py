@@ -52,9 +52,9 @@ class Grouping:
 #: what a device trains by default (its size when --group-size is not given, its way when it is), from
 #: benchmarks/RESULTS.md ("cells trained together"). CPU: a loop of states runs at one at a time's speed
 #: (0.98-1.01x), fused networks slower (0.71x at K = 2, 0.45x at K = 8: K activations overflow the cache),
-#: compiled steps too (0.73-0.84x): one at a time, and a loop when asked for more. GPU: not measured yet;
-#: fused is HFTA's way for small networks
-DEFAULT_GROUPING = {"cpu": Grouping(size=1, how="loop"), "cuda": Grouping(size=1, how="fused")}
+#: compiled steps too (0.73-0.84x): one at a time, and a loop when asked for more. GPU (an H200, airbench):
+#: K = 2-16 together ran at 0.89-1.09x one at a time by a loop or streams, fused slower (0.65-0.94x): the same
+DEFAULT_GROUPING = {"cpu": Grouping(size=1, how="loop"), "cuda": Grouping(size=1, how="loop")}
 
 
 def default_grouping(device, size: int | None = None) -> Grouping:
