@@ -217,3 +217,28 @@ def test_a_symlinked_results_sqlite_is_refused_by_readers_and_nothing_created_be
         roarfast.results.load(run.root)
     assert str(err.value) == said
     assert contents(outside) == before
+
+
+
+def test_a_rank_array_is_created_exclusively_so_a_link_planted_after_the_unlink_is_never_written(tmp_path, outside,
+                                                                                                    monkeypatch):
+    """A fresh store unlinks its files, then creates them: a link another process plants in between (here, at
+    the moment of the unlink) makes the creation fail, and the file behind it keeps its bytes."""
+    from pathlib import Path
+
+    existing = outside / "ranks"
+    existing.write_bytes(OUTSIDE_TEXT)
+    unlink = Path.unlink
+    plant = {"ranks.npy": lambda path: os.link(existing, path), "maps.npy": lambda path: path.symlink_to(existing)}
+
+    def unlink_then_plant(path, missing_ok=False):
+        unlink(path, missing_ok=missing_ok)
+        if path.name in plant and path.parent.name == "train":
+            plant[path.name](path)
+
+    monkeypatch.setattr(Path, "unlink", unlink_then_plant)
+    for planted in ("ranks.npy", "maps.npy"):
+        with pytest.raises(FileExistsError):
+            RankStore(tmp_path / planted).open_writer("grad", "train", keep_maps=planted == "maps.npy", **writer_args())
+        plant.pop(planted)
+    assert contents(outside) == {"ranks": OUTSIDE_TEXT}

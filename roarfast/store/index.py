@@ -178,11 +178,7 @@ class RankStore:
         shape = tuple(requested["shape"])
         files = [(RANKS, requested["dtype"])] + ([(MAPS, MAPS_DTYPE)] if requested["maps"] else [])
         for name, dtype in files:
-            # open_memmap writes the header and sizes the file (sparse); rows come later via pwrite.
-            array = np.lib.format.open_memmap(directory / name, mode="w+", dtype=dtype, shape=shape)
-            del array
-            with open(directory / name, "rb+") as f:
-                os.fsync(f.fileno())
+            _create_npy(directory / name, np.dtype(dtype), shape)
         created = now()
         manifest = {
             "format": FORMAT,
@@ -313,3 +309,16 @@ class RankStore:
             }
             for method, split, manifest in self._manifests()
         ]
+
+
+def _create_npy(path: Path, dtype: np.dtype, shape: tuple) -> None:
+    """A new .npy file of `shape` and `dtype`: its header, then sized (sparse: rows come later via pwrite).
+    Opened exclusively without following links, so a link planted at `path` after the unlink is refused, never
+    written through (numpy's open_memmap would open it by name)."""
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                 "fortran_order": False, "shape": tuple(shape)})
+        f.truncate(f.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        f.flush()
+        os.fsync(f.fileno())
