@@ -6,6 +6,7 @@ to: the named configurations' records, and the rows, rank stores and base models
 nor HEAD uses."""
 
 import shutil
+from collections import Counter
 from pathlib import Path
 
 from roarfast.errors import UserError
@@ -48,7 +49,8 @@ def _uses(c) -> tuple:
 
 def listing(run_dir) -> dict:
     """{"configurations": [a dict per configuration: label, id, head, cells_done, cells (in its grids; None
-    before format 2), bytes, first, last, command], "models": [base models no configuration uses: id, bytes,
+    before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
+    uses: what pruning it frees), first, last, command], "models": [base models no configuration uses: id, bytes,
     model, seed], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
     from roarfast.history.configurations import grid_cells
 
@@ -57,18 +59,23 @@ def listing(run_dir) -> dict:
     models = run.models()
     out = {"configurations": [], "models": [], "ranks": []}
     used_models, used_ranks = {head.base}, set(head.ranks.items())
-    for c in found:
-        base, ranks = _uses(c)
+    uses = [_uses(c) for c in found]
+    # an artifact's users: the configurations and HEAD; one used by a single configuration alone is its own
+    users = Counter([head.base, *head.ranks.items()])
+    for base, ranks in uses:
+        users.update([base, *ranks])
+    for c, (base, ranks) in zip(found, uses):
         used_models.add(base)
         used_ranks |= ranks
         done = {(r["method"], r["mode"], r["fraction"], r["seed"], r["fill"]) for r in c.rows}
         grid = grid_cells(c.record["grids"]) if c.record else None
-        size = _size(models[base]) if base in models else 0
-        size += sum(_size(stores[r]) for r in ranks if r in stores)
+        sizes = {base: _size(models[base])} if base in models else {}
+        sizes.update((r, _size(stores[r])) for r in ranks if r in stores)
         out["configurations"].append({
             "label": c.label, "id": c.id, "head": c.id == head.configuration,
             "cells_done": len(done & grid) if grid is not None else len(done),
-            "cells": len(grid) if grid is not None else None, "bytes": size,
+            "cells": len(grid) if grid is not None else None, "bytes": sum(sizes.values()),
+            "own_bytes": sum(size for artifact, size in sizes.items() if users[artifact] == 1),
             "first": (c.record or {}).get("first") or c.first, "last": (c.record or {}).get("last") or c.last,
             "command": (c.record or {}).get("command")})
     out["models"] = [{"id": mid, "bytes": _size(path), "model": run.model_meta(mid).get("model"),
@@ -86,7 +93,7 @@ def ls_lines(run_dir) -> list[str]:
     for c in found["configurations"]:
         cells = f"{c['cells_done']}/{c['cells']}" if c["cells"] is not None else f"{c['cells_done']}"
         lines.append(f"{'*' if c['head'] else ' '} {c['id'][:SHOWN_CHARS]:<10} [{c['label'] or 'the only one'}] "
-                     f"cells {cells}, {_mib(c['bytes'])}, requested {_when(c['first'])}"
+                     f"cells {cells}, {_mib(c['bytes'])} ({_mib(c['own_bytes'])} its own), requested {_when(c['first'])}"
                      + (f" .. {_when(c['last'])}" if _when(c["last"]) != _when(c["first"]) else "")
                      + f": {c['command'] or 'made before run-directory format 2'}")
     for m in found["models"]:

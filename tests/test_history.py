@@ -12,6 +12,7 @@ from roarfast.errors import UserError
 from roarfast.history.configurations import configurations
 from roarfast.history.head import Head, read_head, write_head
 from roarfast.history.ids import model_id_of, rank_id, rank_id_of
+from roarfast.inventory import listing
 from roarfast.results import RETRAIN, ResultsDB
 from roarfast.rundir import RunDir
 from tests.test_cli_errors import cli_ok, fails_with_one_line
@@ -97,6 +98,11 @@ def test_another_subset_keeps_the_first_base_model_and_its_cells(swept, tmp_path
     listed = cli_ok("ls", "--run-dir", str(run_dir))
     assert len([text for text in listed.splitlines()[1:] if "cells 2/2" in text]) == 3
     assert line(listed, "*").split()[2:5] == ["[num", "train", "48,"]  # HEAD's: the latest request
+    # sizes: what each uses, and its own (what pruning it frees): the 48-image ones share their base model
+    sized = {c["label"]: (c["bytes"], c["own_bytes"]) for c in listing(run_dir)["configurations"]}
+    (small,) = [size for label, size in sized.items() if "num train 40" in label]
+    assert small[0] == small[1] > 0
+    assert all(own < total for label, (total, own) in sized.items() if "num train 40" not in label)
     # prune the smaller subset's: a dry run first, then its record, cells, ranks and base model go, nothing else
     label = [text for text in listed.splitlines() if "num train 40" in text][0].split()[0]
     before = snapshot(run_dir)
