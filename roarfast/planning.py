@@ -5,8 +5,8 @@ extraction split between them, each at best 1/N of the time; cells one per worke
 
 The seconds on this machine's device come from measured step times (roarfast.estimate: the step-time record a
 training, an extraction or an earlier dry run left, else a short measured step); on a device that is not here
-(`--plan-device h100`), from the FLOPs of the same steps' shapes (counted on the meta device) at the share of the
-device's stated peak that such steps reached on one (SHARE). Peak memory: the weights, gradients, momentum and
+(`--plan-device h100`), from the FLOPs of the same steps' shapes (counted on the meta device) at the share of a
+stated peak that measured steps reached (SHARE: the airbench model's on an H200). Peak memory: the weights, gradients, momentum and
 EMA copy of a training (float32), the activations a step keeps for its backward at the recipe's batch (counted
 in float32, halved under 16-bit autocast), the canvases when the data fits in half the device's memory (a tree
 that does not is streamed); an extraction's: the weights and the activations of one pass of its rows.
@@ -19,19 +19,20 @@ from dataclasses import dataclass
 from roarfast.options import check_choice
 
 #: stated dense peaks (no sparsity) of the devices a plan may cost without having them, FLOP/s per precision
-#: (None: fp32), and their memory: NVIDIA H100 SXM5 datasheet (bf16/fp16 tensor cores 989.4 TFLOP/s dense,
-#: 1,979 with sparsity; fp32 67 TFLOP/s; 80 GB HBM3)
-STATED = {"h100": {"name": "H100 SXM", "peak": {"bf16": 989e12, "fp16": 989e12, None: 67e12}, "memory": 80e9}}
-#: share of the stated peak that plain PyTorch steps of a ResNet-50 at 224 px reached on one H100 (bf16
-#: autocast, channels_last; benchmarks/plan_device.py, 2026-11-26, benchmarks/RESULTS.md): a training step
-#: (batch 256) 9.7%, an evaluation 10.5%, an input-gradient pass (extraction, 64 or 111 rows) 5.0-5.2%. In fp32
-#: cuDNN runs convolutions on TF32 tensor cores by default: a training step reached 91% of the fp32 peak; the
-#: evaluation's and extraction's fp32 shares are the bf16 ones scaled alike (not measured). Smaller networks and
-#: canvases launch more, smaller kernels and reach less: a plan of them is a lower bound
-SHARE = {"bf16": {"train": 0.097, "eval": 0.105, "explain": 0.050}}
+#: (None: fp32), and their memory: NVIDIA's H100 SXM5 and H200 SXM datasheets (bf16/fp16 tensor cores 989 TFLOP/s
+#: dense, 1,979 with sparsity; fp32 67 TFLOP/s; 80 GB HBM3, 141 GB HBM3e)
+STATED = {"h100": {"name": "H100 SXM", "peak": {"bf16": 989e12, "fp16": 989e12, None: 67e12}, "memory": 80e9},
+          "h200": {"name": "H200 SXM", "peak": {"bf16": 989e12, "fp16": 989e12, None: 67e12}, "memory": 141e9}}
+#: share of the stated bf16 peak reached on an NVIDIA H200 (2026-11-26, bf16) by the airbench model at 32 px, its
+#: FLOPs counted as roarfast.estimate.step_shape counts them (0.708 GFLOP a training image, 0.236 an evaluated one):
+#: training 133,201 img/s (9.5%), attribution passes (forward + input backward) 116,921 img/s (5.6%). Not measured:
+#: evaluation (the training share is used), any ResNet-50 step, any H100 (the same stated peak, less memory
+#: bandwidth). Larger networks and canvases launch fewer, larger kernels and usually reach more: for them a plan
+#: is an upper bound on the time
+SHARE = {"bf16": {"train": 0.095, "eval": 0.095, "explain": 0.056}}
 SHARE["fp16"] = SHARE["bf16"]
-FP32_TRAIN_SHARE = 0.91
-SHARE[None] = {kind: share * FP32_TRAIN_SHARE / SHARE["bf16"]["train"] for kind, share in SHARE["bf16"].items()}
+#: fp32 not measured: the bf16 shares of the fp32 peak (cuDNN's TF32 tensor cores, on by default, run faster)
+SHARE[None] = SHARE["bf16"]
 #: bytes of a float32 value: weights, gradients, momentum and EMA are kept in it
 FLOAT_BYTES = 4
 
