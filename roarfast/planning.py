@@ -26,9 +26,8 @@ STATED = {"h100": {"name": "H100 SXM", "peak": {"bf16": 989e12, "fp16": 989e12, 
 #: share of the stated bf16 peak reached on an NVIDIA H200 (2026-11-26, bf16) by the airbench model at 32 px, its
 #: FLOPs counted as roarfast.estimate.step_shape counts them (0.708 GFLOP a training image, 0.236 an evaluated one):
 #: training 133,201 img/s (9.5%), attribution passes (forward + input backward) 116,921 img/s (5.6%). Not measured:
-#: evaluation (the training share is used), any ResNet-50 step, any H100 (the same stated peak, less memory
-#: bandwidth). Larger networks and canvases launch fewer, larger kernels and usually reach more: for them a plan
-#: is an upper bound on the time
+#: evaluation (the training share is used), any ResNet-50 step (benchmarks/plan_device.py would measure one), any
+#: H100 (the same stated peak, less memory bandwidth): a plan of another network or device carries that doubt
 SHARE = {"bf16": {"train": 0.095, "eval": 0.095, "explain": 0.056}}
 SHARE["fp16"] = SHARE["bf16"]
 #: fp32 not measured: the bf16 shares of the fp32 peak (cuDNN's TF32 tensor cores, on by default, run faster)
