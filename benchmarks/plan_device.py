@@ -63,8 +63,8 @@ def main():
     loss_fn = torch.nn.CrossEntropyLoss()
     bf16 = torch.autocast("cuda", dtype=torch.bfloat16)
 
-    def step():
-        with bf16:
+    def step(precision=torch.bfloat16):
+        with torch.autocast("cuda", dtype=precision or torch.float32, enabled=precision is not None):
             loss = loss_fn(model(x).float(), y)
         loss.backward()
         with torch.no_grad():
@@ -73,12 +73,7 @@ def main():
                 p.grad = None
 
     def fp32_step():
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(p.grad, alpha=-0.1)
-                p.grad = None
+        step(None)
 
     def evaluate():
         with torch.no_grad(), bf16:

@@ -86,7 +86,7 @@ def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -
     result = train_classifier(ds, spec, recipe, device, seed=seed, progress=progress)
     if distributed()[0] == 0:
         run.save_base_model(result.model, base_meta(spec, ds, recipe, device, seed, result))
-    if distributed()[1] == 1:  # what a later dry run estimates from (a data-parallel run's seconds are several devices')
+    if distributed()[1] == 1:  # what later dry runs estimate from (a data-parallel run's seconds are several devices')
         remember_training(device, spec, ds, recipe, result.seconds)
     if distributed()[1] > 1:
         torch.distributed.barrier()  # no rank returns before the checkpoint exists

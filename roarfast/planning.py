@@ -6,10 +6,11 @@ extraction split between them, each at best 1/N of the time; cells one per worke
 The seconds on this machine's device come from measured step times (roarfast.estimate: the step-time record a
 training, an extraction or an earlier dry run left, else a short measured step); on a device that is not here
 (`--plan-device h100`), from the FLOPs of the same steps' shapes (counted on the meta device) at the share of a
-stated peak that measured steps reached (SHARE: the airbench model's on an H200). Peak memory: the weights, gradients, momentum and
-EMA copy of a training (float32), the activations a step keeps for its backward at the recipe's batch (counted
-in float32, halved under 16-bit autocast), the canvases when the data fits in half the device's memory (a tree
-that does not is streamed); an extraction's: the weights and the activations of one pass of its rows.
+stated peak that measured steps reached (SHARE: the airbench model's on an H200). Peak memory: the weights,
+gradients, momentum and EMA copy of a training (float32), the activations a step keeps for its backward at the
+recipe's batch (counted in float32, halved under 16-bit autocast), the canvases when the data fits in half the
+device's memory (a tree that does not is streamed); an extraction's: the weights and the activations of one pass
+of its rows.
 """
 
 import math
@@ -75,8 +76,9 @@ def plan_target(name: str | None, device) -> Target:
 @dataclass(frozen=True)
 class Cost:
     """A stage's cost: `seconds` on the device, all of it (None: unknown), and where they come from; `work`, what it
-    goes through (empty: nothing to compute); `peak`, bytes of memory at its peak (None: unknown); `stored`, bytes it writes to disk;
-    `cells`, the cells it trains (each on one worker), 0 for a stage whose images split between workers."""
+    goes through (empty: nothing to compute); `peak`, bytes of memory at its peak (None: unknown); `stored`, bytes it
+    writes to disk; `cells`, the cells it trains (each on one worker), 0 for a stage whose images split between
+    workers."""
 
     seconds: float | None
     source: str

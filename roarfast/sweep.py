@@ -25,8 +25,8 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
     processes (data-parallel); `dry_run`: prints what it would do (roarfast.preview), its stages costed on
-    `plan_device` (roarfast.planning.STATED; None: this device) over `plan_workers` workers, and does none of it. Returns {"plan": Plan, "rows": [row of each cell of the grid]} (rows
-    empty on a dry run)."""
+    `plan_device` (roarfast.planning.STATED; None: this device) over `plan_workers` workers, and does none of it.
+    Returns {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.extract import ExtractOptions
