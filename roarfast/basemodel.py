@@ -98,6 +98,7 @@ def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -
     """Trains the base model `spec` and saves it under its id `model_id`, beside the base models kept."""
     from roarfast.checkpoint import META, WEIGHTS
     from roarfast.probe import checkpoint_bytes
+    from roarfast.step_times import remember_training
     from roarfast.train import train_classifier
     from roarfast.train.parallel import distributed
 
@@ -109,6 +110,8 @@ def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -
     result = train_classifier(ds, spec, recipe, device, seed=seed, progress=progress)
     if distributed()[0] == 0:
         run.save_base_model(result.model, base_meta(spec, ds, recipe, device, seed, result))
+    if distributed()[1] == 1:  # what later dry runs estimate from (a data-parallel run's seconds are several devices')
+        remember_training(device, spec, ds, recipe, result.seconds)
     if distributed()[1] > 1:
         torch.distributed.barrier()  # no rank returns before the checkpoint exists
 

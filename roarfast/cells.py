@@ -257,13 +257,18 @@ class CellTrainer:
         """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images,
         test_chance: what the report's leakage test needs, so it never has to open the dataset; threads: the
         CPU threads it trained with, on which CPU accuracies depend)."""
+        from roarfast.step_times import remember_training
         from roarfast.train import train_classifier
+        from roarfast.train.parallel import distributed
 
         masking = self._masking(cell)
         started = time.perf_counter()
         result = train_classifier(self.ds, self.model, self.recipe, self.device, seed=cell.seed,
                                   progress=self.progress, masking=masking)
-        return self._metrics(result, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        if distributed()[1] == 1:  # what a later dry run estimates from (a data-parallel cell's is several devices')
+            remember_training(self.device, self.model, self.ds, self.recipe, seconds)
+        return self._metrics(result, seconds)
 
     def train_cells(self, cells: list) -> list:
         """Per cell of `cells` its metrics or the exception that failed it: one cell trained alone (train,

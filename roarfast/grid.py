@@ -160,8 +160,7 @@ def make_plan(trainer, grid: Grid, db, methods: list[str]) -> Plan:
     trainer does not know has no key, so none of its cells is done. In a run directory of format 1 (a dry run
     reads it as it is), a cell its migration will prove is done."""
     from roarfast.history.migrate import migrated_row
-    from roarfast.modes import is_control
-    from roarfast.results import RETRAIN, owner_alive
+    from roarfast.results import owner_alive
 
     params = {m: trainer.ranks_params(m) for m in methods}
     plan = Plan(cells=[(cell, trainer.key(cell, params[cell.method]) if params[cell.method] else None)
@@ -172,12 +171,39 @@ def make_plan(trainer, grid: Grid, db, methods: list[str]) -> Plan:
             plan.done.add(cell)
         elif row is not None and row["status"] == "running" and owner_alive(row["owner"], row["heartbeat"]):
             plan.running.add(cell)
-    measured = db.rows(kind=RETRAIN, status="done", model=trainer.model_name, dataset=trainer.ds.name)
-    for kind, control in (("cell", False), ("control", True)):
-        seconds = [r["seconds"] for r in measured if is_control(r["mode"]) == control]
-        if seconds:
-            plan.seconds[kind] = sum(seconds) / len(seconds)
+    plan.seconds = measured_rates(trainer.run, db, trainer.model_name, trainer.ds, trainer.recipe)
     return plan
+
+
+def measured_rates(run, db, model: str, ds, recipe) -> dict:
+    """{"cell" / "control": the mean seconds a cell of `recipe` on ds (a Dataset or a preview's outline) should
+    take}, from the retrainings of `model` on this dataset done in the run directory (db: its results), each
+    scaled from its own epochs and training images to these; only those trained with the same step settings
+    (roarfast.step_times.STEP_FIELDS: batch, precision, augmentation), whose data the run directory records."""
+    from roarfast.modes import is_control
+    from roarfast.recipe import Recipe
+    from roarfast.results import RETRAIN
+    from roarfast.step_times import STEP_FIELDS
+
+    images = {ds.fingerprint: len(ds.train_index)}
+    scaled = {}
+    for row in db.rows(kind=RETRAIN, status="done", model=model, dataset=ds.name):
+        config = row.get("config") or {}
+        if "recipe" not in config or not row["epochs"]:
+            continue
+        done = Recipe.from_dict(config["recipe"])
+        if any(getattr(done, name) != getattr(recipe, name) for name in STEP_FIELDS):
+            continue
+        fingerprint = config.get("dataset")
+        if fingerprint not in images:
+            record = (run.dataset_record(fingerprint) if fingerprint else None) or {}
+            counts = record.get("images")
+            images[fingerprint] = counts["train"] - counts["validation"] if counts else None
+        if images[fingerprint]:
+            per_image_epoch = row["seconds"] / (row["epochs"] * images[fingerprint])
+            kind = "control" if is_control(row["mode"]) else "cell"
+            scaled.setdefault(kind, []).append(per_image_epoch * recipe.epochs * len(ds.train_index))
+    return {kind: sum(seconds) / len(seconds) for kind, seconds in scaled.items()}
 
 
 def describe_grid(plan: Plan, grid: Grid) -> tuple[str, str]:

@@ -1,9 +1,12 @@
 """What a sweep would do, found without doing any of it: `roarfast sweep --dry-run` prints it and a Study
-displays it. The data (canvas, image counts, classes), the base model's recipe and whether it is trained or
-reused, the ranks extracted or reused (RunDir.ranks_to_make: a store of another provenance is made again),
-the cells done and to do (cells whose ranks are made again are never done), and every stage's time: from
-the rates measured in the run directory where there are any, else from a short measured step
-(roarfast.estimate). Nothing is trained, extracted or written; the run directory is only read.
+displays it. The data (canvas, image counts, classes), the base model's recipe (a reused one's as its meta.json
+records it) and whether it is reused (by id) or trained beside the ones kept, the ranks extracted or reused (by
+id; RunDir.ranks_to_make: a store of another provenance is made again), the cells done and to do (cells whose
+ranks are made again are never done) and their configuration's id, and each stage's cost (roarfast.planning:
+images, bytes on disk, peak memory, device-hours, its time over N workers) on this machine's device or on a
+stated one: the cells from the rates measured in the run directory scaled to their epochs and images where
+there are any, else, as the other stages, from measured step times (roarfast.estimate, kept per machine in
+roarfast.step_times). Nothing is trained, extracted or written; the run directory is only read.
 
 A run directory that records its dataset (HEAD.json, written with the base model) is previewed from that
 record when the same dataset is asked for, and a fresh one from the dataset's outline where its loader gives
@@ -16,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roarfast.data.base import Canvas
-from roarfast.grid import Grid, Plan, describe_grid, make_plan, rate_kind, sweep_base
+from roarfast.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
+from roarfast.history.ids import SHOWN_CHARS
+from roarfast.planning import Cost, Costing, Target, gib, hours, plan_target
 from roarfast.progress import format_duration
 
 
@@ -111,14 +116,6 @@ def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> Da
                        ground_truth=found["ground_truth"], listed=True)
 
 
-@dataclass(frozen=True)
-class Stage:
-    """A stage's estimated seconds (None: unknown) and where the estimate comes from."""
-
-    seconds: float | None
-    source: str
-
-
 @dataclass
 class Preview:
     """What a sweep of `grid` would do in a run directory now (preview_sweep)."""
@@ -127,40 +124,45 @@ class Preview:
     data: DataOutline
     base_model: str
     base_recipe: object
-    base_test_acc: float | None  # the reused base model's; None when the sweep trains one
+    base_meta: dict  # the reused base model's meta.json; {} when the sweep trains one
     cells_model: str
     cells_recipe: object
     remade: list  # methods whose ranks the sweep extracts (missing, or of another provenance)
     plan: Plan
-    stages: dict = field(default_factory=dict)  # "base model", "ranks", "cells" -> Stage
+    target: Target  # the device the stages are costed on
+    workers: int = 1
+    stages: dict = field(default_factory=dict)  # "base model", "ranks", "cells" -> planning.Cost
     left_out: str | None = None  # the preset's methods the data cannot serve, said (Grid.for_data)
-    base_id: str = ""  # the base model's id (roarfast.history.ids)
-    kept_models: int = 0  # the base models the run directory keeps
+    base_id: str | None = None  # the base model's id (roarfast.history.ids); None where the data is not read yet
+    kept_models: tuple = ()  # the ids of the base models the run directory keeps
+    trained: str = ""  # when the reused base model was trained
+    rank_ids: dict = field(default_factory=dict)  # {method: rank id} where known (the stores reused, at least)
+    configuration: str | None = None  # the id of the configuration the cells belong to, where known
+    configuration_known: bool = False  # whether the run directory records that configuration
 
     @property
     def base_reused(self) -> bool:
-        return self.base_test_acc is not None
+        return bool(self.base_meta)
 
     @property
     def eta(self) -> float | None:
-        """Seconds of every stage left, or None when one is unknown."""
-        seconds = [stage.seconds for stage in self.stages.values()]
+        """Seconds of every stage left on `workers` workers, or None when one is unknown."""
+        seconds = [stage.wall(self.workers) for stage in self.stages.values()]
         return None if any(s is None for s in seconds) else sum(seconds)
 
     def rows(self) -> list[tuple[str, str]]:
         """(what, says) in reading order: the lines of the dry run and the rows of the Study's table."""
-        kept = [m for m in self.plan.methods if m not in self.remade]
-        beside = f" beside the {self.kept_models} kept" if self.kept_models else ""
-        base = _recipe_text(self.base_model, self.base_recipe) + (
-            f": reused {self.base_id[:8]} (as its record says; trained on this dataset, test {self.base_test_acc:.1%})"
-            if self.base_reused else f": to train{beside}{_took(self.stages['base model'])}")
-        ranks = (f"to extract: {', '.join(self.remade)}{_took(self.stages['ranks'])}" if self.remade else "to extract: none")
-        ranks += f"; stored: {', '.join(kept)}" if kept else ""
         cells = f"{_recipe_text(self.cells_model, self.cells_recipe)}, fill {self.grid.fill}"
         grid, progress = describe_grid(self.plan, self.grid)
         grid += f" ({self.left_out})" if self.left_out else ""
-        return [("data", self.data.describe()), ("base model", base), ("ranks", ranks), ("cells", cells),
-                ("grid", grid), ("progress", progress), ("ETA", self._eta_text())]
+        if self.configuration:
+            progress += (f"; configuration {_short(self.configuration)} ("
+                         + ("recorded: its done cells are reused)" if self.configuration_known else "new)"))
+        plan = [(f"plan, {name}", self._cost_text(stage)) for name, stage in self.stages.items()]
+        workers = f"{self.workers} worker" + ("s" if self.workers > 1 else "")
+        return [("data", self.data.describe()), ("base model", self._base_text()), ("ranks", self._ranks_text()),
+                ("cells", cells), ("grid", grid), ("progress", progress),
+                ("plan", f"on {self.target.name}, {workers}"), *plan, ("ETA", self._eta_text())]
 
     def lines(self) -> list[str]:
         return [f"{what}: {says}" for what, says in self.rows()]
@@ -170,24 +172,53 @@ class Preview:
                         f"<td style='text-align:left'>{html.escape(says)}</td></tr>" for what, says in self.rows())
         return f"<div class='roarfast-preview'><b>{html.escape(title)}</b><table>{cells}</table></div>"
 
+    def _base_text(self) -> str:
+        recipe = _recipe_text(self.base_model, self.base_recipe)
+        if self.base_reused:
+            return (f"{recipe} (as its meta.json records it): reused {_short(self.base_id)} (trained {self.trained} on "
+                    f"this dataset, test {self.base_meta['test_acc']:.1%})")
+        others = ", ".join(_short(m) for m in self.kept_models[:3]) + (", ..." if len(self.kept_models) > 3 else "")
+        beside = f" beside the {len(self.kept_models)} kept ({others}), which stay as they are" if self.kept_models \
+            else ""
+        named = f" as {_short(self.base_id)}" if self.base_id else ""
+        return f"{recipe}: to train{beside}{named}{_took(self.stages)}"
+
+    def _ranks_text(self) -> str:
+        kept = [m for m in self.plan.methods if m not in self.remade]
+        text = (f"to extract: {', '.join(self.remade)}" + _took(self.stages, "ranks")) if self.remade else \
+            "to extract: none"
+        return text + (f"; reused: {', '.join(f'{m} {_short(self.rank_ids.get(m))}' for m in kept)}" if kept else "")
+
+    def _cost_text(self, cost) -> str:
+        if not cost.work:
+            return f"{cost.source}: nothing to compute"
+        parts = [cost.work, *([f"{gib(cost.stored)} on disk"] if cost.stored else []),
+                 f"peak memory {gib(cost.peak)}" + (f" of {gib(self.target.memory)}" if self.target.memory else ""),
+                 f"{hours(cost.seconds)} device-hours ({cost.source})"]
+        if self.workers > 1:
+            parts.append(f"{format_duration(cost.wall(self.workers))} on {self.workers} workers")
+        return "; ".join(parts)
+
     def _eta_text(self) -> str:
-        parts = ", ".join(f"{name} {format_duration(stage.seconds)} ({stage.source})"
-                          for name, stage in self.stages.items() if stage.seconds)
+        parts = ", ".join(f"{name} {format_duration(stage.wall(self.workers))} ({stage.source})"
+                          for name, stage in self.stages.items() if stage.seconds != 0)
         return f"{format_duration(self.eta)}" + (f": {parts}" if parts else " (nothing left to do)")
 
 
 def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
-                  dataset_obj=None, device=None, seed: int = 0, measured: dict | None = None) -> Preview:
+                  dataset_obj=None, device=None, seed: int = 0, plan_device: str | None = None,
+                  workers: int = 1) -> Preview:
     """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`extract_options`: an
-    ExtractOptions, the sweep's), on `device` (a torch.device). `measured`: a dict kept between previews,
-    which then measure each step once."""
-    from roarfast.basemodel import TrainOptions, base_recipe
-    from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
+    ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on --plan-device `plan_device`
+    (roarfast.planning.plan_target; None: `device`) shared by `workers` workers."""
+    from roarfast.basemodel import TrainOptions, base_recipe, trained_at
+    from roarfast.cells import cell_estimators, cell_recipe
     from roarfast.checkpoint import recorded_model
     from roarfast.methods.selection import Selection
+    from roarfast.options import check_positive
     from roarfast.recipe import Recipe
-    from roarfast.results import open_results
 
+    check_positive("--plan-workers", workers)
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
     else:
@@ -197,7 +228,8 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
     selection = Selection.of(cell_estimators(grid.methods), extract_options, seed)
     # as the sweep leaves out or refuses them
     grid, selection, note = grid.for_data(selection, data.name, data.ground_truth)
-    model_id, base_spec, base = sweep_base(run, data, grid, device, seed)
+    target = plan_target(plan_device, device)
+    model_id, base_spec, base = sweep_base(run, data, grid, target.device, seed)
     kept = run.models()
     reused = model_id in kept
     meta = run.model_meta(model_id) if reused else {}
@@ -205,89 +237,71 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
     if reused:  # what its record says, not what the sweep's defaults would be
         base_spec = recorded_model(meta, run.model_path(model_id))
         base = Recipe.from_dict(meta["recipe"]) if meta.get("recipe") else base
+        ids = run.rank_ids(selection, data.fingerprint, base=model_id)
         remade = run.ranks_to_make(selection, splits, data.fingerprint, base=model_id)
     else:  # the sweep trains a base model, then extracts every method that reads it
-        free = run.ranks_to_make(selection.only(selection.model_free), splits, data.fingerprint)
-        remade = [m for m in selection.names if m in free or m in selection.explained]
+        free = selection.only(selection.model_free)
+        ids = run.rank_ids(free, data.fingerprint) if data.fingerprint else {}
+        made = run.ranks_to_make(free, splits, data.fingerprint)
+        remade = [m for m in selection.names if m in made or m in selection.explained]
     if base is None:
-        base = base_recipe(base_spec, data, device, TrainOptions(model=base_spec, amp=grid.amp, recipe=grid.recipe))
-    cells_spec, cells = cell_recipe(run, data, device, grid, meta=meta, base=model_id)
-    if reused and run.results_path.exists():
-        trainer = CellTrainer(run, data, cells_spec, cells, grid.fill, device, base=model_id,
-                              ranks=run.rank_ids(selection, data.fingerprint, base=model_id),
-                              provenance={m: selection.ranks_identity(m) for m in selection.names})
-        with open_results(run, readonly=True) as db:
-            plan = make_plan(trainer, grid, db, selection.names)
-    else:  # a new base model: none of its cells can be done
-        plan = Plan(cells=[(cell, None) for cell in grid.cells(selection.names)])
-    preview = Preview(grid=grid, data=data, base_model=base_spec.name, base_recipe=base,
-                      base_test_acc=meta["test_acc"] if reused else None, cells_model=cells_spec.name,
-                      cells_recipe=cells, remade=remade, plan=plan, left_out=note, base_id=model_id,
-                      kept_models=len(kept))
-    steps = _Steps(data, device, {} if measured is None else measured)
-    preview.stages["base model"] = (Stage(0.0, "reused") if reused else
-                                    Stage(steps.training(base_spec, base), "estimated from a measured step"))
-    preview.stages["ranks"] = _ranks_stage(steps, base_spec, selection.only(remade), extract_options, data, device)
-    preview.stages["cells"] = _cells_stage(steps, plan, cells_spec, cells)
+        base = base_recipe(base_spec, data, target.device, TrainOptions(model=base_spec, amp=grid.amp,
+                                                                        recipe=grid.recipe))
+    cells_spec, cells = cell_recipe(run, data, target.device, grid, meta=meta, base=model_id)
+    plan, configuration, known = _plan(run, data, grid, selection, cells_spec, cells, target, model_id, ids, reused)
+    preview = Preview(grid=grid, data=data, base_model=base_spec.name, base_recipe=base, base_meta=meta,
+                      cells_model=cells_spec.name, cells_recipe=cells, remade=remade, plan=plan, target=target,
+                      workers=workers, left_out=note, base_id=model_id if data.fingerprint else None,
+                      kept_models=tuple(m for m in kept if m != model_id),
+                      trained=trained_at(run, model_id) if reused else "", rank_ids=ids,
+                      configuration=configuration, configuration_known=known)
+    costing = Costing(data, target)
+    preview.stages["base model"] = Cost(0.0, "reused") if reused else costing.training(base_spec, base)
+    preview.stages["ranks"] = costing.extraction(base_spec, selection.only(remade), extract_options)
+    local = target.peak is None
+    rates = ", ".join(f"{format_duration(v)} per {k}" for k, v in sorted(plan.seconds.items()))
+    preview.stages["cells"] = costing.cells(len(plan.todo), plan.eta(plan.todo) if local else None, rates,
+                                            cells_spec, cells)
     return preview
 
 
-class _Steps:
-    """The measured steps of one preview (roarfast.estimate), each measured once per `measured` dict."""
+def _plan(run, data, grid, selection, spec, recipe, target, model_id, ids, reused) -> tuple:
+    """(the Plan of the grid's cells against results.sqlite, with the cell rates measured there where the plan is
+    costed on this machine's device; the id of the configuration its cells belong to, or None where its ranks'
+    ids are not known yet; whether the run directory records that configuration)."""
+    from roarfast.cells import Cell, CellTrainer
+    from roarfast.history.configurations import settings_of
+    from roarfast.history.ids import configuration_id
+    from roarfast.modes import ROAR
+    from roarfast.results import open_results
 
-    def __init__(self, data, device, measured: dict):
-        self.data, self.device, self.measured = data, device, measured
-
-    def _canvas(self) -> tuple:
-        return (self.data.train.shape, self.data.num_classes, str(self.device))
-
-    def training(self, spec, recipe) -> float:
-        from roarfast.estimate import measure_steps, step_images, training_seconds
-
-        key = ("train", spec.name, spec.source_sha256, step_images(recipe.batch_size, self.data.image_size),
-               recipe.amp, recipe.channels_last, *self._canvas())
-        if key not in self.measured:
-            self.measured[key] = measure_steps(spec, recipe, self.data, self.device)
-        return training_seconds(self.measured[key], recipe, self.data)
-
-    def explaining(self, spec, selection, params) -> dict:
-        """Seconds per image of each method of `selection` (a Selection; those reading the model)."""
-        from roarfast.estimate import measure_explaining
-
-        keys = {m: ("explain", m, spec.name, spec.source_sha256, repr(params), *self._canvas())
-                for m in selection.names}
-        missing = selection.only([m for m in selection.names if keys[m] not in self.measured])
-        for method, seconds in measure_explaining(spec, self.data, missing, params, self.device).items():
-            self.measured[keys[method]] = seconds
-        return {m: self.measured.get(keys[m], 0.0) for m in selection.names}
-
-
-def _ranks_stage(steps: _Steps, spec, remade, options, data, device) -> Stage:
-    """The extraction of the methods of `remade` (a Selection) at a measured batch's rate."""
-    if not remade.names:
-        return Stage(0.0, "stored")
-    per_image = steps.explaining(spec, remade, remade.method_params(data, device, options.amp))
-    images = sum(len(data.train if split == "train" else data.test) for split in options.splits)
-    return Stage(sum(per_image.values()) * images, "estimated from a measured batch")
-
-
-def _cells_stage(steps: _Steps, plan: Plan, spec, recipe) -> Stage:
-    """The cells left at the rates measured in this run directory, else at a measured step's."""
-    todo = plan.todo
-    if not todo:
-        return Stage(0.0, "done")
-    measured = plan.eta(todo)
-    if measured is not None:
-        rates = ", ".join(f"{format_duration(v)} per {k}" for k, v in sorted(plan.seconds.items()))
-        return Stage(measured, f"measured here: {rates}")
-    each = steps.training(spec, recipe)
-    seconds = sum(plan.seconds.get(rate_kind(cell), each) for cell, _ in todo)
-    return Stage(seconds, f"estimated from a measured step: {format_duration(each)} per cell")
+    plan = Plan(cells=[(cell, None) for cell in grid.cells(selection.names)])  # a new base model: none is done
+    if not run.results_path.exists():
+        return plan, None, False
+    trainer = CellTrainer(run, data, spec, recipe, grid.fill, target.device, base=model_id, ranks=ids,
+                          provenance={m: selection.ranks_identity(m) for m in selection.names}) if reused else None
+    with open_results(run, readonly=True) as db:
+        if reused:
+            plan = make_plan(trainer, grid, db, selection.names)
+        else:
+            plan.seconds = measured_rates(run, db, spec.name, data, recipe)
+    if target.peak is not None:  # this machine's rates say nothing of another device
+        plan.seconds = {}
+    if not reused:
+        return plan, None, False
+    key = trainer.key(Cell(selection.names[0], ROAR, 0.5, 0))
+    cid = configuration_id(settings_of({"dataset": key.dataset, "model": key.model, "config": key.config}), ids)
+    return plan, cid, run.configuration_path(cid).is_file()
 
 
 def _recipe_text(model: str, recipe) -> str:
     return f"{model}, {recipe.epochs} epochs, batch {recipe.batch_size}, lr {recipe.lr:g}"
 
 
-def _took(stage: Stage) -> str:
-    return f", ~{format_duration(stage.seconds)}" if stage.seconds else ""
+def _short(identity: str | None) -> str:
+    return identity[:SHOWN_CHARS] if identity else "?"
+
+
+def _took(stages: dict, name: str = "base model") -> str:
+    seconds = stages[name].seconds if name in stages else None
+    return f", ~{format_duration(seconds)}" if seconds else ""

@@ -112,7 +112,6 @@ class Study:
         self.dataset = self._load_dataset(data_dir, dataset_options) if dataset is None else load_dataset(
             dataset, data_dir, **dict(dataset_options or {}))
         named = [self.dataset.name, *selection.names]
-        self._measured = {}  # the preview's measured steps, kept between displays
         if model is not None:
             named.append(checked_model(model, self.dataset).name)
         self._named = tuple(named)
@@ -205,17 +204,20 @@ class Study:
 
         return load(self.run_dir, kind=kind)
 
-    def preview(self):
+    def preview(self, plan_device: str | None = None, workers: int = 1):
         """What run() would do now, doing none of it (roarfast.preview.Preview, as `roarfast sweep --dry-run`
-        prints it): the data, the base model's recipe and whether it is trained or reused, the ranks to extract,
-        the grid, the cells done and to do in the run directory, and the time each stage should take (measured
-        steps are measured once per Study)."""
+        prints it): the data, the base model's recipe and whether it is reused (by id) or trained beside those
+        kept, the ranks to extract and those reused, the grid, the cells done and to do in the run directory, and
+        each stage's images, bytes on disk, peak memory and time, on this device or `plan_device` (as
+        --plan-device), shared by `workers` workers (as --plan-workers); steps are measured once per machine
+        (roarfast.step_times)."""
         from roarfast.preview import preview_sweep
         from roarfast.rundir import RunDir
 
         with self._records():
             return preview_sweep(RunDir(self.run_dir), self.grid, dataset_obj=self.dataset, device=self.device,
-                                 seed=self.seed, extract_options=self.extract_options, measured=self._measured)
+                                 seed=self.seed, extract_options=self.extract_options, plan_device=plan_device,
+                                 workers=workers)
 
     def __repr__(self) -> str:
         return "\n".join([f"Study({str(self.run_dir)!r}, device {self.device})",

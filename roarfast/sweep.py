@@ -22,13 +22,14 @@ from roarfast.ray_cluster import EXECUTORS, RayOptions, import_ray
 def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
-              workers_per_cell: int = 1, cell_processes: int = 1) -> dict:
+              workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
+              plan_workers: int = 1) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
     processes (data-parallel) or (CPU) side by side in `cell_processes` single-thread processes (executors.
-    execute); `dry_run`: prints what it would do
-    (roarfast.preview) and does none of it. Returns {"plan": Plan, "rows": [row of each cell of the grid]} (rows
-    empty on a dry run)."""
+    execute); `dry_run`: prints what it would do (roarfast.preview), its stages costed on `plan_device`
+    (roarfast.planning.STATED; None: this device) over `plan_workers` workers, and does none of it. Returns
+    {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
     from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
     from roarfast.device import resolve_device
     from roarfast.extract import ExtractOptions
@@ -52,7 +53,8 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         from roarfast.preview import preview_sweep
 
         preview = preview_sweep(run, grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
-                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=options)
+                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=options,
+                                plan_device=plan_device, workers=plan_workers)
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": []}
@@ -156,7 +158,22 @@ def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, exe
                     ray=ray)
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
+    _remember_extraction(run, ds, selection.only(missing), options, device, seconds)
     kept = [m for m in selection.names if m not in missing]
     echo(f"[sweep] extract: {', '.join(missing)} in {seconds:.0f} s" + (f"; reusing {', '.join(kept)}" if kept else ""))
     run.record_stage_time("extract", {", ".join(missing): seconds})
     return ids
+
+
+def _remember_extraction(run, ds, selection, options, device, seconds: float) -> None:
+    """Keeps the seconds per image of this extraction in the step-time record (roarfast.step_times), which later
+    dry runs read."""
+    from roarfast.checkpoint import recorded_model
+    from roarfast.device import default_batch_size
+    from roarfast.step_times import remember_extraction
+
+    base = run.head().base
+    spec = recorded_model(run.model_meta(base), run.model_path(base)) if selection.explained else None
+    images = sum(len(ds.split(split)) for split in options.splits)
+    batch = options.batch_size or default_batch_size(device, ds.image_size)
+    remember_extraction(device, spec, ds, selection, batch, options.amp, seconds, images)

@@ -1,7 +1,8 @@
-"""`roarfast sweep --dry-run` (roarfast.preview): the canvas, the base model's recipe and whether it is trained
-or reused, the ranks extracted again when their provenance changed (their cells never shown as done), every
-stage's estimated time, without training, extracting or writing anything, and without loading a dataset that the
-run directory records."""
+"""`roarfast sweep --dry-run` (roarfast.preview): the canvas, the base model's recipe (a reused one's as recorded)
+and whether it is reused by id or trained beside those kept, the ranks reused by id or extracted again when their
+provenance changed (their cells never shown as done), every stage's cost from the step times measured here
+(scaled to the epochs and images asked), without training, extracting or writing anything, and without loading a
+dataset that the run directory records."""
 
 import re
 
@@ -30,8 +31,12 @@ def listing(root):
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
-    """A run directory where the grid's 4 cells (random and grad, roar, each with its control) are done."""
+    """A run directory where a base model was trained for 2 epochs (not its recipe's 8), then the grid's 4 cells
+    (random and grad, roar, each with its control) swept on it."""
     run_dir = tmp_path_factory.mktemp("dry") / "run"
+    result = CliRunner().invoke(main, ["train", "--run-dir", str(run_dir), "--epochs", "2", "--device", "cpu",
+                                       "--no-progress", *DATA])
+    assert result.exit_code == 0, result.output
     sweep(run_dir, *GRID, *DATA)
     return run_dir
 
@@ -40,7 +45,20 @@ def line(output: str, what: str) -> str:
     return next(text for text in output.splitlines() if text.startswith(f"{what}: "))
 
 
-def test_a_fresh_run_directory_shows_what_would_be_trained_and_estimates_every_stage(tmp_path):
+def cpu_preview(run_dir, data=None, **grid):
+    """The Preview of a sweep of the test grid (with `grid`'s changes) on the test data (with `data`'s), on the CPU."""
+    import torch
+
+    from roarfast.extract import ExtractOptions
+    from roarfast.grid import preset_grid
+    from roarfast.preview import preview_sweep
+
+    settings = {"methods": "grad", "modes": ("roar",), "fractions": (0.5,), "seeds": 1, "epochs": 1, **grid}
+    return preview_sweep(RunDir(run_dir), preset_grid("quick", **settings), ExtractOptions(),
+                         dataset_options={"num_train": 200, "num_test": 60, **(data or {})}, device=torch.device("cpu"))
+
+
+def test_a_fresh_run_directory_shows_what_would_be_trained_and_costs_every_stage(tmp_path):
     run_dir = tmp_path / "run"
     out = sweep(run_dir, *GRID, *DATA, "--dry-run")
     assert not run_dir.exists()
@@ -50,13 +68,35 @@ def test_a_fresh_run_directory_shows_what_would_be_trained_and_estimates_every_s
     assert line(out, "ranks").startswith("ranks: to extract: random, grad, ~")
     assert line(out, "cells").startswith("cells: fastnet, 1 epochs, ")
     assert "done: 0, to do: 4" in out
+    assert re.match(r"plan: on cpu: .*, \d+ threads, 1 worker$", line(out, "plan"))
+    assert re.match(r"plan, base model: 180 images x \d+ epochs; peak memory [\d.]+ MiB of [\d.]+ GiB; [\d.e+-]+ "
+                    r"device-hours \(a (step measured|training here)", line(out, "plan, base model"))
+    # two stores of 260 images' ranks: 32 x 32 pixels, a uint16 rank each
+    assert line(out, "plan, ranks").startswith(f"plan, ranks: 2 estimators x 260 images; "
+                                               f"{2 * 260 * 32 * 32 * 2 / 2**20:.1f} MiB on disk; peak memory ")
+    assert line(out, "plan, cells").startswith("plan, cells: 4 x 180 images x 1 epochs; peak memory ")
     eta = line(out, "ETA")
-    assert re.match(r"ETA: [\d.hms]+: base model [\d.hms]+ \(estimated from a measured step\), ranks [\d.hms]+ "
-                    r"\(estimated from a measured batch\), cells [\d.hms]+ \(estimated from a measured step", eta), eta
+    assert re.match(r"ETA: [\d.hms]+: base model [\d.hms]+ \(a (step measured|training here).*\), ranks [\d.hms]+ "
+                    r"\(their FLOPs at a gradient pass measured (now|here earlier)\), cells [\d.hms]+ \(a ", eta), eta
 
 
-def test_a_finished_grid_is_done_and_its_rates_are_the_measured_ones(swept, monkeypatch):
+def test_method_arguments_are_taken_before_a_base_model_exists(tmp_path):
+    """The issue's trial: --method-arg ig_steps=8 on a run directory without a base model (it used to say that no
+    estimator of the run takes it); a Study's display the same."""
+    from roarfast import Study
+
+    out = sweep(tmp_path / "run", *GRID, *DATA, "--method", "ig", "--method-arg", "ig_steps=8", "--dry-run")
+    assert line(out, "ranks").startswith("ranks: to extract: random, ig, ~")
+    study = Study(tmp_path / "study", methods=["ig"], method_args={"ig_steps": 8}, modes="roar", fractions=(0.5,),
+                  seeds=1, dataset_options={"num_train": 200, "num_test": 60}, device="cpu", progress=False)
+    assert "ranks: to extract: random, ig, ~" in repr(study) and "to extract: random, ig, ~" in study._repr_html_()
+    assert not (tmp_path / "run").exists() and not (tmp_path / "study").exists()
+
+
+def test_a_finished_grid_is_done_reused_by_id_with_its_recorded_recipe(swept, monkeypatch):
     before = listing(swept)
+    run = RunDir(swept)
+    head = run.head()
 
     def no_loading(*args, **kwargs):
         raise AssertionError("the dry run loaded the dataset that dataset.json records")
@@ -65,20 +105,60 @@ def test_a_finished_grid_is_done_and_its_rates_are_the_measured_ones(swept, monk
     out = sweep(swept, *GRID, "--dry-run")
     assert listing(swept) == before
     assert f"(as {RunDir(swept).dataset_path} records it; not read again)" in line(out, "data")
-    assert re.match(r"base model: fastnet, .*: reused [0-9a-f]{8} \(as its record says; trained on this dataset, test "
-                    r"[\d.]+%\)", line(out, "base model"))
-    assert line(out, "ranks") == "ranks: to extract: none; stored: random, grad"
-    assert "done: 4, to do: 0" in out and line(out, "ETA") == "ETA: 0s (nothing left to do)"
+    # the recipe its meta.json records (2 epochs), not the one a sweep would train with (fastnet's 8)
+    assert re.match(rf"base model: fastnet, 2 epochs, batch \d+, lr [\d.]+ \(as its meta.json records it\): reused "
+                    rf"{head.base[:8]} \(trained [\d-]+ [\d:]+ UTC on this dataset, test [\d.]+%\)$",
+                    line(out, "base model"))
+    assert line(out, "ranks") == (f"ranks: to extract: none; reused: random {head.ranks['random'][:8]}, "
+                                  f"grad {head.ranks['grad'][:8]}")
+    assert line(out, "progress") == (f"progress: done: 4, to do: 0; configuration {head.configuration[:8]} "
+                                     f"(recorded: its done cells are reused)")
+    assert line(out, "ETA") == "ETA: 0s (nothing left to do)"
     more = sweep(swept, *GRID, "--seeds", "2", "--dry-run")
     assert "done: 4, to do: 2" in more
     assert re.search(r"cells [\d.]+s \(measured here: [\d.]+s per cell, [\d.]+s per control\)", line(more, "ETA"))
+
+
+def test_the_measured_cell_times_scale_with_the_epochs_and_images_asked(swept):
+    """The cells swept trained 1 epoch on 180 images: a cell of 3 epochs costs 3 times as much, one on 360 images
+    (another subset: a new base model, whose cells are all to do) twice as much."""
+    one = cpu_preview(swept, seeds=2).plan.seconds
+    three = cpu_preview(swept, seeds=2, epochs=3).plan.seconds
+    assert set(one) == {"cell", "control"}
+    assert three["cell"] == pytest.approx(3 * one["cell"]) and three["control"] == pytest.approx(3 * one["control"])
+    larger = cpu_preview(swept, data={"num_train": 400})
+    assert not larger.base_reused and len(larger.plan.todo) == 4
+    assert larger.plan.seconds["cell"] == pytest.approx(2 * one["cell"])
+    assert larger.stages["cells"].source.startswith("measured here")
+
+
+def test_the_stages_cost_what_trainings_and_extractions_on_this_machine_took(swept, tmp_path):
+    """The fixture's training and extraction ran in this process: a fresh run directory on the same data is costed
+    from them, not from a measured step; its cells, of 2 epochs, from their recipe's step times too, so that cells
+    of 8 epochs cost about 4 times as much (the test pass once each)."""
+    out = sweep(tmp_path / "run", *GRID, *DATA, "--dry-run")
+    assert "ranks " in line(out, "ETA") and "(an extraction here)" in line(out, "ETA")
+    two, eight = (cpu_preview(tmp_path / "other", epochs=epochs).stages["cells"] for epochs in (2, 8))
+    assert two.source == eight.source == "a training here"
+    assert 3 < eight.seconds / two.seconds < 4
+
+
+def test_a_new_base_model_is_trained_beside_the_one_kept(swept):
+    before = listing(swept)
+    kept = RunDir(swept).head().base
+    out = sweep(swept, *GRID, "--seed", "1", "--dry-run")
+    assert listing(swept) == before
+    assert re.match(rf"base model: fastnet, 8 epochs, .*: to train beside the 1 kept \({kept[:8]}\), which stay as "
+                    rf"they are as [0-9a-f]{{8}}, ~", line(out, "base model"))
+    assert kept[:8] not in line(out, "base model").split(" as ")[-1] and "replace" not in out
 
 
 def test_ranks_of_another_provenance_are_extracted_again_and_their_cells_are_not_done(swept):
     before = listing(swept)
     out = sweep(swept, *GRID, "--method-arg", "target=label", "--dry-run")
     assert listing(swept) == before
-    assert line(out, "ranks").startswith("ranks: to extract: grad, ~") and line(out, "ranks").endswith("stored: random")
+    assert line(out, "ranks").startswith("ranks: to extract: grad, ~")
+    assert line(out, "ranks").endswith(f"reused: random {RunDir(swept).head().ranks['random'][:8]}")
     assert "done: 2, to do: 2" in out  # random's cell and control stay done; grad's are to do
 
 

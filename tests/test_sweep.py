@@ -77,7 +77,7 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
     result = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
     assert result.returncode == 0, result.stderr
     assert f"done: 0, to do: {CELLS}" in result.stdout
-    assert re.search(r"ETA: \S+: cells \S+ \(estimated from a measured step", result.stdout), result.stdout
+    assert re.search(r"ETA: \S+: cells \S+ \(a (step measured|training here)", result.stdout), result.stdout
     assert not results(run_dir).exists()
     result = cli("sweep", "--run-dir", str(run_dir), *GRID)
     assert result.returncode == 0, result.stderr

@@ -21,6 +21,7 @@ from roarfast.methods.parameters import PARAMETERS
 from roarfast.methods.registry import method_forms
 from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
 from roarfast.options import parse_list
+from roarfast.planning import STATED
 from roarfast.recipe import AMP_CHOICES
 
 METHOD_FORMS = method_forms()
@@ -203,15 +204,22 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                    "OMP_NUM_THREADS), so both give the same rows]")
 @click.option("--gpus-per-cell", type=float, default=0.0, help="Ray: GPUs per cell, fractions allowed (0.25: four "
               "small models share a GPU); 1 with --workers-per-cell (a GPU per worker)")
-@click.option("--dry-run", is_flag=True, help="print the plan (cells done, to do, ETA) and stop")
+@click.option("--dry-run", is_flag=True, help="print the plan (what is reused by id, what is made, cells done and to "
+              "do; per stage images, bytes on disk, peak memory, device-hours, ETA) and stop")
+@click.option("--plan-device", type=click.Choice(list(STATED)), default=None,
+              help="--dry-run: cost the stages on this device from its stated peak and the steps' FLOPs, where it is "
+                   "not the one here  [default: this machine's device, from steps measured on it]")
+@click.option("--plan-workers", type=click.IntRange(min=1), default=1,
+              help="--dry-run: the stages' time shared by N workers (the base model data-parallel, extraction by "
+                   "chunks, one cell per worker)")
 @GROUP_SIZE_OPTION
 @WORKERS_OPTION
 @trust_option
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
-          cpus_per_task, gpus_per_task, chunk_images, cpus_per_cell, gpus_per_cell, dry_run, group_size,
-          workers_per_cell):
+          cpus_per_task, gpus_per_task, chunk_images, cpus_per_cell, gpus_per_cell, dry_run, plan_device, plan_workers,
+          group_size, workers_per_cell):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
@@ -220,6 +228,8 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     from roarfast.ray_cluster import RayOptions
     from roarfast.sweep import run_sweep
 
+    if not dry_run and (plan_device is not None or plan_workers != 1):
+        raise click.UsageError("--plan-device and --plan-workers cost a dry run: add --dry-run")
     grid = _options(preset_grid, name=preset, methods=methods, fractions=tuple(fractions) if fractions else None,
                     modes=None if modes is None else parse_list(modes), seeds=seeds, control=control,
                     control_seeds=control_seeds, fill=fill, model=model, epochs=epochs, amp=amp, first_seed=seed,
@@ -230,7 +240,8 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
               dataset_options=data_option, device=device, seed=seed, progress=progress,
               extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
                                        chunk_images=chunk_images),
-              echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell)
+              echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,
+              plan_workers=plan_workers)
 
 
 @main.command()
