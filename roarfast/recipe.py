@@ -1,6 +1,6 @@
 """What to train: the Recipe (every setting of a training run besides data, model and seed); effective_recipe,
 the one function that composes the recipe a run trains with and records (the model's tuned recipe, declared
-by its module in roarfast.models.MODELS, or the untuned default; the GPU's scaling; the user's fields and
+with it in roarfast.models.registry, or the untuned default; the GPU's scaling; the user's fields and
 --recipe overrides); the checks of --recipe fields; the mixed-precision choice; the default model of a dataset.
 How to train (data, model, optimizer, schedule, loop, evaluation) reads top to bottom in
 roarfast.train.classifier.

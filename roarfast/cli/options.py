@@ -4,8 +4,8 @@ fractions), the `--config FILE` defaults, and the one-line errors every command 
 traceback: an option value that does not parse or check is one line naming the option and the text
 (`OneLineGroup`, `OptionError`). The commands themselves are in roarfast/cli/__init__.py.
 
-Light on purpose: the model and dataset lists are read when help is shown (LazyHelpOption), so that
-`roarfast --help` imports no torch.
+Light on purpose: the model and dataset lists come from their declarations (roarfast.models.registry,
+roarfast.data.registry), which import no torch, so that every --help answers at once.
 """
 
 import functools
@@ -64,29 +64,12 @@ def _stack(*decorators):
     return apply
 
 
-class LazyHelpOption(click.Option):
-    """An option whose help text is built when help is shown (`help_text()`): the built-in models and datasets
-    are listed from their modules, which import torch, and `roarfast --help` must not wait for that."""
-
-    def __init__(self, *args, help_text, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.help_text = help_text
-
-    def get_help_record(self, ctx):
-        self.help = self.help_text()
-        return super().get_help_record(ctx)
-
-
 def model_option(text: str):
     """--model, its help `text` with {models} replaced by the forms it takes and the built-ins (MODELS)."""
-
-    def help_text():
-        return text.format(models=f"{MODELS.forms()}; the built-ins: {MODELS.listing()}; models other than the "
-                                  f"built-ins train with the default recipe of their image size (up to "
-                                  f"{PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe "
-                                  f"changes it")
-
-    return click.option("--model", default=None, cls=LazyHelpOption, help_text=help_text)
+    return click.option("--model", default=None, help=text.format(
+        models=f"{MODELS.forms()}; the built-ins: {MODELS.listing()}; models other than the built-ins train with the "
+               f"default recipe of their image size (up to {PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and "
+               f"data'), --recipe changes it"))
 
 
 def _dataset_help() -> str:
@@ -137,7 +120,7 @@ def _data_options(ctx, param, value):
 
 
 data_options = _stack(
-    click.option("--dataset", default=None, cls=LazyHelpOption, help_text=_dataset_help),
+    click.option("--dataset", default=None, help=_dataset_help()),
     click.option("--data-dir", type=click.Path(path_type=Path), default=None,
                  help="dataset root (CIFAR or torchvision on-disk format, a JPEG tree with train/ and val/ or test/, "
                       "or a factory's data_dir)"),

@@ -10,7 +10,7 @@ Light on purpose (no torch at import, here and in every fill module): the CLI bu
 """
 
 from roarfast.errors import UserError
-from roarfast.resolver import Entry, Resolver
+from roarfast.resolver import Entry, Resolver, declaring_module
 
 #: the per-channel mean of the training split: 0 after normalization (the paper's fill)
 DEFAULT_FILL = "dataset-mean"
@@ -103,10 +103,10 @@ FILLS = Resolver("fill", "--fill", package="roarfast.fills")
 
 def register_fill(fill: Fill, order: float = 0.0) -> Fill:
     """Makes `fill` a built-in (each module of this package calls it as it is imported); FILLS lists the
-    built-ins by `order`, then as registered. Returns the fill."""
+    built-ins by `order`, then by the module that defines the fill's class, then as registered. Returns the fill."""
     if not isinstance(fill, Fill):
         raise TypeError(f"a fill should be a roarfast.fills.Fill, got {type(fill).__name__}")
-    FILLS.register(Entry(fill.name, fill.description, value=fill, order=order))
+    FILLS.register(Entry(fill.name, fill.description, value=fill, order=order, module=declaring_module(fill)))
     return fill
 
 

@@ -17,7 +17,7 @@ from the listing, so only the files kept are read.
 
 Sample i of a split is the i-th file in sorted (class, file name) order; DALI delivers each canvas
 with its file's index (roarfast.data.dali), so the canvas is filled by index whatever the order.
-Registered as the built-in dataset "imagefolder".
+The loader of the built-in dataset "imagefolder" (declared in roarfast.data.registry).
 """
 
 import logging
@@ -31,7 +31,6 @@ from roarfast.data import cache, canvas_cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet, channel_stats
 from roarfast.data.canvas import canvas_size, check_canvas, shared_size, undecodable
 from roarfast.data.decode import DALI, canvas_batches, decoder_for, decoder_version
-from roarfast.data.registry import DATASETS, loader_entry
 from roarfast.errors import UserError
 from roarfast.options import check_choice, check_positive
 
@@ -355,9 +354,3 @@ def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = 
     has ground-truth masks: never)."""
     classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset)
     return (3, crop, crop), len(train.files), len(test.files), len(classes), False
-
-
-# device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
-DATASETS.register(loader_entry(
-    "imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
-    load_imagefolder, read_options=("device", "batch_size", "stream"), outline=outline_imagefolder))
