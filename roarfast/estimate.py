@@ -10,6 +10,11 @@ from dataclasses import dataclass
 
 import torch
 
+from roarfast.data.augment import Augment, augment
+from roarfast.methods import ExplainBatch, compute_maps
+from roarfast.methods.compute import rank_maps
+from roarfast.recipe import autocast
+
 #: pixels in a measured training batch: the recipe's batch, but never so many images that one step is long
 #: on a CPU (128 images at 32 px, 2 at 224 px); seconds per image scale up to the recipe's batch
 STEP_PIXELS = 2**17
@@ -41,9 +46,6 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
     """Times training steps of a fresh `spec` (a ModelSpec) with `recipe`'s augmentation, precision and memory
     format on random images of data's canvas (plain SGD updates: torch.optim's first use imports the compiler,
     seconds that a step does not cost), and an evaluation pass."""
-    from roarfast.data.augment import Augment, augment
-    from roarfast.recipe import autocast
-
     n = step_images(recipe.batch_size, data.image_size)
     fmt = torch.channels_last if recipe.channels_last else torch.contiguous_format
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -92,8 +94,6 @@ def measure_explaining(spec, data, selection, params, device) -> dict[str, float
     the model, its maps ranked, measured on a batch of random images of data's canvas (EXPLAIN_PIXELS) for a
     fresh `spec` (timing does not depend on the weights), after a warm-up call on two of them; those that read
     no model (random, sobel, oracle) cost next to nothing and are left out."""
-    from roarfast.methods import ExplainBatch, compute_maps
-
     explained = selection.explained
     if not explained:
         return {}
@@ -113,8 +113,6 @@ def measure_explaining(spec, data, selection, params, device) -> dict[str, float
 
 
 def _ranked(maps):
-    from roarfast.methods.compute import rank_maps
-
     return rank_maps(maps, "sum_sq")
 
 

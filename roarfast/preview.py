@@ -15,9 +15,17 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roarfast.basemodel import TrainOptions, base_recipe
+from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
+from roarfast.checkpoint import recorded_model
+from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
+from roarfast.estimate import measure_explaining, measure_steps, step_images, training_seconds
 from roarfast.grid import Grid, Plan, describe_grid, make_plan, rate_kind, sweep_base
+from roarfast.methods.selection import Selection
 from roarfast.progress import format_duration
+from roarfast.recipe import Recipe
+from roarfast.results import open_results
 
 
 @dataclass(frozen=True)
@@ -96,8 +104,6 @@ def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> Da
     the run directory holds nothing that its fingerprint would be compared with (no base model, results or
     ranks); None otherwise. Its statistics are placeholders: only the time estimates read them (an IG
     baseline), and time does not depend on them."""
-    from roarfast.data import outline_dataset
-
     if run.models() or run.results_path.exists() or run.rank_stores():
         return None
     name, where, options = run.dataset_spec(dataset, data_dir, dataset_options)
@@ -181,13 +187,6 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
     """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`extract_options`: an
     ExtractOptions, the sweep's), on `device` (a torch.device). `measured`: a dict kept between previews,
     which then measure each step once."""
-    from roarfast.basemodel import TrainOptions, base_recipe
-    from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
-    from roarfast.checkpoint import recorded_model
-    from roarfast.methods.selection import Selection
-    from roarfast.recipe import Recipe
-    from roarfast.results import open_results
-
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
     else:
@@ -242,8 +241,6 @@ class _Steps:
         return (self.data.train.shape, self.data.num_classes, str(self.device))
 
     def training(self, spec, recipe) -> float:
-        from roarfast.estimate import measure_steps, step_images, training_seconds
-
         key = ("train", spec.name, spec.source_sha256, step_images(recipe.batch_size, self.data.image_size),
                recipe.amp, recipe.channels_last, *self._canvas())
         if key not in self.measured:
@@ -252,8 +249,6 @@ class _Steps:
 
     def explaining(self, spec, selection, params) -> dict:
         """Seconds per image of each method of `selection` (a Selection; those reading the model)."""
-        from roarfast.estimate import measure_explaining
-
         keys = {m: ("explain", m, spec.name, spec.source_sha256, repr(params), *self._canvas())
                 for m in selection.names}
         missing = selection.only([m for m in selection.names if keys[m] not in self.measured])

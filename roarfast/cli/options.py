@@ -12,11 +12,15 @@ import functools
 from pathlib import Path
 
 import click
+import yaml
+from click.core import ParameterSource
 
+from roarfast._extension import ExtensionError
 from roarfast.data.registry import DATASETS
+from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
-from roarfast.plugins import TRUST_FLAG
+from roarfast.plugins import TRUST_FLAG, user_named
 from roarfast.ray_cluster import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
@@ -100,8 +104,6 @@ def _yaml_error(err) -> str:
 def _data_options(ctx, param, value):
     """KEY=VALUE pairs (or mappings, from a config file) -> dict, values read as YAML scalars (3 -> int, true ->
     bool)."""
-    import yaml
-
     options = {}
     for item in value or ():
         if isinstance(item, dict):
@@ -155,8 +157,6 @@ executor_options = _stack(
 
 def _recipe(ctx, param, value):
     """--recipe FIELD=VALUE pairs over the config file's recipe: mapping (field by field) -> dict."""
-    from click.core import ParameterSource
-
     configured = {}
     if ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
         configured = _data_options(ctx, param, ctx.lookup_default(param.name) or ())
@@ -200,7 +200,6 @@ def _load_config(ctx, param, path):
     """Reads a YAML config into ctx.default_map (safe loader; flags still override)."""
     if path is None:
         return None
-    import yaml
 
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
@@ -277,8 +276,6 @@ def _config_number(param, key, value, path):
 def _options(factory, **values):
     """factory(**values): an options dataclass, whose checks' UserError is a usage error (exit code 2, one
     line)."""
-    from roarfast.errors import UserError
-
     try:
         return factory(**values)
     except UserError as err:
@@ -291,9 +288,6 @@ def _friendly_errors(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from roarfast._extension import ExtensionError
-        from roarfast.errors import UserError, is_write_refused, write_error
-
         try:
             return func(*args, **kwargs)
         except (UserError, ExtensionError) as err:
@@ -313,8 +307,6 @@ def trust_option(func):
     --trust-run-dir; otherwise opening a run directory imports nothing it names."""
     @functools.wraps(func)
     def command(*args, trust_run_dir=False, **kwargs):
-        from roarfast.plugins import user_named
-
         specs = [kwargs.get("model"), kwargs.get("dataset")]
         for key in ("methods", "method"):  # comma-separated estimators
             specs += str(kwargs.get(key) or "").split(",")

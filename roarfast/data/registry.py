@@ -24,7 +24,7 @@ from pathlib import Path
 
 from roarfast.errors import UserError
 from roarfast.options import check_like
-from roarfast.plugins import OBJECT_PREFIX, import_object, import_path_of, object_name
+from roarfast.plugins import OBJECT_PREFIX, describe_error, import_object, import_path_of, object_name
 from roarfast.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme, load_target
 
 FLAG = "--dataset"
@@ -99,6 +99,7 @@ def load_dataset(name="embedded", data_dir=None, **options):
     Returns:
         Dataset whose fingerprint covers the name, every option (defaults included) and the data.
     """
+    # late: loads torch, and --help imports this module
     from roarfast.data.base import Dataset
 
     if isinstance(name, Dataset):
@@ -161,6 +162,7 @@ class _Source:
     def dataset(self, options: dict, val_seed):
         """The Dataset of `options` (--data-option): the loader's own, and num_train / num_test (a stratified
         subset, roarfast.data.subset) where the loader does not take them itself."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.base import make_dataset
         from roarfast.data.subset import subset_split
 
@@ -182,6 +184,7 @@ class _Source:
     def outline(self, options: dict, val_seed) -> dict:
         """What dataset(options, val_seed) would load, from `outline_of` (a built-in's DatasetEntry.outline,
         called with the loader's arguments): no image read."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.base import val_split
 
         subset, resolved = self._arguments(options, val_seed)
@@ -195,6 +198,7 @@ class _Source:
 
     def _arguments(self, options: dict, val_seed):
         """(the Subset of num_train / num_test, every keyword the loader is called with but the subset)."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.subset import Subset
 
         options = dict(options)
@@ -205,6 +209,7 @@ class _Source:
     def _resolve(self, own: dict, rest: dict) -> dict:
         """Every option the loader is called with (its defaults with the given ones); a UserError for one it
         does not take, or a required one not given."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.subset import OPTIONS
 
         if self.builtin:
@@ -258,8 +263,8 @@ def _builtin(entry: DatasetEntry, data_dir) -> _Source:
 def _factory(spec: str, factory, data_dir) -> _Source:
     """A `package.module:factory` (or an importable factory object), called with the data options (and data_dir
     when it takes one); what it returns is converted (roarfast.data.convert)."""
+    # late: loads torch, and --help imports this module
     from roarfast.data.convert import image_sets
-    from roarfast.plugins import describe_error
 
     if not callable(factory):
         raise UserError(f"{FLAG} {spec}: expected a factory returning (train, test), got {type(factory).__name__}")
@@ -287,6 +292,7 @@ def _factory(spec: str, factory, data_dir) -> _Source:
 def _object(obj, data_dir) -> _Source:
     """A dataset given to Study as a Python object: a factory (by its import path when it has one) or the
     (train, test[, classes]) it would return, which takes no options but num_train / num_test."""
+    # late: loads torch, and --help imports this module
     from roarfast.data.convert import image_sets
 
     if callable(obj) and not isinstance(obj, (tuple, list)) and not hasattr(obj, "__getitem__"):

@@ -75,6 +75,7 @@ class ConstantFill(Fill):
 
     def apply(self, images, ranks, fraction: float, keep: bool, *, mean, std, ids=None, out_dtype=None,
               channels_last: bool = False):
+        # late: loads torch, and --help imports this module
         import torch
 
         from roarfast import ops
@@ -130,6 +131,7 @@ def resolve_fill(fill) -> Fill:
 def removed_pixels(ranks, fraction: float, keep: bool):
     """bool Tensor[B, H, W]: the pixels a ROAR (keep=False) or KAR (keep=True) fraction of pixel ranks
     (Tensor[B, H, W]) replaces."""
+    # late: loads torch, and --help imports this module
     from roarfast import ops
 
     if ranks.dim() != 3:

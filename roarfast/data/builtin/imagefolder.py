@@ -30,9 +30,11 @@ import torch
 from roarfast.data import cache, canvas_cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet, channel_stats
 from roarfast.data.canvas import canvas_size, check_canvas, shared_size, undecodable
-from roarfast.data.decode import DALI, canvas_batches, decoder_for, decoder_version
+from roarfast.data.dali import combine_digests
+from roarfast.data.decode import DALI, canvas_batches, decoded_digest, decoder_for, decoder_version
 from roarfast.errors import UserError
 from roarfast.options import check_choice, check_positive
+from roarfast.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +101,6 @@ def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, de
                    batch_size: int | None = None, desc: str = "decode", decoder: str = DALI):
     """Yields decode.canvas_batches' dicts (images, index, digest) over files (relative to split_dir) in
     order, each file once, with a progress bar."""
-    from roarfast.progress import progress_bar
-
     batch_size = batch_size or default_batch_size(crop)
     order = np.arange(len(files))
     plan = [order[start:start + batch_size] for start in range(0, len(files), batch_size)]
@@ -115,9 +115,6 @@ def _decode_each(split_dir: Path, files: list[str], resize: int, crop: int, devi
     """Decodes every file once, calling consume(index (int64 Tensor[B], CPU), canvases) per batch; returns
     the files' digest (dali.combine_digests) from the hashes that ride along with the canvases, with the
     decoder's name folded in where it is not DALI (decode.decoded_digest)."""
-    from roarfast.data.dali import combine_digests
-    from roarfast.data.decode import decoded_digest
-
     digests = np.empty((len(files), 32), dtype=np.uint8)
     for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc=desc, decoder=decoder):
         consume(batch["index"], batch["images"])
