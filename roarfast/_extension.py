@@ -21,6 +21,7 @@ def build_config():
 
 
 def load():
+    # late: loads torch, and --help imports this module
     import torch
 
     config = build_config()
@@ -40,6 +41,7 @@ def load():
 
 def has_kernel(op: str, dispatch_key: str) -> bool:
     """Whether roarfast::<op> has a kernel for 'CPU' or 'CUDA' in this build."""
+    # late: loads torch, and --help imports this module
     import torch
 
     return torch._C._dispatch_has_kernel_for_dispatch_key(f"roarfast::{op}", dispatch_key)

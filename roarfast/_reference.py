@@ -2,7 +2,10 @@
 benchmarks. Never a substitute for a kernel at run time.
 """
 
+import numpy as np
 import torch
+
+from roarfast.ops import units_for_fraction
 
 
 def reduce_channels(scores: torch.Tensor, reduction: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -35,8 +38,6 @@ def rank(scores: torch.Tensor, reduction: str | None = None) -> torch.Tensor:
 
 def _replaced(ranks: torch.Tensor, k, keep: bool) -> torch.Tensor:
     """bool [B,1|C,H,W]: the units a mask replaces, for k an int, fraction or Tensor[B]."""
-    from roarfast.ops import units_for_fraction
-
     units = ranks[0].numel()
     if isinstance(k, float):
         k = units_for_fraction(k, units)
@@ -158,7 +159,6 @@ def impute(images: torch.Tensor, removed: torch.Tensor) -> torch.Tensor:
     sparse system of its removed pixels assembled with numpy and solved by scipy's direct solver
     (all channels as right-hand sides), in float64. Regions with no kept neighbour take the
     channel mean of the kept pixels (0 when none). Returns float64 [B,C,H,W] on the CPU."""
-    import numpy as np
     from scipy import ndimage, sparse
     from scipy.sparse import linalg
 

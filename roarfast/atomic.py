@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from roarfast.errors import UserError
+from roarfast.fingerprint import seal
 
 #: free space every writing stage needs beyond its own estimate: results rows, the SQLite WAL, manifests
 WRITE_MARGIN_BYTES = 16 << 20
@@ -116,8 +117,6 @@ def write_json(path, data, indent: int = 1) -> None:
 def write_record(path, record: dict, indent: int = 1) -> None:
     """Replaces `path` by `record` sealed with its digest (fingerprint.seal), which every reader checks
     (fingerprint.read_record)."""
-    from roarfast.fingerprint import seal
-
     write_json(path, seal(record), indent=indent)
 
 

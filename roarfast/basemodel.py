@@ -10,13 +10,27 @@ the weights' digest); nothing is trained, and extraction, the no-retrain evaluat
 import hashlib
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
+from roarfast.checkpoint import META, WEIGHTS, fit_state_dict, read_state_dict, weights_bytes
+from roarfast.data.loader import split_loader
+from roarfast.device import resolve_device
 from roarfast.errors import UserError
+from roarfast.fingerprint import sha256_file
+from roarfast.history.ids import adopted_model_id, model_id, rank_id
+from roarfast.history.migrate import upgrade
+from roarfast.memory import keep_freed_memory
 from roarfast.options import check_choice, check_positive
+from roarfast.probe import checked_model, checkpoint_bytes
 from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
+from roarfast.rundir import RunDir
+from roarfast.step_times import remember_training
+from roarfast.train import train_classifier
+from roarfast.train.classifier import accuracy
+from roarfast.train.parallel import distributed, join_torchrun
 from roarfast.version import __version__
 
 
@@ -54,13 +68,6 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     that of several processes one makes it); records it as HEAD's base model. Returns a summary dict (model, id,
     reused, trained, val_acc, test_acc, best_epoch, epochs, seconds, checkpoint, adopted: the meta's record of
     adopted weights or None)."""
-    from roarfast.device import resolve_device
-    from roarfast.history.migrate import upgrade
-    from roarfast.memory import keep_freed_memory
-    from roarfast.probe import checked_model
-    from roarfast.rundir import RunDir
-    from roarfast.train.parallel import distributed, join_torchrun
-
     keep_freed_memory()
     run = RunDir(run_dir)
     upgrade(run)
@@ -96,12 +103,6 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
 
 def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -> None:
     """Trains the base model `spec` and saves it under its id `model_id`, beside the base models kept."""
-    from roarfast.checkpoint import META, WEIGHTS
-    from roarfast.probe import checkpoint_bytes
-    from roarfast.step_times import remember_training
-    from roarfast.train import train_classifier
-    from roarfast.train.parallel import distributed
-
     kept = len(run.models())
     where = run.model_dir(model_id)  # checked before the training, not after it
     run.check_writable(checkpoint_bytes(spec, ds), places=(where / WEIGHTS, where / META))
@@ -132,10 +133,6 @@ def adopted_model(spec, ds, path) -> Adopted:
     """The weights of the state-dict file `path` in a network of `spec` for ds (its classes, channels and canvas),
     loaded strictly (a mismatch is one line naming the first missing or unexpected key and shape:
     checkpoint.fit_state_dict), and the id of the base model they make."""
-    from roarfast.checkpoint import fit_state_dict, read_state_dict, weights_bytes
-    from roarfast.fingerprint import sha256_file
-    from roarfast.history.ids import adopted_model_id
-
     state = read_state_dict(path)
     model = spec.build(ds.num_classes, ds.image_size, ds.channels)
     fit_state_dict(model, state, path, f"--model {spec.name} on this data ({ds.num_classes} classes, "
@@ -151,11 +148,6 @@ def _adopt(run, adopted: Adopted, spec, ds, device, echo) -> None:
     """Saves the adopted weights as the base model of their id, beside the base models kept, with their accuracy
     on the validation and test splits (evaluated as the model's recipe evaluates: its batch and precision, no
     test-time views)."""
-    from roarfast.checkpoint import META, WEIGHTS
-    from roarfast.data.loader import split_loader
-    from roarfast.probe import checkpoint_bytes
-    from roarfast.train.classifier import accuracy
-
     kept = len(run.models())
     where = run.model_dir(adopted.id)
     run.check_writable(checkpoint_bytes(spec, ds), places=(where / WEIGHTS, where / META))
@@ -173,8 +165,6 @@ def _adopt(run, adopted: Adopted, spec, ds, device, echo) -> None:
 def requested_id(spec, ds, recipe, seed: int) -> str:
     """The id of the base model `spec` trained on ds (its fingerprint) with `recipe` and `seed`: the one its meta
     gives once saved (base_meta)."""
-    from roarfast.history.ids import model_id
-
     return model_id(dataset_fingerprint=ds.fingerprint, model=spec.name, model_source=spec.source_sha256,
                     recipe=recipe.to_dict(), seed=seed)
 
@@ -183,8 +173,6 @@ def head_after(run, model_id: str, fingerprint: str) -> dict:
     """HEAD's changes when its base model becomes `model_id` (on the data of `fingerprint`): each method's
     latest ranks carried over to that base model (the same provenance: the ids they would have; extract makes
     those missing), and no configuration where the base model changed."""
-    from roarfast.history.ids import rank_id
-
     head = run.head()
     if head.base == model_id:
         return {}
@@ -201,10 +189,6 @@ def head_after(run, model_id: str, fingerprint: str) -> dict:
 
 def trained_at(run, model_id: str) -> str:
     """When the base model `model_id` was saved (its meta.json's time), UTC, to the minute."""
-    from datetime import datetime, timezone
-
-    from roarfast.checkpoint import META
-
     stamp = (run.model_path(model_id) / META).stat().st_mtime
     return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 

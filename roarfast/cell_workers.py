@@ -9,12 +9,24 @@ DistributedDataParallel (roarfast.train.parallel), so the cell's recipe, batch a
 row means what one worker's would; how many workers trained it is recorded beside it, like a group's size.
 """
 
+import ctypes
 import json
 import os
+import signal
 import socket
 
-from roarfast.cells import CellTrainer
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from roarfast.cells import CellTrainer, cell_model
 from roarfast.errors import UserError
+from roarfast.models.spec import check_source
+from roarfast.plugins import named_imports, user_named
+from roarfast.recipe import Recipe
+from roarfast.rundir import RunDir
+from roarfast.train import Grouping
+from roarfast.train.parallel import join_torchrun
 
 #: per process: the CellTrainer of the last settings it served, so that a Ray worker loads the dataset and
 #: the ranks once for all the cells it trains
@@ -26,8 +38,6 @@ def worker_settings(trainer: CellTrainer, device: str, threads: int, workers: in
     model and its source hash, the fill, the recipe field by field, the CPU threads (of each worker), the
     grouping, the workers per cell, the import paths the user named, and the base model and the ranks' ids of
     the cells' configuration."""
-    from roarfast.plugins import named_imports
-
     grouping = trainer.grouping
     return {"device": device, "model": trainer.model_name, "model_source": trainer.model.source_sha256,
             "fill": trainer.fill, "recipe": trainer.recipe.to_dict(), "threads": threads,
@@ -38,15 +48,6 @@ def worker_settings(trainer: CellTrainer, device: str, threads: int, workers: in
 def worker_trainer(run_dir: str, settings: dict, device=None) -> CellTrainer:
     """The CellTrainer of `settings` (worker_settings) on the run directory `run_dir`, on `device` (default:
     settings' device), built once per process and settings."""
-    import torch
-
-    from roarfast.cells import cell_model
-    from roarfast.models.spec import check_source
-    from roarfast.recipe import Recipe
-    from roarfast.plugins import user_named
-    from roarfast.rundir import RunDir
-    from roarfast.train import Grouping
-
     device = device or settings["device"]
     key = (run_dir, json.dumps(settings, sort_keys=True), str(device))
     if key not in _TRAINERS:
@@ -85,8 +86,6 @@ def train_data_parallel(run_dir: str, settings: dict, cells: list) -> list:
     settings' threads each on CPU) joined in one process group; returns rank 0's outcome per cell (metrics with
     `workers`, or the exception that failed it). A UserError in any rank is raised here; a rank that dies ends
     the others and fails the cells."""
-    import torch.multiprocessing as mp
-
     world = settings["workers"]
     context = mp.get_context("spawn")
     outcomes = context.SimpleQueue()
@@ -111,9 +110,6 @@ def die_with_parent() -> None:
     """Has Linux kill this process when the one that spawned it dies (a Ray worker killed with its node or
     its driver, a sweep's cell process with its sweep), so that no rank or cell trains on alone, holding a
     device or a core; elsewhere nothing."""
-    import ctypes
-    import signal
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -123,11 +119,6 @@ def die_with_parent() -> None:
 def _rank(rank: int, env: dict, run_dir: str, settings: dict, cells: list, outcomes) -> None:
     """One rank of train_data_parallel: joins the group (NCCL on GPUs, gloo on CPU), trains the cells under
     DDP, waits for the others, and (rank 0) reports the outcomes; an exception is reported and raised."""
-    import torch
-    import torch.distributed as dist
-
-    from roarfast.train.parallel import join_torchrun
-
     os.environ.update(env, RANK=str(rank), LOCAL_RANK=str(rank))
     die_with_parent()
     try:

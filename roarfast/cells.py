@@ -12,11 +12,16 @@ the Ray workers all train cells through it, so a cell's configuration and its tr
 import time
 from dataclasses import dataclass
 
+from roarfast.checkpoint import recorded_model
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, resolve_fill
+from roarfast.history.configurations import about_of, request, settings_of
+from roarfast.history.head import command
+from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
 from roarfast.options import check_choice, check_fractions, check_positive
-from roarfast.recipe import AMP_CHOICES
+from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
+from roarfast.step_times import remember_training
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,6 @@ def cell_methods(text) -> list[str]:
 def cell_estimators(text) -> dict:
     """{name: Estimator record} of cell_methods(text), each name looked up once: what a stage makes its
     roarfast.methods.selection.Selection of."""
-    from roarfast.methods.registry import resolve_methods
-
     try:
         records = resolve_methods(text)
     except ValueError as err:
@@ -77,8 +80,6 @@ class CellOptions:
     recipe: dict | None = None
 
     def __post_init__(self):
-        from roarfast.recipe import check_overrides
-
         object.__setattr__(self, "recipe", check_overrides(self.recipe))
         object.__setattr__(self, "modes", check_modes(self.modes))
         object.__setattr__(self, "fractions", check_fractions(self.fractions))
@@ -107,9 +108,8 @@ def cell_model(run, ds, device, model=None, meta: dict | None = None, base: str 
     factory's source changed since it was trained) unless `model` names another (what resolve_model takes).
     `base`: the base model's id (default: HEAD's); `meta`: its meta (default: read; a dry run passes {} for a
     base model that the sweep would train)."""
-    from roarfast.checkpoint import recorded_model
+    # late: loads torch, and --help imports this module
     from roarfast.probe import checked_model
-    from roarfast.recipe import default_model
 
     base = base or run.head().base
     meta = run.model_meta(base) if meta is None else meta
@@ -122,8 +122,6 @@ def cell_recipe(run, ds, device, options: CellOptions, meta: dict | None = None,
     """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: cell_model of options.model (the base model
     `base`'s, default HEAD's), and its effective_recipe on `device` with options.epochs, options.amp and
     options.recipe."""
-    from roarfast.recipe import effective_recipe
-
     spec = cell_model(run, ds, device, options.model, meta, base)
     return spec, effective_recipe(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
                                   epochs=options.epochs, amp=options.amp, overrides=options.recipe)
@@ -147,6 +145,7 @@ class CellTrainer:
 
     def __init__(self, run, ds, model, recipe, fill: str, device, progress: bool = False, grouping=None,
                  base: str | None = None, ranks: dict | None = None, provenance: dict | None = None):
+        # late: loads torch, and --help imports this module
         from roarfast.train import default_grouping
 
         head = run.head()
@@ -204,6 +203,7 @@ class CellTrainer:
 
     def key(self, cell: Cell, ranks_params=None):
         """The results.sqlite key of `cell` (ranks_params: its ranks' parameters, read when None)."""
+        # late: loads torch, and --help imports this module
         from roarfast.results import RETRAIN, MeasurementKey
 
         params = ranks_params if ranks_params is not None else self.ranks_params(cell.method)
@@ -222,9 +222,6 @@ class CellTrainer:
         """Records that the cells of `methods` and `grid` (roarfast.history.configurations.grid_of) were requested
         (by the command the user ran, else `asked`): their configuration's record, then HEAD (this base model,
         these ranks, this configuration). Returns the record."""
-        from roarfast.history.configurations import about_of, request, settings_of
-        from roarfast.history.head import command
-
         key = self.key(Cell(methods[0], ROAR, 0.5, 0))
         settings = settings_of({"dataset": key.dataset, "model": key.model, "config": key.config})
         ranks = {m: self.rank_ids[m] for m in methods}
@@ -238,6 +235,7 @@ class CellTrainer:
         return record
 
     def _masking(self, cell: Cell):
+        # late: loads torch, and --help imports this module
         from roarfast.train import Masking
 
         train_ranks, test_ranks = self._ranks(cell.method)
@@ -245,6 +243,7 @@ class CellTrainer:
                        keep=(cell.mode == KAR), fill=self.fill_object, mask_only=cell.control)
 
     def _metrics(self, result, seconds: float) -> dict:
+        # late: loads torch, and --help imports this module
         import torch
 
         from roarfast.chance import chance_rate
@@ -257,7 +256,7 @@ class CellTrainer:
         """Trains `cell` from scratch; returns its metrics (test_acc, val_acc, epochs, seconds, test_images,
         test_chance: what the report's leakage test needs, so it never has to open the dataset; threads: the
         CPU threads it trained with, on which CPU accuracies depend)."""
-        from roarfast.step_times import remember_training
+        # late: loads torch, and --help imports this module
         from roarfast.train import train_classifier
         from roarfast.train.parallel import distributed
 
@@ -281,6 +280,7 @@ class CellTrainer:
         (a UserError or an interruption ends them all). A grouped cell's `seconds` is its share of the group's
         wall time (the time from the first set-up to the last test, divided by the cells that finished), so
         that a run's seconds still add up to the time it took."""
+        # late: loads torch, and --help imports this module
         from roarfast.train import Run, train_group
 
         outcomes, runs = {}, {}

@@ -12,10 +12,14 @@ meta with neither field) is read unverified, with a note."""
 
 import hashlib
 import logging
+import re
 from pathlib import Path
 
 from roarfast.atomic import replace_bytes, write_record
+from roarfast.errors import UserError
 from roarfast.fingerprint import read_record, sha256_file
+from roarfast.models import resolve_model
+from roarfast.models.spec import check_source
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +68,6 @@ def load_checkpoint(directory, device="cpu", repair: str = TRAIN_AGAIN):
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from roarfast.errors import UserError
-
     directory = Path(directory)
     for name in (WEIGHTS, META):
         if not (directory / name).is_file():
@@ -94,9 +96,6 @@ def recorded_model(meta: dict, where):
     (both hashes named) when its factory's source changed since (roarfast.models.check_source). The record is a
     name: an import path is imported only where the user named it again or trusts the run directory
     (roarfast.plugins.check_recorded)."""
-    from roarfast.models import resolve_model
-    from roarfast.models.spec import check_source
-
     spec = resolve_model(meta["model"], recorded_in=Path(where) / META)
     check_source(spec, meta.get("model_source_sha256"), where)
     return spec
@@ -120,8 +119,6 @@ def checkpoint_sha256(directory, repair: str = TRAIN_AGAIN) -> str:
 def _check_weights(directory: Path, meta: dict, digest: str, repair: str) -> None:
     """A UserError naming the weights file when `digest` (its sha256) is not the one `meta` recorded; a note,
     once, when meta recorded none (saved before digests)."""
-    from roarfast.errors import UserError
-
     expected = meta.get(WEIGHTS_DIGEST)
     path = directory / WEIGHTS
     if expected is None:
@@ -143,9 +140,8 @@ def read_state_dict(path, flag: str = "--weights") -> dict:
     loaded with weights_only=True (tensors and plain containers only: no code runs). A UserError naming `flag`,
     the file and the remedy when it is missing, unreadable, needs code to load or holds anything but tensors by
     name."""
+    # late: loads torch, and --help imports this module
     import torch
-
-    from roarfast.errors import UserError
 
     path = Path(path).expanduser()
     try:
@@ -183,8 +179,6 @@ def fit_state_dict(model, state: dict, path, what: str, flag: str = "--weights")
     """Loads `state` into `model` strictly: a UserError naming `flag`, the file, `what` the model is, and the first
     missing key, the first unexpected key and the first shape that differs (with how many more of each), before
     anything is loaded."""
-    from roarfast.errors import UserError
-
     expected = model.state_dict()
     missing = [key for key in expected if key not in state]
     unexpected = [key for key in state if key not in expected]
@@ -205,8 +199,6 @@ def fit_state_dict(model, state: dict, path, what: str, flag: str = "--weights")
 def _load_refusal(err: Exception) -> str:
     """Why torch.load refused a file, in a few words: the global it would have to import (weights_only), else the
     first line of its message."""
-    import re
-
     text = str(err)
     found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
     if found:

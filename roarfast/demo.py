@@ -8,7 +8,17 @@ finished cells.
 import time
 from contextlib import contextmanager
 
+import torch
+
+from roarfast.data import load_dataset
+from roarfast.device import resolve_device
+from roarfast.grid import preset_grid
 from roarfast.modes import KAR, ROAR, control_mode
+from roarfast.ray_cluster import local_threads
+from roarfast.report import write_report
+from roarfast.rundir import RunDir
+from roarfast.stats import accuracy_over_seeds
+from roarfast.sweep import run_sweep
 
 #: the embedded dataset's checks: oracle ROAR near chance, random far above, oracle KAR near unmodified
 CHANCE_MARGIN = 0.10
@@ -35,13 +45,6 @@ def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, m
              dataset_options=None, echo=print) -> dict:
     """The quick preset with RUN_MODEL on the embedded dataset of RUN_DATA (`dataset_options` override it key by
     key), then the report. Returns {"rows", "checks", "report"}."""
-    from roarfast.data import load_dataset
-    from roarfast.device import resolve_device
-    from roarfast.grid import preset_grid
-    from roarfast.report import write_report
-    from roarfast.rundir import RunDir
-    from roarfast.sweep import run_sweep
-
     started = time.perf_counter()
     device = resolve_device(device)
     ds = load_dataset("embedded", **{**RUN_DATA, **(dataset_options or {})})
@@ -75,18 +78,12 @@ def cell_processes(device) -> int:
     for two threads to share (its base model: 2.6 s in one thread, 3.7-23 s in two; benchmarks/RESULTS.md, "The
     first run"), and a core taken by another program stalls two threads of one training far more than it slows
     two processes."""
-    import torch
-
-    from roarfast.ray_cluster import local_threads
-
     return local_threads() if torch.device(device).type == "cpu" else 1
 
 
 @contextmanager
 def single_threaded(enabled: bool):
     """torch at one thread in this process for the duration (when `enabled`), its count restored after."""
-    import torch
-
     threads = torch.get_num_threads()
     if enabled:
         torch.set_num_threads(1)
@@ -99,8 +96,6 @@ def single_threaded(enabled: bool):
 def embedded_checks(rows, unmodified: float, chance: float, covering: float) -> list[tuple]:
     """The embedded dataset's sanity checks on the mean accuracy over seeds: (text, passed, accuracy) each,
     for the cells the rows hold."""
-    from roarfast.stats import accuracy_over_seeds
-
     mean = {key: value[0] for key, value in accuracy_over_seeds(rows).items()}
     wanted = [
         (("oracle", ROAR, covering), f"oracle ROAR at {covering:g} within {CHANCE_MARGIN:.0%} of chance",

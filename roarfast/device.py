@@ -5,6 +5,7 @@ passing over) a GPU that the built extension has no kernels for; whether a devic
 import os
 import sys
 
+from roarfast._extension import build_config
 from roarfast.errors import UserError
 
 #: the command that rebuilds the extension with its CUDA kernels (setup.py compiles them only where a GPU is
@@ -13,6 +14,7 @@ ADD_CUDA = "ROARFAST_CUDA=1 bash scripts/bootstrap.sh"
 
 
 def resolve_device(name: str = "auto"):
+    # late: loads torch, and --help imports this module
     import torch
 
     if name in (None, "", "auto"):
@@ -45,8 +47,6 @@ def default_batch_size(device, image_size: int) -> int:
 def _cpu_only_build() -> bool:
     """Whether the build recorded (setup.py's _build_config.json) that it compiled no CUDA kernels; a build
     that recorded nothing is taken at its word when its ops run."""
-    from roarfast._extension import build_config
-
     return build_config().get("cuda") is False
 
 
@@ -55,6 +55,7 @@ def native_bf16(device) -> bool:
     kernels make a fastnet step about 1.4x faster than fp32: benchmarks/cpu_formats.py). Elsewhere oneDNN
     emulates bf16, slower than fp32. ROARFAST_NATIVE_BF16=0 or 1 overrides what the CPU reports (the test
     suite sets 0, so that its expected values hold on any CPU)."""
+    # late: loads torch, and --help imports this module
     import torch
 
     device = torch.device(device)

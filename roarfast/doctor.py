@@ -5,6 +5,11 @@ import importlib.metadata
 import os
 import platform
 
+from roarfast import _extension
+from roarfast.device import native_bf16
+from roarfast.memory import keep_freed_memory
+from roarfast.version import __version__
+
 
 def _version(package: str) -> str:
     try:
@@ -22,12 +27,8 @@ def _first_installed(*packages: str) -> str:
 
 
 def report_lines() -> list[str]:
+    # late: loads torch, and --help imports this module
     import torch
-
-    from roarfast import _extension
-    from roarfast.version import __version__
-    from roarfast.memory import keep_freed_memory
-    from roarfast.device import native_bf16
 
     lines = [
         f"roarfast     {__version__}",

@@ -22,6 +22,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from roarfast import step_times
+from roarfast.data.augment import Augment, augment
+from roarfast.methods import ExplainBatch, compute_maps
+from roarfast.recipe import autocast
 
 #: pixels in a measured training batch: the recipe's batch, but never so many images that one step is long
 #: on a CPU (128 images at 32 px, 2 at 224 px); seconds per image scale up to the recipe's batch
@@ -81,9 +84,6 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
     """Times training steps of a fresh `spec` (a ModelSpec) with `recipe`'s augmentation, precision and memory
     format on random images of data's canvas (plain SGD updates: torch.optim's first use imports the compiler,
     seconds that a step does not cost), and an evaluation pass."""
-    from roarfast.data.augment import Augment, augment
-    from roarfast.recipe import autocast
-
     n = step_images(recipe.batch_size, data.image_size)
     fmt = torch.channels_last if recipe.channels_last else torch.contiguous_format
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -166,8 +166,6 @@ def explaining_flops(spec, data, selection, params) -> dict[str, float | None]:
     """FLOPs per image of each estimator of `selection` that explains the model, its maps computed on the meta
     device once (then read from the record; None for one that cannot be traced there); those that read no model
     (random, sobel, oracle) cost next to nothing and are left out."""
-    from roarfast.methods import ExplainBatch, compute_maps
-
     n = TRACED_IMAGES
     out = {}
     for method in selection.explained:

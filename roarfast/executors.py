@@ -12,14 +12,22 @@ train (roarfast.cell_workers). So a lost worker node holds no claim: Ray runs it
 host, once its heartbeat is stale).
 """
 
+import multiprocessing
 import socket
 import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+import torch
 
 from roarfast.cell_workers import die_with_parent, train_cells, train_data_parallel, worker_settings
 from roarfast.cells import Cell, CellTrainer
+from roarfast.claims import HEARTBEAT_STALE_S
 from roarfast.errors import UserError
+from roarfast.options import check_positive
+from roarfast.progress import format_duration, progress_bar
 from roarfast.ray_cluster import RAY_TASK_RETRIES, RayOptions, connect, local_threads, slots, task_resources
+from roarfast.results import HEARTBEAT_S, ResultsDB, this_process
 
 #: how often an executor waiting on cells that other processes train looks again
 POLL_S = 2.0
@@ -30,16 +38,12 @@ class Progress:
     `eta(cell, seconds, remaining)` -> seconds left or None, the ETA) over an overall bar."""
 
     def __init__(self, total: int, enabled: bool, echo, eta=None):
-        from roarfast.progress import progress_bar
-
         self.total, self.echo, self.eta = total, echo, eta
         self.finished = 0
         self._bar_cm = progress_bar(total=total, desc="sweep", unit="cell", enabled=enabled)
         self.bar = self._bar_cm.__enter__()
 
     def cell_done(self, cell: Cell, metrics: dict, remaining: list):
-        from roarfast.progress import format_duration
-
         self.finished += 1
         line = (f"[sweep] {self.finished}/{self.total} {cell.describe()}: {metrics['test_acc']:.1%} "
                 f"({metrics['seconds']:.1f} s)")
@@ -59,15 +63,11 @@ class _Heartbeat:
     own connection, so a long cell is never mistaken for an abandoned one."""
 
     def __init__(self, db_path, keys: set):
-        from roarfast.results import HEARTBEAT_S
-
         self.db_path, self.keys, self.interval = db_path, keys, HEARTBEAT_S
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="roarfast-heartbeat", daemon=True)
 
     def _run(self):
-        from roarfast.results import ResultsDB
-
         with ResultsDB(self.db_path) as db:
             while not self._stop.wait(self.interval):
                 db.heartbeat(self.keys.copy())  # one C-level copy: the trainer thread adds and removes claims
@@ -86,8 +86,6 @@ class _Claims:
     (with a heartbeat while held), then finished: recorded, or marked failed while the others go on."""
 
     def __init__(self, db, progress: Progress, echo, where: str = ""):
-        from roarfast.results import this_process
-
         self.db, self.progress, self.echo, self.where = db, progress, echo, where
         self.owner = this_process()
         self.held = set()
@@ -110,8 +108,6 @@ class _Claims:
 
     def _say_waiting(self, holder: dict) -> None:
         """Says once per claimant that its cells are left to it, and when they would be taken over."""
-        from roarfast.claims import HEARTBEAT_STALE_S
-
         name = f"pid {holder.get('pid')} on {holder.get('host')}"
         if name not in self.waited_for:
             self.waited_for.add(name)
@@ -147,10 +143,6 @@ def check_workers(workers: int, group_size: int | None, device, ray: RayOptions 
     """Refuses, in one line, a --workers-per-cell that cannot work with the other choices (`ray`: the Ray
     executor's): grouped cells (a group shares one device, a data-parallel cell spans several), a fraction of
     a GPU per worker, or more workers than this machine's GPUs (the local executor on CUDA)."""
-    import torch
-
-    from roarfast.options import check_positive
-
     check_positive("--workers-per-cell", workers)
     if workers == 1:
         return
@@ -174,8 +166,6 @@ def _check_batch(trainer: CellTrainer, workers: int) -> None:
 
 
 def _device_type(device) -> str:
-    import torch
-
     return torch.device(device).type
 
 
@@ -348,9 +338,6 @@ def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: 
 def _execute_processes(trainer: CellTrainer, pending: list, claims: _Claims, processes: int) -> None:
     """The cells trained side by side, one at a time in each of `processes` single-thread processes of this
     machine (spawned once; each rebuilds the trainer from the run directory: cell_workers.train_cells)."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
     settings = worker_settings(trainer, "cpu", 1)
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)
     try:

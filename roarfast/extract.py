@@ -10,11 +10,22 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field
 
+import torch
+
+from roarfast import ops
+from roarfast.device import default_batch_size, resolve_device
 from roarfast.errors import UserError
 from roarfast.extract_tasks import Chunk, Explainer, RayChunks, check_nameable, explained_model, task_settings
+from roarfast.history.migrate import upgrade
+from roarfast.memory import keep_freed_memory
 from roarfast.methods.parameters import PARAMETERS, RANKING, check_method_args, parameter_fields
+from roarfast.methods.requirements import check_methods
+from roarfast.methods.selection import Selection
 from roarfast.options import check_choice, check_positive
+from roarfast.progress import format_duration, progress_bar
+from roarfast.ray_cluster import EXECUTORS, RayOptions
 from roarfast.recipe import AMP_CHOICES
+from roarfast.rundir import RunDir
 
 #: images per store chunk: the unit of resumption after a kill
 CHUNK_IMAGES = 512
@@ -63,16 +74,6 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     The dataset defaults to the one `train` recorded in run_dir (RunDir.open_dataset).
     `model` / `dataset_obj` let a caller that already holds them (roarfast run) skip reloading.
     """
-    import torch
-
-    from roarfast.device import default_batch_size, resolve_device
-    from roarfast.history.migrate import upgrade
-    from roarfast.memory import keep_freed_memory
-    from roarfast.methods.requirements import check_methods
-    from roarfast.methods.selection import Selection
-    from roarfast.ray_cluster import EXECUTORS, RayOptions
-    from roarfast.rundir import RunDir
-
     keep_freed_memory()
     check_choice("--executor", executor, EXECUTORS)
     run = RunDir(run_dir)
@@ -147,8 +148,6 @@ def _beside_lines(run, selection, options: ExtractOptions) -> list[str]:
 def summary_line(summary: dict, where) -> str:
     """The one line that ends `roarfast extract`, from run_extract's summary: which methods it wrote for which
     splits (how many images each), into `where`, in how long; or that every store was there already."""
-    from roarfast.progress import format_duration
-
     written = {key: value for key, value in summary.items() if not value["skipped"]}
     if not written:
         methods = list(dict.fromkeys(m for m, _ in summary))
@@ -173,10 +172,6 @@ def _rank_shape(part, options: ExtractOptions) -> tuple:
 
 def _bytes_to_write(store, ds, selection, options: ExtractOptions) -> int:
     """Bytes of the stores this extraction writes (ranks, and maps when kept), incomplete ones counted whole."""
-    import torch
-
-    from roarfast import ops
-
     total = 0
     for split in options.splits:
         shape = _rank_shape(ds.split(split), options)
@@ -195,8 +190,6 @@ def _bytes_to_write(store, ds, selection, options: ExtractOptions) -> int:
 def _open_writers(store, ds, selection, options: ExtractOptions, ckpt_sha) -> tuple:
     """(summary, writers): each (method, split)'s summary entry, and the writers {(method, split): RankWriter} of
     the stores not yet complete (new, or resumed), each holding its store's lock until closed."""
-    from roarfast import ops
-
     summary, writers = {}, {}
     try:
         for split in options.splits:
@@ -238,8 +231,6 @@ def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool
     """Writes each chunk's ranks as it comes: `results` is the local Explainer's `ranks(chunk, on_batch)`, or the
     Ray tasks' (chunk, ranks, node) as they finish. A split's seconds are the time spent until its chunks came;
     on Ray, a line says how many chunks each node computed."""
-    from roarfast.progress import progress_bar
-
     if not chunks:
         return
     splits = list(dict.fromkeys(c.split for c in chunks))

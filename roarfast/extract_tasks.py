@@ -21,9 +21,19 @@ object store, spilled to disk when it fills), and no more tasks are in flight th
 import json
 from dataclasses import dataclass
 
+import torch
+
+from roarfast import ops
+from roarfast.data import load_dataset
+from roarfast.data.loader import split_loader
 from roarfast.errors import UserError
-from roarfast.plugins import OBJECT_PREFIX
+from roarfast.methods import ExplainBatch, compute_maps
+from roarfast.methods.compute import rank_maps
+from roarfast.methods.registry import resolve_methods
+from roarfast.methods.selection import Selection
+from roarfast.plugins import OBJECT_PREFIX, named_imports, user_named
 from roarfast.ray_cluster import RAY_TASK_RETRIES, WAIT_S, connect, local_threads, slots, task_resources
+from roarfast.rundir import RunDir
 
 #: per process: the Explainer of the last settings a Ray worker served, so that it loads the dataset and the
 #: base model once for all the chunks it computes
@@ -49,8 +59,6 @@ def explained_model(model, device):
     """`model` as extraction runs it: on `device`, in eval mode, channels_last as recipes train it
     (Recipe.channels_last), which oneDNN's and cuDNN's convolutions take faster (benchmarks/cpu_formats.py);
     its maps differ from an NCHW model's by float rounding alone."""
-    import torch
-
     return model.to(device, memory_format=torch.channels_last).eval()
 
 
@@ -67,11 +75,6 @@ class Explainer:
     def ranks(self, chunk: Chunk, on_batch=None) -> dict:
         """{method: (ranks, maps or None, NaN/Inf map values)} of `chunk`'s rows in order (CPU tensors), its
         rows taken `batch_size` at a time; `on_batch(images)` after each batch."""
-        import torch
-
-        from roarfast.data.loader import split_loader
-        from roarfast.methods.compute import rank_maps
-
         if chunk.split not in self.loaders:
             self.loaders[chunk.split] = split_loader(self.ds, chunk.split, self.device)
         part = self.ds.split(chunk.split)
@@ -99,8 +102,6 @@ class Explainer:
 def _batch_maps(groups, params, part, x, y, index) -> dict:
     """{method: float maps [B, C|1, H, W]} of one batch, each (model, selection) group by its model;
     compute_maps finds the predicted class itself, the labels serve --target label."""
-    from roarfast.methods import ExplainBatch, compute_maps
-
     gt = part.masks[index].to(x.device) if part.masks is not None else None
     batch = ExplainBatch(x=x, target=y, index=index, gt_mask=gt)
     maps = {}
@@ -121,8 +122,6 @@ def _model_groups(models, selection) -> list:
 
 def _picture_map(maps, reduction):
     """fp16 maps for pictures, reduced over channels the way ranking reduces them."""
-    from roarfast import ops
-
     if maps.shape[1] == 1:
         return maps[:, 0].half()
     if reduction == "value":
@@ -148,8 +147,6 @@ def task_settings(ds, selection, *, base: str | None, checkpoint: str | None, de
     the run directory says how to load it), the base model's id and weights' sha256, the estimators (names,
     values, arguments, ranking, seed, and the identity of each one's ranks, checked there), the device type and
     CPU threads, the images per pass, --amp, keep maps, compile, and the import paths the user named."""
-    from roarfast.plugins import named_imports
-
     return {"dataset": ds.fingerprint, "base": base, "checkpoint": checkpoint, "methods": selection.names,
             "values": dict(selection.values), "args": dict(selection.args), "granularity": selection.granularity,
             "reduction": selection.reduction, "seed": selection.seed,
@@ -161,14 +158,6 @@ def task_settings(ds, selection, *, base: str | None, checkpoint: str | None, de
 def worker_explainer(run_dir: str, settings: dict) -> Explainer:
     """The Explainer of `settings` (task_settings) on the run directory `run_dir`, built once per process and
     settings; a UserError where this node loads other data, weights or estimator code than the driver."""
-    import torch
-
-    from roarfast.data import load_dataset
-    from roarfast.methods.registry import resolve_methods
-    from roarfast.methods.selection import Selection
-    from roarfast.plugins import user_named
-    from roarfast.rundir import RunDir
-
     key = (run_dir, json.dumps(settings, sort_keys=True, default=repr))
     if key not in _EXPLAINERS:
         torch.set_num_threads(settings["threads"])
@@ -222,8 +211,6 @@ class RayChunks:
     flight as the live nodes run, counted again as nodes leave or join (with none left, it waits for one)."""
 
     def __init__(self, options):
-        import torch
-
         self.ray = connect(options)
         self.cpus, self.gpus = task_resources(self.ray, options.cpus_per_task, options.gpus_per_task, unit="task")
         self.device = torch.device("cuda" if self.gpus > 0 else "cpu")

@@ -13,9 +13,15 @@ from dataclasses import dataclass
 
 import torch
 
+from roarfast.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL, removed_pixels, resolve_fill
+from roarfast.history.migrate import upgrade
+from roarfast.methods import parse_methods
+from roarfast.modes import DETECT
 from roarfast.options import check_fractions, check_positive, check_subset
+from roarfast.results import DETECTOR, FILL_LEAKAGE, MeasurementKey, open_results
+from roarfast.rundir import RunDir
 
 #: the detector: three 3x3 convolutions (a 7x7 view of each pixel), this many channels wide
 DETECTOR_WIDTH = 16
@@ -99,13 +105,6 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
                      device="auto", seed: int = 0, dataset_obj=None) -> list:
     """Measures the detector for every fill and fraction of `options` (again, when measured before) and
     records each in results.sqlite; returns their rows."""
-    from roarfast.device import resolve_device
-    from roarfast.history.migrate import upgrade
-    from roarfast.methods import parse_methods
-    from roarfast.modes import DETECT
-    from roarfast.results import DETECTOR, FILL_LEAKAGE, MeasurementKey, open_results
-    from roarfast.rundir import RunDir
-
     try:
         (method,) = parse_methods(options.method)  # its stored name: sg-sq is stored as sg-sq-grad
     except ValueError as err:

@@ -12,6 +12,8 @@ import logging
 import math
 from pathlib import Path
 
+from roarfast.errors import UserError
+
 log = logging.getLogger(__name__)
 
 _READ_BLOCK = 1 << 20  # 1 MiB reads: large enough to be I/O-bound, small enough to stay cheap in memory
@@ -89,8 +91,6 @@ def unseal(record: dict, path, repair: str, *, older=None) -> dict:
     call one written before digests (None: no record is; the test must use fields only such records lack or
     hold, so that one flipped byte in the digest's name cannot pass a record off as an older one). An older
     record is returned unverified, with a note said once per file."""
-    from roarfast.errors import UserError
-
     if not isinstance(record, dict):
         raise UserError(f"{path} holds no JSON record (got {type(record).__name__}); {repair}")
     stored = record.get(RECORD_DIGEST)
@@ -111,8 +111,6 @@ def unseal(record: dict, path, repair: str, *, older=None) -> dict:
 def read_record(path, repair: str, *, older=None) -> dict | None:
     """The JSON record at `path` checked by `unseal`, or None when there is none; a UserError naming the file
     and the `repair` when it is not JSON."""
-    from roarfast.errors import UserError
-
     path = Path(path)
     if not path.is_file():
         return None

@@ -3,12 +3,16 @@ left against results.sqlite, and its ETA from the rates measured in the run dire
 plan through the executors; nothing below the sweep imports this module.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from roarfast.cells import Cell, CellOptions, cell_methods
 from roarfast.errors import UserError
-from roarfast.modes import MODES
+from roarfast.history.configurations import grid_of
+from roarfast.modes import MODES, is_control
 from roarfast.options import check_positive
+from roarfast.progress import format_duration
+from roarfast.recipe import Recipe, default_model
+from roarfast.step_times import STEP_FIELDS
 
 #: estimators of the paper's study: three base estimators and their SmoothGrad ensembles, and the controls
 PAPER_METHODS = ("grad", "ig", "gb", "sg", "sg-sq", "var", "sg-ig", "sg-sq-ig", "var-ig", "sg-gb", "sg-sq-gb",
@@ -54,8 +58,6 @@ class Grid(CellOptions):
         `name`: without the truth_only methods when the data has no ground-truth masks, with the line that says
         so (else None); a method the user named that reads masks the data lacks is refused (UserError:
         Selection.check_ground_truth), before anything is trained."""
-        from dataclasses import replace
-
         grid, note = self, None
         left_out = [m for m in selection.names if m in self.truth_only]
         if left_out and not ground_truth:
@@ -74,8 +76,6 @@ class Grid(CellOptions):
     def record(self, methods: list[str]) -> dict:
         """The grid of `methods` (as the stage resolved them) as its configuration records it
         (roarfast.history.configurations.grid_of)."""
-        from roarfast.history.configurations import grid_of
-
         seeds = range(self.first_seed, self.first_seed + self.seeds)
         controls = (seeds if self.control_seeds is None else seeds[:self.control_seeds]) if self.control else ()
         return grid_of(methods, self.modes, self.fractions, seeds, controls, self.fill)
@@ -86,9 +86,9 @@ def sweep_base(run, ds, grid: Grid, device, seed: int) -> tuple:
     HEAD's when it was trained on this data with `seed`, or adopted for this data (`train --weights`), of
     grid.model when it names one (spec and recipe None: its meta says them); else the one of the id the grid's
     own settings make, reused where the run directory holds it, else trained beside the others."""
+    # late: loads torch, and --help imports this module
     from roarfast.basemodel import TrainOptions, base_recipe, requested_id
     from roarfast.probe import checked_model
-    from roarfast.recipe import default_model
 
     head = run.head()
     meta = run.model_meta(head.base)
@@ -159,6 +159,7 @@ def make_plan(trainer, grid: Grid, db, methods: list[str]) -> Plan:
     a cell of another base model or other ranks is never done here); a method whose ranks' provenance the
     trainer does not know has no key, so none of its cells is done. In a run directory of format 1 (a dry run
     reads it as it is), a cell its migration will prove is done."""
+    # late: loads torch, and --help imports this module
     from roarfast.history.migrate import migrated_row
     from roarfast.results import owner_alive
 
@@ -180,10 +181,8 @@ def measured_rates(run, db, model: str, ds, recipe) -> dict:
     take}, from the retrainings of `model` on this dataset done in the run directory (db: its results), each
     scaled from its own epochs and training images to these; only those trained with the same step settings
     (roarfast.step_times.STEP_FIELDS: batch, precision, augmentation), whose data the run directory records."""
-    from roarfast.modes import is_control
-    from roarfast.recipe import Recipe
+    # late: loads torch, and --help imports this module
     from roarfast.results import RETRAIN
-    from roarfast.step_times import STEP_FIELDS
 
     images = {ds.fingerprint: len(ds.train_index)}
     scaled = {}
@@ -226,8 +225,6 @@ def _span(seeds: range) -> str:
 def describe_plan(plan: Plan, grid: Grid) -> list[str]:
     """The lines a sweep starts with: its grid, the cells done and to do, and the ETA from this run directory's
     measured rates."""
-    from roarfast.progress import format_duration
-
     shape, progress = describe_grid(plan, grid)
     lines = [f"grid: {shape}", progress]
     if plan.seconds:

@@ -10,7 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 from roarfast.errors import UserError
+from roarfast.history.configurations import claims, configurations, grid_cells
 from roarfast.history.ids import SHOWN_CHARS
+from roarfast.history.migrate import upgrade
+from roarfast.report.configurations import assemble, named
+from roarfast.results import RETRAIN, MeasurementKey, open_results
+from roarfast.rundir import RunDir
 
 
 def _size(path: Path) -> int:
@@ -21,12 +26,6 @@ def _size(path: Path) -> int:
 def _state(run_dir, writing: bool = False):
     """(RunDir, HEAD, configurations (report.configurations.assemble: records and the rows no record claims),
     every retraining row) of `run_dir`, read as it is (migrated first when `writing`)."""
-    from roarfast.history.configurations import configurations
-    from roarfast.history.migrate import upgrade
-    from roarfast.report.configurations import assemble
-    from roarfast.results import RETRAIN, open_results
-    from roarfast.rundir import RunDir
-
     run = RunDir(run_dir)
     if not run.root.is_dir():
         raise UserError(f"--run-dir {run.root}: no such run directory")
@@ -52,8 +51,6 @@ def listing(run_dir) -> dict:
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
     uses: what pruning it frees), first, last, command], "models": [base models no configuration uses: id, bytes,
     model, seed], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
-    from roarfast.history.configurations import grid_cells
-
     run, head, found, _ = _state(run_dir)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()
@@ -109,10 +106,6 @@ def prune(run_dir, names, dry_run: bool = False) -> list[str]:
     """Removes the configurations `names` names (labels or id prefixes: report.configurations.named): their
     records, and their rows, rank stores and base models that no other configuration nor HEAD uses; with
     `dry_run`, removes nothing. Returns the lines saying what goes (or would) and what stays."""
-    from roarfast.history.configurations import claims
-    from roarfast.report.configurations import named
-    from roarfast.results import MeasurementKey, open_results
-
     names = [n for n in (names or ()) if str(n).strip()]
     if not names:
         raise UserError("prune: name the configurations to remove (a label or an id: `roarfast ls` lists them)")

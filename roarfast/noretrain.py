@@ -9,9 +9,18 @@ import math
 import time
 from dataclasses import dataclass
 
+import torch
+
+from roarfast import ops
+from roarfast.data.loader import split_loader
+from roarfast.device import default_batch_size, resolve_device
 from roarfast.errors import UserError
+from roarfast.fills import resolve_fill
+from roarfast.history.migrate import upgrade
 from roarfast.modes import NO_RETRAIN_METRICS
 from roarfast.options import check_fractions, check_positive, check_subset, parse_list
+from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
+from roarfast.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -34,14 +43,6 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
                   device="auto", progress=True, dataset_obj=None) -> list:
     """Measures every (method, metric mode, fraction) not yet in results.sqlite; returns their rows.
     Every argument is checked before anything is written."""
-    import torch
-
-    from roarfast.device import default_batch_size, resolve_device
-    from roarfast.fills import resolve_fill
-    from roarfast.history.migrate import upgrade
-    from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
-    from roarfast.rundir import RunDir
-
     run = RunDir(run_dir)
     upgrade(run)
     run.check_base_model()
@@ -88,8 +89,6 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
 
 def _batches(model, loader, index, batch_size):
     """(softmax probabilities, labels, sample indices) of each batch, eval mode, no gradients."""
-    import torch
-
     model.eval()
     with torch.no_grad():
         for x, y, rows in loader.batches(index, batch_size, with_index=True):
@@ -98,10 +97,6 @@ def _batches(model, loader, index, batch_size):
 
 def _predictions(model, ds, device, index, batch_size):
     """int64 Tensor[N] on the device: the class the model predicts on each unmodified test image."""
-    import torch
-
-    from roarfast.data.loader import split_loader
-
     predicted = torch.empty(index.shape[0], dtype=torch.int64, device=device)
     for p, _, rows in _batches(model, split_loader(ds, "test", device), index, batch_size):
         predicted[rows] = p.argmax(1)
@@ -112,11 +107,6 @@ def _score(model, ds, device, index, predicted, batch_size, ranks, units, fracti
     """(accuracy, mean probability of the originally predicted class) with k = floor(fraction x units) of
     each test image's `units` ranked units replaced: the k most relevant, or the k least relevant (keeping
     the top units - k)."""
-    import torch
-
-    from roarfast import ops
-    from roarfast.data.loader import split_loader
-
     # the loaders floor a fraction into a count: (units - k) / units floors back to exactly units - k kept,
     # where 1 - fraction would keep floor((1 - fraction) x units) and so replace one unit more than MoRF
     kept = (units - ops.units_for_fraction(fraction, units)) / units

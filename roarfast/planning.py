@@ -17,7 +17,10 @@ import math
 import os
 from dataclasses import dataclass
 
+from roarfast import step_times
+from roarfast.device import default_batch_size
 from roarfast.options import check_choice
+from roarfast.step_times import device_label
 
 #: stated dense peaks (no sparsity) of the devices a plan may cost without having them, FLOP/s per precision
 #: (None: fp32), and their memory: NVIDIA's H100 SXM5 and H200 SXM datasheets (bf16/fp16 tensor cores 989 TFLOP/s
@@ -56,9 +59,8 @@ class Target:
 def plan_target(name: str | None, device) -> Target:
     """The Target of --plan-device `name` (None: this machine's `device`, a torch.device): a stated device costed
     from its peak, unless `device` is one (then measured)."""
+    # late: loads torch, and --help imports this module
     import torch
-
-    from roarfast.step_times import device_label
 
     if name is not None:
         check_choice("--plan-device", name, tuple(STATED))
@@ -106,6 +108,7 @@ class Costing:
 
     def shape(self, spec):
         """The StepShape of `spec` on the data's canvas (None: it cannot be traced)."""
+        # late: loads torch, and --help imports this module
         from roarfast.estimate import step_shape
 
         key = (spec.name, spec.source_sha256)
@@ -116,6 +119,7 @@ class Costing:
     def times(self, spec, recipe):
         """The StepTimes of training `spec` with `recipe`: measured here (the step-time record, else a short step),
         or from the step's FLOPs on a stated device (None when they cannot be traced)."""
+        # late: loads torch, and --help imports this module
         from roarfast.estimate import StepTimes, training_times
 
         if self.target.peak is None:
@@ -130,6 +134,7 @@ class Costing:
 
     def training(self, spec, recipe) -> Cost:
         """The cost of training `spec` once with `recipe` on the data."""
+        # late: loads torch, and --help imports this module
         from roarfast.estimate import training_seconds
 
         times = self.times(spec, recipe)
@@ -152,8 +157,7 @@ class Costing:
         """The cost of extracting the estimators of `selection` (a Selection) together with ExtractOptions
         `options` for `spec`: the record of such an extraction here, else their FLOPs at a measured gradient
         pass's rate (this machine) or at the device's share of its peak (a stated device)."""
-        from roarfast import step_times
-        from roarfast.device import default_batch_size
+        # late: loads torch, and --help imports this module
         from roarfast.estimate import explaining_flops, gradient_rate
 
         if not selection.names:
@@ -198,6 +202,7 @@ def training_memory(shape, recipe, data, target: Target) -> float | None:
         return None
     copies = 4 if recipe.ema_decay is not None else 3
     activations = shape.activation_bytes * (0.5 if recipe.amp in ("bf16", "fp16") else 1.0)
+    # late: loads torch, and --help imports this module
     from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
 
     data_bytes = data_size(data)
@@ -219,6 +224,7 @@ def data_size(data) -> int:
 
 def rank_bytes(data, splits, methods: int, granularity: str, keep_maps: bool) -> int:
     """Bytes on disk of `methods` rank stores of `splits` (ops.rank_dtype per ranked unit, float16 maps when kept)."""
+    # late: loads torch, and --help imports this module
     import numpy as np
 
     from roarfast import ops

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from roarfast.errors import UserError
+from roarfast.fingerprint import sha256_file
 
 #: what a run directory records for a model or dataset that came as a Python object with no import path
 #: (a notebook's class, an nn.Module instance, a pair of tensors): the command line cannot rebuild it
@@ -153,8 +154,6 @@ def given_object_name(name, flag: str) -> str:
 def source_sha256(obj) -> str | None:
     """sha256 of the source file that defines `obj` (a function, class or module), or None when it has none
     on disk (built-in, or typed into an interpreter)."""
-    from roarfast.fingerprint import sha256_file
-
     try:
         path = inspect.getsourcefile(inspect.unwrap(obj))
     except TypeError:

@@ -18,11 +18,21 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roarfast.basemodel import TrainOptions, base_recipe, trained_at
+from roarfast.cells import Cell, CellTrainer, cell_estimators, cell_recipe
+from roarfast.checkpoint import recorded_model
+from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
 from roarfast.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
-from roarfast.history.ids import SHOWN_CHARS
+from roarfast.history.configurations import settings_of
+from roarfast.history.ids import SHOWN_CHARS, configuration_id
+from roarfast.methods.selection import Selection
+from roarfast.modes import ROAR
+from roarfast.options import check_positive
 from roarfast.planning import Cost, Costing, Target, gib, hours, plan_target
 from roarfast.progress import format_duration
+from roarfast.recipe import Recipe
+from roarfast.results import open_results
 
 
 @dataclass(frozen=True)
@@ -101,8 +111,6 @@ def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> Da
     the run directory holds nothing that its fingerprint would be compared with (no base model, results or
     ranks); None otherwise. Its statistics are placeholders: only the time estimates read them (an IG
     baseline), and time does not depend on them."""
-    from roarfast.data import outline_dataset
-
     if run.models() or run.results_path.exists() or run.rank_stores():
         return None
     name, where, options = run.dataset_spec(dataset, data_dir, dataset_options)
@@ -211,13 +219,6 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
     """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`extract_options`: an
     ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on --plan-device `plan_device`
     (roarfast.planning.plan_target; None: `device`) shared by `workers` workers."""
-    from roarfast.basemodel import TrainOptions, base_recipe, trained_at
-    from roarfast.cells import cell_estimators, cell_recipe
-    from roarfast.checkpoint import recorded_model
-    from roarfast.methods.selection import Selection
-    from roarfast.options import check_positive
-    from roarfast.recipe import Recipe
-
     check_positive("--plan-workers", workers)
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
@@ -269,12 +270,6 @@ def _plan(run, data, grid, selection, spec, recipe, target, model_id, ids, reuse
     """(the Plan of the grid's cells against results.sqlite, with the cell rates measured there where the plan is
     costed on this machine's device; the id of the configuration its cells belong to, or None where its ranks'
     ids are not known yet; whether the run directory records that configuration)."""
-    from roarfast.cells import Cell, CellTrainer
-    from roarfast.history.configurations import settings_of
-    from roarfast.history.ids import configuration_id
-    from roarfast.modes import ROAR
-    from roarfast.results import open_results
-
     plan = Plan(cells=[(cell, None) for cell in grid.cells(selection.names)])  # a new base model: none is done
     if not run.results_path.exists():
         return plan, None, False

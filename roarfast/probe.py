@@ -3,12 +3,12 @@ checkpoint counted without memory, so that a faulty factory or a full disk is re
 
 import torch
 
+from roarfast.models import resolve_model
+
 
 def checked_model(model, ds):
     """The ModelSpec of `model` (resolve_model) after one network built for `ds` returned logits of the right
     shape: a factory's mistake is a one-line UserError before any training."""
-    from roarfast.models import resolve_model
-
     spec = resolve_model(model)
     if not spec.builtin:
         spec.check(ds.num_classes, ds.image_size, ds.channels)

@@ -38,6 +38,7 @@ class RayOptions:
 def local_threads() -> int:
     """The CPU threads this process computes with (torch's default: one per core, or OMP_NUM_THREADS): CPU
     results can depend on it, so a Ray task is given as many by default."""
+    # late: loads torch, and --help imports this module
     import torch
 
     return torch.get_num_threads()

@@ -1,6 +1,6 @@
 """What to train: the Recipe (every setting of a training run besides data, model and seed); effective_recipe,
 the one function that composes the recipe a run trains with and records (the model's tuned recipe, declared
-by its module in roarfast.models.MODELS, or the untuned default; the GPU's scaling; the user's fields and
+with it in roarfast.models.registry, or the untuned default; the GPU's scaling; the user's fields and
 --recipe overrides); the checks of --recipe fields; the mixed-precision choice; the default model of a dataset.
 How to train (data, model, optimizer, schedule, loop, evaluation) reads top to bottom in
 roarfast.train.classifier.
@@ -12,6 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from roarfast.device import native_bf16
 from roarfast.errors import UserError
 from roarfast.models.registry import MODELS
 
@@ -84,6 +85,7 @@ AIRBENCH_IMAGE_SIZE = 32
 
 
 def _on_cuda(device) -> bool:
+    # late: loads torch, and --help imports this module
     import torch
 
     return torch.device(device).type == "cuda"
@@ -221,8 +223,6 @@ _AMP_PRECISIONS = ("bf16", "fp16")
 def resolve_amp(amp: str, device) -> str | None:
     """The Recipe.amp of an --amp choice for training on device: None (fp32), "bf16" or "fp16"."""
     if amp == "auto":
-        from roarfast.device import native_bf16
-
         return "bf16" if native_bf16(device) else None
     return None if amp == "off" else amp
 
@@ -237,6 +237,7 @@ def amp_dtype(recipe: Recipe):
 def autocast(device, recipe: Recipe):
     """The recipe's autocast context on device (a no-op in fp32): the training step's, its evaluations' and
     the measured steps' of an estimate."""
+    # late: loads torch, and --help imports this module
     import torch
 
     dtype = amp_dtype(recipe)
@@ -253,6 +254,7 @@ def autocast_dtype(amp: str, device):
 
 
 def _precision_dtype(amp: str | None):
+    # late: loads torch, and --help imports this module
     import torch
 
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)

@@ -2,9 +2,13 @@
 
 A `Resolver` holds a kind's built-ins as `Entry`s (a name, a one-line description, its options, and what it
 resolves to: a value, or the import path of one, loaded at first use) and the schemes it accepts (`timm:`,
-`torchvision:`, `captum:`: a prefix and the loader of what follows it). A kind whose built-ins live one module
-each in a package (`package=`) finds them there: the first lookup imports every module of the package, and
-each registers its entries (`Resolver.register`), so a new built-in is one new file. It reads what a user wrote (or passed to Study)
+`torchvision:`, `captum:`: a prefix and the loader of what follows it). A kind declares its built-ins in one
+light module, each naming its implementation by import path (models, datasets: their modules import torch), or
+keeps them one module each in a package (`package=`: fills, estimators, report sections, whose modules are
+light): the first lookup imports every module of the package, and each registers its entries
+(`Resolver.register`), so a new built-in is one new file. The listing order is declared, never found from
+who imported what first: an entry's `order`, then the `module` that declares it, then its registration.
+It reads what a user wrote (or passed to Study)
 into a `Query`: which form it is (a built-in, a scheme, an import path `package.module:attribute`, a name
 recorded for a Python object, or the object itself) and what it points at. Each kind turns a Query into
 its own thing (a ModelSpec, a Dataset, an Estimator, a Fill); the command line builds its choices, its
@@ -17,9 +21,9 @@ functions and objects, loaded lazily so that `roarfast --help` imports no torch.
 Light on purpose (no torch): the CLI imports every resolver to build its options.
 """
 
+import functools
 import importlib
 import pkgutil
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -39,11 +43,20 @@ def load_target(target: str):
     return obj
 
 
+def declaring_module(obj) -> str:
+    """The module that defines `obj` (a function, a partial's function, an object's class): where a built-in that
+    registers through a helper (a decorator, register_fill) is declared, its `Entry.module`."""
+    while isinstance(obj, functools.partial):  # a partial's own __module__ is functools'
+        obj = obj.func
+    return getattr(obj, "__module__", None) or type(obj).__module__
+
+
 @dataclass(frozen=True)
 class Entry:
     """A built-in of one kind: `name`, a one-line `description`, what it resolves to (`value`, or `target`:
     `roarfast.module:attribute`, imported at first use), `options` (option name -> default) where the kind has
-    them, and `order` (the listing sorts by it, then by registration)."""
+    them, `order` and `module` (the listing sorts by the order, then by the module that declares the entry: a
+    package's module, "" for one declared with the resolver, then by registration)."""
 
     name: str
     description: str
@@ -51,6 +64,7 @@ class Entry:
     target: str | None = None
     options: Mapping = field(default_factory=dict)
     order: float = 0.0
+    module: str = ""
 
     def __post_init__(self):
         if (self.value is None) == (self.target is None):
@@ -106,7 +120,6 @@ class Resolver:
                  case_sensitive: bool = True):
         self.kind, self.flag = kind, flag
         self._entries = {}
-        self._places = {}  # name -> (the registering module's name, its registration number): the listing order
         self.package = package
         for entry in entries:
             self.register(entry)
@@ -122,21 +135,8 @@ class Resolver:
         """Adds a built-in (a module of `package` calls this as it is imported); a name is taken once."""
         if entry.name in self._entries:
             raise ValueError(f"{self.kind} {entry.name!r} is registered twice")
-        # by module, as discovery imports them, whichever a process happened to import first
-        self._places[entry.name] = (self._registering_module(), len(self._places))
-        self._entries[entry.name] = entry
+        self._entries[entry.name] = entry  # a dict keeps the registration order
         return entry
-
-    def _registering_module(self) -> str:
-        """The module of `package` whose import is registering an entry now (through a helper such as a
-        decorator, too), or "" for an entry from elsewhere."""
-        frame = sys._getframe(2)
-        while frame is not None and self.package:
-            name = frame.f_globals.get("__name__", "")
-            if name.startswith(self.package + "."):
-                return name
-            frame = frame.f_back
-        return ""
 
     def _all(self) -> dict:
         """The entries, every module of `package` imported first (once)."""
@@ -162,7 +162,7 @@ class Resolver:
 
     @property
     def names(self) -> list[str]:
-        """The built-in names, in listing order (by order, then by module, then as each module registers)."""
+        """The built-in names, in listing order (by order, then by module, then as registered)."""
         return [entry.name for entry in self]
 
     def __contains__(self, name) -> bool:
@@ -175,9 +175,8 @@ class Resolver:
         return self._entries[key]
 
     def __iter__(self):
-        entries = list(self._all().values())
-        # within an order, by module name (the order discovery imports them in), then as each module registers
-        return iter(sorted(entries, key=lambda e: (e.order, self._places[e.name])))
+        # sorted is stable: within an order and a module, as registered (a module registers in its own order)
+        return iter(sorted(self._all().values(), key=lambda entry: (entry.order, entry.module)))
 
     def __len__(self) -> int:
         return len(self._all())

@@ -5,8 +5,18 @@ the local executor: claimed, then one row each in results.sqlite; finished cells
 
 from dataclasses import dataclass
 
-from roarfast.cells import CellOptions
+from roarfast.cells import CellOptions, CellTrainer, cell_estimators, cell_recipe
+from roarfast.device import resolve_device
 from roarfast.errors import UserError
+from roarfast.executors import check_workers, execute
+from roarfast.extract import ExtractOptions, run_extract
+from roarfast.history.configurations import grid_of
+from roarfast.history.migrate import upgrade
+from roarfast.memory import keep_freed_memory
+from roarfast.methods.declaration import ESTIMATORS
+from roarfast.results import open_results
+from roarfast.rundir import RunDir
+from roarfast.train import default_grouping
 
 
 @dataclass(frozen=True)
@@ -25,18 +35,6 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     model and of the ranks HEAD names for each method (methods default: every method HEAD has ranks of, plus
     random); the request is recorded (its configuration, HEAD) before any cell trains. Model-free ranks
     (random, sobel, oracle) are extracted here when missing; other methods need `roarfast extract` first."""
-    from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
-    from roarfast.device import resolve_device
-    from roarfast.executors import check_workers, execute
-    from roarfast.extract import ExtractOptions, run_extract
-    from roarfast.history.configurations import grid_of
-    from roarfast.history.migrate import upgrade
-    from roarfast.memory import keep_freed_memory
-    from roarfast.methods.declaration import ESTIMATORS
-    from roarfast.results import open_results
-    from roarfast.rundir import RunDir
-    from roarfast.train import default_grouping
-
     keep_freed_memory()
     run = RunDir(run_dir)
     upgrade(run)

@@ -31,10 +31,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from roarfast.atomic import check_writable, refuse_link, write_record
-from roarfast.checkpoint import META, WEIGHTS
+from roarfast.checkpoint import META, WEIGHTS, checkpoint_sha256, load_checkpoint, read_meta, save_checkpoint
 from roarfast.claims import hold_lock
+from roarfast.data import load_dataset
+from roarfast.data.registry import DATASETS
 from roarfast.errors import UserError
 from roarfast.fingerprint import read_record
+from roarfast.history.head import Head, read_head, updated, write_head
+from roarfast.history.ids import model_id_of, rank_id, rank_id_of
+from roarfast.history.legacy import legacy_head, legacy_models, legacy_ranks, needs_migration
+from roarfast.models import MODELS
+from roarfast.plugins import is_import_path
+from roarfast.resolver import BUILTIN
+from roarfast.store import RankStore
+from roarfast.store.layout import dir_name, read_manifest
 
 #: the format of the dataset records and stages.json: 2 since they are sealed with their digest (1: before)
 RECORD_FORMAT = 2
@@ -77,8 +87,6 @@ class RunDir:
 
     def rank_dir(self, method: str, rank_id: str) -> Path:
         """Where the rank store of `method` with id `rank_id` lives (its splits below it)."""
-        from roarfast.store.layout import dir_name
-
         return self.ranks_root / dir_name(method) / rank_id
 
     @property
@@ -129,9 +137,6 @@ class RunDir:
     def head(self):
         """The latest request (roarfast.history.head.Head, verified): HEAD.json, or what a run directory of
         format 1 says of it (roarfast.history.legacy), or an empty Head in a new one."""
-        from roarfast.history.head import Head, read_head
-        from roarfast.history.legacy import legacy_head
-
         if self.head_path.is_symlink():  # every command reads and most write it: a link there is refused at once
             refuse_link(self.head_path)
         head = read_head(self.head_path)
@@ -142,8 +147,6 @@ class RunDir:
     def update_head(self, asked: str, **changes):
         """Records the latest request: HEAD with `changes` (dataset, base, ranks, configuration), stamped with the
         command the user ran (else `asked`), replaced atomically under the run directory's claim on it."""
-        from roarfast.history.head import updated, write_head
-
         self.root.mkdir(parents=True, exist_ok=True)
         with self.claim("head"):
             head = updated(self.head(), asked, **changes)
@@ -172,8 +175,6 @@ class RunDir:
         N on HOST"), then finds it built. The claim is an exclusive lock on claims/<what>.lock, which the
         kernel releases when the holder exits or dies: a killed claimant's work is taken over at once, as a
         dead owner's cell is."""
-        from roarfast.store.layout import dir_name
-
         self.claims_dir.mkdir(parents=True, exist_ok=True)
         with hold_lock(self.claims_dir / f"{dir_name(what)}.lock", waiting):  # a long method's name bounded
             yield
@@ -183,14 +184,10 @@ class RunDir:
     def model_path(self, model_id: str) -> Path:
         """The directory of the base model `model_id`: models/<id>, or format 1's checkpoints/base where that
         is the one (a run directory read as it is)."""
-        from roarfast.history.legacy import legacy_models
-
         return legacy_models(self).get(model_id) or self.model_dir(model_id)
 
     def models(self) -> dict:
         """{model id: directory} of every complete base model (its meta.json written), format 1's included."""
-        from roarfast.history.legacy import legacy_models
-
         found = {}
         if self.models_root.is_dir():
             # a link at a meta.json is no base model: the training that would replace it refuses it
@@ -201,9 +198,6 @@ class RunDir:
     def model_meta(self, model_id: str | None) -> dict:
         """The verified meta.json of the base model `model_id` ({} when there is none); a UserError when it
         does not match its id (a directory renamed, a record edited)."""
-        from roarfast.checkpoint import read_meta
-        from roarfast.history.ids import model_id_of
-
         if model_id is None:
             return {}
         where = self.model_path(model_id)
@@ -236,9 +230,6 @@ class RunDir:
     def save_base_model(self, model, meta: dict) -> str:
         """Saves `model` with `meta` as the base model of its id (read off `meta`: roarfast.history.ids), beside
         the others; returns the id."""
-        from roarfast.checkpoint import save_checkpoint
-        from roarfast.history.ids import model_id_of
-
         model_id = model_id_of(meta)
         save_checkpoint(self.model_dir(model_id), model, meta)
         return model_id
@@ -253,8 +244,6 @@ class RunDir:
     def load_base_model(self, ds, device="cpu", model_id: str | None = None):
         """(model in eval mode on `device`, meta) of the base model `model_id` (default: HEAD's), which must
         have been trained on `ds` (same fingerprint); a UserError saying what to do otherwise."""
-        from roarfast.checkpoint import load_checkpoint
-
         if model_id is None:
             self.check_base_model()
             model_id = self.head().base
@@ -271,9 +260,6 @@ class RunDir:
         """Refuses (one line) a --model naming another model than the one HEAD's base model records: a stage that
         loads the base model takes --model only to name it again (a plug-in the record names is imported only
         then: roarfast.plugins.check_recorded). Nothing is imported here."""
-        from roarfast.models import MODELS
-        from roarfast.resolver import BUILTIN
-
         recorded = self.base_meta().get("model")
         if spec is None or recorded is None:
             return
@@ -286,8 +272,6 @@ class RunDir:
     def base_checkpoint_sha256(self, model_id: str | None = None) -> str:
         """The hash of the weights of the base model `model_id` (default: HEAD's), verified against the one
         recorded when they were saved: what its ranks and no-retrain measurements are tied to."""
-        from roarfast.checkpoint import checkpoint_sha256
-
         return checkpoint_sha256(self.model_path(model_id or self.head().base), self._train_again)
 
     # ------------------------------------------------------------------------------------------- ranks
@@ -295,15 +279,10 @@ class RunDir:
     def rank_path(self, method: str, rank_id: str) -> Path:
         """The directory of `method`'s rank store `rank_id`: ranks/<method>/<id>, or format 1's
         attributions/<method> where that is the one (a run directory read as it is)."""
-        from roarfast.history.legacy import legacy_ranks
-
         return legacy_ranks(self).get((method, rank_id)) or self.rank_dir(method, rank_id)
 
     def rank_stores(self) -> list:
         """(method, rank id, directory) of every rank store, format 1's included, sorted."""
-        from roarfast.history.legacy import legacy_ranks
-        from roarfast.store.layout import read_manifest
-
         found = dict(legacy_ranks(self))
         if self.ranks_root.is_dir():
             for method_dir in sorted(p for p in self.ranks_root.iterdir() if p.is_dir()):
@@ -319,8 +298,6 @@ class RunDir:
 
     def ranks_for(self, ids: dict):
         """The rank stores {method: rank id} (roarfast.store.RankStore: read, listed, written at their places)."""
-        from roarfast.store import RankStore
-
         return RankStore(self.ranks_root, run_dir=self.root,
                          places={method: self.rank_path(method, rank_id) for method, rank_id in ids.items()})
 
@@ -335,8 +312,6 @@ class RunDir:
         store.RankRecord, its rows verified as they are read; refused in one line when the store is not the one
         its id names (damage), or was made from another dataset, or from another base model than `base` (default:
         HEAD's) or one no longer there: every reader of ranks reads them here."""
-        from roarfast.history.ids import rank_id_of
-
         head = self.head()
         rank_id = rank_id or head.ranks.get(method)
         if rank_id is None:
@@ -363,8 +338,6 @@ class RunDir:
         """{method: the id of its ranks} as an extraction of `selection` (a roarfast.methods.selection.Selection)
         makes them on the data of `fingerprint` from the base model `base` (default: HEAD's; read only where a
         method uses the model): its ranks' identity (Selection.ranks_identity), checkpoint and data."""
-        from roarfast.history.ids import rank_id
-
         checkpoint = self.base_checkpoint_sha256(base) if selection.needs_model else None
         return {m: rank_id(m, selection.ranks_identity(m), selection.ranks_checkpoint(m, checkpoint), fingerprint)
                 for m in selection.names}
@@ -382,8 +355,6 @@ class RunDir:
     def dataset_path(self) -> Path:
         """The record later commands read the dataset from: HEAD.json (format 1's dataset.json in a run directory
         read as it is)."""
-        from roarfast.history.legacy import needs_migration
-
         return self.legacy_dataset_path if needs_migration(self) else self.head_path
 
     def remember_dataset(self, ds) -> dict:
@@ -416,9 +387,6 @@ class RunDir:
         data_dir, no options); otherwise the embedded dataset with its defaults. A recorded name is only a
         name: a plug-in is loaded where the user named it again or trusts the run directory, and refused in one
         line otherwise (roarfast.plugins.check_recorded)."""
-        from roarfast.data.registry import DATASETS
-        from roarfast.plugins import is_import_path
-
         options = dict(options or {})
         record = None
         if name is None:
@@ -448,8 +416,6 @@ class RunDir:
 
     def open_dataset(self, name=None, data_dir=None, options=None):
         """load_dataset on dataset_spec(...)."""
-        from roarfast.data import load_dataset
-
         name, data_dir, options = self.dataset_spec(name, data_dir, options)
         return load_dataset(name, data_dir, **options)
 

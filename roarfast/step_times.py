@@ -53,6 +53,7 @@ def _cpu_name() -> str:
 
 def device_label(device) -> str:
     """What a record's key says of the device: a GPU's name, or the CPU's model and torch's thread count."""
+    # late: loads torch, and --help imports this module
     import torch
 
     device = torch.device(device)

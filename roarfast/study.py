@@ -21,8 +21,28 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from roarfast.basemodel import TrainOptions, run_train
+from roarfast.cells import cell_estimators
+from roarfast.data import load_dataset
+from roarfast.device import resolve_device
 from roarfast.errors import UserError
+from roarfast.extract import ExtractOptions
+from roarfast.fill_leakage import FillLeakageOptions, run_fill_leakage
 from roarfast.fills import DEFAULT_FILL, ROAD_FILL
+from roarfast.grid import preset_grid
+from roarfast.history.head import set_command
+from roarfast.inventory import listing
+from roarfast.methods.selection import Selection
+from roarfast.noretrain import NoRetrainOptions, run_noretrain
+from roarfast.options import check_choice, check_positive, parse_list
+from roarfast.plugins import user_named
+from roarfast.preview import preview_sweep
+from roarfast.probe import checked_model
+from roarfast.ray_cluster import EXECUTORS, RayOptions
+from roarfast.report import write_report
+from roarfast.results import load
+from roarfast.rundir import RunDir
+from roarfast.sweep import run_sweep
 
 
 class Study:
@@ -69,16 +89,6 @@ class Study:
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
                  group_size: int | None = None, workers_per_cell: int = 1, weights=None, executor: str = "local",
                  ray=None, trust_run_dir: bool = False):
-        from roarfast.cells import cell_estimators
-        from roarfast.data import load_dataset
-        from roarfast.device import resolve_device
-        from roarfast.extract import ExtractOptions
-        from roarfast.grid import preset_grid
-        from roarfast.methods.selection import Selection
-        from roarfast.options import check_choice, check_positive, parse_list
-        from roarfast.probe import checked_model
-        from roarfast.ray_cluster import EXECUTORS, RayOptions
-
         self.run_dir = Path(run_dir)
         if isinstance(methods, (str, Mapping)) or callable(methods):
             methods = [methods]
@@ -118,10 +128,6 @@ class Study:
 
     def _load_dataset(self, data_dir, dataset_options):
         """The dataset of the run directory's latest request (HEAD's), else the embedded one; says which."""
-        from roarfast.data import load_dataset
-        from roarfast.plugins import user_named
-        from roarfast.rundir import RunDir
-
         run = RunDir(self.run_dir)
         recorded = run.dataset_record()
         with user_named((), self.run_dir if self._trust else None):  # a recorded plug-in: only when trusted
@@ -134,17 +140,11 @@ class Study:
     def _records(self):
         """The scope of a step: the run directory's records may name what this Study was given (and any code,
         with trust_run_dir) (roarfast.plugins.user_named)."""
-        from roarfast.plugins import user_named
-
         return user_named(self._named, self.run_dir if self._trust else None)
 
     def run(self, fill: str | None = None):
         """The sweep (roarfast sweep): the base model and the ranks where missing, then every cell of the grid
         that results.sqlite lacks (with `fill` instead of the Study's, when given). Returns results()."""
-        from roarfast.basemodel import TrainOptions, run_train
-        from roarfast.history.head import set_command
-        from roarfast.sweep import run_sweep
-
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
         set_command("Study.run()" if fill is None else f"Study.run(fill={fill!r})")
         with self._records():
@@ -160,8 +160,6 @@ class Study:
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):
         """The no-retrain evaluations (roarfast evaluate) of the base model on the stored test ranks; returns
         results(kind="no-retrain")."""
-        from roarfast.noretrain import NoRetrainOptions, run_noretrain
-
         options = NoRetrainOptions(metrics=tuple(metrics), fractions=tuple(fractions), methods=methods)
         with self._records():
             run_noretrain(self.run_dir, options, dataset_obj=self.dataset, device=self.device, progress=self.progress)
@@ -170,8 +168,6 @@ class Study:
     def leakage(self, fills=(DEFAULT_FILL, ROAD_FILL), fractions=(0.3, 0.5, 0.7), method: str = "random",
                 max_images: int = 5000):
         """Fill leakage (roarfast leakage): how visible each fill's holes are; returns results(kind="fill-leakage")."""
-        from roarfast.fill_leakage import FillLeakageOptions, run_fill_leakage
-
         options = FillLeakageOptions(fills=tuple(fills), fractions=tuple(fractions), method=method,
                                      max_images=max_images)
         run_fill_leakage(self.run_dir, options, dataset_obj=self.dataset, device=self.device, seed=self.seed)
@@ -181,16 +177,12 @@ class Study:
         """The report (roarfast report) with this Study's dataset for chance and the example images, of the
         configuration `config` names (a label or an id prefix; "all": every one apart; None: the latest
         request's); returns the roarfast.report.Report (index_html, verdict_lines(), summary)."""
-        from roarfast.report import write_report
-
         return write_report(self.run_dir, out_dir, dataset=self.dataset, config=config)
 
     def configurations(self):
         """What the run directory keeps (roarfast ls): a row per configuration (label, id, whether it is the
         latest request's, cells done and in its grids, bytes of its base model and ranks, when requested, by
         which command), as a pandas DataFrame (a list of dicts without pandas)."""
-        from roarfast.inventory import listing
-
         rows = listing(self.run_dir)["configurations"]
         try:
             import pandas
@@ -200,8 +192,6 @@ class Study:
 
     def results(self, kind: str | None = "retrain"):
         """The run directory's measurements of `kind` (None: all) as a pandas DataFrame (roarfast.results.load)."""
-        from roarfast.results import load
-
         return load(self.run_dir, kind=kind)
 
     def preview(self, plan_device: str | None = None, workers: int = 1):
@@ -211,9 +201,6 @@ class Study:
         each stage's images, bytes on disk, peak memory and time, on this device or `plan_device` (as
         --plan-device), shared by `workers` workers (as --plan-workers); steps are measured once per machine
         (roarfast.step_times)."""
-        from roarfast.preview import preview_sweep
-        from roarfast.rundir import RunDir
-
         with self._records():
             return preview_sweep(RunDir(self.run_dir), self.grid, dataset_obj=self.dataset, device=self.device,
                                  seed=self.seed, extract_options=self.extract_options, plan_device=plan_device,

@@ -12,11 +12,28 @@ cell's key holds its base model and its ranks' id) and runs the cells left throu
 
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 
+import torch
+
+from roarfast.basemodel import TrainOptions, head_after, run_train, trained_at
+from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
+from roarfast.checkpoint import recorded_model
+from roarfast.device import default_batch_size, resolve_device
 from roarfast.executors import Progress, check_workers, execute
+from roarfast.extract import ExtractOptions, run_extract
 from roarfast.grid import Grid, describe_plan, make_plan, sweep_base
+from roarfast.history.migrate import upgrade
+from roarfast.memory import keep_freed_memory
+from roarfast.methods.requirements import check_methods
+from roarfast.methods.selection import Selection
 from roarfast.options import check_choice
+from roarfast.preview import preview_sweep
 from roarfast.ray_cluster import EXECUTORS, RayOptions, import_ray
+from roarfast.results import RETRAIN, open_results
+from roarfast.rundir import RunDir
+from roarfast.step_times import remember_extraction
+from roarfast.train import default_grouping
 
 
 def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
@@ -30,16 +47,6 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     execute); `dry_run`: prints what it would do (roarfast.preview), its stages costed on `plan_device`
     (roarfast.planning.STATED; None: this device) over `plan_workers` workers, and does none of it. Returns
     {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
-    from roarfast.cells import CellTrainer, cell_estimators, cell_recipe
-    from roarfast.device import resolve_device
-    from roarfast.extract import ExtractOptions
-    from roarfast.history.migrate import upgrade
-    from roarfast.memory import keep_freed_memory
-    from roarfast.methods.selection import Selection
-    from roarfast.results import RETRAIN, open_results
-    from roarfast.rundir import RunDir
-    from roarfast.train import default_grouping
-
     keep_freed_memory()
     check_choice("--executor", executor, EXECUTORS)
     if executor == "ray":
@@ -50,8 +57,6 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     check_workers(workers_per_cell, group_size, device, (ray or RayOptions()) if executor == "ray" else None)
     options = extract_options or ExtractOptions()
     if dry_run:
-        from roarfast.preview import preview_sweep
-
         preview = preview_sweep(run, grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
                                 dataset_obj=dataset_obj, device=device, seed=seed, extract_options=options,
                                 plan_device=plan_device, workers=plan_workers)
@@ -92,9 +97,6 @@ def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, ec
     it fits the methods of `selection` (methods.requirements.check_methods, their parameters under --amp `amp`):
     a refusal comes before anything is written. Trained under the run directory's claim on it (run_train), so
     of several sweeps started together one trains it and the others wait and reuse it."""
-    from roarfast.basemodel import head_after, run_train, trained_at
-    from roarfast.checkpoint import recorded_model
-
     model_id, spec, _ = sweep_base(run, ds, grid, device, seed)
     if model_id not in run.models():
         options = _base_options(ds, grid, spec, selection, amp, device)
@@ -117,11 +119,6 @@ def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, ec
 def _base_options(ds, grid, spec, selection, amp, device):
     """The TrainOptions of `spec` (grid.model, default: the dataset's), once a fresh copy of it showed that it fits
     the methods of `selection`."""
-    import torch
-
-    from roarfast.basemodel import TrainOptions
-    from roarfast.methods.requirements import check_methods
-
     with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
         fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
     check_methods(fresh, ds, selection, selection.method_params(ds, device, amp), device)
@@ -134,10 +131,6 @@ def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, exe
     those the run directory lacks (a complete store of the same id is reused; with `executor` ray, its chunks as
     tasks on the cluster), each under the run directory's claim on its ranks, so that several sweeps extract
     each method once."""
-    from dataclasses import replace
-
-    from roarfast.extract import run_extract
-
     ids = run.rank_ids(selection, ds.fingerprint)
     todo = run.ranks_to_make(selection, options.splits, ds.fingerprint)
     if not todo:
@@ -168,10 +161,6 @@ def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, exe
 def _remember_extraction(run, ds, selection, options, device, seconds: float) -> None:
     """Keeps the seconds per image of this extraction in the step-time record (roarfast.step_times), which later
     dry runs read."""
-    from roarfast.checkpoint import recorded_model
-    from roarfast.device import default_batch_size
-    from roarfast.step_times import remember_extraction
-
     base = run.head().base
     spec = recorded_model(run.model_meta(base), run.model_path(base)) if selection.explained else None
     images = sum(len(ds.split(split)) for split in options.splits)

@@ -60,12 +60,12 @@ def test_a_cpu_only_build_on_a_gpu_machine_says_how_to_add_the_kernels(monkeypat
 
 
 def test_device_cuda_with_a_cpu_only_extension_is_refused_in_one_line(monkeypatch, capsys):
-    from roarfast import _extension
+    from roarfast import device
     from roarfast.device import resolve_device
     from roarfast.errors import UserError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(_extension, "build_config", lambda: {"cuda": False, "cuda_reason": "no GPU visible"})
+    monkeypatch.setattr(device, "build_config", lambda: {"cuda": False, "cuda_reason": "no GPU visible"})
     with pytest.raises(UserError, match=r"--device cuda: roarfast's extension was built without CUDA kernels; "
                                         r"`ROARFAST_CUDA=1 bash scripts/bootstrap.sh` adds them"):
         resolve_device("cuda")

@@ -4,7 +4,7 @@ kill redoes only unfinished chunks, a complete store is a no-op unless forced, a
 import pytest
 import torch
 
-from roarfast import extract, ops
+from roarfast import extract, extract_tasks, ops
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.extract import ExtractOptions, run_extract
@@ -86,15 +86,13 @@ def test_resume_after_a_kill_redoes_only_unfinished_chunks(run_dir, dataset, mon
     extract_killed(run_dir, dataset, monkeypatch, chunks_written=2, methods="grad", splits=("train",))
 
     computed = []
-    import roarfast.methods
-
-    original = roarfast.methods.compute_maps
+    original = extract_tasks.compute_maps
 
     def counting(model, batch, methods, params=None):
         computed.append(int(batch.index[0]))
         return original(model, batch, methods, params)
 
-    monkeypatch.setattr(roarfast.methods, "compute_maps", counting)
+    monkeypatch.setattr(extract_tasks, "compute_maps", counting)
     extract_quiet(run_dir, dataset, methods="grad", splits=("train",))
     assert min(computed) >= 128  # chunks 0 and 1 (rows 0..127) were finished before the kill
     resumed = RunDir(run_dir).rank_store.read("grad", "train").tensor()
@@ -109,21 +107,19 @@ def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir,
     both stores equal fresh extractions."""
     extract_killed(run_dir, dataset, monkeypatch, chunks_written=2, methods="grad", splits=("train",))
 
-    import roarfast.methods
-
-    original = roarfast.methods.compute_maps
+    original = extract_tasks.compute_maps
     computed = []
 
     def counting(model, batch, methods, params=None):
         computed.extend((int(i), tuple(sorted(methods.names))) for i in batch.index)  # a Selection
         return original(model, batch, methods, params)
 
-    monkeypatch.setattr(roarfast.methods, "compute_maps", counting)
+    monkeypatch.setattr(extract_tasks, "compute_maps", counting)
     extract_quiet(run_dir, dataset, methods="grad,sobel", splits=("train",), batch_size=24)
     expected = [(i, ("sobel",)) for i in range(128)] + [(i, ("grad", "sobel")) for i in range(128, 200)]
     assert sorted(computed) == expected
     resumed = {m: RunDir(run_dir).rank_store.read(m, "train").tensor() for m in ("grad", "sobel")}
-    monkeypatch.setattr(roarfast.methods, "compute_maps", original)
+    monkeypatch.setattr(extract_tasks, "compute_maps", original)
     extract_quiet(run_dir, dataset, methods="grad,sobel", splits=("train",), force=True)
     for m, ranks in resumed.items():
         assert torch.equal(ranks, RunDir(run_dir).rank_store.read(m, "train").tensor()), m
@@ -131,11 +127,9 @@ def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir,
 
 def test_complete_store_is_a_noop_unless_forced(run_dir, dataset, monkeypatch):
     extract_quiet(run_dir, dataset, methods="grad", splits=("test",))
-    import roarfast.methods
-
     calls = []
-    original = roarfast.methods.compute_maps
-    monkeypatch.setattr(roarfast.methods, "compute_maps", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = extract_tasks.compute_maps
+    monkeypatch.setattr(extract_tasks, "compute_maps", lambda *a, **k: calls.append(1) or original(*a, **k))
     summary = extract_quiet(run_dir, dataset, methods="grad", splits=("test",))
     assert calls == [] and summary[("grad", "test")]["skipped"]
     summary = extract_quiet(run_dir, dataset, methods="grad", splits=("test",), force=True)

@@ -1,4 +1,7 @@
-"""The modules of roarfast: no import circles, and none longer than MAX_LINES (split a module by job).
+"""The modules of roarfast: no import circles, none longer than MAX_LINES (split a module by job), and imports
+at the top: at most MAX_LATE_IMPORTS imports of roarfast modules inside functions, each under a comment saying
+why (`# late: `, the library it would load and the light path it would weigh down: --help, the fill or --method
+listing, a cell's worker; tests/test_cli.py, test_fills.py, test_methods_registry.py and test_chance.py show it).
 
 An import edge is every `import` / `from ... import` statement naming a roarfast module, wherever it stands:
 at module level, inside a function (imported late, it still ties the two modules), or under TYPE_CHECKING;
@@ -13,7 +16,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "roarfast"
 MAX_LINES = 500
-
+#: imports of roarfast modules inside functions (issue 33: at most 90; 312 before the move, 43 after)
+MAX_LATE_IMPORTS = 90
+#: how the comment above a group of imports left inside a function begins
+LATE = "# late: "
 
 
 def modules(package: Path = PACKAGE) -> dict:
@@ -154,3 +160,45 @@ def test_no_module_is_longer_than_the_limit():
     sizes = {str(path.relative_to(REPO)): len(path.read_text().splitlines()) for path in modules().values()}
     over = [f"{path}: {lines} lines" for path, lines in sorted(sizes.items()) if lines > MAX_LINES]
     assert over == [], f"modules over {MAX_LINES} lines (split each by job): " + ", ".join(over)
+
+
+def late_imports(path: Path) -> list:
+    """(line, whether a comment says why) of every import of a roarfast module inside a function of `path`: a
+    LATE comment on its line, or directly above the group of imports it belongs to."""
+    text = path.read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text, str(path))
+    import_lines = {line for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for line in range(node.lineno, node.end_lineno + 1)}
+    found = {}
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):  # a nested function's imports are met twice: found once
+            roarfast = isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("roarfast")) \
+                or isinstance(node, ast.Import) and any(a.name.startswith("roarfast") for a in node.names)
+            if not roarfast:
+                continue
+            above = node.lineno - 1
+            while above in import_lines or not lines[above - 1].strip():
+                above -= 1
+            found[node.lineno] = LATE in lines[node.end_lineno - 1] or lines[above - 1].strip().startswith(LATE)
+    return sorted(found.items())
+
+
+def test_imports_are_at_the_top_but_where_a_comment_says_why():
+    late = {str(path.relative_to(REPO)): late_imports(path) for path in modules().values()}
+    unexplained = [f"{path}:{line}" for path, found in late.items() for line, said in found if not said]
+    assert unexplained == [], "imports inside functions without a comment saying why: " + ", ".join(unexplained)
+    total = sum(map(len, late.values()))
+    assert total <= MAX_LATE_IMPORTS, f"{total} imports of roarfast modules inside functions (at most " \
+                                      f"{MAX_LATE_IMPORTS}): move them to the top of their modules"
+
+
+def test_the_late_imports_are_counted_once_each_with_their_comments(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from roarfast import errors\n\n\ndef f():\n    # late: loads torch\n    import torch\n\n"
+                      "    from roarfast import ops\n    from roarfast.data import (\n        base)\n\n\n"
+                      "def g():\n    def h():\n        from roarfast import stats  # late: loads scipy\n\n"
+                      "    # why not\n    from roarfast import atomic  # noqa: F401\n")
+    assert late_imports(module) == [(8, True), (9, True), (15, True), (18, False)]

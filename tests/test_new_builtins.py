@@ -1,8 +1,9 @@
-"""A model and a dataset added as a contributor adds them (ARCHITECTURE.md, "Where to add"): one module each,
-nothing else edited. In a fresh interpreter the two modules join the packages the resolvers discover
-(roarfast.models, roarfast.data.builtin) before their first lookup; then the --help lists them with their
-descriptions and options, the model resolves and trains with the recipe its module declares, and the
-dataset's options reach its loader and its fingerprint."""
+"""A model and a dataset added as a contributor adds them (ARCHITECTURE.md, "Where to add"): the implementation
+in a module, and its declaration (name, description, options or recipe, the import path of the factory or
+loader) beside the built-ins'. In a fresh interpreter the two declarations join MODELS and DATASETS, as the
+lines in roarfast/models/registry.py and roarfast/data/registry.py would; then the --help lists them with their
+descriptions and options without importing their modules (nor torch), the model resolves and trains with the
+recipe it declares, and the dataset's options reach its loader and its fingerprint."""
 
 import json
 import subprocess
@@ -12,25 +13,18 @@ import textwrap
 MODEL_MODULE = '''
 from torch import nn
 
-from roarfast.models.registry import MODELS, ModelEntry
-
 
 def tinynet(num_classes, image_size, in_channels):
     net = nn.Sequential(nn.Conv2d(in_channels, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(1), nn.Flatten(),
                         nn.Linear(4, num_classes))
     net.cam_layer = "0"
     return net
-
-
-MODELS.register(ModelEntry("tinynet", "a four-filter CNN", value=tinynet,
-                           recipe={"epochs": 1, "batch_size": 16, "lr": 0.01}))
 '''
 
 DATASET_MODULE = '''
 import torch
 
 from roarfast.data.base import ImageSet
-from roarfast.data.registry import DATASETS, loader_entry
 
 
 def load_squares(n=40, brightness=200):
@@ -39,17 +33,18 @@ def load_squares(n=40, brightness=200):
     images[labels == 1, :, 2:6, 2:6] = brightness
     split = ImageSet(images=images, labels=labels, masks=None, classes=["empty", "square"])
     return split, split
-
-
-DATASETS.register(loader_entry("squares", "bright squares on black, 8x8", load_squares))
 '''
 
 SCRIPT = '''
 import json, sys
-import roarfast.data.builtin, roarfast.models
+from roarfast.data.registry import DATASETS, DatasetEntry
+from roarfast.models.registry import MODELS, ModelEntry
 
-roarfast.models.__path__.append(sys.argv[1])
-roarfast.data.builtin.__path__.append(sys.argv[2])
+sys.path[:0] = sys.argv[1:3]
+MODELS.register(ModelEntry("tinynet", "a four-filter CNN", target="tinynet:tinynet",
+                           recipe={"epochs": 1, "batch_size": 16, "lr": 0.01}))
+DATASETS.register(DatasetEntry("squares", "bright squares on black, 8x8", target="squares:load_squares",
+                               options={"n": 40, "brightness": 200}))
 from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.data import load_dataset
@@ -58,6 +53,7 @@ from roarfast.models import resolve_model
 from roarfast.recipe import effective_recipe
 
 help = CliRunner().invoke(main, ["train", "--help"], terminal_width=10_000).output
+imported = sorted(name for name in ("tinynet", "squares", "torch") if name in sys.modules)
 spec = resolve_model("tinynet")
 ds = load_dataset("squares", n=48)
 try:
@@ -65,13 +61,13 @@ try:
     refused = None
 except UserError as err:
     refused = str(err)
-print(json.dumps({"help": help, "builtin": spec.builtin, "cam_layer": spec.build(2, 8, 3).cam_layer,
+print(json.dumps({"help": help, "imported": imported, "builtin": spec.builtin, "cam_layer": spec.build(2, 8, 3).cam_layer,
                   "recipe": effective_recipe("tinynet", "cpu", train_images=48, image_size=8).to_dict(),
                   "images": len(ds.train), "options": ds.options, "refused": refused}))
 '''
 
 
-def test_a_model_and_a_dataset_are_one_module_each(tmp_path):
+def test_a_model_and_a_dataset_are_a_module_and_a_declaration_each(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tinynet.py").write_text(textwrap.dedent(MODEL_MODULE))
     (tmp_path / "data").mkdir()
@@ -84,6 +80,7 @@ def test_a_model_and_a_dataset_are_one_module_each(tmp_path):
     lines = {line.split()[0]: line for line in seen["help"].splitlines() if line.strip().startswith("--")}
     assert "tinynet: a four-filter CNN" in lines["--model"] and "| tinynet)" in lines["--model"]
     assert "squares: bright squares on black, 8x8 (--data-option n, brightness)" in lines["--dataset"]
+    assert seen["imported"] == []  # listed from the declarations alone
 
     assert seen["builtin"] and seen["cam_layer"] == "0"
     assert (seen["recipe"]["epochs"], seen["recipe"]["batch_size"], seen["recipe"]["lr"]) == (1, 16, 0.01)

@@ -74,9 +74,9 @@ def trained_here(run) -> str:
 @pytest.mark.parametrize("name", ["HEAD.json", "stages.json", "{model}/model.safetensors", "{model}/meta.json",
                                   "results.sqlite"])
 def test_a_link_at_a_record_stops_a_stage_before_it_computes(tmp_path, target, monkeypatch, name):
-    from roarfast import train
+    from roarfast import basemodel
 
-    monkeypatch.setattr(train, "train_classifier", lambda *a, **k: pytest.fail("trained before the check"))
+    monkeypatch.setattr(basemodel, "train_classifier", lambda *a, **k: pytest.fail("trained before the check"))
     run = RunDir(tmp_path / "run")
     link = plant(run.root / name.format(model=trained_here(run)), target)
     # --dataset named: HEAD.json is not read first (a link is read through; only writes refuse it)

@@ -122,7 +122,7 @@ def _hand_made_run(tmp_path, monkeypatch, make_model, test, ranks):
 
     ds = make_dataset("hand-made", test, test, {})
     model = make_model(ds)
-    monkeypatch.setattr("roarfast.models.resolve_model",
+    monkeypatch.setattr("roarfast.checkpoint.resolve_model",
                         lambda name, **_: ModelSpec("hand-made", lambda *args: model, builtin=True))
     run = RunDir(tmp_path / "run")
     base = run.save_base_model(model, {"model": "hand-made", "num_classes": len(test.classes), "image_size": SIDE,

@@ -12,6 +12,7 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
+from roarfast import extract_tasks
 from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, parse_methods
@@ -69,10 +70,8 @@ def test_gb_on_a_model_without_relu_modules_is_refused_before_any_image(tmp_path
                                         f"{module}:tensors", "--epochs", "1", "--device", "cpu", "--no-progress"])
     assert trained.exit_code == 0, trained.output
     calls = []
-    import roarfast.methods
-
-    original = roarfast.methods.compute_maps
-    monkeypatch.setattr(roarfast.methods, "compute_maps", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = extract_tasks.compute_maps
+    monkeypatch.setattr(extract_tasks, "compute_maps", lambda *a, **k: calls.append(1) or original(*a, **k))
     before = snapshot(run)
     result = CliRunner().invoke(main, ["extract", "--run-dir", run, "--method", "sg-gb", "--device", "cpu",
                                        "--trust-run-dir"])  # its records name the user's model and data

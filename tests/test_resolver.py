@@ -2,12 +2,13 @@
 and the help texts built from the entries."""
 
 import sys
+from functools import partial
 
 import pytest
 
 from roarfast.errors import UserError
 from roarfast.resolver import (BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, SCHEME, Entry, Resolver, Scheme,
-                               load_target)
+                               declaring_module, load_target)
 
 
 def _resolver(**kwargs):
@@ -77,21 +78,31 @@ def test_a_package_s_modules_register_their_entries_at_the_first_lookup(tmp_path
 
 def test_the_listing_does_not_depend_on_which_module_a_process_imported_first(tmp_path, monkeypatch):
     """A built-in module imported directly before the first lookup (a test, a user's script) registers first;
-    the listing (the CLI's choices and help) still follows the modules' names."""
+    the listing (the CLI's choices and help) still follows the modules that declare the entries, as a helper
+    that registers a function (or a partial of one) finds them."""
     package = tmp_path / "order_pkg"
     package.mkdir()
-    (package / "__init__.py").write_text("from roarfast.resolver import Entry, Resolver\n"
+    (package / "__init__.py").write_text("from roarfast.resolver import Entry, Resolver, declaring_module\n"
                                          "THINGS = Resolver('thing', '--thing', package='order_pkg')\n"
-                                         "def register(name):\n"
-                                         "    THINGS.register(Entry(name, name, value=name))\n")
-    for module, names in (("alpha", ["a1", "a2"]), ("beta", ["b1"]), ("gamma", ["c1"])):
-        (package / f"{module}.py").write_text("from order_pkg import register\n"  # through a helper
-                                              + "".join(f"register({name!r})\n" for name in names))
+                                         "def register(name, fn):\n"
+                                         "    THINGS.register(Entry(name, name, value=fn, module=declaring_module(fn)))\n")
+    for module, names in (("alpha", ["a1", "a2"]), ("beta", ["b1"]), ("gamma", ["c1", "c2"])):
+        (package / f"{module}.py").write_text("from functools import partial\nfrom order_pkg import register\n"
+                                              "def compute(x):\n    return x\n"  # registered through a helper
+                                              + "".join(f"register({name!r}, partial(compute, {name!r}))\n"
+                                                        for name in names))
     monkeypatch.syspath_prepend(str(tmp_path))
-    import order_pkg.gamma  # noqa: F401  (registers c1 before the others are discovered)
+    import order_pkg.gamma  # noqa: F401  (registers c1, c2 before the others are discovered)
     from order_pkg import THINGS
 
-    assert THINGS.names == ["a1", "a2", "b1", "c1"]
+    assert THINGS.names == ["a1", "a2", "b1", "c1", "c2"]
+    assert THINGS["c2"].module == "order_pkg.gamma"
+
+
+def test_the_declaring_module_of_a_function_a_partial_and_an_object():
+    assert declaring_module(load_target) == "roarfast.resolver"
+    assert declaring_module(partial(partial(load_target), "x:y")) == "roarfast.resolver"  # not functools
+    assert declaring_module(UserError("x")) == "roarfast.errors"  # an object: its class's module
 
 
 def test_every_form_of_a_spec():

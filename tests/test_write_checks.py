@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from roarfast import atomic, train
+from roarfast import atomic, basemodel
 from roarfast.cli import main
 from roarfast.results import ResultsDB
 from roarfast.rundir import RunDir
@@ -24,7 +24,7 @@ def no_training(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("trained before the run directory was checked")
 
-    monkeypatch.setattr(train, "train_classifier", refuse)
+    monkeypatch.setattr(basemodel, "train_classifier", refuse)
 
 
 def test_a_run_dir_below_a_file_is_refused_before_training(tmp_path, no_training):

@@ -7,21 +7,26 @@ entry appears here at once. Heavy imports (torch, the extension, DALI) happen in
 top-level keys apply to every command, a section named after a command applies to that command only.
 """
 
+import shlex
+import sys
 from pathlib import Path
 
 import click
 
 from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, _data_options, _fractions, _friendly_errors,
-                                  _load_config, _options, amp_option, data_options, executor_options,
-                                  method_arg_option, model_option, parameter_options, recipe_option, run_options,
-                                  trust_option)
+                                  _load_config, _options, amp_option, data_options, executor_options, method_arg_option,
+                                  model_option, parameter_options, recipe_option, run_options, trust_option)
+from roarfast.doctor import report_lines
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
-from roarfast.grid import PRESETS
+from roarfast.grid import PRESETS, preset_grid
+from roarfast.history.head import set_command
+from roarfast.memory import keep_freed_memory
 from roarfast.methods.parameters import PARAMETERS
 from roarfast.methods.registry import method_forms
 from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
 from roarfast.options import parse_list
 from roarfast.planning import STATED
+from roarfast.ray_cluster import RayOptions
 from roarfast.recipe import AMP_CHOICES
 
 METHOD_FORMS = method_forms()
@@ -41,12 +46,6 @@ def main(ctx):
     A session on the embedded dataset: `roarfast train`, then `roarfast extract --method sg-sq`,
     then `roarfast retrain --fraction 0.7`; or everything at once with `roarfast run`.
     """
-    import shlex
-    import sys
-
-    from roarfast.history.head import set_command
-    from roarfast.memory import keep_freed_memory
-
     keep_freed_memory()  # before torch loads: every command's CPU work reuses freed memory (issue 13)
     # what HEAD and the configurations record: the command line, where this process is roarfast's own
     own = Path(sys.argv[0]).name == "roarfast" or Path(sys.argv[0]).parts[-2:] == ("cli", "__main__.py")
@@ -71,6 +70,7 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
           weights):
     """Train the base classifier on the unmodified dataset (validation split held out for model selection), or
     adopt trained weights as the base model (--weights)."""
+    # late: loads torch, and --help imports this module
     from roarfast.basemodel import TrainOptions, run_train
 
     options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp, recipe=recipe,
@@ -110,8 +110,8 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store. A store made with
     other values (a parameter, an argument, the estimator's code, the base model) is made again. Resumable chunk
     by chunk; on a Ray cluster (--executor ray) each chunk left is a task, written here as it comes back."""
+    # late: loads torch, and --help imports this module
     from roarfast.extract import ExtractOptions, run_extract, summary_line
-    from roarfast.ray_cluster import RayOptions
     from roarfast.rundir import RunDir
 
     RunDir(run_dir).check_named_model(model)
@@ -160,6 +160,7 @@ WORKERS_OPTION = click.option(
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
             epochs, recipe, fill, mask_only, amp, group_size, workers_per_cell):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
+    # late: loads torch, and --help imports this module
     from roarfast.cli.tables import retrain_table
     from roarfast.retrain import RetrainOptions, run_retrain
 
@@ -223,9 +224,8 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
+    # late: loads torch, and --help imports this module
     from roarfast.extract import ExtractOptions
-    from roarfast.grid import preset_grid
-    from roarfast.ray_cluster import RayOptions
     from roarfast.sweep import run_sweep
 
     if not dry_run and (plan_device is not None or plan_workers != 1):
@@ -258,6 +258,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
 def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds, epochs):
     """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
     with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
+    # late: loads torch, and --help imports this module
     from roarfast.demo import run_demo
 
     run_demo(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
@@ -279,6 +280,7 @@ def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds,
 def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, metrics, fractions, methods, batch_size,
              model):
     """No-retrain evaluations of the base model on the rank store: MoRF, LeRF, ROAD (results.sqlite)."""
+    # late: loads torch, and --help imports this module
     from roarfast.cli.tables import no_retrain_table
     from roarfast.noretrain import NoRetrainOptions, run_noretrain
     from roarfast.rundir import RunDir
@@ -304,6 +306,7 @@ def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, me
 @_friendly_errors
 def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fills, fractions, method, max_images):
     """Fill leakage: a per-pixel detector's accuracy at finding removed pixels after each fill, vs the base rate."""
+    # late: loads torch, and --help imports this module
     from roarfast.cli.tables import fill_leakage_table
     from roarfast.fill_leakage import FillLeakageOptions, run_fill_leakage
 
@@ -329,6 +332,7 @@ def report(run_dir, out_dir, config, every):
     """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, for the
     configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
     otherwise; its first lines list the other configurations and the command that reports each."""
+    # late: loads torch, and --help imports this module
     from roarfast.report import ALL, write_report
 
     if config is not None and every:
@@ -347,6 +351,7 @@ def ls(run_dir):
     """What the run directory keeps: each configuration (its label, id, cells done / in its grid, the bytes of
     its base model and ranks, when it was requested, by which command; * the latest request's), and the base
     models and rank stores no configuration uses."""
+    # late: loads torch, and --help imports this module
     from roarfast.inventory import ls_lines
 
     for line in ls_lines(run_dir):
@@ -363,6 +368,7 @@ def prune(names, run_dir, dry_run):
     """Remove the configurations named (labels or ids: `roarfast ls` lists them): their records, and their cells,
     rank stores and base models that no other configuration nor the latest request uses. Run it with --dry-run
     first."""
+    # late: loads torch, and --help imports this module
     from roarfast.inventory import prune as prune_run
 
     for line in prune_run(run_dir, names, dry_run=dry_run):
@@ -372,7 +378,5 @@ def prune(names, run_dir, dry_run):
 @main.command()
 def doctor():
     """Versions, whether CUDA kernels were compiled and for which archs, GPUs, DALI, Ray."""
-    from roarfast.doctor import report_lines
-
     for line in report_lines():
         click.echo(line)

@@ -4,19 +4,23 @@ fractions), the `--config FILE` defaults, and the one-line errors every command 
 traceback: an option value that does not parse or check is one line naming the option and the text
 (`OneLineGroup`, `OptionError`). The commands themselves are in roarfast/cli/__init__.py.
 
-Light on purpose: the model and dataset lists are read when help is shown (LazyHelpOption), so that
-`roarfast --help` imports no torch.
+Light on purpose: the model and dataset lists come from their declarations (roarfast.models.registry,
+roarfast.data.registry), which import no torch, so that every --help answers at once.
 """
 
 import functools
 from pathlib import Path
 
 import click
+import yaml
+from click.core import ParameterSource
 
+from roarfast._extension import ExtensionError
 from roarfast.data.registry import DATASETS
+from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
-from roarfast.plugins import TRUST_FLAG
+from roarfast.plugins import TRUST_FLAG, user_named
 from roarfast.ray_cluster import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
@@ -64,29 +68,12 @@ def _stack(*decorators):
     return apply
 
 
-class LazyHelpOption(click.Option):
-    """An option whose help text is built when help is shown (`help_text()`): the built-in models and datasets
-    are listed from their modules, which import torch, and `roarfast --help` must not wait for that."""
-
-    def __init__(self, *args, help_text, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.help_text = help_text
-
-    def get_help_record(self, ctx):
-        self.help = self.help_text()
-        return super().get_help_record(ctx)
-
-
 def model_option(text: str):
     """--model, its help `text` with {models} replaced by the forms it takes and the built-ins (MODELS)."""
-
-    def help_text():
-        return text.format(models=f"{MODELS.forms()}; the built-ins: {MODELS.listing()}; models other than the "
-                                  f"built-ins train with the default recipe of their image size (up to "
-                                  f"{PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and data'), --recipe "
-                                  f"changes it")
-
-    return click.option("--model", default=None, cls=LazyHelpOption, help_text=help_text)
+    return click.option("--model", default=None, help=text.format(
+        models=f"{MODELS.forms()}; the built-ins: {MODELS.listing()}; models other than the built-ins train with the "
+               f"default recipe of their image size (up to {PLUGIN_SMALL_IMAGE} px or larger; README, 'Your model and "
+               f"data'), --recipe changes it"))
 
 
 def _dataset_help() -> str:
@@ -117,8 +104,6 @@ def _yaml_error(err) -> str:
 def _data_options(ctx, param, value):
     """KEY=VALUE pairs (or mappings, from a config file) -> dict, values read as YAML scalars (3 -> int, true ->
     bool)."""
-    import yaml
-
     options = {}
     for item in value or ():
         if isinstance(item, dict):
@@ -137,7 +122,7 @@ def _data_options(ctx, param, value):
 
 
 data_options = _stack(
-    click.option("--dataset", default=None, cls=LazyHelpOption, help_text=_dataset_help),
+    click.option("--dataset", default=None, help=_dataset_help()),
     click.option("--data-dir", type=click.Path(path_type=Path), default=None,
                  help="dataset root (CIFAR or torchvision on-disk format, a JPEG tree with train/ and val/ or test/, "
                       "or a factory's data_dir)"),
@@ -172,8 +157,6 @@ executor_options = _stack(
 
 def _recipe(ctx, param, value):
     """--recipe FIELD=VALUE pairs over the config file's recipe: mapping (field by field) -> dict."""
-    from click.core import ParameterSource
-
     configured = {}
     if ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
         configured = _data_options(ctx, param, ctx.lookup_default(param.name) or ())
@@ -217,7 +200,6 @@ def _load_config(ctx, param, path):
     """Reads a YAML config into ctx.default_map (safe loader; flags still override)."""
     if path is None:
         return None
-    import yaml
 
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
@@ -294,8 +276,6 @@ def _config_number(param, key, value, path):
 def _options(factory, **values):
     """factory(**values): an options dataclass, whose checks' UserError is a usage error (exit code 2, one
     line)."""
-    from roarfast.errors import UserError
-
     try:
         return factory(**values)
     except UserError as err:
@@ -308,9 +288,6 @@ def _friendly_errors(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from roarfast._extension import ExtensionError
-        from roarfast.errors import UserError, is_write_refused, write_error
-
         try:
             return func(*args, **kwargs)
         except (UserError, ExtensionError) as err:
@@ -330,8 +307,6 @@ def trust_option(func):
     --trust-run-dir; otherwise opening a run directory imports nothing it names."""
     @functools.wraps(func)
     def command(*args, trust_run_dir=False, **kwargs):
-        from roarfast.plugins import user_named
-
         specs = [kwargs.get("model"), kwargs.get("dataset")]
         for key in ("methods", "method"):  # comma-separated estimators
             specs += str(kwargs.get(key) or "").split(",")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import xxhash
 
 from roarfast.atomic import open_nofollow, replace_file
 from roarfast.data import cache
@@ -49,8 +50,6 @@ _BLOCK = 64 << 20
 
 def array_digest(array: np.ndarray) -> str:
     """xxh3-64 hex digest of a C-contiguous array's bytes, hashed block by block (a memory map is read once)."""
-    import xxhash
-
     flat = array.reshape(-1).view(np.uint8)
     digest = xxhash.xxh3_64()
     for start in range(0, flat.size, _BLOCK):

@@ -13,6 +13,7 @@ import torch
 
 from roarfast.data.base import ImageSet
 from roarfast.errors import UserError
+from roarfast.progress import progress_bar
 
 #: PIL modes taken as they are (one channel, three channels), and those converted to one of them first
 _PIL_MODES = {"L": None, "RGB": None, "1": "L", "P": "RGB"}
@@ -66,8 +67,6 @@ def split_tensors(split, where: str, progress: bool = True) -> tuple[torch.Tenso
 
 def _convert(dataset, where: str, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """A Dataset of (image, label) read once, item by item, into uint8 Tensor[N, C, H, W] and int64 Tensor[N]."""
-    from roarfast.progress import progress_bar
-
     n = len(dataset)
     if n == 0:
         raise UserError(f"{where} holds no images")

@@ -24,11 +24,13 @@ import io
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import distributions, version
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from roarfast.data.dali import canvas_batches as dali_batches
 from roarfast.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,6 @@ def decoder_for(device: str) -> str:
 def decoder_version(decoder: str) -> str:
     """The version of what makes `decoder`'s canvases, for the keys of cached canvases (a new version may decode
     or resize a level apart): DALI's; Pillow's (its libjpeg-turbo with it) and torchvision's."""
-    from importlib.metadata import distributions, version
-
     if decoder == DALI:  # its distribution's name says its CUDA version (nvidia-dali-cuda130): found, not guessed
         return next((f"{dist.name} {dist.version}" for dist in distributions()
                      if (dist.name or "").lower().startswith("nvidia-dali")), "unknown")
@@ -100,8 +100,6 @@ def canvas_batches(decoder: str, split_dir: Path, files: list[str], plan: list[n
     """The planned batches (each an int array of sample indices into files) decoded in order by `decoder`
     (decoder_for); device_id: DALI's GPU (None: the CPU). Yields the dicts the module docstring lists."""
     if decoder == DALI:
-        from roarfast.data.dali import canvas_batches as dali_batches
-
         _import_dali()
         yield from dali_batches(split_dir, files, plan, resize, crop, device_id, ranks=ranks, with_digest=with_digest,
                                 num_threads=num_threads)

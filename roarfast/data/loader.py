@@ -13,6 +13,8 @@ import torch
 
 from roarfast import ops
 from roarfast.data.augment import Augment, augment  # noqa: F401  (Augment: part of the loader's API)
+from roarfast.data.base import FileSet
+from roarfast.data.stream import StreamLoader
 from roarfast.fills import resolve_fill
 
 #: share of free GPU memory a split's uint8 images may take to live on the device; beyond it they stay in
@@ -143,12 +145,8 @@ def split_loader(ds, split: str, device, *, ranks=None, **options):
     """The loader of `split` of dataset ds on device: DeviceLoader for images in memory, StreamLoader for a
     streamed FileSet. ranks: Tensor, RankRecord (a StreamLoader reads its memory map row by row, a
     DeviceLoader reads it whole) or None; options: fraction, keep, fill, out_dtype, channels_last."""
-    from roarfast.data.base import FileSet
-
     part = ds.split(split)
     if isinstance(part, FileSet):
-        from roarfast.data.stream import StreamLoader
-
         return StreamLoader(part, ds.mean, ds.std, device, ranks=ranks, **options)
     return DeviceLoader(part.images, part.labels, ds.mean, ds.std, device, ranks=ranks, **options)
 

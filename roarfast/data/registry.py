@@ -1,8 +1,8 @@
 """The dataset resolver: every form --dataset (and Study's `dataset=`) takes, read by DATASETS (a
 roarfast.resolver.Resolver), and load_dataset, which loads what it names.
 
-    a built-in name         embedded, cifar10, cifar100, imagefolder: the modules of roarfast.data.builtin,
-                            each registering its loader (loader_entry) with a description
+    a built-in name         embedded, cifar10, cifar100, imagefolder: declared here (BUILTINS: a description,
+                            the options, the loader's import path in roarfast.data.builtin)
     torchvision:<Class>     a torchvision classification dataset on disk under --data-dir
     package.module:factory  factory(**data options[, data_dir=]) -> (train, test[, classes])
     object:<name>           refused: a Python object a Study was given, which the command line cannot load
@@ -13,8 +13,8 @@ Each split of a factory or object is a uint8/int64 tensor pair or a torch Datase
 (roarfast.data.subset) made here once, unless its loader takes them itself (embedded generates that many).
 The fingerprint covers the spec, the options (defaults included; the subset's counts when given) and the data.
 
-Light on purpose (torch is imported with the built-ins' modules, at the first lookup): the CLI imports
-DATASETS to build its --dataset help when the help is shown.
+Light on purpose (torch is imported with a built-in's module, when it is loaded): the CLI builds its --dataset
+help from DATASETS.
 """
 
 import inspect
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from roarfast.errors import UserError
 from roarfast.options import check_like
-from roarfast.plugins import OBJECT_PREFIX, import_object, import_path_of, object_name
-from roarfast.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme
+from roarfast.plugins import OBJECT_PREFIX, describe_error, import_object, import_path_of, object_name
+from roarfast.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme, load_target
 
 FLAG = "--dataset"
 TORCHVISION_PREFIX = "torchvision:"
@@ -37,32 +37,47 @@ _EMPTY = inspect.Parameter.empty
 
 @dataclass(frozen=True)
 class DatasetEntry(Entry):
-    """A built-in dataset. `value` is its loader(**options[, data_dir]) -> (train, test) ImageSets (or
-    FileSets); it takes `data_dir` when it reads files (then --data-dir is required). `options`: what
-    --data-option may set, {name: default}; `read_options`: those of them that say how the data is read, not
-    what it is (kept out of the fingerprint, recorded beside it). `outline`: where given, a function of the
-    loader's arguments returning what it would load without reading an image ((C, H, W), train images, test
-    images, classes, whether it has ground-truth masks), so that a dry run needs not load the data
+    """A built-in dataset. What it loads (`target`, or `value`) is its loader(**options[, data_dir][, subset])
+    -> (train, test) ImageSets (or FileSets); it takes `data_dir` when it reads files (then --data-dir is
+    required). `options`: what --data-option may set, {name: default}: the loader's keyword arguments with their
+    defaults, but data_dir, SUBSET and those a functools.partial binds (cifar10's name: fingerprinted, never set;
+    loader_options checks the two agree). `read_options`: those of them that say how the data is read, not what
+    it is (kept out of the fingerprint, recorded beside it). `outline`: where given, the import path of a
+    function of the loader's arguments returning what it would load without reading an image ((C, H, W), train
+    images, test images, classes, whether it has ground-truth masks), so that a dry run needs not load the data
     (outline_dataset)."""
 
     read_options: tuple = ()
-    outline: object = None
+    outline: str | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not set(self.read_options) <= set(self.options):
+            raise ValueError(f"dataset {self.name!r}: read_options {sorted(set(self.read_options) - set(self.options))} "
+                             f"are not options")
 
 
-def loader_entry(name: str, description: str, loader, *, read_options=(), order: float = 0.0,
-                 outline=None) -> DatasetEntry:
-    """The DatasetEntry of `loader`: its options are its keyword arguments with defaults, but data_dir, SUBSET
-    and those a functools.partial binds (cifar10's name)."""
-    bound = loader.keywords if isinstance(loader, partial) else {}
-    options = {key: p.default for key, p in inspect.signature(loader).parameters.items()
-               if p.default is not _EMPTY and key not in ("data_dir", SUBSET) and key not in bound}
-    if not set(read_options) <= set(options):
-        raise ValueError(f"dataset {name!r}: read_options {sorted(set(read_options) - set(options))} are not options")
-    return DatasetEntry(name, description, value=loader, options=options, read_options=tuple(read_options),
-                        order=order, outline=outline)
+#: the built-ins, in listing order (the first is the default)
+BUILTINS = (
+    DatasetEntry("embedded", "procedural 32x32 images with ground-truth masks (no files needed)",
+                 target="roarfast.data.builtin.embedded:load_embedded",
+                 options={"num_train": 5000, "num_test": 1000, "seed": 0, "copies": 1},
+                 outline="roarfast.data.builtin.embedded:outline_embedded"),
+    DatasetEntry("cifar10", "CIFAR-10 in torchvision's on-disk format under --data-dir",
+                 target="roarfast.data.builtin.cifar:load_cifar10", options={"download": False}),
+    DatasetEntry("cifar100", "CIFAR-100 in torchvision's on-disk format under --data-dir",
+                 target="roarfast.data.builtin.cifar:load_cifar100", options={"download": False}),
+    DatasetEntry("imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a "
+                 "center-cropped canvas", target="roarfast.data.builtin.imagefolder:load_imagefolder",
+                 options={"resize": None, "crop": None, "skip_bad": False, "device": "auto", "test_split": None,
+                          "batch_size": None, "stream": "auto"},
+                 # device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint
+                 # leaves them out
+                 read_options=("device", "batch_size", "stream"),
+                 outline="roarfast.data.builtin.imagefolder:outline_imagefolder"),
+)
 
-
-DATASETS = Resolver("dataset", FLAG, package="roarfast.data.builtin",
+DATASETS = Resolver("dataset", FLAG, BUILTINS,
                     schemes=[Scheme(TORCHVISION_PREFIX, "roarfast.data.torchvision_sets:torchvision_loader",
                                     "MNIST, FashionMNIST, SVHN, CIFAR10, STL10, ... on disk under --data-dir")],
                     import_form="package.module:factory (returning (train, test[, classes]))")
@@ -84,6 +99,7 @@ def load_dataset(name="embedded", data_dir=None, **options):
     Returns:
         Dataset whose fingerprint covers the name, every option (defaults included) and the data.
     """
+    # late: loads torch, and --help imports this module
     from roarfast.data.base import Dataset
 
     if isinstance(name, Dataset):
@@ -146,6 +162,7 @@ class _Source:
     def dataset(self, options: dict, val_seed):
         """The Dataset of `options` (--data-option): the loader's own, and num_train / num_test (a stratified
         subset, roarfast.data.subset) where the loader does not take them itself."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.base import make_dataset
         from roarfast.data.subset import subset_split
 
@@ -167,6 +184,7 @@ class _Source:
     def outline(self, options: dict, val_seed) -> dict:
         """What dataset(options, val_seed) would load, from `outline_of` (a built-in's DatasetEntry.outline,
         called with the loader's arguments): no image read."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.base import val_split
 
         subset, resolved = self._arguments(options, val_seed)
@@ -180,6 +198,7 @@ class _Source:
 
     def _arguments(self, options: dict, val_seed):
         """(the Subset of num_train / num_test, every keyword the loader is called with but the subset)."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.subset import Subset
 
         options = dict(options)
@@ -190,6 +209,7 @@ class _Source:
     def _resolve(self, own: dict, rest: dict) -> dict:
         """Every option the loader is called with (its defaults with the given ones); a UserError for one it
         does not take, or a required one not given."""
+        # late: loads torch, and --help imports this module
         from roarfast.data.subset import OPTIONS
 
         if self.builtin:
@@ -201,10 +221,32 @@ class _Source:
         return _options(self.name, self.params, {**own, **rest})
 
 
+def loader_options(loader) -> dict:
+    """What a built-in's `loader` takes as options: its keyword arguments with their defaults, but data_dir, SUBSET
+    and those a functools.partial binds."""
+    bound = loader.keywords if isinstance(loader, partial) else {}
+    return {key: p.default for key, p in inspect.signature(loader).parameters.items()
+            if p.default is not _EMPTY and key not in ("data_dir", SUBSET) and key not in bound}
+
+
+def _check_declaration(entry: DatasetEntry, load, outline) -> None:
+    """Refuses (ValueError) a declaration that its implementation contradicts: options other than the loader's,
+    or an outline that takes other arguments than the loader."""
+    if loader_options(load) != dict(entry.options):
+        raise ValueError(f"dataset {entry.name!r} declares the options {dict(entry.options)}, but its loader "
+                         f"{entry.target} takes {loader_options(load)}")
+    arguments = inspect.signature(load).parameters
+    if outline is not None and inspect.signature(outline).parameters != arguments:
+        raise ValueError(f"dataset {entry.name!r}: its outline {entry.outline} should take the loader's arguments "
+                         f"({', '.join(map(str, arguments.values()))})")
+
+
 def _builtin(entry: DatasetEntry, data_dir) -> _Source:
     """A built-in's loader, called with its defaults and bound keywords (all fingerprinted) and the given
     options, with data_dir where it reads files (not fingerprinted: the files are)."""
     load = entry.load()
+    outline = None if entry.outline is None else load_target(entry.outline)
+    _check_declaration(entry, load, outline)
     params = inspect.signature(load).parameters
     if "data_dir" in params:
         if data_dir is None:
@@ -214,15 +256,15 @@ def _builtin(entry: DatasetEntry, data_dir) -> _Source:
              if p.default is not _EMPTY and key not in entry.options and key not in ("data_dir", SUBSET)}
     return _Source(entry.name, dict(entry.options), load, fixed=fixed, read_options=entry.read_options,
                    takes_subset=SUBSET in params, builtin=True,
-                   outline_of=None if entry.outline is None else partial(entry.outline, **(
+                   outline_of=None if outline is None else partial(outline, **(
                        {"data_dir": str(data_dir)} if "data_dir" in params else {})))
 
 
 def _factory(spec: str, factory, data_dir) -> _Source:
     """A `package.module:factory` (or an importable factory object), called with the data options (and data_dir
     when it takes one); what it returns is converted (roarfast.data.convert)."""
+    # late: loads torch, and --help imports this module
     from roarfast.data.convert import image_sets
-    from roarfast.plugins import describe_error
 
     if not callable(factory):
         raise UserError(f"{FLAG} {spec}: expected a factory returning (train, test), got {type(factory).__name__}")
@@ -250,6 +292,7 @@ def _factory(spec: str, factory, data_dir) -> _Source:
 def _object(obj, data_dir) -> _Source:
     """A dataset given to Study as a Python object: a factory (by its import path when it has one) or the
     (train, test[, classes]) it would return, which takes no options but num_train / num_test."""
+    # late: loads torch, and --help imports this module
     from roarfast.data.convert import image_sets
 
     if callable(obj) and not isinstance(obj, (tuple, list)) and not hasattr(obj, "__getitem__"):

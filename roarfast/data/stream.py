@@ -18,8 +18,9 @@ import numpy as np
 import torch
 
 from roarfast import ops
-from roarfast.data.base import FileSet
 from roarfast.data.augment import augment
+from roarfast.data.base import FileSet
+from roarfast.data.decode import DALI, canvas_batches
 from roarfast.fills import resolve_fill
 
 
@@ -81,8 +82,6 @@ class StreamLoader:
         """Yields (x (Tensor[B, C, H, W]), y (int64 Tensor[B])) over the samples `index` (int64 Tensor[M]) as
         DeviceLoader.batches does (same order and augmentation for the same generator state), plus the
         sample indices (int64 Tensor[B]) when with_index. Only this shard's rows are decoded."""
-        from roarfast.data.decode import DALI, canvas_batches
-
         rank, world = shard
         index = index.to(self.device)
         if shuffle:

@@ -8,9 +8,10 @@ the rows are drawn by a generator seeded from the dataset's seed and the split, 
 loader that takes num_train / num_test itself (embedded: it generates that many) keeps its own meaning.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 
 from roarfast.errors import UserError
 
@@ -90,10 +91,6 @@ def stratified(labels: np.ndarray, count: int, rng: np.random.Generator) -> np.n
 def subset_split(split, rows: np.ndarray | None):
     """The rows `rows` (None: all) of an ImageSet, in order. One decoded from files keeps its files' digest:
     with the subset options in the fingerprint, it still names the data."""
-    from dataclasses import replace
-
-    import torch
-
     if rows is None:
         return split
     index = torch.from_numpy(rows)

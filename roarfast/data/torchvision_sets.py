@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from roarfast.data.base import ImageSet
+from roarfast.data.builtin.cifar import load_cifar
 from roarfast.data.convert import image_sets
 from roarfast.data.registry import TORCHVISION_PREFIX
 from roarfast.errors import UserError
@@ -127,8 +128,6 @@ def _stl10(cls, root: Path, where: str):
 
 
 def _cifar(cls, root: Path, where: str):
-    from roarfast.data.builtin.cifar import load_cifar
-
     return load_cifar(root, name=cls.__name__.lower())
 
 

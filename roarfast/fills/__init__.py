@@ -10,7 +10,7 @@ Light on purpose (no torch at import, here and in every fill module): the CLI bu
 """
 
 from roarfast.errors import UserError
-from roarfast.resolver import Entry, Resolver
+from roarfast.resolver import Entry, Resolver, declaring_module
 
 #: the per-channel mean of the training split: 0 after normalization (the paper's fill)
 DEFAULT_FILL = "dataset-mean"
@@ -75,6 +75,7 @@ class ConstantFill(Fill):
 
     def apply(self, images, ranks, fraction: float, keep: bool, *, mean, std, ids=None, out_dtype=None,
               channels_last: bool = False):
+        # late: loads torch, and --help imports this module
         import torch
 
         from roarfast import ops
@@ -103,10 +104,10 @@ FILLS = Resolver("fill", "--fill", package="roarfast.fills")
 
 def register_fill(fill: Fill, order: float = 0.0) -> Fill:
     """Makes `fill` a built-in (each module of this package calls it as it is imported); FILLS lists the
-    built-ins by `order`, then as registered. Returns the fill."""
+    built-ins by `order`, then by the module that defines the fill's class, then as registered. Returns the fill."""
     if not isinstance(fill, Fill):
         raise TypeError(f"a fill should be a roarfast.fills.Fill, got {type(fill).__name__}")
-    FILLS.register(Entry(fill.name, fill.description, value=fill, order=order))
+    FILLS.register(Entry(fill.name, fill.description, value=fill, order=order, module=declaring_module(fill)))
     return fill
 
 
@@ -130,6 +131,7 @@ def resolve_fill(fill) -> Fill:
 def removed_pixels(ranks, fraction: float, keep: bool):
     """bool Tensor[B, H, W]: the pixels a ROAR (keep=False) or KAR (keep=True) fraction of pixel ranks
     (Tensor[B, H, W]) replaces."""
+    # late: loads torch, and --help imports this module
     from roarfast import ops
 
     if ranks.dim() != 3:

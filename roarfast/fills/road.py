@@ -23,6 +23,7 @@ class Road(Fill):
 
     def apply(self, images, ranks, fraction: float, keep: bool, *, mean, std, ids, out_dtype=None,
               channels_last: bool = False):
+        # late: loads torch, and the fill listing imports this module
         import torch
 
         from roarfast import ops

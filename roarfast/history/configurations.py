@@ -11,9 +11,13 @@ command, when it was first and last requested. A results row belongs to configur
 C's, its method is one of C's and its ranks' id is the one C names for it (`claims`).
 """
 
+from roarfast.atomic import write_record
 from roarfast.errors import UserError
+from roarfast.fingerprint import read_record
 from roarfast.history.head import FORMAT, now
 from roarfast.history.ids import configuration_id
+from roarfast.history.ids import configuration_id as identify
+from roarfast.modes import control_mode
 
 #: the keys of a config's ranks that are the method's own provenance (Selection.ranks_identity): not shared
 METHOD_OWN_RANKS = ("parameters", "code", "seed")
@@ -50,8 +54,6 @@ def request(run, settings: dict, ranks: dict, provenance: dict, grid: dict, aske
     labels may name besides (about_of).
     The same configuration requested again keeps its record, its last time and its grids updated. Returns the
     record (with its "id")."""
-    from roarfast.atomic import write_record
-
     cid = configuration_id(settings, ranks)
     path = run.configuration_path(cid)
     with run.claim("configurations"):
@@ -85,8 +87,6 @@ def grid_of(methods, modes, fractions, seeds, control_seeds, fill: str) -> dict:
 
 def grid_cells(grids: list) -> set:
     """The cells of `grids`: {(method, mode as measured, fraction, seed, fill)} (fill None for a control)."""
-    from roarfast.modes import control_mode
-
     cells = set()
     for grid in grids:
         for method in grid["methods"]:
@@ -101,8 +101,6 @@ def grid_cells(grids: list) -> set:
 
 def read_configuration(path) -> dict | None:
     """The verified configuration record at `path`, or None."""
-    from roarfast.fingerprint import read_record
-
     record = read_record(path, _REPAIR)
     if record is not None:
         record.pop("format", None)
@@ -112,8 +110,6 @@ def read_configuration(path) -> dict | None:
 def configurations(run) -> list:
     """Every configuration record of RunDir `run`, oldest first (by when first requested); a record whose name
     is not its id is damage, refused in one line."""
-    from roarfast.history.ids import configuration_id as identify
-
     root = run.configurations_root
     found = []
     for path in sorted(root.glob("*.json")) if root.is_dir() else ():

@@ -6,6 +6,9 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 
+from roarfast.atomic import write_record
+from roarfast.fingerprint import read_record
+
 #: the format of HEAD.json, of the configuration records and of the run directory they belong to (1: the run
 #: directory of checkpoints/base, attributions/<method>/<split> and dataset.json, before artifacts had ids)
 FORMAT = 2
@@ -51,8 +54,6 @@ def command(fallback: str) -> str:
 
 def read_head(path) -> Head | None:
     """The verified HEAD.json at `path`, or None when there is none."""
-    from roarfast.fingerprint import read_record
-
     record = read_record(path, REPAIR)
     if record is None:
         return None
@@ -61,8 +62,6 @@ def read_head(path) -> Head | None:
 
 
 def write_head(path, head: Head) -> None:
-    from roarfast.atomic import write_record
-
     write_record(path, {**head.to_dict(), "format": FORMAT})
 
 

@@ -6,8 +6,12 @@ says it (roarfast.history.migrate migrates them in place)."""
 from datetime import datetime, timezone
 from pathlib import Path
 
+from roarfast.checkpoint import META, read_meta
 from roarfast.errors import UserError
+from roarfast.fingerprint import read_record
 from roarfast.history.head import Head
+from roarfast.history.ids import model_id_of, rank_id_of
+from roarfast.store.layout import SPLITS, dir_name, read_manifest
 
 #: a migration's plan (roarfast.history.migrate), written before anything moves, removed once everything has
 PLAN = "migration.json"
@@ -27,9 +31,6 @@ def needs_migration(run) -> bool:
 
 def legacy_models(run) -> dict:
     """{model id: checkpoints/base} when format 1's base model is there, complete and readable."""
-    from roarfast.checkpoint import META, read_meta
-    from roarfast.history.ids import model_id_of
-
     where = run.legacy_base_checkpoint
     if not (where / META).is_file():
         return {}
@@ -46,9 +47,6 @@ def legacy_ranks(run) -> dict:
 
 def legacy_stores(run) -> list:
     """(method, rank id, method directory, split) of each readable store of format 1."""
-    from roarfast.history.ids import rank_id_of
-    from roarfast.store.layout import dir_name, read_manifest
-
     root = run.legacy_rank_root
     found = []
     for method_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else ():
@@ -67,9 +65,6 @@ def legacy_stores(run) -> list:
 def legacy_head(run) -> Head | None:
     """What format 1 says of the latest request (None in a run directory of format 2): its dataset record, its
     base model's id, the id of each method's ranks complete in every split; no configuration (none was recorded)."""
-    from roarfast.fingerprint import read_record
-    from roarfast.store.layout import SPLITS
-
     plan = plan_path(run)
     if plan.is_file():
         return Head(**read_record(plan, "remove it and restore the run directory's format-1 files"))

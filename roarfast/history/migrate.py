@@ -10,9 +10,15 @@ import os
 import shutil
 from pathlib import Path
 
-from roarfast.history.head import Head
+from roarfast.atomic import write_record
+from roarfast.checkpoint import META
+from roarfast.fills import DEFAULT_FILL
+from roarfast.history.configurations import about_of, grid_of, request, settings_of
+from roarfast.history.head import Head, write_head
 from roarfast.history.legacy import (MIGRATED, iso_time, legacy_head, legacy_models, legacy_stores, needs_migration,
                                      plan_path)
+from roarfast.results import RETRAIN, MeasurementKey, open_results
+from roarfast.store.layout import dir_name, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +32,6 @@ def upgrade(run) -> None:
 
 def migrate(run) -> None:
     """Migrates `run` from format 1 in place, under its claim (see the module's docstring)."""
-    from roarfast.atomic import write_record
-    from roarfast.history.head import write_head
-
     with run.claim("migrate"):
         if not needs_migration(run):
             return  # another process migrated it while this one waited
@@ -74,8 +77,6 @@ def _move(source: Path, target: Path) -> None:
 def _move_base(run, head: Head) -> str | None:
     """Moves checkpoints/base to models/<id> (a damaged one to models/format-1-unreadable, kept, never read);
     returns when HEAD's base model's meta was written (ISO, UTC; None: no base model)."""
-    from roarfast.checkpoint import META
-
     for model_id, where in legacy_models(run).items():
         _move(where, run.model_dir(model_id))
     if run.legacy_base_checkpoint.is_dir() and any(run.legacy_base_checkpoint.iterdir()):
@@ -89,8 +90,6 @@ def _move_stores(run) -> dict:
     """Moves each store attributions/<m>/<split> to ranks/<m>/<id>/<split> (a damaged one to
     ranks/<m>/format-1-unreadable/<split>, kept, never read); returns {(method, rank id): manifest} of those
     complete in their place."""
-    from roarfast.store.layout import dir_name, read_manifest
-
     for method, rank_id, method_dir, split in legacy_stores(run):
         _move(method_dir / split, run.rank_dir(method, rank_id) / split)
     root = run.legacy_rank_root
@@ -111,8 +110,6 @@ def _attribute_rows(run, head: Head, base_time: str | None, stores: dict) -> str
     finished after the base model was saved and after the store was completed, with the store's provenance and
     data), in one transaction; records the configurations they form. Returns the id of the configuration when
     they form one, else None. Rows not proven stay as they are (a configuration of before format 2)."""
-    from roarfast.results import RETRAIN, MeasurementKey, open_results
-
     if not run.results_path.is_file() or head.base is None or base_time is None:
         return None
     proven = {}
@@ -149,10 +146,6 @@ def migrated_row(run, db, key):
     """The row a migration of `run` (of format 1, read as it is) would give `key` (a key of format 2, its config
     naming its base model and ranks' id): its format-1 row, where that is proven to be it; else None. What a dry
     run counts as done before the migration."""
-    from roarfast.checkpoint import META
-    from roarfast.results import MeasurementKey
-    from roarfast.store.layout import read_manifest
-
     config = key.config or {}
     if not needs_migration(run) or config.get("base") not in legacy_models(run):
         return None
@@ -173,9 +166,6 @@ def migrated_row(run, db, key):
 def _record_migrated(run, base: str, proven: dict) -> str | None:
     """Records the configurations the rows attributed to the base model `base` form ({method: rows}); the id of
     the one they form, or None when none or several."""
-    from roarfast.fills import DEFAULT_FILL
-    from roarfast.history.configurations import about_of, grid_of, request, settings_of
-
     groups = {}
     for method, rows in proven.items():
         for row in rows:

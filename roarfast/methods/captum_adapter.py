@@ -15,9 +15,13 @@ input, like Grad-CAM. Captum's random draws (GradientShap, Lime, ...) are seeded
 import inspect
 from functools import partial
 
+import torch.nn.functional as F
+
 from roarfast.errors import UserError
 from roarfast.methods.declaration import CONV_LAYER, Estimator, parameters_of
 from roarfast.methods.identity import captum_identity
+from roarfast.methods.model_context import cam_layer
+from roarfast.methods.params import seeded
 from roarfast.resolver import SCHEME
 
 PREFIX = "captum:"
@@ -86,10 +90,6 @@ def captum_estimator(name: str) -> Estimator:
 def captum_maps(model, batch, target, params, name: str):
     """Maps of captum.attr.<name> for batch.x (Tensor[B, C, H, W]) -> float32 Tensor[B, C, H, W] or
     Tensor[B, 1, H, W] (layer methods)."""
-    import torch.nn.functional as F
-
-    from roarfast.methods.params import seeded
-
     attr = _captum_attr()
     cls = attribution_class(name)
     init, attribute = _signature(cls.__init__), _signature(cls.attribute)
@@ -97,8 +97,6 @@ def captum_maps(model, batch, target, params, name: str):
     rules = args.pop(RULES, None)
     built = {arg: _captum_value(value) for arg, value in args.items() if arg in init}
     if "layer" in init:
-        from roarfast.methods.model_context import cam_layer
-
         built["layer"] = cam_layer(model, params.gradcam_layer)
     method = cls(model, **built)
     x = batch.x.detach().requires_grad_(True)

@@ -7,6 +7,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from roarfast import ops
 from roarfast.errors import UserError
 from roarfast.methods import registry
 from roarfast.methods.model_context import attribution_mode, predicted_class
@@ -50,8 +51,6 @@ def compute_maps(model: nn.Module | None, batch: ExplainBatch, methods: str | Se
 def rank_maps(maps: torch.Tensor, reduction: str) -> torch.Tensor:
     """float maps [B,C,H,W] (or [B,1,H,W]) -> ranks (ops.rank, `reduction` folding the channels, or "value");
     single-channel maps rank their pixels directly."""
-    from roarfast import ops
-
     if reduction == "value" or maps.shape[1] != 1:
         return ops.rank(maps.float().contiguous(), reduction)
     return ops.rank(maps[:, 0].float().contiguous(), "none")

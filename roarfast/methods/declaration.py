@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from roarfast.methods.parameters import PARAMETERS, RANKING, Parameter
-from roarfast.resolver import BUILTIN, Entry, Resolver, Scheme
+from roarfast.resolver import BUILTIN, Entry, Resolver, Scheme, declaring_module
 from roarfast.version import __version__
 
 #: what an estimator may need of the model (Estimator.requires; checked by roarfast.methods.requirements):
@@ -152,7 +152,8 @@ def register(name: str, description: str | None = None, *, reads=(), parameters=
         reads: the shared parameters it reads (keys of roarfast.methods.parameters.PARAMETERS; "target" is
             added whenever target_mode is not "none").
         parameters: Parameter objects of its own (read in fn as params.args[name]; set by --method-arg).
-        order: its place in the listing and in 'all' (then the order of registration).
+        order: its place in the listing and in 'all' (then the module that defines fn, then the order of
+            registration).
         The rest: the fields of Estimator.
     """
 
@@ -186,7 +187,8 @@ def _add(estimator: Estimator, order: float) -> None:
     if estimator.name in ALIASES or ":" in estimator.name:  # ':' belongs to captum:, object: and import paths
         raise ValueError(f"estimator name {estimator.name!r} is taken by a short form or a name form")
     ESTIMATORS.register(Entry(estimator.name, estimator.description, value=estimator,
-                              options={p.name: p.default for p in estimator.parameters}, order=order))
+                              options={p.name: p.default for p in estimator.parameters}, order=order,
+                              module=declaring_module(estimator.compute)))
 
 
 def first_line(fn) -> str:

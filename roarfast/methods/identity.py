@@ -349,6 +349,7 @@ def _array(value):
     """A torch tensor or a numpy array by dtype, shape and the sha256 of its bytes; None for anything else."""
     kind = type(value).__module__.split(".")[0]
     if kind == "torch" and hasattr(value, "detach"):
+        # late: loads torch, and --help imports this module
         import torch
 
         flat = value.detach().cpu().contiguous().flatten()

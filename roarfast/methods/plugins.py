@@ -88,6 +88,7 @@ def _given_name(given) -> str:
 def plugin_maps(function, name: str, model, batch, target, params):
     """Calls function(model, images, target, **its arguments) for one batch under the batch's seed; checks and
     returns its maps as float32 Tensor[B, C or 1, H, W] on the images' device."""
+    # late: loads torch, and --help imports this module
     from roarfast.methods.params import seeded
 
     x = batch.x.detach()
@@ -103,6 +104,7 @@ def plugin_maps(function, name: str, model, batch, target, params):
 
 def check_maps(name: str, maps, x):
     """maps (Tensor[B, C or 1, H, W] for images x) as float32 on x's device, or a UserError naming the method."""
+    # late: loads torch, and --help imports this module
     import torch
 
     b, c, h, w = x.shape

@@ -10,11 +10,15 @@ store was written:
 An estimator from outside roarfast (a plug-in, a Captum class) is also tried on a few images (check_methods).
 """
 
+import torch
 from torch import nn
 
+from roarfast.data.loader import split_loader
 from roarfast.errors import UserError
+from roarfast.methods.compute import compute_maps
 from roarfast.methods.declaration import CONV_LAYER, RELU_MODULES
 from roarfast.methods.model_context import cam_layer, cam_layer_name
+from roarfast.methods.params import ExplainBatch
 from roarfast.resolver import BUILTIN
 
 #: train images a plug-in or Captum estimator is tried on before any store is written (shape, NaN, arguments)
@@ -26,12 +30,6 @@ def check_methods(model, ds, selection, params, device) -> list[str]:
     roarfast.methods.selection.Selection) the model cannot serve (check_model) and the estimators from outside
     roarfast (plug-ins, Captum classes) that fail on the first PROBE_IMAGES train images of `ds` (wrong shape, not
     finite, an argument missing) with `params`. Returns the lines to print once (the Grad-CAM layer chosen)."""
-    import torch
-
-    from roarfast.data.loader import split_loader
-    from roarfast.methods.compute import compute_maps
-    from roarfast.methods.params import ExplainBatch
-
     explained = [selection.records[name] for name in selection.explained]
     notes = check_model(model, explained, params.gradcam_layer) if explained else []
     outside = [record.name for record in explained if record.form != BUILTIN]

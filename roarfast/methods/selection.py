@@ -6,8 +6,6 @@ planners take a Selection; none looks a name up again.
     selection = Selection.resolve("sg-sq,random", ExtractOptions(samples=8), seed=0)
     selection.names                    # ['sg-sq-grad', 'random']
     selection.ranks_identity("random")  # {'code': {...}, 'granularity': 'pixel', 'parameters': {}, ..., 'seed': 0}
-
-Light on purpose (no torch until method_params): the sweep resolves its selection before loading anything.
 """
 
 import json
@@ -18,7 +16,9 @@ from roarfast.errors import UserError
 from roarfast.fingerprint import canonical_json
 from roarfast.methods.declaration import Estimator
 from roarfast.methods.parameters import PARAMETERS
+from roarfast.methods.params import MethodParams, black_baseline
 from roarfast.methods.registry import check_arguments, resolve_methods
+from roarfast.recipe import autocast_dtype
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,6 @@ class Selection:
     def method_params(self, ds, device, amp: str):
         """The MethodParams the estimators compute with on dataset `ds` (the black IG baseline is its mean and
         std's) and `device`, under --amp `amp`."""
-        from roarfast.methods.params import MethodParams, black_baseline
-        from roarfast.recipe import autocast_dtype
-
         values = dict(self.values)
         baseline = values.pop("ig_baseline")
         return MethodParams(**values, autocast_dtype=autocast_dtype(amp, device), seed=self.seed,

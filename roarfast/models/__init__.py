@@ -1,9 +1,9 @@
-"""Classifier architectures: the built-ins (MODELS: one module each in this package, registering its
-networks with their descriptions and tuned recipes; build_model builds one by name) and every form
+"""Classifier architectures: the built-ins (MODELS: declared in registry.py with their descriptions and tuned
+recipes, their factories in the other modules of this package; build_model builds one by name) and every form
 --model takes (resolve_model: built-in, package.module:factory, timm:<name>, a Python object -> ModelSpec).
 
-Light on purpose (torch is imported with the built-ins' modules, at the first lookup): the CLI imports
-MODELS to build its --model help when the help is shown.
+Light on purpose (torch is imported with a built-in's module, when it is built): the CLI builds its --model help
+from MODELS.
 """
 
 from roarfast.models.registry import MODELS, ModelEntry, build_model

@@ -17,8 +17,6 @@ airbench's own GELU, to measure what ReLU costs.
 import torch
 from torch import nn
 
-from roarfast.models.registry import MODELS, ModelEntry
-
 #: the stem sees 2x2 patches: one filter per eigenvector of their second moments, and its negative
 WHITEN_KERNEL = 2
 #: added to each eigenvalue before its inverse square root: directions with less energy are not amplified
@@ -135,15 +133,3 @@ class AirbenchNet(nn.Module):
 def airbench(num_classes: int, image_size: int = 32, in_channels: int = 3, activation: str = "relu") -> AirbenchNet:
     """The built-in airbench (any image side from 16 px: it pools globally; tuned for 32)."""
     return AirbenchNet(num_classes, in_channels, activation=activation)
-
-
-MODELS.register(ModelEntry(
-    "airbench", "GPU default for 32px data: airbench94's net (frozen whitening stem from the training patches, "
-    "identity-initialized convs, 64/256/256), ReLU; trains with airbench's recipe",
-    # airbench94's settings (per 1,024 images, over a summed loss: lr 11.5, weight decay 0.0153, momentum 0.85) in
-    # this loop's terms (mean loss, decay coupled to lr): lr 1.5 and weight decay 1.33e-3 at batch 1,024. On CPU a
-    # quarter of the batch and lr, which a GPU scales back 4x (gpu_batch_scale); TTA and lookahead in place of EMA
-    value=airbench,
-    recipe={"epochs": 10, "batch_size": 256, "lr": 0.375, "momentum": 0.85, "weight_decay": 1.33e-3,
-            "label_smoothing": 0.2, "warmup": 0.23, "ema_decay": None, "schedule": "linear", "lookahead": True,
-            "alternate_flips": True, "tta": 2, "bias_lr_scale": 64.0}))

@@ -1,14 +1,12 @@
 """Small plain CNNs for 32px images: `FastNet` (the CPU default, a few MFLOP per image; at half its widths
 `roarfast run`'s net) and `AirNet` (the GPU default, shaped after airbench's CIFAR-10 net: conv-pool-BN-ReLU
-blocks, a scaled linear head), registered as the built-ins fastnet, fastnet-small and fastnet-gpu with their
-tuned recipes.
+blocks, a scaled linear head), the factories of the built-ins fastnet, fastnet-small and fastnet-gpu (declared in
+roarfast.models.registry).
 
 ReLUs are separate nn.ReLU modules (never inplace, never functional) so guided backprop can hook them.
 """
 
 from torch import nn
-
-from roarfast.models.registry import MODELS, ModelEntry
 
 
 def conv_bn_relu(in_channels: int, out_channels: int) -> list[nn.Module]:
@@ -89,16 +87,3 @@ def fastnet_small(num_classes: int, image_size: int, in_channels: int) -> FastNe
 def fastnet_gpu(num_classes: int, image_size: int, in_channels: int) -> AirNet:
     """The built-in fastnet-gpu (any image size: it pools globally)."""
     return AirNet(num_classes, in_channels)
-
-
-MODELS.register(ModelEntry(
-    "fastnet", "CPU default for 32px data: 3 conv stages (16/32/64), about 3 M multiply-adds per image",
-    value=fastnet, recipe={"epochs": 8, "batch_size": 128, "lr": 0.05}))
-# tuned for trainings of a few hundred steps (the quick preset's 3 epochs of 1,350 images): batch 24 for more steps
-# per image seen, and an EMA that forgets within 10 steps (fastnet's 0.98 still remembers the first steps at the end)
-MODELS.register(ModelEntry(
-    "fastnet-small", "`roarfast run`'s net: fastnet at half width (8/16/32), about 0.8 M multiply-adds per image",
-    value=fastnet_small, recipe={"epochs": 8, "batch_size": 24, "lr": 0.05, "ema_decay": 0.9}))
-MODELS.register(ModelEntry(
-    "fastnet-gpu", "GPU default for 33-64 px data: airbench-shaped net (64/256/256) with a learned stem, ReLU",
-    value=fastnet_gpu, recipe={"epochs": 10, "batch_size": 256, "lr": 0.2, "label_smoothing": 0.2}))

@@ -1,6 +1,6 @@
 """ResNets: `ResNet8` (CIFAR-style, 3 stages of one BasicBlock) and torchvision's resnet18/resnet50
-adapted to the class count, the input channels and, for small images, a 3x3 stride-1 stem; registered as
-the built-ins resnet8, resnet18 and resnet50 with their tuned recipes.
+adapted to the class count, the input channels and, for small images, a 3x3 stride-1 stem: the factories of
+the built-ins resnet8, resnet18 and resnet50 (declared in roarfast.models.registry).
 
 Every ReLU is an nn.ReLU module that is not inplace (guided backprop hooks need the forward input).
 """
@@ -9,10 +9,7 @@ from functools import partial
 
 from torch import nn
 
-from roarfast.models.registry import MODELS, ModelEntry
-
-#: images up to this side get the CIFAR stem (3x3 stride 1, no max pool) on torchvision ResNets
-SMALL_IMAGE = 64
+from roarfast.models.registry import SMALL_IMAGE
 
 
 class BasicBlock(nn.Module):
@@ -85,13 +82,5 @@ def resnet8(num_classes: int, image_size: int, in_channels: int) -> ResNet8:
     return ResNet8(num_classes, in_channels)
 
 
-MODELS.register(ModelEntry("resnet8", "CIFAR ResNet-8: 3 stages of one BasicBlock (16/32/64)", value=resnet8,
-                           recipe={"epochs": 15, "batch_size": 128, "lr": 0.1}))
-#: what the torchvision ResNets' descriptions add to their names
-_TORCHVISION = f"(no pretrained weights), small-image stem up to {SMALL_IMAGE} px"
-MODELS.register(ModelEntry("resnet18", f"torchvision ResNet-18 {_TORCHVISION}",
-                           value=partial(torchvision_resnet, "resnet18"),
-                           recipe={"epochs": 15, "batch_size": 128, "lr": 0.1}))
-MODELS.register(ModelEntry("resnet50", f"torchvision ResNet-50 {_TORCHVISION}",
-                           value=partial(torchvision_resnet, "resnet50"),
-                           recipe={"epochs": 15, "batch_size": 64, "lr": 0.05}))
+resnet18 = partial(torchvision_resnet, "resnet18")
+resnet50 = partial(torchvision_resnet, "resnet50")

@@ -15,6 +15,7 @@ resolved with `recorded_in`: an import path only where the user named it again o
 """
 
 import copy
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -45,6 +46,7 @@ class ModelSpec:
 
     def build(self, num_classes: int, image_size: int, in_channels: int):
         """A freshly initialized network; a UserError when the factory fails or returns no nn.Module."""
+        # late: loads torch, and --help imports this module
         from torch import nn
 
         try:
@@ -64,6 +66,7 @@ class ModelSpec:
     def check(self, num_classes: int, image_size: int, in_channels: int) -> None:
         """Builds one network and runs PROBE_IMAGES zero images through it in eval mode: a UserError naming
         --model unless it returns logits Tensor[PROBE_IMAGES, num_classes]."""
+        # late: loads torch, and --help imports this module
         import torch
 
         model = self.build(num_classes, image_size, in_channels).eval()
@@ -117,6 +120,7 @@ def check_source(spec: ModelSpec, recorded: str | None, where) -> None:
 def _from_object(obj) -> ModelSpec:
     """A factory or an nn.Module given as a Python object: by its import path when it has one (so the
     command line can go on with the run), else registered under object:<name> for this process."""
+    # late: loads torch, and --help imports this module
     from torch import nn
 
     if isinstance(obj, nn.Module):
@@ -152,8 +156,6 @@ def timm_model(name: str) -> ModelSpec:
     except ImportError:
         raise UserError(f"{FLAG} {TIMM_PREFIX}{name}: timm models need timm: pip install 'roarfast[timm]'") from None
     if not timm.is_model(name):
-        import difflib
-
         close = difflib.get_close_matches(name, timm.list_models(), n=3)
         hint = f"; close: {', '.join(close)}" if close else " (timm.list_models() lists them)"
         raise UserError(f"{FLAG} {TIMM_PREFIX}{name}: timm has no model {name!r}{hint}")

@@ -16,12 +16,15 @@ numbers in summary["configurations"]: roarfast.report.analysis.parts_of lists th
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roarfast.errors import UserError
+from roarfast.atomic import check_writable, replace_dir
+from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.report import sections
 from roarfast.report.analysis import analyse
+from roarfast.report.figures import draw
 from roarfast.report.load import ALL, load_run
 from roarfast.report.render import REPORT_FILES, page, write_files
 from roarfast.report.text import verdict_lines
+from roarfast.rundir import RunDir
 
 #: the file that marks a directory as a report roarfast wrote: such a directory is replaced whole by the next
 #: report, and no other is (but an empty one)
@@ -62,11 +65,6 @@ def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None)
     previous report whole. Raises UserError, writing nothing, when the run directory has no results.sqlite
     or no finished cells, when out_dir cannot be written, or when it is a directory holding files no report
     wrote (the report replaces its directory whole); a failed write is one line saying what was left."""
-    from roarfast.atomic import check_writable, replace_dir
-    from roarfast.errors import is_write_refused, write_error
-    from roarfast.report.figures import draw
-    from roarfast.rundir import RunDir
-
     run = RunDir(run_dir)
     loaded = load_run(run, dataset, config)
     listed = sections.ordered()

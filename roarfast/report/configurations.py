@@ -19,6 +19,8 @@ or control test ever compares cells of two.
 import re
 from dataclasses import dataclass, field
 
+from roarfast.errors import UserError
+from roarfast.fingerprint import canonical_json
 from roarfast.history.configurations import METHOD_OWN_RANKS, claims, settings_of
 from roarfast.history.ids import SHOWN_CHARS, digest_id
 
@@ -183,8 +185,6 @@ def short(value) -> str:
 def named(configurations: list, text: str, flag: str = "--config") -> Configuration:
     """The configuration `text` names: its label, or its id or a prefix of it (4 characters or more); a
     UserError (naming it as `flag` did) listing them when none or several match."""
-    from roarfast.errors import UserError
-
     text = str(text).strip()
     found = ([c for c in configurations if text in (c.label, c.id)]
              or [c for c in configurations if len(text) >= 4 and c.id.startswith(text.lower())])
@@ -203,8 +203,6 @@ def report_command(run, c: Configuration) -> str:
 
 
 def _canonical(settings: dict) -> str:
-    from roarfast.fingerprint import canonical_json
-
     return canonical_json(settings)
 
 

@@ -14,8 +14,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
+from roarfast.fingerprint import canonical_json
+from roarfast.history.configurations import configurations
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
 from roarfast.report.configurations import Configuration, assemble, named, ranks_change, report_command
+from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
 from roarfast.stats import chance_rate
 
 
@@ -88,8 +91,6 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
     configuration `select` names (a label or an id prefix; ALL: every configuration, each apart; None: the
     latest request's, HEAD's: `_choose`). Raises UserError, reading nothing else, when it has no
     results.sqlite or no finished retraining cells."""
-    from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
-
     path = run.results_path
     if not path.is_file():  # checked first: opening the database would create it
         raise UserError(f"no {path.name} in {run.root}: run `roarfast retrain` or `roarfast sweep` first "
@@ -106,7 +107,6 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
     retrained = [r for r in known if r["kind"] == RETRAIN]
     if not retrained:
         raise UserError(f"no finished cells of modes {', '.join(RETRAIN_MODES)} in {path}")
-    from roarfast.history.configurations import configurations
 
     found = assemble(configurations(run), retrained)
     chosen, answered = _choose(run, found, select)
@@ -180,7 +180,6 @@ def _current_ranks(configuration: Configuration, set_aside: list) -> list:
     are set aside, with what changed in the ranks. Rows that recorded no config are all kept."""
     if configuration.settings is None:
         return configuration.rows
-    from roarfast.fingerprint import canonical_json
 
     by_method = defaultdict(list)
     for row in configuration.rows:

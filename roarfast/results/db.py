@@ -33,20 +33,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
+from roarfast.atomic import refuse_link
 from roarfast.claims import owner_alive, this_process
 from roarfast.errors import UserError
 from roarfast.fingerprint import canonical_json
 from roarfast.modes import DETECT
-from roarfast.results.measurement import (
-    DETECTOR,
-    FILL_LEAKAGE,
-    FRACTION_DECIMALS,
-    KEY_COLUMNS,
-    MeasurementKey,
-    check_key,
-    key_values,
-    metric_values,
-)
+from roarfast.results.measurement import (DETECTOR, FILL_LEAKAGE, FRACTION_DECIMALS, KEY_COLUMNS, MeasurementKey,
+                                          check_key, key_values, metric_values)
 from roarfast.results.schema import migrate, row_digest, transaction
 from roarfast.rundir import RunDir
 
@@ -121,8 +114,6 @@ def _refuse_links(path: Path, *, readonly: bool) -> None:
     beside it (its -wal, -shm, -journal), or a file there with other hard links. A reader only reads `path`
     itself, so a hard link there is no matter to it, but a symbolic one is refused too: SQLite would create
     the -wal and -shm beside the link's target, outside the run directory."""
-    from roarfast.atomic import refuse_link
-
     if readonly and path.is_symlink():
         raise UserError(f"refusing to read {path}: it is a symbolic link (to {os.readlink(path)}), and SQLite "
                         f"would create its -wal and -shm beside the target, outside the run directory; put the file "

@@ -5,9 +5,13 @@ import math
 import platform
 from dataclasses import dataclass, field
 
+import numpy
+import torch
+
 from roarfast.fills import FILLS
 from roarfast.fingerprint import config_hash
 from roarfast.modes import DETECT, NO_RETRAIN_MODES, RETRAIN_MODES, is_control
+from roarfast.version import __version__
 
 RETRAIN, NO_RETRAIN, FILL_LEAKAGE = "retrain", "no-retrain", "fill-leakage"
 #: the kinds of measurement, each with the modes it takes
@@ -92,11 +96,6 @@ def key_values(key: MeasurementKey) -> list:
 
 def runtime_versions() -> dict:
     """Versions of what produced a result: python, roarfast, torch, numpy."""
-    import numpy
-    import torch
-
-    from roarfast.version import __version__
-
     return {
         "python": platform.python_version(),
         "roarfast": __version__,

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import xxhash
 
 from roarfast.atomic import write_record
 from roarfast.errors import UserError
@@ -134,8 +135,6 @@ def done_count(manifest: dict) -> int:
 
 def chunk_checksum(data) -> str:
     """CHECKSUM hex digest of a bytes-like object (a contiguous array's memory included)."""
-    import xxhash
-
     return xxhash.xxh3_64_hexdigest(data)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from roarfast.errors import UserError
 from roarfast.store.layout import RANKS, chunk_checksum, repair_command
@@ -47,8 +48,6 @@ class RankRecord:
     def rows(self, index=None):
         """Ranks of the rows `index` (None = all; int, slice, or int sequence/array/Tensor) as a CPU Tensor,
         after `verify(index)`."""
-        import torch
-
         if index is None:
             index = slice(None)
         elif hasattr(index, "detach"):

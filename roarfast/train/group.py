@@ -18,6 +18,7 @@ import torch
 
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
+from roarfast.options import check_choice, check_positive
 from roarfast.progress import progress_bar
 from roarfast.recipe import Recipe
 from roarfast.train.classifier import Steps, TrainResult, new_member, new_state, selected_test_accs, train_states
@@ -41,8 +42,6 @@ class Grouping:
     compile: str | None = None
 
     def __post_init__(self):
-        from roarfast.options import check_choice, check_positive
-
         check_positive("--group-size", self.size)
         check_choice("group implementation", self.how, IMPLEMENTATIONS)
         if self.compile is not None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from roarfast.data.loader import pattern_loader, split_loader
 from roarfast.recipe import amp_dtype
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ class Masking:
 def split_loaders(dataset, masking: Masking | None, device, recipe) -> dict:
     """{"train": loader, "test": loader} of dataset on device, each image masked by `masking` (None: as it
     is; mask_only: its removal pattern alone), in the recipe's autocast dtype and memory format."""
-    from roarfast.data.loader import pattern_loader, split_loader
-
     out_dtype = amp_dtype(recipe) or torch.float32
     loaders = {}
     for split in ("train", "test"):

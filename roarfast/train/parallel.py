@@ -2,13 +2,15 @@
 shuffles it identically and trains on its share of each batch with DistributedDataParallel; evaluation is
 split across ranks and summed, so all ranks select the same epoch and end with the same weights."""
 
+import os
+
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 
 def distributed() -> tuple[int, int]:
     """(rank, world size) of the default process group; (0, 1) when there is none."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
@@ -16,8 +18,6 @@ def distributed() -> tuple[int, int]:
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     """tensor summed over the ranks, in place (unchanged without a process group)."""
-    import torch.distributed as dist
-
     if distributed()[1] > 1:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
@@ -37,7 +37,6 @@ def data_parallel(net: torch.nn.Module, device: torch.device) -> torch.nn.Module
     rank built net under the same seed, so the weights start identical; DDP averages the gradients)."""
     if distributed()[1] == 1:
         return net
-    from torch.nn.parallel import DistributedDataParallel
 
     return DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
 
@@ -45,10 +44,6 @@ def data_parallel(net: torch.nn.Module, device: torch.device) -> torch.nn.Module
 def join_torchrun(device: torch.device) -> torch.device:
     """Under torchrun (WORLD_SIZE > 1) joins the process group (NCCL on GPUs, gloo on CPU) and returns this
     rank's device (cuda:LOCAL_RANK); otherwise returns device unchanged."""
-    import os
-
-    import torch.distributed as dist
-
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
         return device
     if device.type == "cuda":

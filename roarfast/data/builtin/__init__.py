@@ -1,3 +1,4 @@
-"""The built-in datasets, one module each: a module defines its loader and registers it with DATASETS
-(roarfast.data.registry.loader_entry: a name, a one-line description, the options read from the loader's
-signature), which imports every module here at its first lookup. A new built-in dataset is one new module."""
+"""The built-in datasets' loaders, one module each (and each loader's outline, where a dry run may describe the
+data without reading it). They import torch, so they are declared apart, in roarfast.data.registry's BUILTINS
+(a name, a one-line description, the options, the loader's import path), which the CLI lists; a module here is
+imported when its dataset is loaded. A new built-in dataset is one module here and its declaration there."""

@@ -1,7 +1,7 @@
 """CIFAR-10/100 in torchvision's on-disk format (root/cifar-10-batches-py/data_batch_1..5, test_batch,
 batches.meta; root/cifar-100-python/train, test, meta): the file names come from torchvision's own
-dataset classes; the batches are read with an unpickler that only rebuilds numpy arrays. Registered as the
-built-in datasets cifar10 and cifar100."""
+dataset classes; the batches are read with an unpickler that only rebuilds numpy arrays. The loaders of
+the built-in datasets cifar10 and cifar100 (declared in roarfast.data.registry)."""
 
 import pickle
 from functools import partial
@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from roarfast.data.base import ImageSet
-from roarfast.data.registry import DATASETS, loader_entry
 from roarfast.errors import UserError
 
 #: what a CIFAR batch pickle may contain besides builtins: numpy arrays and their dtypes
@@ -79,7 +78,5 @@ def load_cifar(data_dir, name: str = "cifar10", download: bool = False):
     return _split(folder, cls.train_list, "train", classes), _split(folder, cls.test_list, "test", classes)
 
 
-DATASETS.register(loader_entry("cifar10", "CIFAR-10 in torchvision's on-disk format under --data-dir",
-                               partial(load_cifar, name="cifar10")))
-DATASETS.register(loader_entry("cifar100", "CIFAR-100 in torchvision's on-disk format under --data-dir",
-                               partial(load_cifar, name="cifar100")))
+load_cifar10 = partial(load_cifar, name="cifar10")
+load_cifar100 = partial(load_cifar, name="cifar100")

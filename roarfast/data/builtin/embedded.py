@@ -1,5 +1,5 @@
 """The embedded default dataset (README, "The embedded dataset"): procedural 32x32 RGB images with known
-ground truth, registered as the built-in dataset "embedded".
+ground truth: the loader of the built-in dataset "embedded" (declared in roarfast.data.registry).
 
 Every image is smooth coloured noise plus random solid distractor shapes (the background), with one
 8x8 object (or `copies` of it) pasted on top at a random position. All classes share the object's shape
@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from roarfast.data.base import ImageSet
-from roarfast.data.registry import DATASETS, loader_entry
 from roarfast.errors import UserError
 
 #: image side in pixels
@@ -176,8 +175,3 @@ def _check_options(num_train, num_test, seed, copies) -> None:
         raise UserError(f"--data-option copies should be an int in [1, {MAX_COPIES}], got {copies!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"--data-option seed should be a non-negative int, got {seed!r}")
-
-
-# the default dataset: listed first
-DATASETS.register(loader_entry("embedded", "procedural 32x32 images with ground-truth masks (no files needed)",
-                               load_embedded, order=-1, outline=outline_embedded))

@@ -17,7 +17,7 @@ from the listing, so only the files kept are read.
 
 Sample i of a split is the i-th file in sorted (class, file name) order; DALI delivers each canvas
 with its file's index (roarfast.data.dali), so the canvas is filled by index whatever the order.
-Registered as the built-in dataset "imagefolder".
+The loader of the built-in dataset "imagefolder" (declared in roarfast.data.registry).
 """
 
 import logging
@@ -30,10 +30,11 @@ import torch
 from roarfast.data import cache, canvas_cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet, channel_stats
 from roarfast.data.canvas import canvas_size, check_canvas, shared_size, undecodable
-from roarfast.data.decode import DALI, canvas_batches, decoder_for, decoder_version
-from roarfast.data.registry import DATASETS, loader_entry
+from roarfast.data.dali import combine_digests
+from roarfast.data.decode import DALI, canvas_batches, decoded_digest, decoder_for, decoder_version
 from roarfast.errors import UserError
 from roarfast.options import check_choice, check_positive
+from roarfast.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,6 @@ def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, de
                    batch_size: int | None = None, desc: str = "decode", decoder: str = DALI):
     """Yields decode.canvas_batches' dicts (images, index, digest) over files (relative to split_dir) in
     order, each file once, with a progress bar."""
-    from roarfast.progress import progress_bar
-
     batch_size = batch_size or default_batch_size(crop)
     order = np.arange(len(files))
     plan = [order[start:start + batch_size] for start in range(0, len(files), batch_size)]
@@ -116,9 +115,6 @@ def _decode_each(split_dir: Path, files: list[str], resize: int, crop: int, devi
     """Decodes every file once, calling consume(index (int64 Tensor[B], CPU), canvases) per batch; returns
     the files' digest (dali.combine_digests) from the hashes that ride along with the canvases, with the
     decoder's name folded in where it is not DALI (decode.decoded_digest)."""
-    from roarfast.data.dali import combine_digests
-    from roarfast.data.decode import decoded_digest
-
     digests = np.empty((len(files), 32), dtype=np.uint8)
     for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc=desc, decoder=decoder):
         consume(batch["index"], batch["images"])
@@ -355,9 +351,3 @@ def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = 
     has ground-truth masks: never)."""
     classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset)
     return (3, crop, crop), len(train.files), len(test.files), len(classes), False
-
-
-# device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
-DATASETS.register(loader_entry(
-    "imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a center-cropped canvas",
-    load_imagefolder, read_options=("device", "batch_size", "stream"), outline=outline_imagefolder))

@@ -14,6 +14,7 @@ SOBEL_X = ((-1.0, 0.0, 1.0), (-2.0, 0.0, 2.0), (-1.0, 0.0, 1.0))
 def random(model, batch, target, params):
     """Fixed uniform random scores per image -> float32 Tensor[B, C, H, W]: image i's scores come from a
     generator seeded by (the seed, i's global index), so they do not depend on the batching."""
+    # late: loads torch, and the --method listing imports this module
     import torch
 
     from roarfast.methods.params import derive_seed
@@ -33,6 +34,7 @@ def random(model, batch, target, params):
 def sobel(model, batch, target, params):
     """Per-channel Sobel magnitude sqrt(Gx^2 + Gy^2) of the (normalized) input, summed over channels ->
     float32 Tensor[B, 1, H, W]. Borders are replicated so that the image edge is not an edge."""
+    # late: loads torch, and the --method listing imports this module
     import torch
     import torch.nn.functional as F
 
@@ -50,6 +52,7 @@ def sobel(model, batch, target, params):
           ground_truth=True, order=3)
 def oracle(model, batch, target, params):
     """The ground-truth importance mask as float32 Tensor[B, 1, H, W] (1 = important)."""
+    # late: loads torch, and the --method listing imports this module
     import torch
 
     if batch.gt_mask is None:

@@ -16,6 +16,7 @@ STATISTICS = {"sg": "SmoothGrad (mean)", "sg-sq": "SmoothGrad-squared (mean of s
 def _family(model, batch, target, params, names, base, statistic_of):
     """Maps of the requested `names` among sg-<base>, sg-sq-<base>, var-<base> (statistic_of: name -> its
     statistic)."""
+    # late: loads torch, and the --method listing imports this module
     from roarfast.methods.ensembles import smoothgrad_statistics
 
     stats = dict(zip(STATISTICS, smoothgrad_statistics(model, batch, target, params, base)))

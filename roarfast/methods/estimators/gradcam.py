@@ -10,6 +10,7 @@ from roarfast.methods.declaration import CONV_LAYER, register
 def gradcam(model, batch, target, params):
     """Grad-CAM at params.gradcam_layer (default: model.cam_layer, else the last Conv2d) -> float32
     Tensor[B, 1, H, W]."""
+    # late: loads torch, and the --method listing imports this module
     import torch
     import torch.nn.functional as F
 

@@ -13,6 +13,7 @@ BASES = {
 
 
 def _attribution(model, batch, target, params, base: str):
+    # late: loads torch, and the --method listing imports this module
     from roarfast.methods.gradients import input_attribution
 
     return input_attribution(model, batch.x, target, params, base)

@@ -36,7 +36,7 @@ opened) and `run` (the RunDir).
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from roarfast.resolver import Entry, Resolver
+from roarfast.resolver import Entry, Resolver, declaring_module
 
 #: what a section sees: one configuration of the cells at a time, or the whole run
 CONFIGURATION, RUN = "configuration", "run"
@@ -91,9 +91,11 @@ class Section:
 
 def register(name: str, description: str, order: float, *, numbers=None, blocks=None, figures=None,
              scope: str = CONFIGURATION) -> Section:
-    """Registers a section (a module of this package calls this as it is imported) and returns it."""
+    """Registers a section (a module of this package calls this as it is imported) and returns it; sections of
+    one order follow the modules that define them."""
     section = Section(name, numbers, blocks, figures, scope)
-    SECTIONS.register(Entry(name, description, value=section, order=order))
+    SECTIONS.register(Entry(name, description, value=section, order=order,
+                            module=declaring_module(numbers or blocks or figures)))
     return section
 
 

@@ -5,9 +5,9 @@ process knows are looked up, so a name from the run directory imports nothing.""
 
 from functools import partial
 
+from roarfast.methods.declaration import ESTIMATORS
 from roarfast.modes import MODES
-from roarfast.report.figures import (INTERVALS, curves_of, decorate, draw_methods, figure_legend, method_colors,
-                                     pyplot)
+from roarfast.report.figures import INTERVALS, curves_of, decorate, draw_methods, figure_legend, method_colors, pyplot
 from roarfast.report.sections import Figure, register
 
 
@@ -18,8 +18,6 @@ def figures(summary: dict, context, run) -> list:
 
 def _record(method: str):
     """The record of an estimator this process knows (a built-in, or one registered here), else None."""
-    from roarfast.methods.declaration import ESTIMATORS
-
     return ESTIMATORS.load(method) if method in ESTIMATORS else None
 
 

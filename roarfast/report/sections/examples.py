@@ -6,6 +6,11 @@ none does: cells made before base models were recorded)."""
 
 from functools import partial
 
+import numpy as np
+import torch
+
+from roarfast._extension import ExtensionError
+from roarfast.data.base import FileSet
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, resolve_fill
 from roarfast.modes import MODES
@@ -24,8 +29,6 @@ def figures(summary: dict, context, run) -> list:
 
 def _draw(summary: dict, context, run):
     """The figure, or None (with a note in the summary when the store or the extension cannot serve)."""
-    from roarfast._extension import ExtensionError
-
     try:
         grid = example_grid(summary, context, run)
     except (UserError, ExtensionError) as err:
@@ -39,11 +42,6 @@ def example_grid(summary: dict, context, run):
     EXAMPLE_INDEX of `context.dataset` (the LoadedRun's) masked as retraining masked it (the fill's `apply`,
     then back to pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve.
     The only part of the report that needs the compiled extension: it is imported here."""
-    import numpy as np
-    import torch
-
-    from roarfast.data.base import FileSet
-
     ds = context.dataset
     parts = parts_of(summary)
     fills = sorted({fill for p in parts for fill in p["fills"]})

@@ -1,0 +1,64 @@
+"""The built-in models and datasets are declared apart from what implements them (roarfast.models.registry,
+roarfast.data.registry: light, so that every --help lists them without torch); a declaration that its
+implementation contradicts, or an implementation that no declaration names, fails here."""
+
+import inspect
+import pkgutil
+
+import pytest
+
+import roarfast.data.builtin
+import roarfast.models
+from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_options
+from roarfast.models import MODELS
+
+#: the modules of roarfast.models that implement no built-in: the declarations and the resolver
+_MODEL_PLUMBING = {"registry", "spec"}
+
+
+def _modules(package, skip=()) -> set[str]:
+    return {f"{package.__name__}.{module.name}" for module in pkgutil.iter_modules(package.__path__)
+            if module.name not in skip}
+
+
+def test_every_implementation_module_is_named_by_a_declaration():
+    declared = {entry.target.partition(":")[0] for entry in (*MODELS, *DATASETS)}
+    assert declared == _modules(roarfast.models, _MODEL_PLUMBING) | _modules(roarfast.data.builtin)
+
+
+def test_every_dataset_declares_its_loader_s_options_and_an_outline_of_the_same_arguments():
+    for entry in DATASETS:
+        load = entry.load()
+        assert dict(entry.options) == loader_options(load), entry.name
+        assert set(entry.read_options) <= set(entry.options)
+        if entry.outline is not None:
+            outline = _builtin(entry, "/data").outline_of.func
+            assert inspect.signature(outline).parameters == inspect.signature(load).parameters, entry.name
+
+
+def test_a_declaration_its_loader_contradicts_is_refused_when_loaded():
+    embedded = DATASETS["embedded"]
+    other_default = DatasetEntry("embedded", "", target=embedded.target, options={**embedded.options, "copies": 2})
+    with pytest.raises(ValueError, match=r"dataset 'embedded' declares the options .* but its loader "
+                                         r"roarfast.data.builtin.embedded:load_embedded takes"):
+        _builtin(other_default, None)
+    undeclared = DatasetEntry("embedded", "", target=embedded.target, options={"num_train": 5000})
+    with pytest.raises(ValueError, match="declares the options"):
+        _builtin(undeclared, None)
+    other_outline = DatasetEntry("embedded", "", target=embedded.target, options=embedded.options,
+                                 outline=DATASETS["imagefolder"].outline)
+    with pytest.raises(ValueError, match=r"its outline .*outline_imagefolder should take the loader's arguments "
+                                         r"\(num_train: int = 5000, "):
+        _builtin(other_outline, None)
+
+
+def test_read_options_are_options():
+    with pytest.raises(ValueError, match=r"read_options \['device'\] are not options"):
+        DatasetEntry("tree", "", target="x:y", options={"resize": None}, read_options=("device",))
+
+
+def test_every_model_declaration_names_a_factory_of_the_declared_signature():
+    for entry in MODELS:
+        factory = entry.load()
+        assert list(inspect.signature(factory).parameters)[:3] == ["num_classes", "image_size", "in_channels"], \
+            entry.name
