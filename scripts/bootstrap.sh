@@ -98,3 +98,19 @@ fi
 if [ -n "$build_pid" ] && ! wait "$build_pid"; then
   exit 1
 fi
+# A dry run's records of this machine: the default sweep's model traced once (its FLOPs and saved activations:
+# counting them on the meta device loads torch's compiler, seconds) and its steps timed, written to the cache that
+# every later dry run reads (roarfast/step_times.py), so that a user's first dry run answers from them. Again when
+# the sources or the build change; a failure here only costs that speed, and says so.
+steps_stamp=$( (cat "$VENV/.roarfast-build"; find roarfast -name '*.py' | sort | xargs cat) | sha256sum | cut -c1-16)
+if [ "$(cat "$VENV/.roarfast-steps" 2>/dev/null)" != "$steps_stamp" ]; then
+  log "timing this machine's steps for dry runs (once)"
+  steps_dir=$(mktemp -d)
+  if "$VENV/bin/roarfast" sweep --dry-run --run-dir "$steps_dir/run" > "$steps_dir/log" 2>&1; then
+    echo "$steps_stamp" > "$VENV/.roarfast-steps"
+  else
+    tail -n 5 "$steps_dir/log" >&2
+    log "the dry run that times this machine's steps failed: dry runs will time them when first asked"
+  fi
+  rm -rf "$steps_dir"
+fi
