@@ -13,6 +13,7 @@ from roarfast.history.configurations import configurations
 from roarfast.history.head import Head, read_head, write_head
 from roarfast.history.ids import model_id_of, rank_id, rank_id_of
 from roarfast.inventory import listing
+from roarfast.report.load import ALL, load_run
 from roarfast.results import RETRAIN, ResultsDB
 from roarfast.rundir import RunDir
 from tests.test_cli_errors import cli_ok, fails_with_one_line
@@ -124,6 +125,8 @@ def test_a_new_base_model_never_counts_an_old_cell_as_done(swept, tmp_path):
     before = retrain_rows(run_dir)
     retrain = ["retrain", "--run-dir", str(run_dir), "--method", "random,ig", "--epochs", "1", "--fraction", "0.5",
                "--recipe", "epochs=1", *CPU]
+    evaluate = ["evaluate", "--run-dir", str(run_dir), "--metric", "morf", "--fraction", "0.5", "--method", "ig", *CPU]
+    cli_ok(*evaluate)  # MoRF of the first base model
     cli_ok("train", "--run-dir", str(run_dir), "--epochs", "1", "--seed", "1", *CPU)
     assert "extract --method ig" in fails_with_one_line(retrain)  # its ranks are the new base model's: not made yet
     cli_ok("extract", "--run-dir", str(run_dir), "--method", "ig", "--method-arg", "ig_steps=2", *CPU)
@@ -134,6 +137,13 @@ def test_a_new_base_model_never_counts_an_old_cell_as_done(swept, tmp_path):
     assert sorted(r["method"] for r in rows if r["config"]["base"] == base) == ["ig", "random"]
     cli_ok(*retrain)  # the same request again: its cells are done
     assert len(retrain_rows(run_dir)) == len(rows)
+    # each configuration's report shows the no-retrain rows of its own base model only
+    cli_ok(*evaluate)  # MoRF of the new one
+    run = RunDir(run_dir)
+    checkpoint = {c.configuration.settings["config"]["base"]: c.no_retrain for c in load_run(run, select=ALL).parts}
+    assert base in checkpoint and len(checkpoint) >= 2
+    for model, evaluated in checkpoint.items():
+        assert [r["config"]["base"] for r in evaluated] == [run.base_checkpoint_sha256(model)]
 
 
 # ---------------------------------------------------------------------------------------- format 1

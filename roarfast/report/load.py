@@ -125,8 +125,8 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
         cells = _newest_cells(kept, configuration, loaded.set_aside, part_notes)
         meta = run.model_meta(configuration.settings["config"].get("base")) if recorded else head_meta
         loaded.parts.append(Loaded(cells=cells, retrained=kept,
-                                   no_retrain=[r for r in known if r["kind"] == NO_RETRAIN],
-                                   fill_leakage=[r for r in known if r["kind"] == FILL_LEAKAGE],
+                                   no_retrain=_measured_on(run, configuration, known, NO_RETRAIN),
+                                   fill_leakage=_measured_on(run, configuration, known, FILL_LEAKAGE),
                                    context=_context(run, meta, cells, part_notes, ds, configuration),
                                    notes=part_notes, configuration=configuration))
     meta = loaded.parts[0].context.meta if len(loaded.parts) == 1 else head_meta
@@ -159,6 +159,24 @@ def _choose(run, found: list, select: str | None) -> tuple:
     if len(reportable) == 1:
         return reportable, ""
     return reportable, ""  # no latest request recorded (format 1): every one apart, as the head lines say
+
+
+def _measured_on(run, configuration: Configuration, rows: list, kind: str) -> list:
+    """The rows of `kind` (no-retrain, fill-leakage) that belong with `configuration`: made on its dataset and, for
+    the no-retrain evaluations, by its base model (their config holds its checkpoint's sha256); every such row for
+    cells no record claims (made before configurations were recorded)."""
+    rows = [r for r in rows if r["kind"] == kind]
+    if configuration.record is None:
+        return rows
+    config = configuration.settings["config"]
+    rows = [r for r in rows if (r.get("config") or {}).get("dataset") in (None, config.get("dataset"))]
+    if kind != NO_RETRAIN:
+        return rows
+    try:
+        checkpoint = run.base_checkpoint_sha256(config.get("base"))
+    except (UserError, OSError):  # its base model pruned or damaged: none of these rows can be shown as its
+        return []
+    return [r for r in rows if (r.get("config") or {}).get("base") == checkpoint]
 
 
 def _open_dataset(run, ds, notes: list):
