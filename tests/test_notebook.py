@@ -58,7 +58,7 @@ def test_running_shows_progress_and_no_tqdm_warning(executed):
     _, (_, run, _) = executed
     shown = texts(run, "stream") + texts(run, "text/plain")
     assert re.search(r"train fastnet.*\d+/\d+", shown), shown[-3000:]  # the base model's bar
-    assert re.search(r"extract test \([^)]*grad\): ", shown)
+    assert re.search(r"extract (train, )?test \([^)]*grad\): ", shown)  # one bar for the splits left
     assert re.search(r"\[sweep\] 12/12 ", shown)
     assert "IProgress not found" not in shown and "TqdmWarning" not in shown
     assert "test_acc" in texts(run, "text/html")  # the cells as a table
