@@ -397,13 +397,24 @@ class RunDir:
             record = self._record_of(name.strip())
         if record is not None:
             name = record["name"]
-            if data_dir is None and record["data_dir"] is not None:
-                data_dir = record["data_dir"]
-                if not Path(data_dir).exists():
-                    raise UserError(f"{self.dataset_path} records the data in {data_dir}, which does not exist "
-                                    f"(moved?): give its new place with --data-dir")
+            if data_dir is None:
+                data_dir = _recorded_dir(record, self.dataset_path)
             options = {**record["options"], **options}
         return name or "embedded", data_dir, options
+
+    def open_recorded_dataset(self, fingerprint: str):
+        """The dataset of `fingerprint` as its record in datasets/ describes it (a recorded name only a name, as
+        for HEAD's), loaded and checked to be that data; a UserError saying why it cannot be."""
+        path = self.dataset_record_path(fingerprint)
+        record = self.dataset_record(fingerprint)
+        if record is None:
+            raise UserError(f"no record of the data {fingerprint[:8]} in {self.datasets_root}")
+        DATASETS.query(record["name"], recorded_in=path)
+        ds = load_dataset(record["name"], _recorded_dir(record, path), **record["options"])
+        if ds.fingerprint != fingerprint:
+            raise UserError(f"the data {path} records has changed since (fingerprint {ds.fingerprint[:8]}, not "
+                            f"{fingerprint[:8]})")
+        return ds
 
     def _record_of(self, name: str) -> dict | None:
         """The dataset record when it records the dataset `name`, else None; a record that does not verify is
@@ -444,3 +455,12 @@ def _read_record(path: Path, repair: str) -> dict | None:
     if record is not None:
         record.pop("format", None)
     return record
+
+
+def _recorded_dir(record: dict, path: Path) -> str | None:
+    """The folder a dataset record (read from `path`) names, when it names one; a UserError when it is gone."""
+    data_dir = record["data_dir"]
+    if data_dir is not None and not Path(data_dir).exists():
+        raise UserError(f"{path} records the data in {data_dir}, which does not exist (moved?): give its new place "
+                        f"with --data-dir")
+    return data_dir

@@ -98,6 +98,11 @@ def test_another_subset_keeps_the_first_base_model_and_its_cells(swept, tmp_path
     assert line(back, "[sweep] ranks: reusing those of") and line(back, "[sweep] done: 2, to do: 0")
     listed = cli_ok("ls", "--run-dir", str(run_dir))
     assert len([text for text in listed.splitlines()[1:] if "cells 2/2" in text]) == 3
+    # each configuration is reported with its own data (its example images, its chance), the subset's included
+    parts = load_run(run, select=ALL).parts
+    assert {p.context.dataset.fingerprint for p in parts} == {p.configuration.settings["config"]["dataset"]
+                                                              for p in parts} and len(parts) == 3
+    assert len({p.context.dataset.fingerprint for p in parts}) == 2
     assert line(listed, "*").split()[2:5] == ["[num", "train", "48,"]  # HEAD's: the latest request
     # sizes: what each uses, and its own (what pruning it frees): the 48-image ones share their base model
     sized = {c["label"]: (c["bytes"], c["own_bytes"]) for c in listing(run_dir)["configurations"]}

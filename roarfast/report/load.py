@@ -258,9 +258,13 @@ def _context(run, meta: dict, cells: list, notes: list, ds, configuration: Confi
     cells were trained on (the fingerprint its cells recorded; unknown before schema v5: taken as theirs)."""
     data = None if configuration.settings is None else configuration.settings["config"].get("dataset")
     if data is not None and ds is not None and ds.fingerprint != data:
-        notes.append(f"the run's dataset (fingerprint {ds.fingerprint[:8]}) is not the data these cells were trained "
-                     f"on ({data[:8]}): no example images; chance and the test split's size as the cells recorded them")
-        ds = None
+        try:  # the data these cells were trained on, as the run directory recorded it
+            ds = run.open_recorded_dataset(data)
+        except UserError as err:
+            notes.append(f"the run's dataset (fingerprint {ds.fingerprint[:8]}) is not the data these cells were "
+                         f"trained on ({data[:8]}), which could not be opened ({err}): no example images; chance and "
+                         f"the test split's size as the cells recorded them")
+            ds = None
     if data is not None and meta.get("dataset_fingerprint") not in (None, data):
         notes.append(f"the base model ({run.base_checkpoint}) was trained on other data than these cells: its "
                      f"accuracy is not shown beside them")
