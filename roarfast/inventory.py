@@ -54,6 +54,8 @@ def listing(run_dir) -> dict:
     run, head, found, _ = _state(run_dir)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()
+    # each artifact's bytes walked once: a base model or a rank store is shared by several configurations
+    size = {artifact: _size(path) for artifact, path in {**models, **stores}.items()}
     out = {"configurations": [], "models": [], "ranks": []}
     used_models, used_ranks = {head.base}, set(head.ranks.items())
     uses = [_uses(c) for c in found]
@@ -66,8 +68,7 @@ def listing(run_dir) -> dict:
         used_ranks |= ranks
         done = {(r["method"], r["mode"], r["fraction"], r["seed"], r["fill"]) for r in c.rows}
         grid = grid_cells(c.record["grids"]) if c.record else None
-        sizes = {base: _size(models[base])} if base in models else {}
-        sizes.update((r, _size(stores[r])) for r in ranks if r in stores)
+        sizes = {artifact: size[artifact] for artifact in (base, *ranks) if artifact in size}
         out["configurations"].append({
             "label": c.label, "id": c.id, "head": c.id == head.configuration,
             "cells_done": len(done & grid) if grid is not None else len(done),
@@ -75,9 +76,9 @@ def listing(run_dir) -> dict:
             "own_bytes": sum(size for artifact, size in sizes.items() if users[artifact] == 1),
             "first": (c.record or {}).get("first") or c.first, "last": (c.record or {}).get("last") or c.last,
             "command": (c.record or {}).get("command")})
-    out["models"] = [{"id": mid, "bytes": _size(path), "model": run.model_meta(mid).get("model"),
-                      "seed": run.model_meta(mid).get("seed")} for mid, path in models.items() if mid not in used_models]
-    out["ranks"] = [{"method": m, "id": rid, "bytes": _size(path)} for (m, rid), path in sorted(stores.items())
+    out["models"] = [{"id": mid, "bytes": size[mid], "model": run.model_meta(mid).get("model"),
+                      "seed": run.model_meta(mid).get("seed")} for mid in models if mid not in used_models]
+    out["ranks"] = [{"method": m, "id": rid, "bytes": size[(m, rid)]} for m, rid in sorted(stores)
                     if (m, rid) not in used_ranks]
     return out
 
