@@ -118,6 +118,7 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
                        others=[{"label": c.label, "id": c.id, "cells": len(c.rows),
                                 "command": (c.record or {}).get("command"), "report": report_command(run, c)}
                                for c in found if c not in chosen and c.rows])
+    opened = {} if ds is None else {ds.fingerprint: ds}  # data opened for the configurations, each once
     for configuration in chosen:
         recorded = configuration.record is not None
         kept = configuration.rows if recorded else _current_ranks(configuration, loaded.set_aside)
@@ -127,7 +128,7 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
         loaded.parts.append(Loaded(cells=cells, retrained=kept,
                                    no_retrain=_measured_on(run, configuration, known, NO_RETRAIN),
                                    fill_leakage=_measured_on(run, configuration, known, FILL_LEAKAGE),
-                                   context=_context(run, meta, cells, part_notes, ds, configuration),
+                                   context=_context(run, meta, cells, part_notes, ds, configuration, opened),
                                    notes=part_notes, configuration=configuration))
     meta = loaded.parts[0].context.meta if len(loaded.parts) == 1 else head_meta
     loaded.stages = _stage_times(run, meta, [cell for part in loaded.parts for cell in part.cells])
@@ -170,7 +171,7 @@ def _measured_on(run, configuration: Configuration, rows: list, kind: str) -> li
         return rows
     config = configuration.settings["config"]
     rows = [r for r in rows if (r.get("config") or {}).get("dataset") in (None, config.get("dataset"))]
-    if kind != NO_RETRAIN:
+    if kind != NO_RETRAIN or not rows:  # (hashing the checkpoint only where there are rows to match)
         return rows
     try:
         checkpoint = run.base_checkpoint_sha256(config.get("base"))
@@ -253,13 +254,15 @@ def _newest_cells(rows: list, configuration: Configuration, set_aside: list, not
     return cells
 
 
-def _context(run, meta: dict, cells: list, notes: list, ds, configuration: Configuration) -> Context:
+def _context(run, meta: dict, cells: list, notes: list, ds, configuration: Configuration, opened: dict) -> Context:
     """One configuration's context: the base model's meta and the dataset only where they are of the data its
     cells were trained on (the fingerprint its cells recorded; unknown before schema v5: taken as theirs)."""
     data = None if configuration.settings is None else configuration.settings["config"].get("dataset")
     if data is not None and ds is not None and ds.fingerprint != data:
-        try:  # the data these cells were trained on, as the run directory recorded it
-            ds = run.open_recorded_dataset(data)
+        try:  # the data these cells were trained on, as the run directory recorded it (`opened`: by fingerprint)
+            if data not in opened:
+                opened[data] = run.open_recorded_dataset(data)
+            ds = opened[data]
         except UserError as err:
             notes.append(f"the run's dataset (fingerprint {ds.fingerprint[:8]}) is not the data these cells were "
                          f"trained on ({data[:8]}), which could not be opened ({err}): no example images; chance and "
