@@ -279,10 +279,10 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
     return [r if isinstance(r, BaseException) else {**r, **node} for r in train_cells(run_dir, settings, cells)]
 
 
-def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, group_size: int, slots, submit,
+def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, group_size: int, capacity, submit,
                        ready, outcome) -> None:
     """The loop of the executors whose cells train in other processes (Ray tasks, local processes): this process
-    claims each group of `group_size` cells, submits it (`submit(cells)` -> a handle), keeps at most `slots()`
+    claims each group of `group_size` cells, submits it (`submit(cells)` -> a handle), keeps at most `capacity()`
     groups in flight, and finishes a group once `ready(handles)` (waiting at most POLL_S) returns its handle, by
     `outcome(handle)` (per cell its metrics or exception; an exception raised here fails the whole group). The
     claims in flight are given back when this process ends the loop by an exception (an interruption)."""
@@ -291,7 +291,7 @@ def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, gro
         with claims.heartbeat():
             while pending or in_flight:
                 submitted = False
-                limit = slots()
+                limit = capacity()
                 while pending and len(in_flight) < limit:
                     group = _claim_group(trainer, pending, claims, group_size)
                     if not group:
@@ -330,7 +330,8 @@ def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: 
     settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
                                max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
     settings["grouping"]["size"] = group_size
-    _execute_elsewhere(trainer, pending, claims, group_size, slots=lambda: slots(ray, cpus * workers, gpus * workers),
+    _execute_elsewhere(trainer, pending, claims, group_size,
+                       capacity=lambda: slots(ray, cpus * workers, gpus * workers),
                        submit=lambda cells: remote.remote(str(trainer.run.root), settings, cells),
                        ready=lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0], outcome=ray.get)
 
@@ -341,7 +342,7 @@ def _execute_processes(trainer: CellTrainer, pending: list, claims: _Claims, pro
     settings = worker_settings(trainer, "cpu", 1)
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)
     try:
-        _execute_elsewhere(trainer, pending, claims, 1, slots=lambda: processes,
+        _execute_elsewhere(trainer, pending, claims, 1, capacity=lambda: processes,
                            submit=lambda cells: pool.submit(train_cells, str(trainer.run.root), settings, cells),
                            ready=lambda futures: wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED).done,
                            outcome=lambda future: future.result())
