@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import xxhash
 
-from roarfast.extract import CHUNK_IMAGES
+from roarfast.stages.extract import CHUNK_IMAGES
 from roarfast.store import RankStore
 
 HASHES = {"xxh3_64": xxhash.xxh3_64_hexdigest, "xxh64": xxhash.xxh64_hexdigest,

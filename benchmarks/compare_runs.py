@@ -37,7 +37,7 @@ def _bits(value):
 def measurements(run_dir: Path, key_columns=KEY) -> dict:
     """{key: compared values} of run_dir's results.sqlite, read from a migrated copy, keyed by `key_columns`."""
     from roarfast.results import ResultsDB
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     source = RunDir(run_dir).results_path
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,7 +56,7 @@ def measurements(run_dir: Path, key_columns=KEY) -> dict:
 def index_markdown(run_dir: Path) -> str:
     """report/index.md with the seconds column of its stage-times table and the finished times of its
     configurations table blanked and the run directory's path replaced."""
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     out, in_stage_times, in_configurations = [], False, False
     text = (RunDir(run_dir).report_dir / "index.md").read_text().replace(str(run_dir), "<run-dir>")
@@ -75,7 +75,7 @@ def index_markdown(run_dir: Path) -> str:
 def summary(run_dir: Path) -> dict:
     """report/summary.json with its timings (stage seconds, the base model's training seconds) blanked and the
     run directory's path replaced."""
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     text = (RunDir(run_dir).report_dir / "summary.json").read_text()
     data = json.loads(text.replace(json.dumps(str(run_dir))[1:-1], "<run-dir>"))

@@ -3,7 +3,7 @@ machine's load falls on every way alike), the ratio against the way roarfast use
 
 - training: one fastnet step (forward, backward, SGD) on a batch of 32x32 images, in fp32 NCHW, fp32
   channels_last (the recipe's default memory format) and bf16 autocast with channels_last (what --amp auto
-  picks where the CPU computes bf16 natively: roarfast.device.native_bf16); baseline fp32 channels_last;
+  picks where the CPU computes bf16 natively: roarfast.common.device.native_bf16); baseline fp32 channels_last;
 - extraction: grad and sg-sq maps (the ensemble's 15 noisy samples) of one batch, the model's weights NCHW
   (what a loaded checkpoint holds) against channels_last (what extraction runs: extract.explained_model);
   baseline NCHW. The largest difference between the two ways' maps is reported beside the times.
@@ -96,7 +96,7 @@ def table(title: str, unit: str, times: dict, baseline: str, scale: float) -> li
 
 
 def main(argv=None):
-    from roarfast.device import native_bf16
+    from roarfast.common.device import native_bf16
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=128, help="training batch (fastnet's CPU recipe: 128)")

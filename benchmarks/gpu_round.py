@@ -192,7 +192,7 @@ def part_paper(args, ds) -> tuple[dict, str]:
     from roarfast.models import resolve_model
     from roarfast.recipe import default_model, effective_recipe
     from roarfast.results import RETRAIN, ResultsDB
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     extra = SMOKE_GRID if args.smoke else []
     calls_path = args.run_dir / "gpu-round-calls.json"

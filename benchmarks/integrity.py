@@ -75,8 +75,8 @@ def results(root: Path) -> None:
 def checkpoints(root: Path) -> None:
     from safetensors.torch import load_file
 
-    from roarfast.checkpoint import checkpoint_sha256, load_checkpoint, recorded_model, save_checkpoint
-    from roarfast.fingerprint import sha256_file
+    from roarfast.rundir.checkpoint import checkpoint_sha256, load_checkpoint, recorded_model, save_checkpoint
+    from roarfast.common.fingerprint import sha256_file
     from roarfast.models import build_model
 
     for name in ("fastnet-gpu", "resnet18"):
@@ -97,7 +97,7 @@ def checkpoints(root: Path) -> None:
 
 
 def rank_store(root: Path) -> None:
-    from roarfast.extract import CHUNK_IMAGES
+    from roarfast.stages.extract import CHUNK_IMAGES
     from roarfast.store import RankStore
 
     rng = np.random.default_rng(0)

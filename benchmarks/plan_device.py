@@ -1,7 +1,7 @@
 """The share of a GPU's stated peak that a ResNet-50 step at 224 px reaches, to check the shares `roarfast sweep
---dry-run --plan-device` costs a device it does not have with (roarfast.planning.SHARE, measured with the airbench
+--dry-run --plan-device` costs a device it does not have with (roarfast.planning.costs.SHARE, measured with the airbench
 model on an H200; not yet run on any GPU): a training step as
-roarfast.estimate.measure_steps times it (forward, backward, plain SGD update; bf16 autocast, channels_last,
+roarfast.planning.estimate.measure_steps times it (forward, backward, plain SGD update; bf16 autocast, channels_last,
 ReLUs not in place as roarfast's ResNets have them), an evaluation pass, and the passes of extraction (a
 gradient of the input, one image per row; IG's steps as rows of one pass), each timed after warm-up, with the
 FLOPs torch's flop counter counts for the same shapes. Plain PyTorch and torchvision only, so that it runs where

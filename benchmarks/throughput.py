@@ -10,7 +10,7 @@ Stages (the targets: README, "Performance"):
   retrain          seconds to train one model on the embedded dataset with the default recipe
   impute           ops.impute (ROAD fill, batched CG) vs a per-image scipy spsolve loop, 50% removed
   extract-cli      `roarfast extract --method M` as a whole command (a subprocess on a freshly trained base
-                   model) with roarfast.memory's allocator tuning vs the same command with it turned off
+                   model) with roarfast.common.memory's allocator tuning vs the same command with it turned off
                    (ROARFAST_MALLOC_TUNING=0): wall, user, system, page faults, max RSS, identical ranks
 
 A second table gives each stage's CPU cost: user and system seconds and minor page faults of this
@@ -228,7 +228,7 @@ def same_ranks(dir_a: Path, dir_b: Path) -> bool:
     """Whether two run directories' rank stores hold identical ranks for every method and split."""
     import numpy as np
 
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     root_a, root_b = RunDir(dir_a).ranks_root, RunDir(dir_b).ranks_root
     files = sorted(p.relative_to(root_a) for p in root_a.rglob("ranks.npy"))
@@ -338,7 +338,7 @@ def estimate_paper(args, device):
     counts. Returns (rows, total seconds)."""
     from roarfast.data import ImageSet, make_dataset
     from roarfast.recipe import default_model, effective_recipe
-    from roarfast.grid import preset_grid
+    from roarfast.planning.grid import preset_grid
     from roarfast.train import train_classifier
 
     grid = preset_grid("paper")
@@ -391,7 +391,7 @@ def estimate_paper(args, device):
 
 
 def format_estimate(rows, total) -> str:
-    from roarfast.progress import format_duration
+    from roarfast.common.progress import format_duration
 
     lines = ["| stage | measured here | count | extrapolated wall time |", "|---|---|---|---|"]
     for r in rows:
@@ -472,7 +472,7 @@ def main(argv=None):
                         help="instead of the stages: the wall time of `roarfast sweep --preset paper` on CIFAR-10-size "
                              "data here, from measured training and attribution rates")
     args = parser.parse_args(argv)
-    from roarfast.memory import keep_freed_memory
+    from roarfast.common.memory import keep_freed_memory
 
     malloc = keep_freed_memory()  # the in-process stages run as the CLI runs them
     device = torch.device(args.device)

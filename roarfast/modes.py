@@ -4,9 +4,9 @@ mode names is defined here; the CLI's choices are built from it.
 - Retraining cells (README, "Semantics"): roar removes the top fraction, kar keeps it and replaces
   the rest. A cell's mask-only control is the same cell trained and tested on the removal pattern alone;
   its mode is the cell's with CONTROL_SUFFIX ("roar-mask", "kar-mask").
-- No-retrain evaluations (roarfast.noretrain): the base model as the most- (morf) or least-relevant-first (lerf)
+- No-retrain evaluations (roarfast.stages.noretrain): the base model as the most- (morf) or least-relevant-first (lerf)
   fraction is replaced; `road` is both with the road fill, ROAD's imputation (road-morf, road-lerf).
-- Fill leakage (roarfast.fill_leakage): a per-pixel detector finds the pixels a ROAR fraction removed (detect).
+- Fill leakage (roarfast.stages.fill_leakage): a per-pixel detector finds the pixels a ROAR fraction removed (detect).
 
 Light on purpose (no torch): the CLI imports it to build its options.
 """

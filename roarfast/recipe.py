@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from roarfast.device import native_bf16
+from roarfast.common.device import native_bf16
 from roarfast.errors import UserError
 from roarfast.models.registry import MODELS
 

@@ -21,28 +21,28 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from roarfast.basemodel import TrainOptions, run_train
-from roarfast.cells import cell_estimators
+from roarfast.stages.basemodel import TrainOptions, run_train
+from roarfast.stages.cells import cell_estimators
 from roarfast.data import load_dataset
-from roarfast.device import resolve_device
+from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions
-from roarfast.fill_leakage import FillLeakageOptions, run_fill_leakage
+from roarfast.stages.extract import ExtractOptions
+from roarfast.stages.fill_leakage import FillLeakageOptions, run_fill_leakage
 from roarfast.fills import DEFAULT_FILL, ROAD_FILL
-from roarfast.grid import preset_grid
-from roarfast.history.head import set_command
-from roarfast.inventory import listing
+from roarfast.planning.grid import preset_grid
+from roarfast.rundir.head import set_command
+from roarfast.rundir.inventory import listing
 from roarfast.methods.selection import Selection
-from roarfast.noretrain import NoRetrainOptions, run_noretrain
-from roarfast.options import check_choice, check_positive, parse_list
-from roarfast.plugins import user_named
-from roarfast.preview import preview_sweep
-from roarfast.probe import checked_model
-from roarfast.ray_cluster import EXECUTORS, RayOptions
+from roarfast.stages.noretrain import NoRetrainOptions, run_noretrain
+from roarfast.common.options import check_choice, check_positive, parse_list
+from roarfast.common.plugins import user_named
+from roarfast.planning.preview import preview_sweep
+from roarfast.models.probe import checked_model
+from roarfast.execution.ray_cluster import EXECUTORS, RayOptions
 from roarfast.report import write_report
 from roarfast.results import load
-from roarfast.rundir import RunDir
-from roarfast.sweep import run_sweep
+from roarfast.rundir.directory import RunDir
+from roarfast.stages.sweep import run_sweep
 
 
 class Study:
@@ -66,7 +66,7 @@ class Study:
         preset: "quick" or "paper", the grid the other arguments change.
         data_dir, dataset_options: as --data-dir and --data-option.
         recipe: Recipe fields overriding the model's recipe ({"lr": 0.02}), as --recipe.
-        extract_options: roarfast.extract.ExtractOptions (or a dict of its fields) for the ranks.
+        extract_options: roarfast.stages.extract.ExtractOptions (or a dict of its fields) for the ranks.
         method_args: the estimators' parameters and arguments ({"sliding_window_shapes": (3, 8, 8)} for
             captum:Occlusion), as --method-arg; each estimator gets those it takes.
         seed: the first seed (the base model's and the ranks').
@@ -77,7 +77,7 @@ class Study:
             base model of `model` (default: the dataset's) instead of training one, as `train --weights`: run()
             adopts it first; its ranks and cells go on from it.
         executor: "local" or "ray": the ranks' chunks and the cells as tasks on a Ray cluster, as --executor.
-        ray: the cluster and each task's resources, a roarfast.ray_cluster.RayOptions or a dict of its fields
+        ray: the cluster and each task's resources, a roarfast.execution.ray_cluster.RayOptions or a dict of its fields
             (address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell).
         trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
@@ -139,7 +139,7 @@ class Study:
 
     def _records(self):
         """The scope of a step: the run directory's records may name what this Study was given (and any code,
-        with trust_run_dir) (roarfast.plugins.user_named)."""
+        with trust_run_dir) (roarfast.common.plugins.user_named)."""
         return user_named(self._named, self.run_dir if self._trust else None)
 
     def run(self, fill: str | None = None):
@@ -195,12 +195,12 @@ class Study:
         return load(self.run_dir, kind=kind)
 
     def preview(self, plan_device: str | None = None, workers: int = 1):
-        """What run() would do now, doing none of it (roarfast.preview.Preview, as `roarfast sweep --dry-run`
+        """What run() would do now, doing none of it (roarfast.planning.preview.Preview, as `roarfast sweep --dry-run`
         prints it): the data, the base model's recipe and whether it is reused (by id) or trained beside those
         kept, the ranks to extract and those reused, the grid, the cells done and to do in the run directory, and
         each stage's images, bytes on disk, peak memory and time, on this device or `plan_device` (as
         --plan-device), shared by `workers` workers (as --plan-workers); steps are measured once per machine
-        (roarfast.step_times)."""
+        (roarfast.planning.step_times)."""
         with self._records():
             return preview_sweep(RunDir(self.run_dir), self.grid, dataset_obj=self.dataset, device=self.device,
                                  seed=self.seed, extract_options=self.extract_options, plan_device=plan_device,

@@ -127,7 +127,7 @@ def losing_node(args, cluster, lost, observed: Observed, log: Path, what: str, t
 def rows(run_dir) -> list[dict]:
     """Every row of the run directory's results.sqlite (read-only)."""
     from roarfast.results import ResultsDB
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     path = RunDir(run_dir).results_path
     if not path.exists():
@@ -139,7 +139,7 @@ def rows(run_dir) -> list[dict]:
 def assert_each_cell_once_and_nothing_claimed(run_dir, cells: int) -> list[dict]:
     """The rows of `cells` retraining cells: one done row each, none running or failed, and no claim lock
     held (every lock file of the run directory can be taken now). Returns the rows."""
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     found = rows(run_dir)
     keys = [(r["method"], r["mode"], r["fraction"], r["seed"]) for r in found]

@@ -13,11 +13,11 @@ import torch
 from click.testing import CliRunner
 
 from roarfast import Study
-from roarfast.checkpoint import load_checkpoint
+from roarfast.rundir.checkpoint import load_checkpoint
 from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.ops import mask_normalize
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
 

@@ -60,8 +60,8 @@ def test_a_cpu_only_build_on_a_gpu_machine_says_how_to_add_the_kernels(monkeypat
 
 
 def test_device_cuda_with_a_cpu_only_extension_is_refused_in_one_line(monkeypatch, capsys):
-    from roarfast import device
-    from roarfast.device import resolve_device
+    from roarfast.common import device
+    from roarfast.common.device import resolve_device
     from roarfast.errors import UserError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

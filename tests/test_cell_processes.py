@@ -10,13 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from roarfast.cells import Cell
+from roarfast.stages.cells import Cell
 from roarfast.errors import UserError
-from roarfast.executors import execute
-from roarfast.grid import Grid
+from roarfast.execution.executors import execute
+from roarfast.planning.grid import Grid
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
-from roarfast.sweep import run_sweep
+from roarfast.rundir.directory import RunDir
+from roarfast.stages.sweep import run_sweep
 
 DATA = ["--data-option", "num_train=384", "--data-option", "num_test=128"]
 #: random and sobel x roar x 0.5 x 2 seeds, a control for seed 0 of each: 6 cells

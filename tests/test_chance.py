@@ -23,7 +23,7 @@ _WORKER = """
 import sys
 from types import SimpleNamespace
 import torch
-from roarfast.cells import Cell, CellTrainer
+from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.data import load_dataset
 from roarfast.models import resolve_model
 from roarfast.recipe import Recipe

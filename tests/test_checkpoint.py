@@ -6,9 +6,9 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from roarfast.checkpoint import checkpoint_sha256, load_checkpoint, save_checkpoint
+from roarfast.rundir.checkpoint import checkpoint_sha256, load_checkpoint, save_checkpoint
 from roarfast.errors import UserError
-from roarfast.fingerprint import sha256_file
+from roarfast.common.fingerprint import sha256_file
 from roarfast.models import build_model
 
 

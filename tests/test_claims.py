@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from roarfast.claims import HEARTBEAT_STALE_S, _start_time, this_process
+from roarfast.rundir.claims import HEARTBEAT_STALE_S, _start_time, this_process
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 
@@ -88,10 +88,10 @@ def test_release_forgets_only_the_releasers_claim(tmp_path):
 def test_a_run_directory_claim_makes_the_other_process_wait_until_the_holder_is_gone(tmp_path):
     """RunDir.claim (the base model, a method's ranks): a second claimant is told who holds it, waits, and
     gets it once the holder has exited (the kernel drops the lock of a process that ends or dies)."""
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import pathlib, time; from roarfast.rundir import RunDir\n"
+        [sys.executable, "-c", "import pathlib, time; from roarfast.rundir.directory import RunDir\n"
          f"with RunDir({str(tmp_path)!r}).claim('ranks-grad'):\n"
          "    print('held', flush=True); time.sleep(1.5)\n"
          f"    pathlib.Path({str(tmp_path / 'built')!r}).touch()"],

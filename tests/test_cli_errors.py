@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.data import load_dataset
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_data_cifar import fabricate
 
 #: a tiny embedded dataset on the CPU: each command below takes about a second

@@ -12,7 +12,7 @@ from roarfast import _reference, ops
 from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.model_inputs import record_eval_inputs
 
 #: a tiny embedded dataset on the CPU

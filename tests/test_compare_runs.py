@@ -12,7 +12,7 @@ import pytest
 
 from roarfast.report import write_report
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_runs.py"
 compare = runpy.run_path(str(SCRIPT))["compare"]

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 #: 160 images: 144 train after the validation split, so that the batch of 128 splits between two workers
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]

@@ -140,11 +140,11 @@ def test_training_streamed_equals_training_in_memory(both):
 
 
 def test_extract_and_retrain_streamed_equal_in_memory(both, tmp_path, monkeypatch):
-    from roarfast import extract
-    from roarfast.extract import ExtractOptions, run_extract
-    from roarfast.retrain import RetrainOptions, run_retrain
-    from roarfast.rundir import RunDir
-    from roarfast.basemodel import TrainOptions, run_train
+    from roarfast.stages import extract
+    from roarfast.stages.extract import ExtractOptions, run_extract
+    from roarfast.stages.retrain import RetrainOptions, run_retrain
+    from roarfast.rundir.directory import RunDir
+    from roarfast.stages.basemodel import TrainOptions, run_train
 
     monkeypatch.setattr(extract, "CHUNK_IMAGES", 7)  # batches of 4 straddle chunk boundaries
     out = {}
@@ -168,7 +168,7 @@ def test_extract_and_retrain_streamed_equal_in_memory(both, tmp_path, monkeypatc
 
 def test_cli_session_on_a_streamed_tree(tree, tmp_path):
     from roarfast.cli import main
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     run_dir = tmp_path / "run"
     common = ["--run-dir", str(run_dir), "--device", "cpu", "--no-progress"]

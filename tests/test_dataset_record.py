@@ -5,7 +5,7 @@ overrides it."""
 
 import json
 
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import cli_ok, fails_with_one_line
 from tests.test_data_streamed import CROP, RESIZE, _write_tree
 

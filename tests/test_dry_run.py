@@ -1,4 +1,4 @@
-"""`roarfast sweep --dry-run` (roarfast.preview): the canvas, the base model's recipe (a reused one's as recorded)
+"""`roarfast sweep --dry-run` (roarfast.planning.preview): the canvas, the base model's recipe (a reused one's as recorded)
 and whether it is reused by id or trained beside those kept, the ranks reused by id or extracted again when their
 provenance changed (their cells never shown as done), every stage's cost from the step times measured here
 (scaled to the epochs and images asked), without training, extracting or writing anything, and without loading a
@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 DATA = ["--data-option", "num_train=200", "--data-option", "num_test=60"]
 GRID = ["--method", "grad", "--mode", "roar", "--fraction", "0.5", "--seeds", "1", "--epochs", "1", "--device", "cpu",
@@ -49,9 +49,9 @@ def cpu_preview(run_dir, data=None, **grid):
     """The Preview of a sweep of the test grid (with `grid`'s changes) on the test data (with `data`'s), on the CPU."""
     import torch
 
-    from roarfast.extract import ExtractOptions
-    from roarfast.grid import preset_grid
-    from roarfast.preview import preview_sweep
+    from roarfast.stages.extract import ExtractOptions
+    from roarfast.planning.grid import preset_grid
+    from roarfast.planning.preview import preview_sweep
 
     settings = {"methods": "grad", "modes": ("roar",), "fractions": (0.5,), "seeds": 1, "epochs": 1, **grid}
     return preview_sweep(RunDir(run_dir), preset_grid("quick", **settings), ExtractOptions(),

@@ -1,12 +1,12 @@
-"""The executors' one path for a cell's life in results.sqlite (roarfast.executors), with a stand-in
+"""The executors' one path for a cell's life in results.sqlite (roarfast.execution.executors), with a stand-in
 trainer: every cell claimed and recorded once, a done cell never trained again, a failing cell marked
 failed while the others go on, an interrupted cell's claim given back, one progress line per cell."""
 
 import pytest
 
-from roarfast.cells import Cell, CellTrainer
+from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.errors import UserError
-from roarfast.executors import Progress, execute
+from roarfast.execution.executors import Progress, execute
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 

@@ -7,14 +7,14 @@ import torch
 from roarfast import extract, extract_tasks, ops
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions, run_extract
+from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, register
 from roarfast.methods.compute import rank_maps
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.params import black_baseline
 from roarfast.methods.selection import Selection
 from roarfast.models import build_model
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def extract_quiet(run_dir, dataset, **options):
 
 def test_store_equals_ranking_the_maps_directly(run_dir, dataset):
     extract_quiet(run_dir, dataset, methods="grad,sg-sq,sobel")
-    from roarfast.checkpoint import load_checkpoint
+    from roarfast.rundir.checkpoint import load_checkpoint
 
     model, _ = load_checkpoint(RunDir(run_dir).base_checkpoint)
     store = RunDir(run_dir).rank_store

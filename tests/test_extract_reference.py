@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from roarfast import _reference, ops
-from roarfast.checkpoint import load_checkpoint
+from roarfast.rundir.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
-from roarfast.extract import ExtractOptions, explained_model, run_extract
+from roarfast.stages.extract import ExtractOptions, explained_model, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps
 from roarfast.methods.params import black_baseline
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_extract import untrained_base
 
 

@@ -1,4 +1,4 @@
-"""Fill leakage (roarfast.fill_leakage): with a structured removal pattern (square blocks at random
+"""Fill leakage (roarfast.stages.fill_leakage): with a structured removal pattern (square blocks at random
 places) the per-pixel detector finds the removed pixels after the mean fill almost perfectly and
 far less well after the road fill; its measurements in results.sqlite; bad options."""
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from roarfast.errors import UserError
-from roarfast.fill_leakage import FillLeakageOptions, measure, run_fill_leakage
+from roarfast.stages.fill_leakage import FillLeakageOptions, measure, run_fill_leakage
 
 SIZE, BLOCK = 16, 8  # a quarter of each image removed as one 8x8 block
 
@@ -57,9 +57,9 @@ def test_measurements_go_to_results_sqlite_per_method_and_name_methods_as_stored
     """Each method's measurements are kept beside the others'; a method alias is read under its stored
     name; an unknown method is one clear error."""
     from roarfast.data import load_dataset
-    from roarfast.extract import ExtractOptions, run_extract
+    from roarfast.stages.extract import ExtractOptions, run_extract
     from roarfast.results import DETECTOR, FILL_LEAKAGE, ResultsDB
-    from roarfast.rundir import RunDir
+    from roarfast.rundir.directory import RunDir
 
     options = {"num_train": 64, "num_test": 32}
     ds = load_dataset("embedded", **options)

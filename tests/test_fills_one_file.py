@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from roarfast.data import load_dataset
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 

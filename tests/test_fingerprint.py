@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from roarfast.fingerprint import canonical_json, config_hash, sha256_file
+from roarfast.common.fingerprint import canonical_json, config_hash, sha256_file
 
 
 def test_config_hash_is_sha256_of_sorted_compact_json():

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import roarfast.results
-from roarfast import atomic
-from roarfast.checkpoint import save_checkpoint
+from roarfast.common import atomic
+from roarfast.rundir.checkpoint import save_checkpoint
 from roarfast.errors import UserError
 from roarfast.models import build_model
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from roarfast.store import RankStore
 from tests.test_cli_errors import TINY, fails_with_one_line
 from tests.test_report_sections import fill_run

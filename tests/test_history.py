@@ -9,13 +9,13 @@ import shutil
 import pytest
 
 from roarfast.errors import UserError
-from roarfast.history.configurations import configurations
-from roarfast.history.head import Head, read_head, write_head
-from roarfast.history.ids import model_id_of, rank_id, rank_id_of
-from roarfast.inventory import listing
+from roarfast.rundir.configurations import configurations
+from roarfast.rundir.head import Head, read_head, write_head
+from roarfast.rundir.ids import model_id_of, rank_id, rank_id_of
+from roarfast.rundir.inventory import listing
 from roarfast.report.load import ALL, load_run
 from roarfast.results import RETRAIN, ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import cli_ok, fails_with_one_line
 
 CPU = ["--device", "cpu", "--no-progress"]
@@ -156,7 +156,7 @@ def test_a_new_base_model_never_counts_an_old_cell_as_done(swept, tmp_path):
 def as_format_1(run_dir) -> None:
     """Rewrites a run directory of one base model into the layout f78a511 wrote: checkpoints/base,
     attributions/<method>/<split>, dataset.json, rows whose config names neither base model nor ranks' id."""
-    from roarfast.atomic import write_record
+    from roarfast.common.atomic import write_record
     from roarfast.results import MeasurementKey
 
     run = RunDir(run_dir)
@@ -236,7 +236,7 @@ def test_rows_not_proven_to_come_from_the_migrated_base_model_stay_apart(format_
 
 
 def test_a_migration_killed_midway_is_finished_by_the_next_command_that_writes(format_1, monkeypatch):
-    from roarfast.history import legacy, migrate
+    from roarfast.rundir import legacy, migrate
 
     def killed(*args):
         raise KeyboardInterrupt

@@ -1,4 +1,4 @@
-"""roarfast.memory: on glibc, a freed large block stays in the process and is reused (no fresh mmap, no
+"""roarfast.common.memory: on glibc, a freed large block stays in the process and is reused (no fresh mmap, no
 page faults on reuse); ROARFAST_MALLOC_TUNING=0 leaves glibc's defaults; the CLI and run_extract apply it.
 
 Each check runs in a fresh interpreter, since the tuning is process-wide and applies once.
@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from roarfast import memory
-
+from roarfast.common import memory
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = 64 * 2**20  # far above glibc's default mmap threshold (128 KiB, at most 32 MiB when it adapts)
 PASSES = 10
@@ -29,14 +28,14 @@ import ctypes, json, resource, sys
 how, block, passes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 state = None
 if how == "direct":
-    from roarfast.memory import keep_freed_memory
+    from roarfast.common.memory import keep_freed_memory
     state = keep_freed_memory()
 elif how == "cli":
     from roarfast.cli import main
     main(["doctor"], standalone_mode=False)
 elif how == "run_extract":
     from roarfast.errors import UserError
-    from roarfast.extract import ExtractOptions, run_extract
+    from roarfast.stages.extract import ExtractOptions, run_extract
     try:
         run_extract(sys.argv[4], ExtractOptions(methods="no-such-method"), device="cpu")
     except UserError:

@@ -10,11 +10,11 @@ from click.testing import CliRunner
 from roarfast import Study
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions
+from roarfast.stages.extract import ExtractOptions
 from roarfast.methods import MethodParams, black_baseline, compute_maps, parse_methods
 from roarfast.methods.selection import Selection
 from roarfast.models import build_model
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import snapshot, write_module
 from tests.test_extract import untrained_base
 from tests.test_methods_gradients import MEAN, STD, assert_relative, leaf, predicted, tiny_batch, tiny_cnn

@@ -18,7 +18,7 @@ from roarfast import Study
 from roarfast.errors import UserError
 from roarfast.methods import parse_methods, plugins, registry
 from roarfast.methods.identity import object_identity
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_options import dataset  # noqa: F401  (a fixture)
 from tests.test_methods_provenance import extract, notebook, ranks, run_dir  # noqa: F401  (run_dir: a fixture)
 from tests.test_study import data

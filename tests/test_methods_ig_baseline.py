@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from roarfast.data.base import ImageSet, make_dataset
-from roarfast.extract import ExtractOptions
+from roarfast.stages.extract import ExtractOptions
 from roarfast.methods import ExplainBatch, MethodParams, black_baseline, compute_maps
 from roarfast.methods.selection import Selection
 

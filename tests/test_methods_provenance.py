@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions, run_extract
+from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.methods import parse_methods, plugins
 from roarfast.methods.identity import object_identity
 from roarfast.methods.selection import Selection
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import write_module
 from tests.test_cli_options import SIZES, TINY, dataset  # noqa: F401  (dataset: a fixture)
 from tests.test_extract import untrained_base

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions
+from roarfast.stages.extract import ExtractOptions
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, known_methods, parse_methods, register
 from roarfast.methods import registry
 from roarfast.methods.declaration import CONV_LAYER, ESTIMATORS, RELU_MODULES
 from roarfast.methods.parameters import Parameter
 from roarfast.methods.selection import Selection
-from roarfast.resolver import BUILTIN, SCHEME
+from roarfast.common.resolver import BUILTIN, SCHEME
 from roarfast.version import __version__
 
 METHODS = Path(__file__).resolve().parents[1] / "roarfast" / "methods"

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from roarfast import atomic
-from roarfast.atomic import replace_dir
-from roarfast.checkpoint import save_checkpoint
+from roarfast.common import atomic
+from roarfast.common.atomic import replace_dir
+from roarfast.rundir.checkpoint import save_checkpoint
 from roarfast.errors import UserError
 from roarfast.models import build_model
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
 from tests.test_hard_links import half_written_store
 from tests.test_store import write_chunks, writer_args
@@ -60,9 +60,9 @@ def trained_here(run) -> str:
     """The directory, relative to the run directory, of the base model `train ... --epochs 1 *TINY` makes."""
     import torch
 
-    from roarfast.basemodel import TrainOptions, base_recipe, requested_id
+    from roarfast.stages.basemodel import TrainOptions, base_recipe, requested_id
     from roarfast.data import load_dataset
-    from roarfast.probe import checked_model
+    from roarfast.models.probe import checked_model
     from roarfast.recipe import default_model
 
     ds = load_dataset("embedded", num_train=10, num_test=10)
@@ -74,8 +74,7 @@ def trained_here(run) -> str:
 @pytest.mark.parametrize("name", ["HEAD.json", "stages.json", "{model}/model.safetensors", "{model}/meta.json",
                                   "results.sqlite"])
 def test_a_link_at_a_record_stops_a_stage_before_it_computes(tmp_path, target, monkeypatch, name):
-    from roarfast import basemodel
-
+    from roarfast.stages import basemodel
     monkeypatch.setattr(basemodel, "train_classifier", lambda *a, **k: pytest.fail("trained before the check"))
     run = RunDir(tmp_path / "run")
     link = plant(run.root / name.format(model=trained_here(run)), target)
@@ -214,8 +213,7 @@ def test_a_failed_build_or_rename_leaves_the_previous_directory_whole(tmp_path, 
 KILLED = """
 import os, signal, sys, time
 from pathlib import Path
-from roarfast import atomic
-
+from roarfast.common import atomic
 report, point = Path(sys.argv[1]), sys.argv[2]
 rename = os.rename
 

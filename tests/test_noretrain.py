@@ -9,9 +9,9 @@ from torch import nn
 
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.noretrain import NoRetrainOptions
+from roarfast.stages.noretrain import NoRetrainOptions
 from roarfast.results import NO_RETRAIN
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from roarfast.stats import estimator_scores
 
 
@@ -117,12 +117,12 @@ def _hand_made_run(tmp_path, monkeypatch, make_model, test, ranks):
     """(run directory, dataset): make_model(dataset) saved as the base model of a dataset whose splits are
     both `test`, `ranks` (uint16 Tensor[N, SIDE, SIDE]) stored as the test ranks of method "grad"."""
     from roarfast.data.base import make_dataset
-    from roarfast.history.ids import rank_id
+    from roarfast.rundir.ids import rank_id
     from roarfast.models import ModelSpec
 
     ds = make_dataset("hand-made", test, test, {})
     model = make_model(ds)
-    monkeypatch.setattr("roarfast.checkpoint.resolve_model",
+    monkeypatch.setattr("roarfast.rundir.checkpoint.resolve_model",
                         lambda name, **_: ModelSpec("hand-made", lambda *args: model, builtin=True))
     run = RunDir(tmp_path / "run")
     base = run.save_base_model(model, {"model": "hand-made", "num_classes": len(test.classes), "image_size": SIDE,
@@ -150,7 +150,7 @@ def test_morf_removes_the_known_relevant_pixels_and_lerf_keeps_them(tmp_path, mo
     """Replacing R (MoRF, 25%) leaves a grey or mean block that reads as class 0: half the images (the white
     ones) are misclassified; replacing the 25% least relevant (LeRF) leaves R whole: all are right. With
     MoRF and LeRF swapped (in the evaluation or in ROAD's modes) the two accuracies trade places."""
-    from roarfast.noretrain import run_noretrain
+    from roarfast.stages.noretrain import run_noretrain
 
     run, ds = _hand_made_run(tmp_path, monkeypatch, lambda ds: BlockReader(ds.mean, ds.std), _block_split(8),
                              _block_first_ranks(8))
@@ -165,7 +165,7 @@ def test_lerf_removes_as_many_pixels_as_morf(tmp_path, monkeypatch):
     """Both replace floor(fraction x N) pixels: at 30% of 16 pixels, 4 (LeRF once kept floor(0.7 x 16) = 11
     and so replaced 5). The model predicts the number of replaced pixels; every test image's label is 4."""
     from roarfast.data.base import ImageSet
-    from roarfast.noretrain import run_noretrain
+    from roarfast.stages.noretrain import run_noretrain
 
     n, g = 6, torch.Generator().manual_seed(1)
     images = torch.randint(0, 2, (n, 3, SIDE, SIDE), generator=g).to(torch.uint8) * 255  # never at the mean

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.data import load_dataset
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
 from tests.test_data_cifar import _write, fabricate
 from tests.test_data_imagefolder import block_dali

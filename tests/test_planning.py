@@ -1,4 +1,4 @@
-"""The cost of a sweep planned (roarfast.planning, `sweep --dry-run --plan-device --plan-workers`): an ImageNet-sized
+"""The cost of a sweep planned (roarfast.planning.costs, `sweep --dry-run --plan-device --plan-workers`): an ImageNet-sized
 tree planned from its listing and two headers (nothing decoded beyond one file of each size), per stage its
 images, bytes on disk, peak memory and device-hours on a stated device, and its time over N workers."""
 
@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from roarfast.planning import SHARE, STATED, Cost
+from roarfast.planning.costs import SHARE, STATED, Cost
 from tests.imagenet_tree import IMAGENET, listing, write_first_files
 
 

@@ -11,8 +11,8 @@ import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from roarfast.fingerprint import sha256_file
-from roarfast.rundir import RunDir
+from roarfast.common.fingerprint import sha256_file
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import snapshot, write_module
 
 CPU = ["--device", "cpu", "--no-progress"]

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.data import DATASETS, load_dataset
 from roarfast.errors import UserError
-from roarfast.fill_leakage import measure
-from roarfast.rundir import RunDir
+from roarfast.stages.fill_leakage import measure
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import write_module
 from tests.test_data_cifar import fabricate
 from tests.test_models import help_line

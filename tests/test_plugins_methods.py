@@ -12,11 +12,11 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from roarfast import extract_tasks
+from roarfast.stages import extract_tasks
 from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, parse_methods
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import snapshot, write_module
 
 

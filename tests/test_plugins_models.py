@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from torch import nn
 
 from roarfast.cli import main
-from roarfast.fingerprint import sha256_file
+from roarfast.common.fingerprint import sha256_file
 from roarfast.models import resolve_model
 from roarfast.recipe import PLUGIN_RECIPES
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import write_module
 
 CPU = ["--device", "cpu", "--no-progress"]

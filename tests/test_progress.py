@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from roarfast import progress
-from roarfast.progress import LogLines, bar_style, format_duration, progress_bar
+from roarfast.common import progress
+from roarfast.common.progress import LogLines, bar_style, format_duration, progress_bar
 
 
 class Terminal(io.StringIO):

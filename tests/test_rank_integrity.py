@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
 from tests.test_store import damage
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from roarfast.basemodel import TrainOptions, base_recipe
-from roarfast.cells import CellOptions, cell_recipe
+from roarfast.stages.basemodel import TrainOptions, base_recipe
+from roarfast.stages.cells import CellOptions, cell_recipe
 from roarfast.models import MODELS
 from roarfast.recipe import (GPU_EVAL_BATCH_SIZE, LATER_FIELDS, MIN_STEPS_PER_EPOCH, PLUGIN_RECIPES, Recipe,
                              effective_recipe)

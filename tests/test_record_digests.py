@@ -12,11 +12,11 @@ import struct
 
 import pytest
 
-from roarfast.checkpoint import read_meta
+from roarfast.rundir.checkpoint import read_meta
 from roarfast.errors import UserError
-from roarfast.fingerprint import RECORD_DIGEST, read_record, seal
+from roarfast.common.fingerprint import RECORD_DIGEST, read_record, seal
 from roarfast.results import RETRAIN, ResultsDB, load
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import TINY, cli_ok, fails_with_one_line
 
 RETRAIN_GRAD = ["retrain", "--method", "grad", "--epochs", "1", "--fraction", "0.5", *TINY]

@@ -18,7 +18,7 @@ from roarfast.report.load import load_run
 from roarfast.report.sections import accuracy, controls, ensembles, examples, rankings
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.results.schema import row_digest
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 FRACTIONS = (0.1, 0.5, 0.9)
 RANDOM = {"roar": {0.1: [0.90, 0.91, 0.92], 0.5: [0.85, 0.86, 0.88], 0.9: [0.70, 0.72, 0.75]},
@@ -236,7 +236,7 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
 
     from roarfast import ops
     from roarfast.data import load_dataset
-    from roarfast.history.ids import rank_id
+    from roarfast.rundir.ids import rank_id
 
     run = RunDir(tmp_path / "run")
     ds = load_dataset("embedded", None, num_train=40, num_test=20)

@@ -15,7 +15,7 @@ from roarfast.errors import UserError
 from roarfast.report import render, write_report
 from roarfast.report.sections import accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import fails_with_one_line
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

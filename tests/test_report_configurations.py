@@ -16,7 +16,7 @@ from roarfast.report.configurations import UNRECORDED
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.results.schema import row_digest
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import TINY, cli_ok
 
 RECIPE = {"epochs": 2, "batch_size": 128, "lr": 0.1, "momentum": 0.9}

@@ -11,13 +11,13 @@ import sys
 import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
-from roarfast.atomic import write_record
+from roarfast.common.atomic import write_record
 from roarfast.data import load_dataset
 from roarfast.report import write_report
 from roarfast.report.sections import ensembles
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 BASE_RECIPE = {"epochs": 15, "batch_size": 128, "lr": 0.05, "amp": "bf16"}
 CELL_RECIPE = {"epochs": 2, "batch_size": 64, "lr": 0.05, "amp": None}

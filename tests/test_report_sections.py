@@ -11,9 +11,9 @@ import pytest
 from roarfast.report import sections, write_report
 from roarfast.report.figures import pyplot
 from roarfast.report.sections import Figure, Table
-from roarfast.resolver import Resolver
+from roarfast.common.resolver import Resolver
 from roarfast.results import FILL_LEAKAGE, NO_RETRAIN, RETRAIN, MeasurementKey, ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 HASH = "e" * 64
 #: three estimators whose ROAR order (a best) MoRF agrees with fully and LeRF reverses fully

@@ -12,7 +12,7 @@ from scipy import stats as sps
 from roarfast.report import write_report
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 HASH = "a" * 64
 

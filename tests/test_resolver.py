@@ -1,4 +1,4 @@
-"""The resolver idiom (roarfast.resolver): built-ins loaded lazily, aliases, schemes, the forms a spec takes,
+"""The resolver idiom (roarfast.common.resolver): built-ins loaded lazily, aliases, schemes, the forms a spec takes,
 and the help texts built from the entries."""
 
 import sys
@@ -7,7 +7,7 @@ from functools import partial
 import pytest
 
 from roarfast.errors import UserError
-from roarfast.resolver import (BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, SCHEME, Entry, Resolver, Scheme,
+from roarfast.common.resolver import (BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, SCHEME, Entry, Resolver, Scheme,
                                declaring_module, load_target)
 
 
@@ -60,11 +60,11 @@ def test_an_entry_has_a_value_or_a_target():
 def test_a_package_s_modules_register_their_entries_at_the_first_lookup(tmp_path, monkeypatch):
     package = tmp_path / "things_pkg"
     package.mkdir()
-    (package / "__init__.py").write_text("from roarfast.resolver import Resolver\n"
+    (package / "__init__.py").write_text("from roarfast.common.resolver import Resolver\n"
                                          "THINGS = Resolver('thing', '--thing', package='things_pkg')\n")
-    (package / "zeta.py").write_text("from roarfast.resolver import Entry\nfrom things_pkg import THINGS\n"
+    (package / "zeta.py").write_text("from roarfast.common.resolver import Entry\nfrom things_pkg import THINGS\n"
                                      "THINGS.register(Entry('zeta', 'last by name, first by order', value=1, order=-1))\n")
-    (package / "alpha.py").write_text("from roarfast.resolver import Entry\nfrom things_pkg import THINGS\n"
+    (package / "alpha.py").write_text("from roarfast.common.resolver import Entry\nfrom things_pkg import THINGS\n"
                                       "THINGS.register(Entry('one', 'a', value=2))\n"
                                       "THINGS.register(Entry('two', 'b', value=3))\n")
     (package / "_helpers.py").write_text("raise RuntimeError('a private module is not a built-in')\n")
@@ -82,7 +82,7 @@ def test_the_listing_does_not_depend_on_which_module_a_process_imported_first(tm
     that registers a function (or a partial of one) finds them."""
     package = tmp_path / "order_pkg"
     package.mkdir()
-    (package / "__init__.py").write_text("from roarfast.resolver import Entry, Resolver, declaring_module\n"
+    (package / "__init__.py").write_text("from roarfast.common.resolver import Entry, Resolver, declaring_module\n"
                                          "THINGS = Resolver('thing', '--thing', package='order_pkg')\n"
                                          "def register(name, fn):\n"
                                          "    THINGS.register(Entry(name, name, value=fn, module=declaring_module(fn)))\n")
@@ -100,8 +100,8 @@ def test_the_listing_does_not_depend_on_which_module_a_process_imported_first(tm
 
 
 def test_the_declaring_module_of_a_function_a_partial_and_an_object():
-    assert declaring_module(load_target) == "roarfast.resolver"
-    assert declaring_module(partial(partial(load_target), "x:y")) == "roarfast.resolver"  # not functools
+    assert declaring_module(load_target) == "roarfast.common.resolver"
+    assert declaring_module(partial(partial(load_target), "x:y")) == "roarfast.common.resolver"  # not functools
     assert declaring_module(UserError("x")) == "roarfast.errors"  # an object: its class's module
 
 
@@ -136,4 +136,4 @@ def test_listing_names_each_builtin_with_its_description():
 
 
 def test_load_target_follows_dotted_attributes():
-    assert load_target("roarfast.resolver:Resolver.query") is Resolver.query
+    assert load_target("roarfast.common.resolver:Resolver.query") is Resolver.query

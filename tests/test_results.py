@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from roarfast.fingerprint import config_hash
+from roarfast.common.fingerprint import config_hash
 from roarfast.results import FILL_LEAKAGE, NO_RETRAIN, RETRAIN, MeasurementKey, ResultsDB
 
 REPO = Path(__file__).resolve().parents[1]

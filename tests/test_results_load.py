@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from roarfast.results import FILL_LEAKAGE, NO_RETRAIN, RETRAIN, MeasurementKey, ResultsDB, load
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 
 def key(kind=RETRAIN, mode="roar", fill="zero", seed=0, model="fastnet"):

@@ -10,9 +10,9 @@ import sqlite3
 
 import pytest
 
-from roarfast.claims import this_process
+from roarfast.rundir.claims import this_process
 from roarfast.errors import UserError
-from roarfast.fingerprint import config_hash
+from roarfast.common.fingerprint import config_hash
 from roarfast.results import (
     FILL_LEAKAGE,
     NO_RETRAIN,
@@ -23,7 +23,7 @@ from roarfast.results import (
     open_results,
 )
 from roarfast.results.measurement import KEY_COLUMNS, key_values
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 #: the cells table of schema version 2, as roarfast wrote it before v3
 V2_SCHEMA = """

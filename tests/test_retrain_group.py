@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from roarfast.basemodel import TrainOptions, run_train
+from roarfast.stages.basemodel import TrainOptions, run_train
 from roarfast.data import load_dataset
-from roarfast.retrain import RetrainOptions, run_retrain
+from roarfast.stages.retrain import RetrainOptions, run_retrain
 
 KEYS = ("kind", "dataset", "model", "method", "mode", "fill", "fraction", "seed", "config_hash")
 

@@ -7,8 +7,8 @@ import torch
 
 from roarfast.data.base import ImageSet, make_dataset
 from roarfast.fills import resolve_fill
-from roarfast.retrain import RetrainOptions, run_retrain
-from roarfast.rundir import RunDir
+from roarfast.stages.retrain import RetrainOptions, run_retrain
+from roarfast.rundir.directory import RunDir
 from tests.model_inputs import record_eval_inputs
 
 #: pixel colour of each class: per channel the train split is half one value, half the other, so its mean

@@ -11,7 +11,7 @@ from roarfast.cli import main
 from roarfast.methods import register
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.estimators.baselines import random as random_scores
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 #: the run's training split, net and epochs; fewer methods, fractions and test images, for CI
 ARGS = ["--data-option", "num_test=500", "--method", "oracle,random,random-twin", "--fraction", "0.0625,0.5",

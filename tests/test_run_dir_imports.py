@@ -10,11 +10,11 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from roarfast.atomic import write_record
+from roarfast.common.atomic import write_record
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.plugins import check_recorded, named_imports, user_named
-from roarfast.rundir import RunDir
+from roarfast.common.plugins import check_recorded, named_imports, user_named
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import snapshot, write_module
 
 CPU = ["--device", "cpu", "--no-progress"]
@@ -71,7 +71,7 @@ def rewrite_model(run: RunDir, **fields) -> None:
     """Changes fields of HEAD's base model's meta.json, sealed again, and moves the model to the id the new record
     gives (HEAD naming it), as anyone who can edit the files can: a meta that does not match its place is refused
     as damage before anything it names is looked at."""
-    from roarfast.history.ids import model_id_of
+    from roarfast.rundir.ids import model_id_of
 
     rewrite(run.base_meta_path, **fields)
     new = model_id_of({k: v for k, v in json.loads(run.base_meta_path.read_text()).items()})
@@ -191,7 +191,7 @@ def test_a_scope_lets_records_name_what_it_names_or_what_lies_in_the_run_directo
 def test_records_resolve_builtins_and_listed_scheme_entries_but_no_other_names(tmp_path):
     from roarfast.data.registry import DATASETS
     from roarfast.models import MODELS, resolve_model
-    from roarfast.resolver import BUILTIN
+    from roarfast.common.resolver import BUILTIN
 
     record = tmp_path / "meta.json"
     assert MODELS.query("fastnet", recorded_in=record).form == BUILTIN

@@ -1,4 +1,4 @@
-"""The run directory (roarfast.rundir.RunDir): the documented layout, its base model refused for another
+"""The run directory (roarfast.rundir.directory.RunDir): the documented layout, its base model refused for another
 dataset, the stage-time record, and the dataset it remembers, so that extract and retrain after train need
 no repeated flags and a different dataset is refused with both fingerprints."""
 
@@ -7,12 +7,12 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.history.head import Head, write_head
-from roarfast.rundir import RunDir
+from roarfast.rundir.head import Head, write_head
+from roarfast.rundir.directory import RunDir
 
 
 def test_the_layout_is_the_documented_one(tmp_path):
-    """roarfast.rundir's docstring and the README name these paths; every module reaches them through RunDir."""
+    """roarfast.rundir.directory's docstring and the README name these paths; every module reaches them through RunDir."""
     run = RunDir(tmp_path)
     assert run.head_path == run.dataset_path == tmp_path / "HEAD.json"
     assert run.model_dir("0123456789abcdef") == tmp_path / "models" / "0123456789abcdef"
@@ -54,7 +54,7 @@ def test_dataset_spec_explicit_arguments_win_over_the_record(tmp_path):
 
 def test_the_base_model_is_loaded_only_for_its_dataset(tmp_path):
     from roarfast.data import load_dataset
-    from roarfast.basemodel import TrainOptions, run_train
+    from roarfast.stages.basemodel import TrainOptions, run_train
 
     run = RunDir(tmp_path)
     small = load_dataset("embedded", num_train=64, num_test=16)

@@ -14,15 +14,15 @@ import pytest
 import torch
 
 from roarfast import ops
-from roarfast.checkpoint import load_checkpoint
+from roarfast.rundir.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
-from roarfast.extract import ExtractOptions, explained_model, run_extract
+from roarfast.stages.extract import ExtractOptions, explained_model, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, known_methods, registry
 from roarfast.methods.declaration import BUILTIN_CODE
 from roarfast.methods.params import black_baseline
 from roarfast.methods.selection import Selection
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_extract import untrained_base
 
 RECORDED = json.loads((Path(__file__).parent / "selection_f78a511.json").read_text())

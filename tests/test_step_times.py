@@ -1,4 +1,4 @@
-"""The step-time record (roarfast.step_times): seconds measured on this machine kept per device, model, canvas and
+"""The step-time record (roarfast.planning.step_times): seconds measured on this machine kept per device, model, canvas and
 step settings, so a dry run measures a model once; a real training's seconds win over a measured step's; a
 damaged record is measured again, never used."""
 

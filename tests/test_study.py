@@ -12,7 +12,7 @@ from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.models import spec as model_spec
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.plugin_files import snapshot
 
 

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.data import load_dataset
-from roarfast.grid import Grid, preset_grid
+from roarfast.planning.grid import Grid, preset_grid
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 DATA = ["--data-option", "num_train=384", "--data-option", "num_test=128"]
 #: 2 methods x roar x 1 fraction x 3 seeds + a control for seed 0 of each = 8 cells

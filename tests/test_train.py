@@ -10,15 +10,15 @@ import pytest
 import torch
 
 from roarfast import ops
-from roarfast.basemodel import TrainOptions, run_train
-from roarfast.checkpoint import load_checkpoint
+from roarfast.stages.basemodel import TrainOptions, run_train
+from roarfast.rundir.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.data.augment import Augment
 from roarfast.data.loader import DeviceLoader, pattern_loader, split_loader
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
 from roarfast.recipe import Recipe, effective_recipe, resolve_amp
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from roarfast.train import Masking, accuracy, train_classifier
 from roarfast.train.classifier import Selection, init_model, lr_at
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from roarfast import atomic, basemodel
 from roarfast.cli import main
 from roarfast.results import ResultsDB
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import TINY, fails_with_one_line
 
 
@@ -111,8 +111,7 @@ def test_a_full_disk_while_recording_cells_keeps_the_rows_before(tmp_path, monke
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
 def test_a_refused_checkpoint_write_is_one_line(tmp_path, monkeypatch, code):
-    from roarfast import checkpoint
-
+    from roarfast.rundir import checkpoint
     def refused(path, data):
         raise OSError(code, os.strerror(code), str(path))
 

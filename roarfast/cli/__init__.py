@@ -16,17 +16,17 @@ import click
 from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, _data_options, _fractions, _friendly_errors,
                                   _load_config, _options, amp_option, data_options, executor_options, method_arg_option,
                                   model_option, parameter_options, recipe_option, run_options, trust_option)
-from roarfast.doctor import report_lines
+from roarfast.cli.doctor import report_lines
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
-from roarfast.grid import PRESETS, preset_grid
-from roarfast.history.head import set_command
-from roarfast.memory import keep_freed_memory
+from roarfast.planning.grid import PRESETS, preset_grid
+from roarfast.rundir.head import set_command
+from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.parameters import PARAMETERS
 from roarfast.methods.registry import method_forms
 from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
-from roarfast.options import parse_list
-from roarfast.planning import STATED
-from roarfast.ray_cluster import RayOptions
+from roarfast.common.options import parse_list
+from roarfast.planning.costs import STATED
+from roarfast.execution.ray_cluster import RayOptions
 from roarfast.recipe import AMP_CHOICES
 
 METHOD_FORMS = method_forms()
@@ -71,7 +71,7 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
     """Train the base classifier on the unmodified dataset (validation split held out for model selection), or
     adopt trained weights as the base model (--weights)."""
     # late: loads torch, and --help imports this module
-    from roarfast.basemodel import TrainOptions, run_train
+    from roarfast.stages.basemodel import TrainOptions, run_train
 
     options = _options(TrainOptions, model=model, epochs=epochs, batch_size=batch_size, amp=amp, recipe=recipe,
                        weights=weights)
@@ -111,8 +111,8 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
     other values (a parameter, an argument, the estimator's code, the base model) is made again. Resumable chunk
     by chunk; on a Ray cluster (--executor ray) each chunk left is a task, written here as it comes back."""
     # late: loads torch, and --help imports this module
-    from roarfast.extract import ExtractOptions, run_extract, summary_line
-    from roarfast.rundir import RunDir
+    from roarfast.stages.extract import ExtractOptions, run_extract, summary_line
+    from roarfast.rundir.directory import RunDir
 
     RunDir(run_dir).check_named_model(model)
     options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, amp=amp,
@@ -162,7 +162,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     # late: loads torch, and --help imports this module
     from roarfast.cli.tables import retrain_table
-    from roarfast.retrain import RetrainOptions, run_retrain
+    from roarfast.stages.retrain import RetrainOptions, run_retrain
 
     options = _options(RetrainOptions, fractions=tuple(fractions), methods=methods, modes=parse_list(modes),
                        seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
@@ -225,8 +225,8 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
     # late: loads torch, and --help imports this module
-    from roarfast.extract import ExtractOptions
-    from roarfast.sweep import run_sweep
+    from roarfast.stages.extract import ExtractOptions
+    from roarfast.stages.sweep import run_sweep
 
     if not dry_run and (plan_device is not None or plan_workers != 1):
         raise click.UsageError("--plan-device and --plan-workers cost a dry run: add --dry-run")
@@ -259,7 +259,7 @@ def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds,
     """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
     with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
     # late: loads torch, and --help imports this module
-    from roarfast.demo import run_demo
+    from roarfast.stages.demo import run_demo
 
     run_demo(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
              epochs=epochs, dataset_options=data_option)
@@ -282,8 +282,8 @@ def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, me
     """No-retrain evaluations of the base model on the rank store: MoRF, LeRF, ROAD (results.sqlite)."""
     # late: loads torch, and --help imports this module
     from roarfast.cli.tables import no_retrain_table
-    from roarfast.noretrain import NoRetrainOptions, run_noretrain
-    from roarfast.rundir import RunDir
+    from roarfast.stages.noretrain import NoRetrainOptions, run_noretrain
+    from roarfast.rundir.directory import RunDir
 
     RunDir(run_dir).check_named_model(model)
     options = _options(NoRetrainOptions, metrics=parse_list(metrics), fractions=tuple(fractions), methods=methods,
@@ -308,7 +308,7 @@ def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fil
     """Fill leakage: a per-pixel detector's accuracy at finding removed pixels after each fill, vs the base rate."""
     # late: loads torch, and --help imports this module
     from roarfast.cli.tables import fill_leakage_table
-    from roarfast.fill_leakage import FillLeakageOptions, run_fill_leakage
+    from roarfast.stages.fill_leakage import FillLeakageOptions, run_fill_leakage
 
     options = _options(FillLeakageOptions, fills=parse_list(fills), fractions=tuple(fractions), method=method,
                        max_images=max_images)
@@ -352,7 +352,7 @@ def ls(run_dir):
     its base model and ranks, when it was requested, by which command; * the latest request's), and the base
     models and rank stores no configuration uses."""
     # late: loads torch, and --help imports this module
-    from roarfast.inventory import ls_lines
+    from roarfast.rundir.inventory import ls_lines
 
     for line in ls_lines(run_dir):
         click.echo(line)
@@ -369,7 +369,7 @@ def prune(names, run_dir, dry_run):
     rank stores and base models that no other configuration nor the latest request uses. Run it with --dry-run
     first."""
     # late: loads torch, and --help imports this module
-    from roarfast.inventory import prune as prune_run
+    from roarfast.rundir.inventory import prune as prune_run
 
     for line in prune_run(run_dir, names, dry_run=dry_run):
         click.echo(line)

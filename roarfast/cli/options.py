@@ -20,8 +20,8 @@ from roarfast.data.registry import DATASETS
 from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
-from roarfast.plugins import TRUST_FLAG, user_named
-from roarfast.ray_cluster import EXECUTORS
+from roarfast.common.plugins import TRUST_FLAG, user_named
+from roarfast.execution.ray_cluster import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
@@ -302,7 +302,7 @@ def _friendly_errors(func):
 
 
 def trust_option(func):
-    """--trust-run-dir, and the scope the command runs in (roarfast.plugins.user_named): a record of the run
+    """--trust-run-dir, and the scope the command runs in (roarfast.common.plugins.user_named): a record of the run
     directory may name the import paths the command's --model, --dataset and --method name again, or any with
     --trust-run-dir; otherwise opening a run directory imports nothing it names."""
     @functools.wraps(func)

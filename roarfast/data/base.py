@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from roarfast.fingerprint import canonical_json
+from roarfast.common.fingerprint import canonical_json
 
 #: share of the train split held out for validation (model selection; never the test split)
 VAL_FRACTION = 0.1
@@ -95,7 +95,7 @@ class FileSet:
 
 class Canvas:
     """The canvas of anything whose `train` split has a shape (C, H, W): a Dataset, or a dry run's outline of
-    one (roarfast.preview.DataOutline)."""
+    one (roarfast.planning.preview.DataOutline)."""
 
     @property
     def channels(self) -> int:

@@ -8,7 +8,7 @@ A record is keyed by the split folder's real path, every file's name, size, modi
 measurement); the change time catches a file rewritten with its size and modification time put back (cp -p,
 rsync -t, tar), which a user cannot set. Records live under $ROARFAST_CACHE_DIR, else
 $XDG_CACHE_HOME/roarfast, else ~/.cache/roarfast. Each is sealed with its digest
-(roarfast.fingerprint.seal): a damaged, unreadable or unsealed one is measured again (a note says so), never
+(roarfast.common.fingerprint.seal): a damaged, unreadable or unsealed one is measured again (a note says so), never
 used.
 """
 
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from roarfast.atomic import write_record
+from roarfast.common.atomic import write_record
 from roarfast.errors import UserError
-from roarfast.fingerprint import config_hash, read_record
+from roarfast.common.fingerprint import config_hash, read_record
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def write(kind: str, key: str, record: dict) -> None:
 
 
 def store(kind: str, key: str, record: dict) -> None:
-    """Stores record under key, sealed (roarfast.atomic.write_record); raises what the write raises."""
+    """Stores record under key, sealed (roarfast.common.atomic.write_record); raises what the write raises."""
     where = path(kind, key)
     where.parent.mkdir(parents=True, exist_ok=True)
     write_record(where, record)

@@ -9,7 +9,7 @@ digest, and the split's folder (for whoever looks through the cache). The key is
 (roarfast.data.cache.Listing: real path, each file's name, size, modification and change times) with the
 canvas and the decoder and its version, so a changed, added or removed file, another canvas or another
 decoder makes a new entry. Both files are written whole under a temporary name and renamed
-(roarfast.atomic), never through a link.
+(roarfast.common.atomic), never through a link.
 
 Checked whole at every load: the record by its seal, the array by its size and its xxh3 digest, read through
 once (xxh3 hashes 184 MB in about 15 ms, so the check costs about what reading the file from the page cache
@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import xxhash
 
-from roarfast.atomic import open_nofollow, replace_file
+from roarfast.common.atomic import open_nofollow, replace_file
 from roarfast.data import cache
 from roarfast.errors import UserError
 

@@ -13,7 +13,7 @@ import torch
 
 from roarfast.data.base import ImageSet
 from roarfast.errors import UserError
-from roarfast.progress import progress_bar
+from roarfast.common.progress import progress_bar
 
 #: PIL modes taken as they are (one channel, three channels), and those converted to one of them first
 _PIL_MODES = {"L": None, "RGB": None, "1": "L", "P": "RGB"}

@@ -1,5 +1,5 @@
 """The dataset resolver: every form --dataset (and Study's `dataset=`) takes, read by DATASETS (a
-roarfast.resolver.Resolver), and load_dataset, which loads what it names.
+roarfast.common.resolver.Resolver), and load_dataset, which loads what it names.
 
     a built-in name         embedded, cifar10, cifar100, imagefolder: declared here (BUILTINS: a description,
                             the options, the loader's import path in roarfast.data.builtin)
@@ -23,9 +23,9 @@ from functools import partial
 from pathlib import Path
 
 from roarfast.errors import UserError
-from roarfast.options import check_like
-from roarfast.plugins import OBJECT_PREFIX, describe_error, import_object, import_path_of, object_name
-from roarfast.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme, load_target
+from roarfast.common.options import check_like
+from roarfast.common.plugins import OBJECT_PREFIX, describe_error, import_object, import_path_of, object_name
+from roarfast.common.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme, load_target
 
 FLAG = "--dataset"
 TORCHVISION_PREFIX = "torchvision:"

@@ -10,7 +10,7 @@ Light on purpose (no torch at import, here and in every fill module): the CLI bu
 """
 
 from roarfast.errors import UserError
-from roarfast.resolver import Entry, Resolver, declaring_module
+from roarfast.common.resolver import Entry, Resolver, declaring_module
 
 #: the per-channel mean of the training split: 0 after normalization (the paper's fill)
 DEFAULT_FILL = "dataset-mean"

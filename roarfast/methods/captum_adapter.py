@@ -22,7 +22,7 @@ from roarfast.methods.declaration import CONV_LAYER, Estimator, parameters_of
 from roarfast.methods.identity import captum_identity
 from roarfast.methods.model_context import cam_layer
 from roarfast.methods.params import seeded
-from roarfast.resolver import SCHEME
+from roarfast.common.resolver import SCHEME
 
 PREFIX = "captum:"
 #: classes that wrap or underlie another method: no single-call default exists (neuron and LLM classes are

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from roarfast.methods.parameters import PARAMETERS, RANKING, Parameter
-from roarfast.resolver import BUILTIN, Entry, Resolver, Scheme, declaring_module
+from roarfast.common.resolver import BUILTIN, Entry, Resolver, Scheme, declaring_module
 from roarfast.version import __version__
 
 #: what an estimator may need of the model (Estimator.requires; checked by roarfast.methods.requirements):
@@ -58,7 +58,7 @@ class Estimator:
             grad for sg-sq-grad), or None.
         compilable: its maps stay right when the model is torch.compile'd (False for anything that hooks
             modules, and for anything not checked).
-        form: where it came from (roarfast.resolver's BUILTIN, SCHEME, IMPORT_PATH, OBJECT).
+        form: where it came from (roarfast.common.resolver's BUILTIN, SCHEME, IMPORT_PATH, OBJECT).
         code: the identity of its code (roarfast.methods.identity), recorded in its rank store.
     """
 

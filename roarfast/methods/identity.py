@@ -1,5 +1,5 @@
 """The identity of an estimator's code, recorded in its rank store beside its parameters, so that changed code
-makes other ranks (roarfast.extract compares the two):
+makes other ranks (roarfast.stages.extract compares the two):
 
 - a built-in: roarfast's version (roarfast.methods.declaration.BUILTIN_CODE);
 - an import path `package.module:function`: the sha256 of its source file (that file only);
@@ -56,7 +56,7 @@ import types
 from pathlib import Path
 
 from roarfast.errors import UserError
-from roarfast.plugins import source_sha256
+from roarfast.common.plugins import source_sha256
 
 #: library objects digested by their attributes like the user's own: bags of settings
 _SIMPLE = (types.SimpleNamespace, argparse.Namespace)

@@ -25,9 +25,9 @@ from functools import partial
 from roarfast.errors import UserError
 from roarfast.methods.declaration import ESTIMATORS, Estimator, first_line, parameters_of
 from roarfast.methods.identity import file_identity, object_identity
-from roarfast.plugins import (OBJECT_PREFIX, describe_error, given_object_name, import_object, import_path_of,
+from roarfast.common.plugins import (OBJECT_PREFIX, describe_error, given_object_name, import_object, import_path_of,
                               object_name)
-from roarfast.resolver import IMPORT_PATH, OBJECT
+from roarfast.common.resolver import IMPORT_PATH, OBJECT
 
 FLAG = "--method"
 #: separates a plug-in's random stream from the other per-batch randomness keyed by the same seed
@@ -44,7 +44,7 @@ def recorded(name: str) -> Estimator | None:
 def register_plugin(spec, given=None) -> Estimator:
     """The record of the estimator an import path names, or of a Python object, kept under its name: an import
     path's, `given` (a name the user gave the object: object:<given>), else object:<its name>-<a digest of its
-    identity> (roarfast.plugins.object_name), so that two different objects are two estimators."""
+    identity> (roarfast.common.plugins.object_name), so that two different objects are two estimators."""
     if isinstance(spec, str):
         if given is not None:
             raise UserError(f"methods: the name {given!r} is given to {spec!r}; names are given to Python objects "

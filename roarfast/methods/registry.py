@@ -1,5 +1,5 @@
 """The estimator resolver: what --method (and Study's methods=) names -> estimator records
-(roarfast.methods.declaration.Estimator), on the one resolver idiom (roarfast.resolver):
+(roarfast.methods.declaration.Estimator), on the one resolver idiom (roarfast.common.resolver):
 
 - a built-in (`ESTIMATORS`: one module each in roarfast/methods/estimators/; short forms sg sg-sq var; 'all');
 - `captum:<ClassName>` (the record read from the class: captum_adapter.py);
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from roarfast.errors import UserError
 from roarfast.methods.declaration import ESTIMATORS, Estimator
 from roarfast.methods.plugins import check_distinct, recorded, register_plugin
-from roarfast.resolver import BUILTIN, OBJECT, RECORDED_OBJECT, SCHEME
+from roarfast.common.resolver import BUILTIN, OBJECT, RECORDED_OBJECT, SCHEME
 
 #: the word for every built-in
 ALL = "all"

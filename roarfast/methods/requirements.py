@@ -19,7 +19,7 @@ from roarfast.methods.compute import compute_maps
 from roarfast.methods.declaration import CONV_LAYER, RELU_MODULES
 from roarfast.methods.model_context import cam_layer, cam_layer_name
 from roarfast.methods.params import ExplainBatch
-from roarfast.resolver import BUILTIN
+from roarfast.common.resolver import BUILTIN
 
 #: train images a plug-in or Captum estimator is tried on before any store is written (shape, NaN, arguments)
 PROBE_IMAGES = 2

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from roarfast.errors import UserError
-from roarfast.fingerprint import canonical_json
+from roarfast.common.fingerprint import canonical_json
 from roarfast.methods.declaration import Estimator
 from roarfast.methods.parameters import PARAMETERS
 from roarfast.methods.params import MethodParams, black_baseline

@@ -1,4 +1,4 @@
-"""The built-in models (MODELS, a roarfast.resolver.Resolver), declared here: each its name, a one-line
+"""The built-in models (MODELS, a roarfast.common.resolver.Resolver), declared here: each its name, a one-line
 description, the recipe it is tuned with and its factory's import path in a module of roarfast.models;
 `build_model` builds one by name.
 
@@ -10,7 +10,7 @@ declaration in BUILTINS (tests/test_models.py builds every one, so a declaration
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from roarfast.resolver import Entry, Resolver, Scheme
+from roarfast.common.resolver import Entry, Resolver, Scheme
 
 FLAG = "--model"
 TIMM_PREFIX = "timm:"

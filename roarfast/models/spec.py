@@ -11,7 +11,7 @@ the network and says where it came from. The forms are those MODELS reads (roarf
 A run records the spec's `name` and `source_sha256` (the factory's source file) in the base checkpoint;
 the stages rebuild the network from the name and refuse a source that changed since. A recorded name is
 resolved with `recorded_in`: an import path only where the user named it again or trusts the run directory
-(roarfast.plugins.check_recorded), a timm: name only when timm lists it.
+(roarfast.common.plugins.check_recorded), a timm: name only when timm lists it.
 """
 
 import copy
@@ -22,8 +22,8 @@ from functools import partial
 
 from roarfast.errors import UserError
 from roarfast.models.registry import FLAG, MODELS, TIMM_PREFIX, build_model
-from roarfast.plugins import describe_error, import_object, import_path_of, object_name, source_sha256
-from roarfast.resolver import BUILTIN, IMPORT_PATH, RECORDED_OBJECT, SCHEME
+from roarfast.common.plugins import describe_error, import_object, import_path_of, object_name, source_sha256
+from roarfast.common.resolver import BUILTIN, IMPORT_PATH, RECORDED_OBJECT, SCHEME
 
 #: images in the output check of a factory (two, so that a model that mixes the batch is caught too)
 PROBE_IMAGES = 2
@@ -86,7 +86,7 @@ class ModelSpec:
 def resolve_model(spec, *, recorded_in=None) -> ModelSpec:
     """The ModelSpec of a built-in name, `package.module:factory`, `timm:<name>`, a name an earlier
     resolve_model recorded for an object, or a Python object (a factory, or an nn.Module instance).
-    recorded_in: the run-directory file the name was read from (roarfast.resolver.Resolver.query)."""
+    recorded_in: the run-directory file the name was read from (roarfast.common.resolver.Resolver.query)."""
     if isinstance(spec, ModelSpec):
         return spec
     query = MODELS.query(spec, recorded_in=recorded_in)

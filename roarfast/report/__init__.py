@@ -6,7 +6,7 @@ index.html, beside cells.csv and summary.json). What the page holds is the list 
 (roarfast.report.sections, one module each: its numbers, its tables or lines, its figures).
 
 Writes `<run_dir>/report/` by default, built in a temporary directory beside it and swapped in whole
-(roarfast.atomic.replace_dir), so a kill or a full disk leaves the previous report whole; can be rerun at
+(roarfast.common.atomic.replace_dir), so a kill or a full disk leaves the previous report whole; can be rerun at
 any time, also while a sweep is writing. A run directory holding several configurations of the cells
 (roarfast.report.configurations) has each reported apart. From Python: `report = write_report(run_dir)`;
 `report.index_html`, `report.verdict_lines()`, `report.summary` (with several configurations, each one's
@@ -16,7 +16,7 @@ numbers in summary["configurations"]: roarfast.report.analysis.parts_of lists th
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roarfast.atomic import check_writable, replace_dir
+from roarfast.common.atomic import check_writable, replace_dir
 from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.report import sections
 from roarfast.report.analysis import analyse
@@ -24,7 +24,7 @@ from roarfast.report.figures import draw
 from roarfast.report.load import ALL, load_run
 from roarfast.report.render import REPORT_FILES, page, write_files
 from roarfast.report.text import verdict_lines
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 #: the file that marks a directory as a report roarfast wrote: such a directory is replaced whole by the next
 #: report, and no other is (but an empty one)

@@ -1,6 +1,6 @@
 """What makes cells comparable, for the report: the configurations of a run directory's retraining cells.
 
-A configuration recorded by the request that made its cells (roarfast.history.configurations) is its settings
+A configuration recorded by the request that made its cells (roarfast.rundir.configurations) is its settings
 (dataset, model, recipe, the data's fingerprint, the model's source, the base model, the ranking's settings)
 and the ranks each of its methods uses: its cells are the rows it claims, so one curve never mixes two sets of
 ranks, and two configurations may share cells. The fill is not part of it: it is a dimension of every table,
@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
-from roarfast.fingerprint import canonical_json
-from roarfast.history.configurations import METHOD_OWN_RANKS, claims, settings_of
-from roarfast.history.ids import SHOWN_CHARS, digest_id
+from roarfast.common.fingerprint import canonical_json
+from roarfast.rundir.configurations import METHOD_OWN_RANKS, claims, settings_of
+from roarfast.rundir.ids import SHOWN_CHARS, digest_id
 
 #: the label of the rows that recorded no config, and of the one configuration recorded beside them
 UNRECORDED, RECORDED = "configuration not recorded (rows before schema v5)", "configuration recorded"
@@ -50,7 +50,7 @@ class Configuration:
     differs: dict = field(default_factory=dict)
     slug: str = ""
     id: str = ""  # its record's id; for rows no record claims, a digest of their settings
-    record: dict | None = None  # its record (roarfast.history.configurations); None: rows no record claims
+    record: dict | None = None  # its record (roarfast.rundir.configurations); None: rows no record claims
 
     @property
     def first(self) -> str:

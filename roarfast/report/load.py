@@ -14,8 +14,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
-from roarfast.fingerprint import canonical_json
-from roarfast.history.configurations import configurations
+from roarfast.common.fingerprint import canonical_json
+from roarfast.rundir.configurations import configurations
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
 from roarfast.report.configurations import Configuration, assemble, named, ranks_change, report_command
 from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results

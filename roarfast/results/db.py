@@ -3,7 +3,7 @@ measurement is written in one transaction, and a rerun skips those that are done
 busy timeout lets several processes (sweep workers) write the same file at once.
 
 Claims: before training a cell, a process claims it (`ResultsDB.claim`): the row becomes `running` with
-the claimant's identity and a heartbeat it refreshes while it trains (roarfast.claims). A cell claimed by
+the claimant's identity and a heartbeat it refreshes while it trains (roarfast.rundir.claims). A cell claimed by
 a live process is left alone; a claim whose process is gone (same host: no such process; another host: no
 heartbeat for HEARTBEAT_STALE_S) is taken over. So `kill -9` loses at most the cell in flight, and two
 sweeps on one run directory split the grid.
@@ -33,15 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
-from roarfast.atomic import refuse_link
-from roarfast.claims import owner_alive, this_process
+from roarfast.common.atomic import refuse_link
+from roarfast.rundir.claims import owner_alive, this_process
 from roarfast.errors import UserError
-from roarfast.fingerprint import canonical_json
+from roarfast.common.fingerprint import canonical_json
 from roarfast.modes import DETECT
 from roarfast.results.measurement import (DETECTOR, FILL_LEAKAGE, FRACTION_DECIMALS, KEY_COLUMNS, MeasurementKey,
                                           check_key, key_values, metric_values)
 from roarfast.results.schema import migrate, row_digest, transaction
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 log = logging.getLogger(__name__)
 

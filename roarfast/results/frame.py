@@ -2,7 +2,7 @@
 
 from roarfast.results.db import open_results
 from roarfast.results.measurement import KEY_COLUMNS
-from roarfast.rundir import RunDir
+from roarfast.rundir.directory import RunDir
 
 
 def load(run_dir, *, status: str | None = "done", kind: str | None = None):

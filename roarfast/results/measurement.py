@@ -9,7 +9,7 @@ import numpy
 import torch
 
 from roarfast.fills import FILLS
-from roarfast.fingerprint import config_hash
+from roarfast.common.fingerprint import config_hash
 from roarfast.modes import DETECT, NO_RETRAIN_MODES, RETRAIN_MODES, is_control
 from roarfast.version import __version__
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from roarfast.atomic import open_nofollow, refuse_link
+from roarfast.common.atomic import open_nofollow, refuse_link
 from roarfast.errors import UserError
-from roarfast.fingerprint import canonical_json
+from roarfast.common.fingerprint import canonical_json
 from roarfast.store.layout import (
     FORMAT,
     LOCK,

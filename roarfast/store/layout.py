@@ -1,5 +1,5 @@
 """The on-disk layout of one rank store, `<root>/<method>/<split>/` (in a run directory `ranks/<method>/<rank
-id>/<split>/`: roarfast.rundir), and the pieces of it that its writer,
+id>/<split>/`: roarfast.rundir.directory), and the pieces of it that its writer,
 its reader and the index of stores share.
 
 `<method>` is the method's name, or for a name too long to be one file name (a plug-in's long import path)
@@ -11,7 +11,7 @@ a bounded one: its first characters and a hash of the whole (`dir_name`); the ma
 - `manifest.json`: what the ranks are (method, params, checkpoint sha256, dataset fingerprint, shape,
   dtype), how far writing got (chunk size, chunks done as [start, stop) ranges, complete flag) and the
   checksum of each chunk's rank bytes (`checksums[i]`, CHECKSUM of chunk i as written), sealed with the
-  sha256 of itself (`record_sha256`, roarfast.fingerprint.seal), checked whenever it is read.
+  sha256 of itself (`record_sha256`, roarfast.common.fingerprint.seal), checked whenever it is read.
 - `.lock`: held by the one writer of the store.
 """
 
@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from roarfast.atomic import write_record
+from roarfast.common.atomic import write_record
 from roarfast.errors import UserError
-from roarfast.fingerprint import unseal
+from roarfast.common.fingerprint import unseal
 
 MANIFEST = "manifest.json"
 RANKS = "ranks.npy"
@@ -90,7 +90,7 @@ def read_manifest(directory: Path, run_dir=None) -> dict | None:
 
 def write_manifest(directory: Path, manifest: dict) -> None:
     """Replaces the manifest of the store in `directory` by `manifest` (in FORMAT, sealed with its digest),
-    atomically (roarfast.atomic)."""
+    atomically (roarfast.common.atomic)."""
     manifest["format"] = FORMAT
     write_record(directory / MANIFEST, manifest)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from roarfast.atomic import open_nofollow
+from roarfast.common.atomic import open_nofollow
 from roarfast.errors import UserError, write_error
 from roarfast.store.layout import (
     CHECKSUM,

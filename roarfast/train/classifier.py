@@ -30,7 +30,7 @@ from roarfast.data.augment import Augment
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
 from roarfast.modes import mode_of
-from roarfast.progress import progress_bar
+from roarfast.common.progress import progress_bar
 from roarfast.recipe import Recipe, autocast
 from roarfast.train.fused import fused_forward_loss, member_logits, member_weights, stack_weights
 from roarfast.train.masking import Masking, split_loaders

@@ -18,8 +18,8 @@ import torch
 
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
-from roarfast.options import check_choice, check_positive
-from roarfast.progress import progress_bar
+from roarfast.common.options import check_choice, check_positive
+from roarfast.common.progress import progress_bar
 from roarfast.recipe import Recipe
 from roarfast.train.classifier import Steps, TrainResult, new_member, new_state, selected_test_accs, train_states
 from roarfast.train.fused import NotFusable, fuse

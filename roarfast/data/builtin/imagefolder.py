@@ -33,8 +33,8 @@ from roarfast.data.canvas import canvas_size, check_canvas, shared_size, undecod
 from roarfast.data.dali import combine_digests
 from roarfast.data.decode import DALI, canvas_batches, decoded_digest, decoder_for, decoder_version
 from roarfast.errors import UserError
-from roarfast.options import check_choice, check_positive
-from roarfast.progress import progress_bar
+from roarfast.common.options import check_choice, check_positive
+from roarfast.common.progress import progress_bar
 
 log = logging.getLogger(__name__)
 

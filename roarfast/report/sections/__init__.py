@@ -17,7 +17,7 @@ Adding a section is one module here plus its test:
 
 Each of the three is optional. `order` places the section on the page (the built-ins use 5, 10, ... 150);
 its figures follow its blocks. Every module of this package is imported at the first listing
-(roarfast.resolver's package discovery), which runs its `register`.
+(roarfast.common.resolver's package discovery), which runs its `register`.
 
 A section sees one configuration of the cells at a time (`scope=CONFIGURATION`, the default): a run
 directory holding several (roarfast.report.configurations) has each analysed, drawn and shown apart, its
@@ -36,7 +36,7 @@ opened) and `run` (the RunDir).
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from roarfast.resolver import Entry, Resolver, declaring_module
+from roarfast.common.resolver import Entry, Resolver, declaring_module
 
 #: what a section sees: one configuration of the cells at a time, or the whole run
 CONFIGURATION, RUN = "configuration", "run"

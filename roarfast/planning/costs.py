@@ -1,0 +1,249 @@
+"""What a sweep's stages cost on a device, found without running them (`sweep --dry-run`, a Study's display): per
+stage the images it goes through, the bytes it keeps on disk, its peak memory, its device-hours, and its wall
+time when N workers share it (`--plan-workers N`: the base model trained data-parallel and the images of an
+extraction split between them, each at best 1/N of the time; cells one per worker).
+
+The seconds on this machine's device come from measured step times (roarfast.planning.estimate: the step-time record a
+training, an extraction or an earlier dry run left, else a short measured step); on a device that is not here
+(`--plan-device h100`), from the FLOPs of the same steps' shapes (counted on the meta device) at the share of a
+stated peak that measured steps reached (SHARE: the airbench model's on an H200). Peak memory: the weights,
+gradients, momentum and EMA copy of a training (float32), the activations a step keeps for its backward at the
+recipe's batch (counted in float32, halved under 16-bit autocast), the canvases when the data fits in half the
+device's memory (a tree that does not is streamed); an extraction's: the weights and the activations of one pass
+of its rows.
+"""
+
+import math
+import os
+from dataclasses import dataclass
+
+from roarfast.planning import step_times
+from roarfast.common.device import default_batch_size
+from roarfast.common.options import check_choice
+from roarfast.planning.step_times import device_label
+
+#: stated dense peaks (no sparsity) of the devices a plan may cost without having them, FLOP/s per precision
+#: (None: fp32), and their memory: NVIDIA's H100 SXM5 and H200 SXM datasheets (bf16/fp16 tensor cores 989 TFLOP/s
+#: dense, 1,979 with sparsity; fp32 67 TFLOP/s; 80 GB HBM3, 141 GB HBM3e)
+STATED = {"h100": {"name": "H100 SXM", "peak": {"bf16": 989e12, "fp16": 989e12, None: 67e12}, "memory": 80e9},
+          "h200": {"name": "H200 SXM", "peak": {"bf16": 989e12, "fp16": 989e12, None: 67e12}, "memory": 141e9}}
+#: share of the stated bf16 peak reached on an NVIDIA H200 (2026-11-26, bf16) by the airbench model at 32 px, its
+#: FLOPs counted as roarfast.planning.estimate.step_shape counts them (0.708 GFLOP a training image, 0.236 an evaluated one):
+#: training 133,201 img/s (9.5%), attribution passes (forward + input backward) 116,921 img/s (5.6%). Not measured:
+#: evaluation (the training share is used), any ResNet-50 step (benchmarks/plan_device.py would measure one), any
+#: H100 (the same stated peak, less memory bandwidth): a plan of another network or device carries that doubt
+SHARE = {"bf16": {"train": 0.095, "eval": 0.095, "explain": 0.056}}
+SHARE["fp16"] = SHARE["bf16"]
+#: fp32 not measured: the bf16 shares of the fp32 peak (cuDNN's TF32 tensor cores, on by default, run faster)
+SHARE[None] = SHARE["bf16"]
+#: bytes of a float32 value: weights, gradients, momentum and EMA are kept in it
+FLOAT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Target:
+    """The device a plan is costed on: `device`, the torch device recipes, default models and batches are chosen
+    for; `peak`, {precision: FLOP/s} of a stated device (STATED), None for this machine's own (measured);
+    `memory`, its bytes (None: unknown)."""
+
+    name: str
+    device: object
+    peak: dict | None
+    memory: float | None
+
+    def rate(self, precision, kind: str) -> float:
+        """FLOP/s a stated device reaches for `kind` ("train", "eval", "explain") in `precision` (None: fp32)."""
+        return self.peak[precision] * SHARE[precision][kind]
+
+
+def plan_target(name: str | None, device) -> Target:
+    """The Target of --plan-device `name` (None: this machine's `device`, a torch.device): a stated device costed
+    from its peak, unless `device` is one (then measured)."""
+    # late: loads torch, and --help imports this module
+    import torch
+
+    if name is not None:
+        check_choice("--plan-device", name, tuple(STATED))
+        stated = STATED[name]
+        if not (device.type == "cuda" and stated["name"].split()[0] in torch.cuda.get_device_name(device)):
+            return Target(f"{stated['name']} (from its stated peak; no such device here)", torch.device("cuda"),
+                          stated["peak"], stated["memory"])
+    if device.type == "cuda":
+        memory = torch.cuda.get_device_properties(device).total_memory
+    else:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return Target(device_label(device), device, None, memory)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A stage's cost: `seconds` on the device, all of it (None: unknown), and where they come from; `work`, what it
+    goes through (empty: nothing to compute); `peak`, bytes of memory at its peak (None: unknown); `stored`, bytes it
+    writes to disk; `cells`, the cells it trains (each on one worker), 0 for a stage whose images split between
+    workers."""
+
+    seconds: float | None
+    source: str
+    work: str = ""
+    peak: float | None = None
+    stored: float = 0
+    cells: int = 0
+
+    def wall(self, workers: int) -> float | None:
+        """Seconds it takes on `workers` workers."""
+        if self.seconds is None:
+            return None
+        if self.cells:
+            return self.seconds / self.cells * math.ceil(self.cells / workers)
+        return self.seconds / workers
+
+
+class Costing:
+    """The costs of one plan's stages on `target` for data (a preview's DataOutline), each model's step shape
+    traced once."""
+
+    def __init__(self, data, target: Target):
+        self.data, self.target = data, target
+        self._shapes = {}
+
+    def shape(self, spec):
+        """The StepShape of `spec` on the data's canvas (None: it cannot be traced)."""
+        # late: loads torch, and --help imports this module
+        from roarfast.planning.estimate import step_shape
+
+        key = (spec.name, spec.source_sha256)
+        if key not in self._shapes:
+            self._shapes[key] = step_shape(spec, self.data)
+        return self._shapes[key]
+
+    def times(self, spec, recipe):
+        """The StepTimes of training `spec` with `recipe`: measured here (the step-time record, else a short step),
+        or from the step's FLOPs on a stated device (None when they cannot be traced)."""
+        # late: loads torch, and --help imports this module
+        from roarfast.planning.estimate import StepTimes, training_times
+
+        if self.target.peak is None:
+            return training_times(spec, recipe, self.data, self.target.device)
+        shape = self.shape(spec)
+        if shape is None:
+            return None
+        share = SHARE[recipe.amp]["train"]
+        return StepTimes(shape.train_flops / self.target.rate(recipe.amp, "train"),
+                         shape.eval_flops / self.target.rate(recipe.amp, "eval"),
+                         f"its FLOPs at {share:.1%} of the {recipe.amp or 'fp32'} peak")
+
+    def training(self, spec, recipe) -> Cost:
+        """The cost of training `spec` once with `recipe` on the data."""
+        # late: loads torch, and --help imports this module
+        from roarfast.planning.estimate import training_seconds
+
+        times = self.times(spec, recipe)
+        return Cost(None if times is None else training_seconds(times, recipe, self.data),
+                    "its step could not be traced" if times is None else times.source,
+                    f"{len(self.data.train_index):,} images x {recipe.epochs} epochs",
+                    training_memory(self.shape(spec), recipe, self.data, self.target))
+
+    def cells(self, count: int, measured: float | None, rates: str, spec, recipe) -> Cost:
+        """The cost of `count` cells of `spec` with `recipe`: `measured` seconds (the rates measured in the run
+        directory, said by `rates`) where given, else each at a training's cost."""
+        if not count:
+            return Cost(0.0, "done")
+        each = self.training(spec, recipe)
+        seconds, source = (measured, f"measured here: {rates}") if measured is not None else (
+            None if each.seconds is None else count * each.seconds, each.source)
+        return Cost(seconds, source, f"{count} x {each.work}", each.peak, cells=count)
+
+    def extraction(self, spec, selection, options) -> Cost:
+        """The cost of extracting the estimators of `selection` (a Selection) together with ExtractOptions
+        `options` for `spec`: the record of such an extraction here, else their FLOPs at a measured gradient
+        pass's rate (this machine) or at the device's share of its peak (a stated device)."""
+        # late: loads torch, and --help imports this module
+        from roarfast.planning.estimate import explaining_flops, gradient_rate
+
+        if not selection.names:
+            return Cost(0.0, "stored")
+        data, device = self.data, self.target.device
+        params = selection.method_params(data, device, options.amp)
+        precision = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(params.autocast_dtype))
+        batch = options.batch_size or default_batch_size(device, data.image_size)
+        images = sum(len(data.train if split == "train" else data.test) for split in options.splits)
+        work = f"{len(selection.names)} estimators x {images:,} images"
+        stored = rank_bytes(data, options.splits, len(selection.names), options.granularity, options.keep_maps)
+        flops = explaining_flops(spec, data, selection, params)
+        traced = [count for count in flops.values() if count is not None]
+        shape = self.shape(spec) if flops else None
+        rows = batch
+        if shape is not None and traced:  # the gradient passes (forward + input backward) of an image, chunked
+            passes = max(traced) / (2 * shape.eval_flops)
+            rows = max(batch, min(batch * math.ceil(passes), params.max_chunk_elements // math.prod(data.train.shape)))
+        peak = extraction_memory(shape, rows, precision) if flops else 0
+        untraced = [method for method, count in flops.items() if count is None]
+        kept = None if self.target.peak is not None else step_times.read(step_times.key(
+            "extraction", device, spec if selection.explained else None, data,
+            step_times.extraction_settings(selection, batch, options.amp)))
+        if kept is not None:
+            return Cost(kept["image"] * images, "an extraction here", work, peak, stored)
+        if untraced:
+            return Cost(None, f"{', '.join(untraced)} could not be traced", work, peak, stored)
+        if not flops:
+            return Cost(0.0, "no model to explain", work, peak, stored)
+        if self.target.peak is None:
+            rate, source = gradient_rate(spec, data, device, params.autocast_dtype, batch)
+        else:
+            rate = self.target.rate(precision, "explain")
+            source = f"a gradient pass's share of the {precision or 'fp32'} peak, {SHARE[precision]['explain']:.1%}"
+        return Cost(sum(flops.values()) * images / rate, f"their FLOPs at {source}", work, peak, stored)
+
+
+def training_memory(shape, recipe, data, target: Target) -> float | None:
+    """Peak bytes of training at `recipe`'s batch (a StepShape `shape`; None: unknown): weights, gradients,
+    momentum and the EMA copy, a batch's activations, and the canvases where they fit (IN_MEMORY_SHARE)."""
+    if shape is None:
+        return None
+    copies = 4 if recipe.ema_decay is not None else 3
+    activations = shape.activation_bytes * (0.5 if recipe.amp in ("bf16", "fp16") else 1.0)
+    # late: loads torch, and --help imports this module
+    from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
+
+    data_bytes = data_size(data)
+    held = data_bytes if target.memory and data_bytes <= IN_MEMORY_SHARE * target.memory else 0
+    return shape.parameters * FLOAT_BYTES * copies + min(recipe.batch_size, len(data.train_index)) * activations + held
+
+
+def extraction_memory(shape, rows: int, precision) -> float | None:
+    """Peak bytes of an extraction pass of `rows` images (its weights and the activations of the pass)."""
+    if shape is None:
+        return None
+    return shape.parameters * FLOAT_BYTES + rows * shape.activation_bytes * (0.5 if precision else 1.0)
+
+
+def data_size(data) -> int:
+    """Bytes of data's canvases, both splits, as uint8."""
+    return (len(data.train) + len(data.test)) * math.prod(data.train.shape)
+
+
+def rank_bytes(data, splits, methods: int, granularity: str, keep_maps: bool) -> int:
+    """Bytes on disk of `methods` rank stores of `splits` (ops.rank_dtype per ranked unit, float16 maps when kept)."""
+    # late: loads torch, and --help imports this module
+    import numpy as np
+
+    from roarfast import ops
+    from roarfast.store import MAPS_DTYPE
+
+    c, h, w = data.train.shape
+    units = c * h * w if granularity == "value" else h * w
+    per_image = units * (ops.rank_dtype(units).itemsize + (np.dtype(MAPS_DTYPE).itemsize if keep_maps else 0))
+    images = sum(len(data.train if split == "train" else data.test) for split in splits)
+    return methods * images * per_image
+
+
+def gib(size: float | None) -> str:
+    if size is None:
+        return "unknown"
+    if size >= 2**40:
+        return f"{size / 2**40:.2f} TiB"
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+
+
+def hours(seconds: float | None) -> str:
+    return "unknown" if seconds is None else f"{seconds / 3600:,.3g}"

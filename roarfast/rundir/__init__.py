@@ -1,0 +1,10 @@
+"""The run directory and its history: every path of a run directory and the one way to its base models and
+ranks (`directory.RunDir`), the ids of what it keeps, each the digest of what made it (`ids`), the latest request
+(`head`: HEAD.json), the configurations that requested cells (`configurations`), run directories of format 1
+read as they are (`legacy`) and migrated in place (`migrate`), safetensors checkpoints with their sealed meta
+(`checkpoint`), claimant identities and claim locks (`claims`), and what is kept, listed and pruned
+(`inventory`, `roarfast ls` / `prune`).
+
+These are records: they import the building blocks (data, models, the rank store, results) and the
+utilities, never a stage; `inventory`, which reads the report's view of configurations, sits above them.
+"""

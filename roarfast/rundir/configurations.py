@@ -1,0 +1,120 @@
+"""The configurations of a run directory: a configuration is what a request (a sweep, `run`, `retrain`,
+`Study.run()`) asked of its cells, the settings they share (settings_of: dataset, model, recipe, the data's
+fingerprint, the model's source, the base model's id, the ranking's granularity and reduction) and, for each of
+its methods (random included), the id of the ranks its cells use. Its id is the digest of those two
+(roarfast.rundir.ids), so the same request made again is the same configuration (its cells are done), and a
+request that adds a method is another one that shares the cells of the first.
+
+Its record, configurations/<id>.json (sealed): the settings, the rank ids, each method's ranks' provenance
+(for labels and `roarfast ls`), the grids asked (methods, modes, fractions, seeds, controls, fill), the
+command, when it was first and last requested. A results row belongs to configuration C when its settings are
+C's, its method is one of C's and its ranks' id is the one C names for it (`claims`).
+"""
+
+from roarfast.common.atomic import write_record
+from roarfast.errors import UserError
+from roarfast.common.fingerprint import read_record
+from roarfast.rundir.head import FORMAT, now
+from roarfast.rundir.ids import configuration_id
+from roarfast.rundir.ids import configuration_id as identify
+from roarfast.modes import control_mode
+
+#: the keys of a config's ranks that are the method's own provenance (Selection.ranks_identity): not shared
+METHOD_OWN_RANKS = ("parameters", "code", "seed")
+#: a cell's config keys that are not part of its configuration: its method's ranks (their provenance and id,
+#: named by the configuration per method) and the fill (a dimension of every table; a control has none)
+PER_CELL = ("ranks", "rank_id", "fill")
+#: the repair of a damaged configuration record
+_REPAIR = "restore it, or remove it: its cells stay in results.sqlite and the next request records it again"
+
+
+def settings_of(row: dict) -> dict | None:
+    """The settings a retraining row shares with the other cells of its configuration: its dataset and model
+    columns, and of its config every key but PER_CELL, with the ranks' settings every method shares
+    (granularity, reduction); None for a row without config (before results schema v5)."""
+    config = row.get("config")
+    if config is None:
+        return None
+    shared = {k: v for k, v in config.items() if k not in PER_CELL}
+    ranks = config.get("ranks") or {}
+    shared["ranks"] = {k: v for k, v in ranks.items() if k not in METHOD_OWN_RANKS}
+    return {"dataset": row["dataset"], "model": row["model"], "config": shared}
+
+
+def claims(record: dict, row: dict) -> bool:
+    """Whether the results `row` is a cell of the configuration `record`."""
+    config = row.get("config") or {}
+    return (row["method"] in record["ranks"] and config.get("rank_id") == record["ranks"][row["method"]]
+            and settings_of(row) == record["settings"])
+
+
+def request(run, settings: dict, ranks: dict, provenance: dict, grid: dict, asked: str, about: dict) -> dict:
+    """Records that the configuration of `settings` and `ranks` ({method: rank id}) was requested now with `grid`
+    (what grid_of gives) by `asked` (the command); `provenance`: {method: its ranks' params}; `about`: what its
+    labels may name besides (about_of).
+    The same configuration requested again keeps its record, its last time and its grids updated. Returns the
+    record (with its "id")."""
+    cid = configuration_id(settings, ranks)
+    path = run.configuration_path(cid)
+    with run.claim("configurations"):
+        record = read_configuration(path)
+        time = now()
+        if record is None:
+            record = {"id": cid, "settings": settings, "ranks": dict(sorted(ranks.items())),
+                      "provenance": provenance, "grids": [], "first": time}
+        if grid not in record["grids"]:
+            record["grids"].append(grid)
+        record.update(last=time, command=asked, about=about)
+        run.configurations_root.mkdir(parents=True, exist_ok=True)
+        write_record(path, {**record, "format": FORMAT})
+    return record
+
+
+def about_of(base_meta: dict, dataset_record: dict | None) -> dict:
+    """What a configuration's label may name besides its settings: its base model's seed and epochs, and its
+    dataset's options (num_train, ...), which its settings hold only as the data's fingerprint."""
+    recipe = base_meta.get("recipe") or {}
+    return {"base seed": base_meta.get("seed"), "base epochs": recipe.get("epochs"),
+            "data options": (dataset_record or {}).get("options")}
+
+
+def grid_of(methods, modes, fractions, seeds, control_seeds, fill: str) -> dict:
+    """A grid as a configuration records it: its cells are methods x modes x fractions x seeds, with the
+    mask-only control of the cells of the `control_seeds`."""
+    return {"methods": list(methods), "modes": list(modes), "fractions": [float(f) for f in fractions],
+            "seeds": list(seeds), "control_seeds": list(control_seeds), "fill": fill}
+
+
+def grid_cells(grids: list) -> set:
+    """The cells of `grids`: {(method, mode as measured, fraction, seed, fill)} (fill None for a control)."""
+    cells = set()
+    for grid in grids:
+        for method in grid["methods"]:
+            for mode in grid["modes"]:
+                for fraction in grid["fractions"]:
+                    for seed in grid["seeds"]:
+                        cells.add((method, mode, round(fraction, 9), seed, grid["fill"]))
+                        if seed in grid["control_seeds"]:
+                            cells.add((method, control_mode(mode), round(fraction, 9), seed, None))
+    return cells
+
+
+def read_configuration(path) -> dict | None:
+    """The verified configuration record at `path`, or None."""
+    record = read_record(path, _REPAIR)
+    if record is not None:
+        record.pop("format", None)
+    return record
+
+
+def configurations(run) -> list:
+    """Every configuration record of RunDir `run`, oldest first (by when first requested); a record whose name
+    is not its id is damage, refused in one line."""
+    root = run.configurations_root
+    found = []
+    for path in sorted(root.glob("*.json")) if root.is_dir() else ():
+        record = read_configuration(path)
+        if identify(record["settings"], record["ranks"]) != path.stem:
+            raise UserError(f"{path} does not describe the configuration its name gives; {_REPAIR}")
+        found.append(record)
+    return sorted(found, key=lambda r: (r["first"], r["id"]))

@@ -1,0 +1,70 @@
+"""HEAD.json: the record of a run directory's latest request, which the commands after it take as theirs (the
+dataset, the base model, each method's ranks, the configuration the report answers for). It names artifacts by
+their ids (roarfast.rundir.ids); it never holds one, so replacing it loses nothing. Sealed with its digest."""
+
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+
+from roarfast.common.atomic import write_record
+from roarfast.common.fingerprint import read_record
+
+#: the format of HEAD.json, of the configuration records and of the run directory they belong to (1: the run
+#: directory of checkpoints/base, attributions/<method>/<split> and dataset.json, before artifacts had ids)
+FORMAT = 2
+#: the repair of a damaged HEAD.json
+REPAIR = ("restore it, or remove it and name the dataset again (--dataset, --data-dir, --data-option; `roarfast "
+          "train` records the latest request anew; every artifact stays where it is)")
+#: what the latest request was, as its record says it ("roarfast sweep --method ig", "Study.run()")
+_COMMAND = ContextVar("roarfast_command", default=None)
+
+
+@dataclass(frozen=True)
+class Head:
+    """The latest request: `dataset` (its record: RunDir.remember_dataset), `base` (the base model's id),
+    `ranks` ({method: rank id}: the latest extraction of each method for that base model), `configuration` (the
+    id of the configuration of its cells, None when it trained none), `command` and `time` (ISO, UTC)."""
+
+    dataset: dict | None = None
+    base: str | None = None
+    ranks: dict = field(default_factory=dict)
+    configuration: str | None = None
+    command: str | None = None
+    time: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def now() -> str:
+    """The time now, UTC, to the microsecond: configurations are ordered by it, and two made within one second
+    (quick cells) must still come in the order they were requested."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def set_command(text: str) -> None:
+    """Says what the user ran ("roarfast sweep --method ig"): recorded in HEAD and in the configurations."""
+    _COMMAND.set(text)
+
+
+def command(fallback: str) -> str:
+    """What the user ran, as set_command said, else `fallback` (the Python call that asked)."""
+    return _COMMAND.get() or fallback
+
+
+def read_head(path) -> Head | None:
+    """The verified HEAD.json at `path`, or None when there is none."""
+    record = read_record(path, REPAIR)
+    if record is None:
+        return None
+    record.pop("format", None)
+    return Head(**{k: record.get(k) for k in Head.__dataclass_fields__ if k in record})
+
+
+def write_head(path, head: Head) -> None:
+    write_record(path, {**head.to_dict(), "format": FORMAT})
+
+
+def updated(head: Head, asked: str, **changes) -> Head:
+    """`head` with `changes`, stamped now with the command that asked (`asked`, where the user's is unknown)."""
+    return replace(head, **changes, time=now(), command=command(asked))

@@ -1,0 +1,87 @@
+"""Run directories of format 1 (written before artifacts had ids: checkpoints/base, attributions/<method>/<split>,
+dataset.json), read as they are by the commands that only read: the ids read off the records (the base model's
+meta, each store's manifest), HEAD as format 1 says it, or as the plan of a migration a kill left half done
+says it (roarfast.rundir.migrate migrates them in place)."""
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from roarfast.rundir.checkpoint import META, read_meta
+from roarfast.errors import UserError
+from roarfast.common.fingerprint import read_record
+from roarfast.rundir.head import Head
+from roarfast.rundir.ids import model_id_of, rank_id_of
+from roarfast.store.layout import SPLITS, dir_name, read_manifest
+
+#: a migration's plan (roarfast.rundir.migrate), written before anything moves, removed once everything has
+PLAN = "migration.json"
+#: the command a migrated record names
+MIGRATED = "recorded before run-directory format 2 (migrated)"
+
+
+def plan_path(run) -> Path:
+    return run.claims_dir / PLAN
+
+
+def needs_migration(run) -> bool:
+    """Whether `run` holds format 1's places (or a migration a kill left half done)."""
+    return (run.legacy_base_checkpoint.exists() or run.legacy_rank_root.exists() or run.legacy_dataset_path.exists()
+            or plan_path(run).exists())
+
+
+def legacy_models(run) -> dict:
+    """{model id: checkpoints/base} when format 1's base model is there, complete and readable."""
+    where = run.legacy_base_checkpoint
+    if not (where / META).is_file():
+        return {}
+    try:
+        return {model_id_of(read_meta(where)): where}
+    except UserError:
+        return {}  # damaged: the migration sets it aside, a reader finds no base model there
+
+
+def legacy_ranks(run) -> dict:
+    """{(method, rank id): attributions/<method>} of format 1's rank stores."""
+    return {(method, rank_id): directory for method, rank_id, directory, _ in legacy_stores(run)}
+
+
+def legacy_stores(run) -> list:
+    """(method, rank id, method directory, split) of each readable store of format 1."""
+    root = run.legacy_rank_root
+    found = []
+    for method_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else ():
+        for split_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
+            try:
+                manifest = read_manifest(split_dir, run.root)
+            except UserError:
+                continue  # damaged: the migration sets it aside, a reader finds no ranks there
+            if manifest is not None:
+                method = manifest.get("method")
+                method = method if isinstance(method, str) and dir_name(method) == method_dir.name else method_dir.name
+                found.append((method, rank_id_of(manifest), method_dir, split_dir.name))
+    return found
+
+
+def legacy_head(run) -> Head | None:
+    """What format 1 says of the latest request (None in a run directory of format 2): its dataset record, its
+    base model's id, the id of each method's ranks complete in every split; no configuration (none was recorded)."""
+    plan = plan_path(run)
+    if plan.is_file():
+        return Head(**read_record(plan, "remove it and restore the run directory's format-1 files"))
+    if not needs_migration(run):
+        return None
+    dataset = read_record(run.legacy_dataset_path, "restore it, or remove it and name the dataset again",
+                          older=lambda record: "format" not in record)
+    if dataset is not None:
+        dataset.pop("format", None)
+    splits = {}
+    for method, rank_id, _, split in legacy_stores(run):
+        splits.setdefault((method, rank_id), set()).add(split)
+    ranks = {method: rank_id for (method, rank_id), done in splits.items() if done >= set(SPLITS)}
+    return Head(dataset=dataset, base=next(iter(legacy_models(run)), None), ranks=ranks, command=MIGRATED)
+
+
+def iso_time(path: Path) -> str:
+    return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+
+

@@ -1,0 +1,79 @@
+"""`roarfast retrain`: the cells (method x mode x fraction x seed) asked for, each a classifier retrained
+from scratch on masked train images and evaluated on masked test images (roarfast.stages.cells), run here through
+the local executor: claimed, then one row each in results.sqlite; finished cells are skipped on a rerun.
+"""
+
+from dataclasses import dataclass
+
+from roarfast.stages.cells import CellOptions, CellTrainer, cell_estimators, cell_recipe
+from roarfast.common.device import resolve_device
+from roarfast.errors import UserError
+from roarfast.execution.executors import check_workers, execute
+from roarfast.stages.extract import ExtractOptions, run_extract
+from roarfast.rundir.configurations import grid_of
+from roarfast.rundir.migrate import upgrade
+from roarfast.common.memory import keep_freed_memory
+from roarfast.methods.declaration import ESTIMATORS
+from roarfast.results import open_results
+from roarfast.rundir.directory import RunDir
+from roarfast.train import default_grouping
+
+
+@dataclass(frozen=True)
+class RetrainOptions(CellOptions):
+    """CellOptions (methods default: every method with complete ranks, plus random) and `mask_only`: also
+    the mask-only control of every cell (mode "<mode>-mask")."""
+
+    mask_only: bool = False
+
+
+def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
+                seed=0, progress=True, dataset_obj=None, group_size: int | None = None, workers_per_cell: int = 1) -> list:
+    """Runs every cell not yet in results.sqlite, seeds from `seed`, `group_size` cells trained together
+    (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell` processes
+    (data-parallel); returns all rows of the requested cells, in run order. The cells are those of HEAD's base
+    model and of the ranks HEAD names for each method (methods default: every method HEAD has ranks of, plus
+    random); the request is recorded (its configuration, HEAD) before any cell trains. Model-free ranks
+    (random, sobel, oracle) are extracted here when missing; other methods need `roarfast extract` first."""
+    keep_freed_memory()
+    run = RunDir(run_dir)
+    upgrade(run)
+    device = resolve_device(device)
+    grouping = default_grouping(device, group_size)
+    check_workers(workers_per_cell, group_size, device)
+    ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
+    run.check_writable()  # before a cell is trained: its row must be written
+    model, recipe = cell_recipe(run, ds, device, options)
+    head = run.head()
+    stored = [] if options.methods else list(head.ranks)
+    for method in stored:  # names read from HEAD: code only where the user named it again
+        ESTIMATORS.query(method, recorded_in=run.head_path)
+    # the records alone: the ranks a cell reads were made with their own values, which their stores record
+    records = cell_estimators(options.methods or ",".join(stored) or "random")
+    methods = list(records)
+    missing = _missing(run, methods)
+    cheap = [m for m in missing if not records[m].uses_model]
+    if cheap:  # model-free ranks take seconds: make them here rather than send the user back to extract
+        run_extract(run.root, ExtractOptions(methods=",".join(cheap)), dataset_obj=ds, device=device, seed=seed,
+                    progress=progress)
+        missing = [m for m in missing if m not in cheap]
+    if missing:
+        raise UserError(f"no complete ranks in {run.root} for {', '.join(missing)} from its base model: run "
+                        f"`roarfast extract --method {','.join(missing)} --run-dir {run.root}` first")
+    trainer = CellTrainer(run, ds, model, recipe, options.fill, device, progress=progress, grouping=grouping)
+    trainer.check_ranks(methods)
+    cells = [(cell, trainer.key(cell)) for cell in options.expand(methods, seed, control=options.mask_only)]
+    seeds = range(seed, seed + options.seeds)
+    trainer.request(methods, grid_of(methods, options.modes, options.fractions, seeds,
+                                     seeds if options.mask_only else (), options.fill), "roarfast.stages.retrain.run_retrain()")
+    with open_results(run) as db:
+        execute(trainer, cells, db, echo=lambda line: None, group_size=grouping.size, workers_per_cell=workers_per_cell)
+        return [db.get(key) for _, key in cells]
+
+
+def _missing(run, methods) -> list:
+    """The `methods` without complete ranks among those HEAD names (for its base model)."""
+    head = run.head()
+    store = run.ranks_for({m: head.ranks[m] for m in methods if m in head.ranks})
+    return [m for m in methods if m not in head.ranks or any(
+        (store.manifest(m, split) or {}).get("complete") is not True for split in ("train", "test"))]

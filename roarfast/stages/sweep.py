@@ -1,0 +1,168 @@
+"""`roarfast sweep`: the whole benchmark grid (README, "The whole benchmark") — methods x modes x fractions x
+seeds, each cell beside its mask-only control — resumable, shareable and local or on Ray.
+
+It takes HEAD's base model when it was trained on this data with this seed, or adopted for this data (of the
+model the sweep names, if it names one), else the base model of the id its own settings make
+(roarfast.planning.grid.sweep_base): reused when the run directory holds it, else trained beside the others; it extracts
+the ranks of the ids its settings make that the run directory lacks (a store of the same id is reused; on Ray,
+each chunk a task), records its configuration and HEAD, plans the grid against results.sqlite (roarfast.planning.grid: a
+cell's key holds its base model and its ranks' id) and runs the cells left through an executor
+(roarfast.execution.executors); it returns once every cell of its grid is done. Nothing another request made is replaced.
+"""
+
+import time
+from contextlib import ExitStack
+from dataclasses import replace
+
+import torch
+
+from roarfast.stages.basemodel import TrainOptions, head_after, run_train, trained_at
+from roarfast.stages.cells import CellTrainer, cell_estimators, cell_recipe
+from roarfast.rundir.checkpoint import recorded_model
+from roarfast.common.device import default_batch_size, resolve_device
+from roarfast.execution.executors import Progress, check_workers, execute
+from roarfast.stages.extract import ExtractOptions, run_extract
+from roarfast.planning.grid import Grid, describe_plan, make_plan, sweep_base
+from roarfast.rundir.migrate import upgrade
+from roarfast.common.memory import keep_freed_memory
+from roarfast.methods.requirements import check_methods
+from roarfast.methods.selection import Selection
+from roarfast.common.options import check_choice
+from roarfast.planning.preview import preview_sweep
+from roarfast.execution.ray_cluster import EXECUTORS, RayOptions, import_ray
+from roarfast.results import RETRAIN, open_results
+from roarfast.rundir.directory import RunDir
+from roarfast.planning.step_times import remember_extraction
+from roarfast.train import default_grouping
+
+
+def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
+              dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
+              extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
+              workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
+              plan_workers: int = 1) -> dict:
+    """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
+    together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
+    processes (data-parallel) or (CPU) side by side in `cell_processes` single-thread processes (executors.
+    execute); `dry_run`: prints what it would do (roarfast.planning.preview), its stages costed on `plan_device`
+    (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it. Returns
+    {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
+    keep_freed_memory()
+    check_choice("--executor", executor, EXECUTORS)
+    if executor == "ray":
+        import_ray()  # fail before any work when Ray is missing
+    run = RunDir(run_dir)
+    device = resolve_device(device)
+    grouping = default_grouping(device, group_size)
+    check_workers(workers_per_cell, group_size, device, (ray or RayOptions()) if executor == "ray" else None)
+    options = extract_options or ExtractOptions()
+    if dry_run:
+        preview = preview_sweep(run, grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
+                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=options,
+                                plan_device=plan_device, workers=plan_workers)
+        for line in preview.lines():
+            echo(line)
+        return {"plan": preview.plan, "rows": []}
+    upgrade(run)
+    selection = Selection.of(cell_estimators(grid.methods), options, seed)
+    ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
+    grid, selection, note = grid.for_data(selection, ds.name, ds.train.masks is not None)
+    if note:
+        echo(f"[sweep] {note}")
+    run.check_writable()  # before anything is trained; the stages check their own estimates
+    base = _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
+    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor, ray)
+    model, recipe = cell_recipe(run, ds, device, grid, base=base)
+    trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
+                          ranks=ids)
+    trainer.check_ranks(selection.names)
+    trainer.request(selection.names, grid.record(selection.names), "roarfast.stages.sweep.run_sweep()")
+    with open_results(run) as db:
+        plan = make_plan(trainer, grid, db, selection.names)
+        for line in describe_plan(plan, grid):
+            echo(f"[sweep] {line}")
+        bar = Progress(len(plan.todo), progress, echo, eta=plan.finished)
+        execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size,
+                workers_per_cell=workers_per_cell, cell_processes=cell_processes)
+        rows = [db.get(key) for _, key in plan.cells]
+        # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
+        retrained = db.rows(kind=RETRAIN, status="done")
+    run.record_stage_time("retrain", sum(r["seconds"] for r in retrained))
+    return {"plan": plan, "rows": rows}
+
+
+def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, echo) -> str:
+    """The id of the sweep's base model (grid.sweep_base), made HEAD's: reused when the run directory holds it
+    (its model's source unchanged), else trained beside the others once a fresh copy of its model showed that
+    it fits the methods of `selection` (methods.requirements.check_methods, their parameters under --amp `amp`):
+    a refusal comes before anything is written. Trained under the run directory's claim on it (run_train), so
+    of several sweeps started together one trains it and the others wait and reuse it."""
+    model_id, spec, _ = sweep_base(run, ds, grid, device, seed)
+    if model_id not in run.models():
+        options = _base_options(ds, grid, spec, selection, amp, device)
+        summary = run_train(run.root, options, dataset_obj=ds, seed=seed, device=device, progress=progress,
+                            echo=lambda line: echo(f"[sweep] {line}"))
+        if not summary["reused"]:  # else another sweep trained it while this one waited
+            echo(f"[sweep] base model: val {summary['val_acc']:.1%}, test {summary['test_acc']:.1%} "
+                 f"({summary['seconds']:.0f} s)")
+            run.record_stage_time("train", summary["seconds"])
+            return summary["id"]
+    meta = run.model_meta(model_id)
+    recorded_model(meta, run.model_path(model_id))  # a changed model source is refused, both hashes named
+    echo(f"[sweep] base model: reusing {meta['model']} {model_id[:8]} (trained {trained_at(run, model_id)}, "
+         f"test {meta['test_acc']:.1%})")
+    run.update_head("roarfast.stages.sweep.run_sweep()", base=model_id, **head_after(run, model_id, ds.fingerprint))
+    run.record_stage_time("train", meta.get("seconds", 0.0))
+    return model_id
+
+
+def _base_options(ds, grid, spec, selection, amp, device):
+    """The TrainOptions of `spec` (grid.model, default: the dataset's), once a fresh copy of it showed that it fits
+    the methods of `selection`."""
+    with torch.random.fork_rng(devices=[]):  # the check leaves the run's random numbers as they were
+        fresh = spec.build(ds.num_classes, ds.image_size, ds.channels).to(device)
+    check_methods(fresh, ds, selection, selection.method_params(ds, device, amp), device)
+    return TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
+
+
+def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor: str = "local",
+                  ray: RayOptions | None = None) -> dict:
+    """{method: rank id} of the sweep's ranks for HEAD's base model (RunDir.rank_ids), extracting with `options`
+    those the run directory lacks (a complete store of the same id is reused; with `executor` ray, its chunks as
+    tasks on the cluster), each under the run directory's claim on its ranks, so that several sweeps extract
+    each method once."""
+    ids = run.rank_ids(selection, ds.fingerprint)
+    todo = run.ranks_to_make(selection, options.splits, ds.fingerprint)
+    if not todo:
+        echo(f"[sweep] ranks: reusing those of {', '.join(selection.names)}")
+        return ids
+    with ExitStack() as claims:
+        # every process claims in one (sorted) order, so two sweeps never hold what the other waits for
+        for method in sorted(todo):
+            claims.enter_context(run.claim(f"ranks-{method}", waiting=lambda holder, m=method: echo(
+                f"[sweep] ranks of {m}: waiting for {holder}, which extracts them")))
+        missing = run.ranks_to_make(selection, options.splits, ds.fingerprint)  # extracted by another meanwhile
+        if not missing:
+            return ids
+        started = time.perf_counter()
+        # the missing methods alone, with the --method-arg values they take
+        alone = replace(options, methods=",".join(missing), method_args=dict(selection.only(missing).args))
+        run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress, executor=executor,
+                    ray=ray)
+    # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
+    seconds = time.perf_counter() - started
+    _remember_extraction(run, ds, selection.only(missing), options, device, seconds)
+    kept = [m for m in selection.names if m not in missing]
+    echo(f"[sweep] extract: {', '.join(missing)} in {seconds:.0f} s" + (f"; reusing {', '.join(kept)}" if kept else ""))
+    run.record_stage_time("extract", {", ".join(missing): seconds})
+    return ids
+
+
+def _remember_extraction(run, ds, selection, options, device, seconds: float) -> None:
+    """Keeps the seconds per image of this extraction in the step-time record (roarfast.planning.step_times), which later
+    dry runs read."""
+    base = run.head().base
+    spec = recorded_model(run.model_meta(base), run.model_path(base)) if selection.explained else None
+    images = sum(len(ds.split(split)) for split in options.splits)
+    batch = options.batch_size or default_batch_size(device, ds.image_size)
+    remember_extraction(device, spec, ds, selection, batch, options.amp, seconds, images)
