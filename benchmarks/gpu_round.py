@@ -1,6 +1,9 @@
 """The GPU round of issue 25, in parts that each fit one 10-minute call of an H100 (no build: the carried
 extension is used), on CIFAR-10's JPEGs packed to travel (benchmarks/cifar_gpu.py pack -> .device-data):
 
+  reference airbench94's published script (unchanged: ../shared/reference/airbench94, or a copy carried as
+            .device-data/airbench94.py) on the same decoded images, written as its cifar10/train.pt and test.pt;
+            its first --reference-runs runs (TTA accuracy, its own timer), then stopped: the target for airbench
   airbench  the airbench model with its recipe (bf16, batch 1,024, TTA): test accuracy and synchronized
             seconds per training, ReLU (the built-in) and GELU, --seeds each after one untimed training
   grouped   K cells trained one at a time vs together (loop, fused, streams, compiled; K in --sizes) with
@@ -51,7 +54,10 @@ REPORT_RESERVE_S = 60
 SMOKE_GRID = ["--method", "random,grad", "--fraction", "0.5", "--seeds", "1", "--control-seeds", "1", "--epochs", "1"]
 #: files per class and split in the smoke run's pack of the shared JPEGs
 SMOKE_PER_CLASS = (40, 10)
-SHARED_JPEGS = ROOT.parent.parent / "shared" / "data" / "cifar10-jpeg"
+SHARED_JPEGS = ROOT.parent / "shared" / "data" / "cifar10-jpeg"  # ../shared beside the checkout
+#: airbench94's published script: beside the shared data here, or carried with the pack to the GPU machine
+REFERENCE_SCRIPTS = (ROOT.parent / "shared" / "reference" / "airbench94" / "airbench94.py",
+                     ROOT / ".device-data" / "airbench94.py")
 
 
 def decoded_pack(pack_dir) -> tuple:
@@ -79,7 +85,7 @@ def tiny_pack(jpeg_dir: Path, out: Path, per_class: tuple) -> None:
     its canvases hashed from torchvision's CPU decode."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
-    from roarfast.data.imagefolder import list_tree
+    from roarfast.data.builtin.imagefolder import list_tree
 
     classes, blobs, labels, is_test = None, [], [], []
     for split, count in zip(("train", "test"), per_class):
@@ -116,6 +122,57 @@ def sync(device) -> None:
 def machine(device) -> dict:
     name = torch.cuda.get_device_name(0) if torch.device(device).type == "cuda" else "CPU (smoke)"
     return dict(device=name, torch=torch.__version__, date=time.strftime("%Y-%m-%d", time.gmtime()))
+
+
+def write_reference_data(ds_pack, folder: Path) -> None:
+    """The decoded pack as airbench94 reads it: folder/cifar10/{train,test}.pt, each a dict of `images` (uint8
+    [N, 32, 32, 3], channels last), `labels` (int64 [N]) and `classes` (names)."""
+    (train, test, classes) = ds_pack
+    (folder / "cifar10").mkdir(parents=True, exist_ok=True)
+    for name, (images, labels) in (("train", train), ("test", test)):
+        torch.save({"images": images.permute(0, 2, 3, 1).contiguous(), "labels": labels.long(), "classes": classes},
+                   folder / "cifar10" / f"{name}.pt")
+
+
+def reference_runs(lines) -> list:
+    """(tta_val_acc, total_time_seconds) of each finished run in airbench94's printed table: the `eval` rows."""
+    runs = []
+    for line in lines:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[1] == "eval":
+            runs.append((float(cells[5]), float(cells[6])))
+    return runs
+
+
+def part_reference(args, ds) -> tuple[dict, str]:
+    script = next((s for s in REFERENCE_SCRIPTS if s.exists()), None)
+    if args.pack is None:
+        return dict(skipped="no pack"), "airbench94: no CIFAR-10 pack here (the shared JPEG tree is missing)\n"
+    if script is None:
+        return dict(skipped="airbench94.py not found"), "airbench94: its script is not here (carry it as .device-data/airbench94.py)\n"
+    folder = args.out / "reference"
+    write_reference_data(decoded_pack(args.pack), folder)
+    if torch.device(args.device).type != "cuda":  # the published script needs a GPU: the smoke run checks the data
+        return dict(skipped="no GPU"), f"airbench94: data written to {folder / 'cifar10'}; not run (it needs a GPU)\n"
+    (folder / "airbench94.py").write_bytes(script.read_bytes())
+    # run unchanged; stopped after the runs asked for (it makes 25)
+    process = subprocess.Popen([sys.executable, "airbench94.py"], cwd=folder, stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        print(line, end="", flush=True)
+        if len(reference_runs(lines)) >= args.reference_runs:
+            break
+    process.kill()
+    process.wait()
+    runs = reference_runs(lines)
+    rows = [dict(run=i, test_acc=acc, seconds=s) for i, (acc, s) in enumerate(runs)]
+    text = ["airbench94 (published script, unchanged) on the same decoded images:", "",
+            "| run | test acc (TTA) | seconds (its timer) |", "| ---: | ---: | ---: |"]
+    text += [f"| {r['run']} | {r['test_acc']:.2%} | {r['seconds']:.2f} |" for r in rows]
+    if rows:
+        text.append(f"| mean | {np.mean([r['test_acc'] for r in rows]):.2%} | {np.mean([r['seconds'] for r in rows]):.2f} |")
+    return dict(script=str(script), rows=rows), "\n".join(text) + "\n"
 
 
 def part_airbench(args, ds) -> tuple[dict, str]:
@@ -242,12 +299,13 @@ def part_paper(args, ds) -> tuple[dict, str]:
     return result, "\n".join(lines) + "\n"
 
 
-PARTS = {"airbench": part_airbench, "grouped": part_grouped, "paper": part_paper}
+PARTS = {"reference": part_reference, "airbench": part_airbench, "grouped": part_grouped, "paper": part_paper}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="airbench,grouped,paper")
+    parser.add_argument("--parts", default="reference,airbench,grouped,paper")
+    parser.add_argument("--reference-runs", type=int, default=5, help="airbench94's runs to wait for")
     parser.add_argument("--out", type=Path, default=ROOT / "gpu-results" / "gpu-round")
     parser.add_argument("--pack", type=Path, default=ROOT / ".device-data")
     parser.add_argument("--device", default="cuda")

@@ -13,13 +13,14 @@
 #   retrain-cells    benchmarks/retrain_cells.py: one cell's GPU utilization, 1/2/4/8 cells at once
 #   bench-throughput benchmarks/throughput.py --quick
 #   estimate         benchmarks/throughput.py --estimate paper (GPU-measured rates)
+#   airbench-reference  benchmarks/gpu_round.py --parts reference: airbench94's published script, 5 runs, same images
 #   airbench-cifar   benchmarks/gpu_round.py --parts airbench: the airbench model on the CIFAR-10 pack, ReLU and GELU
 #   grouped          benchmarks/gpu_round.py --parts grouped: K cells one at a time vs together, share of peak
 #   paper            benchmarks/gpu_round.py --parts paper: `roarfast sweep --preset paper` (resumes across calls;
 #                    its run directory is runs/gpu-round-paper), then the report; ROARFAST_GROUP_SIZE sets its
 #                    --group-size, ROARFAST_SWEEP_ARGS adds flags (e.g. "--control-seeds 1")
 # Issue 25's GPU round, without a build (the carried extension), in 10-minute calls:
-#   ROARFAST_GPU_STAGES=airbench-cifar,grouped bash scripts/gpu_check.sh      then, until it says finished,
+#   ROARFAST_GPU_STAGES=airbench-reference,airbench-cifar,grouped bash scripts/gpu_check.sh      then, until it says finished,
 #   ROARFAST_GPU_STAGES=paper ROARFAST_GROUP_SIZE=K bash scripts/gpu_check.sh
 # (the stages' summary.md, to paste into benchmarks/RESULTS.md, comes back beside the archive as gpu-round.md).
 # Every result is a file in RESULTS_DIR; summary.txt lists each stage's status and seconds. A stage
@@ -33,7 +34,7 @@ RESULTS=${1:-$PWD/gpu-results}
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 BUDGET=${ROARFAST_GPU_BUDGET:-560}
-STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate,airbench-cifar,grouped,paper},"
+STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate,airbench-reference,airbench-cifar,grouped,paper},"
 wanted() { [[ "$STAGES" == *",$1,"* ]]; }
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -121,12 +122,15 @@ stage bench-throughput 100 $PY benchmarks/throughput.py --device cuda --quick --
 stage estimate 90 $PY benchmarks/throughput.py --device cuda --estimate paper --json "$RESULTS/estimate.json"
 if [ -f .device-data/cifar10-jpeg.npz ]; then
   ROUND=(benchmarks/gpu_round.py --pack .device-data --out "$RESULTS/gpu-round")
-  stage airbench-cifar 150 $PY "${ROUND[@]}" --parts airbench
+  # airbench94's published script beside roarfast's airbench on the same decoded images, 5 runs each (issue 41
+  # item 1); the script travels as .device-data/airbench94.py (copied there before the call)
+  stage airbench-reference 150 $PY "${ROUND[@]}" --parts reference --reference-runs 5
+  stage airbench-cifar 150 $PY "${ROUND[@]}" --parts airbench --seeds 5
   stage grouped 330 $PY "${ROUND[@]}" --parts grouped
   left=$((BUDGET - SECONDS - 20))
   stage paper 560 $PY "${ROUND[@]}" --parts paper --seconds "$left" \
     ${ROARFAST_GROUP_SIZE:+--group-size "$ROARFAST_GROUP_SIZE"} --sweep-args="${ROARFAST_SWEEP_ARGS:-}"
-elif wanted airbench-cifar || wanted grouped || wanted paper; then
+elif wanted airbench-reference || wanted airbench-cifar || wanted grouped || wanted paper; then
   echo "airbench-cifar, grouped, paper: SKIPPED (no .device-data/cifar10-jpeg.npz: see benchmarks/cifar_gpu.py pack)" \
     | tee -a "$SUMMARY"
 fi
