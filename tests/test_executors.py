@@ -147,7 +147,8 @@ def test_a_group_ended_by_a_user_error_gives_every_claim_back(tmp_path):
 def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path, monkeypatch):
     """A claimant on another host (a driver whose node was lost) cannot be looked up from here: its cell is
     left to it, said once, until its heartbeat is older than HEARTBEAT_STALE_S; then it is taken over."""
-    from roarfast import claims, executors
+    from roarfast.rundir import claims
+    from roarfast.execution import executors
 
     for holder in (claims, executors):  # what takes over, and the line that says when
         monkeypatch.setattr(holder, "HEARTBEAT_STALE_S", 1.5)

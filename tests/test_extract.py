@@ -4,7 +4,11 @@ kill redoes only unfinished chunks, a complete store is a no-op unless forced, a
 import pytest
 import torch
 
-from roarfast import extract, extract_tasks, ops
+from roarfast import ops
+
+from roarfast.stages import extract
+
+from roarfast.stages import extract_tasks
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.stages.extract import ExtractOptions, run_extract

@@ -8,7 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from roarfast import estimate, step_times
+from roarfast.planning import estimate
+
+from roarfast.planning import step_times
 from roarfast.models import resolve_model
 from roarfast.recipe import Recipe
 

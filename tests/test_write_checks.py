@@ -10,7 +10,9 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from roarfast import atomic, basemodel
+from roarfast.common import atomic
+
+from roarfast.stages import basemodel
 from roarfast.cli import main
 from roarfast.results import ResultsDB
 from roarfast.rundir.directory import RunDir
