@@ -19,15 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roarfast.stages.basemodel import TrainOptions, base_recipe, trained_at
-from roarfast.stages.cells import Cell, CellTrainer, cell_estimators, cell_recipe
+from roarfast.stages.cells import CellTrainer, cell_estimators, cell_recipe
 from roarfast.rundir.checkpoint import recorded_model
 from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
 from roarfast.planning.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
-from roarfast.rundir.configurations import settings_of
-from roarfast.rundir.ids import SHOWN_CHARS, configuration_id
+from roarfast.rundir.ids import SHOWN_CHARS
 from roarfast.methods.selection import Selection
-from roarfast.modes import ROAR
 from roarfast.common.options import check_positive
 from roarfast.planning.costs import Cost, Costing, Target, gib, hours, plan_target
 from roarfast.common.progress import format_duration
@@ -284,8 +282,7 @@ def _plan(run, data, grid, selection, spec, recipe, target, model_id, ids, reuse
         plan.seconds = {}
     if not reused:
         return plan, None, False
-    key = trainer.key(Cell(selection.names[0], ROAR, 0.5, 0))
-    cid = configuration_id(settings_of({"dataset": key.dataset, "model": key.model, "config": key.config}), ids)
+    cid = trainer.configuration_id(selection.names)
     return plan, cid, run.configuration_path(cid).is_file()
 
 

@@ -16,6 +16,7 @@ from roarfast.rundir.checkpoint import recorded_model
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, resolve_fill
 from roarfast.rundir.configurations import about_of, request, settings_of
+from roarfast.rundir.ids import configuration_id
 from roarfast.rundir.head import command
 from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
@@ -206,24 +207,36 @@ class CellTrainer:
         # late: loads torch, and --help imports this module
         from roarfast.results import RETRAIN, MeasurementKey
 
-        params = ranks_params if ranks_params is not None else self.ranks_params(cell.method)
+        return MeasurementKey.of(kind=RETRAIN, dataset=self.ds.name, model=self.model_name, method=cell.method,
+                                 mode=cell.measured_mode, fill=None if cell.control else self.fill,
+                                 fraction=cell.fraction, seed=cell.seed,
+                                 config=self._config(cell.method, cell.control, ranks_params))
+
+    def _config(self, method: str, control: bool, ranks_params=None) -> dict:
+        """The `config` of a results row of `method`'s cells (a mask-only control's when `control`)."""
+        params = ranks_params if ranks_params is not None else self.ranks_params(method)
         # the control sees no pixel values, so the fill is not part of its configuration; the base model and the
         # ranks' id are: a cell of another base model or other ranks is another cell
         config = {"recipe": self.recipe.to_dict(), "dataset": self.ds.fingerprint, "ranks": params,
-                  "base": self.base, "rank_id": self.rank_ids.get(cell.method),
-                  **({} if cell.control else {"fill": self.fill})}
+                  "base": self.base, "rank_id": self.rank_ids.get(method), **({} if control else {"fill": self.fill})}
         if self.model.source_sha256 is not None:  # a plug-in's source is part of what the cell trains
             config["model_source"] = self.model.source_sha256
-        return MeasurementKey.of(kind=RETRAIN, dataset=self.ds.name, model=self.model_name, method=cell.method,
-                                 mode=cell.measured_mode, fill=None if cell.control else self.fill,
-                                 fraction=cell.fraction, seed=cell.seed, config=config)
+        return config
+
+    def settings(self, method: str) -> dict:
+        """The settings the cells of `method` share with every cell of their configuration
+        (roarfast.rundir.configurations.settings_of of a fill cell's row: the fill, recipe, data, base model)."""
+        return settings_of({"dataset": self.ds.name, "model": self.model_name, "config": self._config(method, False)})
+
+    def configuration_id(self, methods) -> str:
+        """The id of the configuration of these cells for `methods` (their shared settings, each rank id)."""
+        return configuration_id(self.settings(methods[0]), {m: self.rank_ids[m] for m in methods})
 
     def request(self, methods, grid: dict, asked: str) -> dict:
         """Records that the cells of `methods` and `grid` (roarfast.rundir.configurations.grid_of) were requested
         (by the command the user ran, else `asked`): their configuration's record, then HEAD (this base model,
         these ranks, this configuration). Returns the record."""
-        key = self.key(Cell(methods[0], ROAR, 0.5, 0))
-        settings = settings_of({"dataset": key.dataset, "model": key.model, "config": key.config})
+        settings = self.settings(methods[0])
         ranks = {m: self.rank_ids[m] for m in methods}
         head = self.run.head()
         dataset = {} if head.dataset and head.dataset["fingerprint"] == self.ds.fingerprint else {
