@@ -328,18 +328,21 @@ def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fil
               help="the configuration to report, by its label or its id (`roarfast ls` lists them)  [default: the "
                    "latest request's]")
 @click.option("--all", "every", is_flag=True, help="every configuration of the run directory, each apart")
+@click.option("--figure-format", "figure_formats", default="png", metavar="png,svg,pdf",
+              help="the figures' formats, comma-separated (the page embeds the PNG, else the SVG)")
+@click.option("--dpi", type=int, default=None, help="a PNG figure's resolution  [default: the report's, for a screen]")
 @trust_option
 @_friendly_errors
-def report(run_dir, out_dir, config, every):
-    """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, for the
-    configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
+def report(run_dir, out_dir, config, every, figure_formats, dpi):
+    """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, with
+    the tables a paper quotes as tables.tex (booktabs) and tables.md, for the configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
     otherwise; its first lines list the other configurations and the command that reports each."""
     # late: loads torch, and --help imports this module
     from roarfast.report import ALL, write_report
 
     if config is not None and every:
         raise click.UsageError("--config and --all: give one of them")
-    written = write_report(run_dir, out_dir, config=ALL if every else config)
+    written = write_report(run_dir, out_dir, config=ALL if every else config, figure_formats=figure_formats, dpi=dpi)
     for line in written.verdict_lines():
         click.echo(line)
     click.echo(f"report: {written.index_html}")

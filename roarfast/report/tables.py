@@ -32,10 +32,16 @@ def latex_table(table: Table, label: str = "") -> str:
         out.append(f"\\label{{{label}}}")
     out += [f"\\begin{{tabular}}{{{'l' * columns}}}", r"\toprule"]
     if any(table.header):
-        out += [" & ".join(latex_escape(h) for h in table.header) + r" \\", r"\midrule"]
-    out += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in table.rows]
+        out += [_latex_row(table.header), r"\midrule"]
+    out += [_latex_row(row) for row in table.rows]
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(out)
+
+
+def _latex_row(cells) -> str:
+    # a row opening with "[" would be read as the optional argument of the previous row's \\
+    text = " & ".join(latex_escape(c) for c in cells)
+    return ("{}" + text if text.startswith("[") else text) + r" \\"
 
 
 def latex_document(tables: list, source: str) -> str:
