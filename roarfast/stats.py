@@ -76,6 +76,26 @@ def welch_p(a, b) -> float:
     return float(2 * sps.t.sf(abs(t), df))
 
 
+def welch_interval(a, b, confidence: float = CONFIDENCE) -> Interval:
+    """The difference of means mean(b) - mean(a) with its Welch t confidence interval (unequal variances,
+    Welch-Satterthwaite degrees of freedom); None bounds below 2 values in either group, a zero-width
+    interval where neither group has spread."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size == 0 or b.size == 0:
+        raise ValueError(f"welch_interval needs values in both groups, got {a.size} and {b.size}")
+    diff = float(b.mean() - a.mean())
+    n = int(min(a.size, b.size))
+    if n < 2:
+        return Interval(diff, None, None, n)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    if va + vb == 0:
+        return Interval(diff, diff, diff, n)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    half = float(sps.t.ppf(0.5 + confidence / 2, df) * math.sqrt(va + vb))
+    return Interval(diff, diff - half, diff + half, n)
+
+
 def holm(pvalues) -> list[float]:
     """Holm-Bonferroni adjusted p-values, in the input order: the i-th smallest of m is multiplied by
     (m - i), running maxima keep them monotone, capped at 1."""

@@ -127,7 +127,7 @@ def test_a_section_registered_in_one_place_is_on_every_page(tmp_path, own_sectio
     # fill_run: per method 2 seeds with each of 2 fills
     assert report.summary["probe"] == {"a": 4, "b": 4, "random": 4}
     assert json.loads((run.report_dir / "summary.json").read_text())["probe"] == {"a": 4, "b": 4, "random": 4}
-    assert {"file": "probe.png", "title": "Probe: a bar per method", "kind": "probe"} in report.summary["figures"]
+    assert {"file": "probe.png", "files": ["probe.png"], "title": "Probe: a bar per method", "kind": "probe"} in report.summary["figures"]
     assert "probe.png" in report.files and not (run.report_dir / "nothing.png").exists()
     image = mpimg.imread(run.report_dir / "probe.png")
     assert image.shape[0] > 100 and (image[..., 2] - image[..., 0] > 0.4).mean() > 0.05  # the blue bars are drawn

@@ -7,6 +7,7 @@ entry appears here at once. Heavy imports (torch, the extension, DALI) happen in
 top-level keys apply to every command, a section named after a command applies to that command only.
 """
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, _data_options, 
                                   _load_config, _options, amp_option, data_options, executor_options, method_arg_option,
                                   model_option, parameter_options, recipe_option, run_options, trust_option)
 from roarfast.cli.doctor import report_lines
+from roarfast.cli.listing import KINDS as LIST_KINDS, listing, listing_lines
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.planning.grid import PRESETS, preset_grid
 from roarfast.rundir.head import set_command
@@ -326,18 +328,21 @@ def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fil
               help="the configuration to report, by its label or its id (`roarfast ls` lists them)  [default: the "
                    "latest request's]")
 @click.option("--all", "every", is_flag=True, help="every configuration of the run directory, each apart")
+@click.option("--figure-format", "figure_formats", default="png", metavar="png,svg,pdf",
+              help="the figures' formats, comma-separated (the page embeds the PNG, else the SVG)")
+@click.option("--dpi", type=int, default=None, help="a PNG figure's resolution  [default: the report's, for a screen]")
 @trust_option
 @_friendly_errors
-def report(run_dir, out_dir, config, every):
-    """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, for the
-    configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
+def report(run_dir, out_dir, config, every, figure_formats, dpi):
+    """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, with
+    the tables a paper quotes as tables.tex (booktabs) and tables.md, for the configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
     otherwise; its first lines list the other configurations and the command that reports each."""
     # late: loads torch, and --help imports this module
     from roarfast.report import ALL, write_report
 
     if config is not None and every:
         raise click.UsageError("--config and --all: give one of them")
-    written = write_report(run_dir, out_dir, config=ALL if every else config)
+    written = write_report(run_dir, out_dir, config=ALL if every else config, figure_formats=figure_formats, dpi=dpi)
     for line in written.verdict_lines():
         click.echo(line)
     click.echo(f"report: {written.index_html}")
@@ -379,4 +384,54 @@ def prune(names, run_dir, dry_run):
 def doctor():
     """Versions, whether CUDA kernels were compiled and for which archs, GPUs, DALI, Ray."""
     for line in report_lines():
+        click.echo(line)
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path),
+                metavar="RUN_DIR...")
+@click.option("--config", "configs", multiple=True, metavar="LABEL|ID",
+              help="repeatable: with one RUN_DIR, the configurations to compare, the first the baseline (default: "
+                   "every one); with several, one per RUN_DIR in their order (default: each one's latest request's)")
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="also write compare.md, compare.csv and compare.json into this directory")
+@_friendly_errors
+def compare(run_dirs, configs, as_json, out_dir):
+    """Configurations side by side: two or more of one run directory, or those of several. Per mode, fill and
+    fraction each side's accuracy and verdict, each side's AUC, what differs between them and each side's
+    change from the first (the difference with its Welch 95% interval over seeds, Holm-corrected p)."""
+    # late: loads numpy and scipy (the statistics), and --help imports this module
+    from roarfast.cli.tables import text_table
+    from roarfast.report.compare import compare as compare_runs
+
+    comparison = compare_runs(run_dirs, configs)
+    written = comparison.write(out_dir) if out_dir is not None else []
+    if as_json:
+        click.echo(json.dumps(comparison.to_dict(), indent=1, sort_keys=True))
+        return
+    for line in comparison.legend() + [f"note: {n}" for n in comparison.notes]:
+        click.echo(line)
+    for table in comparison.tables():
+        click.echo(f"\n{table.title}\n{text_table(table.header, table.rows)}")
+    for path in written:
+        click.echo(f"written: {path}")
+
+
+@main.command(name="list")
+@click.argument("kinds", nargs=-1, type=click.Choice(LIST_KINDS), metavar=f"[{'|'.join(LIST_KINDS)}]...")
+@click.option("--json", "as_json", is_flag=True, help="print the listing as JSON")
+@click.option("--captum/--no-captum", default=True,
+              help="list the installed Captum's attribution classes among the estimators (loads torch)")
+@_friendly_errors
+def list_names(kinds, as_json, captum):
+    """Every name the commands take: estimators (--method; the installed Captum's classes as captum:<Class>),
+    models (--model), datasets (--dataset), fills (--fill), no-retrain metrics (evaluate --metric), each with
+    a one-line description and its parameters."""
+
+    listed = listing(kinds or LIST_KINDS, captum=captum)
+    if as_json:
+        click.echo(json.dumps(listed, indent=1))
+        return
+    for line in listing_lines(listed):
         click.echo(line)

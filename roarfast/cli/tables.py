@@ -45,3 +45,10 @@ def fill_leakage_table(rows) -> str:
         lines.append(f"{r['method']:12s} {r['fill']:14s} {r['fraction']:8.2f} {r['test_acc']:8.3f} "
                      f"{r['extra']['base_rate']:6.3f}")
     return "\n".join(lines)
+
+
+def text_table(header: list, rows: list) -> str:
+    """Rows of text cells as aligned columns under their header."""
+    lines = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(line[i]) for line in lines if i < len(line)) for i in range(len(lines[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)

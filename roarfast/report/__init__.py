@@ -20,9 +20,9 @@ from roarfast.common.atomic import check_writable, replace_dir
 from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.report import sections
 from roarfast.report.analysis import analyse
-from roarfast.report.figures import draw
+from roarfast.report.figures import FIGURE_DPI, check_formats, draw
 from roarfast.report.load import ALL, load_run
-from roarfast.report.render import REPORT_FILES, page, write_files
+from roarfast.report.render import REPORT_FILES, page, paper_tables, write_files
 from roarfast.report.text import verdict_lines
 from roarfast.rundir.directory import RunDir
 
@@ -56,15 +56,21 @@ class Report:
         return f"<div class='roarfast-report'>{body}</div>"
 
 
-def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None) -> Report:
+def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None, figure_formats=("png",),
+                 dpi: int | None = None) -> Report:
     """Reads the run directory (writing nothing there), writes the report of the configuration `config` names
     (a label or an id prefix; "all": every configuration, each apart; None: the latest request's, HEAD's)
     under out_dir (default: the run directory's report directory) and returns it; `dataset`: the run's Dataset
-    when the caller holds it (a Study's, which the run directory may not be able to load). Every file is built in a temporary directory
+    when the caller holds it (a Study's, which the run directory may not be able to load); `figure_formats`:
+    the figures' formats (png, svg, pdf: a sequence or "png,svg"), `dpi` a PNG's resolution (None:
+    figures.FIGURE_DPI); beside the page,
+    tables.tex (booktabs) and tables.md hold the rankings, verdicts and accuracies. Every file is built in a temporary directory
     beside out_dir, which replaces out_dir whole only once all are written: a failure or a kill leaves the
     previous report whole. Raises UserError, writing nothing, when the run directory has no results.sqlite
     or no finished cells, when out_dir cannot be written, or when it is a directory holding files no report
     wrote (the report replaces its directory whole); a failed write is one line saying what was left."""
+    dpi = FIGURE_DPI if dpi is None else dpi
+    formats = check_formats(figure_formats, dpi)
     run = RunDir(run_dir)
     loaded = load_run(run, dataset, config)
     listed = sections.ordered()
@@ -75,8 +81,9 @@ def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None)
     cells = [cell for part in loaded.parts for cell in part.cells]
 
     def build(tmp: Path) -> list:
-        shown = draw(listed, summary, loaded, run, tmp)
-        files = write_files(summary, page(listed, summary, shown), cells, tmp)
+        shown = draw(listed, summary, loaded, run, tmp, formats, dpi)
+        files = write_files(summary, page(listed, summary, shown), cells, tmp, paper_tables(listed, summary),
+                            str(run.root))
         (tmp / MARKER).write_text("written by `roarfast report`, which replaces this directory whole\n")
         return files
 
@@ -88,7 +95,7 @@ def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None)
         raise write_error(err, err.filename or out_dir, _left(out_dir, previous)) from None
     except UserError as err:
         raise UserError(f"{err}; {_left(out_dir, previous)}") from None
-    return Report(out_dir, summary, [f["file"] for f in summary["figures"]] + files)
+    return Report(out_dir, summary, [name for f in summary["figures"] for name in f["files"]] + files)
 
 
 def _check_replaceable(out_dir: Path) -> bool:

@@ -101,7 +101,7 @@ def _split(rows: list) -> list[Configuration]:
     return sorted(found.values(), key=lambda c: (c.settings is not None, c.first))
 
 
-def _described(c: Configuration) -> dict | None:
+def described(c: Configuration) -> dict | None:
     """What a configuration's label is read from: its settings, and for a recorded one its methods, their own
     ranks' provenance and its base model's seed and epochs."""
     if c.record is None:
@@ -117,7 +117,7 @@ def _label(configurations: list) -> None:
     if len(configurations) < 2:
         return
     recorded = [c for c in configurations if c.settings is not None]
-    flat = [flatten(_described(c)) for c in recorded]
+    flat = [flatten(described(c)) for c in recorded]
     names = sorted({name for f in flat for name in f}, key=_order)
     differing = [n for n in names if len({repr(f.get(n)) for f in flat}) > 1]
     for c, f in zip(recorded, flat):

@@ -2,60 +2,112 @@
 (each configuration's apart), and the pieces the sections' figures share — a method's curve with its
 interval as error bars, random as the reference (a visible marker with its interval, also with one
 fraction, and a band between fractions), points of different methods side by side, chance and the base model as
-lines, one colour per method in every figure, one legend for all panels, and the accuracy panel of one mode
-and fill with its leaky points marked.
+lines, one colour per method in every figure, one legend for all panels (inside the axes: a free panel, else
+the last one), the accuracy panel of one mode and fill with its leaky points marked, and the ranking panel.
+Every figure is drawn in one style (STYLE: constrained layout, fonts sized for a page, editable text in SVG
+and PDF) and saved in each format asked (FORMATS, matplotlib's own backends) at the dpi asked.
 """
 
 from collections import defaultdict
+from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
+
+from roarfast.errors import UserError
 
 from roarfast.modes import KAR, ROAR, control_mode
 from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, parts_of, shown_bounds
 from roarfast.report.load import method_order
 from roarfast.report.sections import RUN
+from roarfast.report.text import ranked_by
 
 AXIS = {ROAR: "fraction of pixels removed (%)", KAR: "fraction of pixels kept (%)"}
 #: how a leaky cell is marked on its curve, per leak reading: (marker, colour, legend label)
 LEAK_MARKS = {LEAK_STANDS: ("o", "black", "leaky control, verdict stands"),
               LEAK_INCONCLUSIVE: ("s", "red", "leaky control could explain the verdict"),
               LEAKY_NO_VERDICT: ("D", "0.45", "leaky control, no verdict drawn")}
+#: the resolution of a PNG (SVG and PDF are vector: their dpi only sizes embedded images)
 FIGURE_DPI = 110
+#: the formats a figure is saved in (matplotlib's Agg, SVG and PDF backends), and those the page can embed
+FORMATS = ("png", "svg", "pdf")
+EMBEDDABLE = ("png", "svg")
+#: the one style of every figure: laid out without overlapping labels, fonts readable in a column, text left
+#: as text (SVG) and TrueType (PDF) so a paper's editor can restyle it
+STYLE = {"figure.constrained_layout.use": True, "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
+         "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5, "legend.framealpha": 0.85,
+         "figure.titlesize": 10, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none",
+         "pdf.fonttype": 42}
+#: metadata left out of a saved file so the same figure gives the same bytes (no creation date)
+_METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}, "png": {}}
 
 
-def draw(sections: list, summary: dict, loaded, run, out_dir: Path) -> dict:
-    """Draws and saves every section's figures into out_dir, one configuration at a time (LoadedRun `loaded`'s
-    parts, whose summaries analysis.parts_of lists; a section with scope RUN draws from the run's summary and
-    gets `loaded` as its context): with several, each configuration's figures are saved under file names
-    ending in its slug, their titles labelled. Lists them in summary["figures"] ([{file, title, kind}], kind:
-    the section's name, plus configuration: the label, where labelled; fill by fill, then those of the whole
-    run); returns section name -> the figures it drew, for the page."""
+def check_formats(formats, dpi: int) -> tuple:
+    """The figure formats asked ("png,svg" or a sequence), in FORMATS' order, checked with the dpi: a UserError
+    naming what is accepted."""
+    asked = [f.strip().lower().lstrip(".") for f in (formats.split(",") if isinstance(formats, str) else formats)]
+    unknown = [f for f in asked if f not in FORMATS]
+    if unknown or not asked:
+        raise UserError(f"--figure-format {','.join(asked) or '(none)'}: give one or more of {', '.join(FORMATS)}, "
+                        f"comma-separated")
+    if not isinstance(dpi, int) or isinstance(dpi, bool) or not 20 <= dpi <= 1200:
+        raise UserError(f"--dpi should be a whole number from 20 to 1200, got {dpi!r}")
+    return tuple(f for f in FORMATS if f in asked)
+
+
+def save(fig, stem: Path, formats=("png",), dpi: int = FIGURE_DPI) -> list[Path]:
+    """Saves `fig` as stem.<format> for each format; returns the paths."""
+    paths = []
+    for fmt in formats:
+        path = stem.with_name(f"{stem.name}.{fmt}")
+        fig.savefig(path, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_METADATA[fmt])
+        paths.append(path)
+    return paths
+
+
+@contextmanager
+def styled():
+    """matplotlib's pyplot with STYLE in force (figures made and saved inside keep it)."""
     plt = pyplot()
+    with plt.rc_context(STYLE):
+        yield plt
+
+
+def draw(sections: list, summary: dict, loaded, run, out_dir: Path, formats=("png",), dpi: int = FIGURE_DPI) -> dict:
+    """Draws and saves every section's figures into out_dir in each of `formats` (FORMATS) at `dpi`, one
+    configuration at a time (LoadedRun `loaded`'s parts, whose summaries analysis.parts_of lists; a section with
+    scope RUN draws from the run's summary and gets `loaded` as its context): with several, each configuration's
+    figures are saved under file names ending in its slug, their titles labelled. Lists them in
+    summary["figures"] ([{file, files, title, kind}]: file, the one the page shows (PNG, else SVG, else the first
+    written); files, every format's; kind: the section's name, plus configuration: the label, where labelled;
+    fill by fill, then those of the whole run); returns section name -> the figures it drew, for the page."""
     parts = parts_of(summary)
     several = len(parts) > 1
     shown, listed = defaultdict(list), []
-    for section in sections:
-        if section.figures is None:
-            continue
-        if section.scope == RUN:
-            asked = [(None, section.figures(summary, loaded, run))]
-        else:
-            asked = [(p, section.figures(p, part.context, run)) for p, part in zip(parts, loaded.parts)]
-        for part, figures in asked:
-            for figure in figures:
-                fig = figure.draw()
-                if fig is None:
-                    continue
-                entry = {"file": figure.file, "title": figure.title, "kind": section.name}
-                if part is not None and several:
-                    stem, dot, ext = figure.file.rpartition(".")
-                    label = part["configuration"]["label"]
-                    entry.update(file=f"{stem}_{part['configuration']['slug']}{dot}{ext}",
-                                 title=f"[{label}] {figure.title}", configuration=label)
-                fig.savefig(out_dir / entry["file"], dpi=FIGURE_DPI, bbox_inches="tight")
-                plt.close(fig)
-                shown[section.name].append(entry)
-                listed.append((figure.fill, entry))
+    shows = next((f for f in EMBEDDABLE if f in formats), formats[0])
+    with styled() as plt:
+        for section in sections:
+            if section.figures is None:
+                continue
+            if section.scope == RUN:
+                asked = [(None, section.figures(summary, loaded, run))]
+            else:
+                asked = [(p, section.figures(p, part.context, run)) for p, part in zip(parts, loaded.parts)]
+            for part, figures in asked:
+                for figure in figures:
+                    fig = figure.draw()
+                    if fig is None:
+                        continue
+                    stem = figure.file.rpartition(".")[0] or figure.file
+                    entry = {"title": figure.title, "kind": section.name}
+                    if part is not None and several:
+                        label = part["configuration"]["label"]
+                        stem = f"{stem}_{part['configuration']['slug']}"
+                        entry.update(title=f"[{label}] {figure.title}", configuration=label)
+                    entry.update(file=f"{stem}.{shows}", files=[f"{stem}.{fmt}" for fmt in formats])
+                    save(fig, out_dir / stem, formats, dpi)
+                    plt.close(fig)
+                    shown[section.name].append(entry)
+                    listed.append((figure.fill, entry))
     fills = [fill for p in parts for fill in p["fills"]]
     position = {fill: fills.index(fill) for fill in fills}
     summary["figures"] = [entry for _, entry in sorted(listed, key=lambda t: position.get(t[0], len(position)))]
@@ -143,12 +195,22 @@ def draw_random(ax, points, dx: float = 0.0):
 
 
 def figure_legend(fig, axes) -> None:
-    """One legend for all panels, right of them: every label drawn in any panel, once."""
+    """One legend for all panels, every label drawn in any panel once, inside the axes: filling a panel the
+    grid left empty where there is one, else at the best place in the last panel (in two columns when long)."""
+    axes = list(axes)
     entries = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    fig.legend(list(entries.values()), list(entries), loc="outside right center", fontsize=8)
+    if not entries:
+        return
+    free = [ax for ax in axes if not ax.get_visible() or not ax.has_data()]
+    host = free[0] if free else [ax for ax in axes if ax.get_visible()][-1]
+    if free:
+        host.set_visible(True)
+        host.set_axis_off()
+    host.legend(list(entries.values()), list(entries), loc="center" if free else "best",
+                ncols=2 if len(entries) > 8 and not free else 1)
 
 
 def decorate(ax, summary, mode, title):
@@ -203,3 +265,25 @@ def accuracy_panel(ax, summary: dict, mode: str, fill: str, colors: dict, title:
             ax.scatter([100 * e["fraction"] + dx.get(e["method"], 0.0) for e in leaky],
                        [100 * e["mean"] for e in leaky], s=160,
                        marker=marker, facecolors="none", edgecolors=color, linewidths=1.4, zorder=5, label=label)
+
+
+def ranking_panel(ax, ranking: dict, colors: dict, title: str) -> None:
+    """A ranking of one mode and fill (rankings.rankings' entry) as horizontal bars, best at the top: each
+    estimator's AUC (or, with one fraction, accuracy) with its 95% interval as an error bar, random grey and
+    hatched."""
+    entries = ranking["entries"]
+    ys = list(range(len(entries)))[::-1]
+    for y, e in zip(ys, entries):
+        random = e["method"] == "random"
+        ax.barh(y, 100 * e["mean"], height=0.6, color="0.75" if random else colors.get(e["method"]),
+                hatch="//" if random else None, edgecolor="0.3" if random else "none")
+        if e["low"] is not None:
+            low, high = shown_bounds(e)
+            ax.errorbar(100 * e["mean"], y, xerr=[[100 * (e["mean"] - low)], [100 * (high - e["mean"])]], fmt="none",
+                        ecolor="0.15", elinewidth=1, capsize=3)
+    ax.set_yticks(ys, [e["method"] for e in entries])
+    better = "lower" if ranking["lower_is_better"] else "higher"
+    ax.set_xlabel(f"{ranked_by(ranking['fractions'])} (%), {better} is better")
+    ax.set_xlim(0, 100)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)

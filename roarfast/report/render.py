@@ -1,7 +1,9 @@
 """The report's rendering: the page assembled from the sections in order (each section's tables and lines,
 then its figures; with several configurations, each configuration's apart under its label), written as
-index.md and a self-contained index.html (figures embedded), beside cells.csv and summary.json. Knows no
-section: what a page holds is the sections' business (roarfast.report.sections).
+index.md and a self-contained index.html (figures embedded: PNG, else SVG; a PDF alone is linked), beside
+cells.csv, summary.json and the tables a paper quotes as tables.tex (booktabs) and tables.md
+(roarfast.report.tables). Knows no section: what a page holds is the sections' business
+(roarfast.report.sections).
 """
 
 import base64
@@ -14,9 +16,12 @@ from pathlib import Path
 
 from roarfast.report.analysis import parts_of
 from roarfast.report.sections import RUN, Lines, Table
+from roarfast.report.tables import PAPER_SECTIONS, latex_document, markdown_document
 
-#: the files a report writes besides its figures (PNG), in the order written
-REPORT_FILES = ("cells.csv", "summary.json", "index.md", "index.html")
+#: the files a report writes besides its figures, in the order written
+REPORT_FILES = ("cells.csv", "summary.json", "index.md", "index.html", "tables.tex", "tables.md")
+#: how index.html embeds a figure of each format it can show
+_MIME = {"png": "image/png", "svg": "image/svg+xml"}
 
 
 @dataclass(frozen=True)
@@ -58,13 +63,24 @@ def _blocks(section, summary: dict) -> list:
     return blocks
 
 
-def write_files(summary: dict, blocks: list, cells: list, out_dir: Path) -> list[str]:
-    """Writes cells.csv, summary.json, index.md and index.html into out_dir (a directory of its own, which
-    the report fills whole: roarfast.report.write_report); returns their names."""
+def paper_tables(sections: list, summary: dict) -> list:
+    """The tables a paper quotes (tables.PAPER_SECTIONS': rankings, verdicts, accuracies with intervals), as
+    the page shows them: each configuration's labelled."""
+    quoted = [s for s in sections if s.name in PAPER_SECTIONS]
+    return [b for b in page(quoted, summary, {}) if isinstance(b, Table)]
+
+
+def write_files(summary: dict, blocks: list, cells: list, out_dir: Path, tables: list = (),
+                source: str = "a run directory") -> list[str]:
+    """Writes cells.csv, summary.json, index.md, index.html and `tables` (paper_tables) as tables.tex and
+    tables.md into out_dir (a directory of its own, which the report fills whole:
+    roarfast.report.write_report); returns their names."""
     write_csv(cells, out_dir / "cells.csv")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out_dir / "index.md").write_text(render_markdown(blocks))
     (out_dir / "index.html").write_text(render_html(blocks, out_dir))
+    (out_dir / "tables.tex").write_text(latex_document(list(tables), source))
+    (out_dir / "tables.md").write_text(markdown_document(list(tables), "roarfast tables"))
     return list(REPORT_FILES)
 
 
@@ -105,8 +121,12 @@ def render_html(blocks: list, out_dir: Path) -> str:
                 out.append("<tr>" + "".join(f"<td{_leaky_class(c)}>{esc(str(c))}</td>" for c in row) + "</tr>")
             out.append("</table>")
         elif isinstance(block, Image):
+            mime = _MIME.get(block.file.rpartition(".")[2])
+            if mime is None:  # a format no browser page embeds (PDF): linked beside the page
+                out.append(f"<h2>{title}</h2><p><a href='{esc(block.file)}'>{esc(block.file)}</a></p>")
+                continue
             data = base64.b64encode((out_dir / block.file).read_bytes()).decode("ascii")
-            out.append(f"<h2>{title}</h2><img alt='{title}' src='data:image/png;base64,{data}'>")
+            out.append(f"<h2>{title}</h2><img alt='{title}' src='data:{mime};base64,{data}'>")
         else:
             items = "".join(f"<li{_leaky_class(line)}>{esc(line)}</li>" for line in block.lines)
             out.append(f"<details open><summary><h2 style='display:inline'>{title}</h2></summary>"

@@ -29,16 +29,22 @@ def rankings(accs: dict) -> list:
         fractions = sorted({fr for curves in by_method.values() for fr in curves})
         entries, incomplete = [], []
         for method, curves in sorted(by_method.items(), key=lambda kv: method_order(kv[0])):
-            seeds = set.intersection(*(set(curves.get(fr, {})) for fr in fractions))
-            if not seeds:
+            aucs = seed_aucs(curves, fractions)
+            if not aucs:
                 incomplete.append(method)
                 continue
-            aucs = [stats.curve_auc(fractions, [curves[fr][s] for fr in fractions]) for s in sorted(seeds)]
-            entries.append({"method": method, **stats.t_interval(aucs).to_dict()})
+            entries.append({"method": method, **stats.t_interval(list(aucs.values())).to_dict()})
         entries.sort(key=lambda e: e["mean"] if LOWER_IS_BETTER[mode] else -e["mean"])
         out.append({"mode": mode, "fill": fill, "fractions": fractions, "lower_is_better": LOWER_IS_BETTER[mode],
                     "entries": entries, "incomplete": incomplete})
     return out
+
+
+def seed_aucs(curves: dict, fractions: list) -> dict:
+    """seed -> the AUC of one method's curve ({fraction: {seed: accuracy}}) over `fractions`, for the seeds
+    run at every one of them ({} when none is)."""
+    seeds = set.intersection(*(set(curves.get(fr, {})) for fr in fractions)) if fractions else set()
+    return {s: stats.curve_auc(fractions, [curves[fr][s] for fr in fractions]) for s in sorted(seeds)}
 
 
 def tables(summary: dict) -> list:

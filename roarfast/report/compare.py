@@ -1,0 +1,306 @@
+"""Configurations side by side (`roarfast compare`, `roarfast.compare`): two or more configurations of one run
+directory, or the configurations of several run directories, read as the report reads them (load_run, then
+the shared analysis and the rankings), shown per mode, fill and fraction — each side's accuracy with its
+interval and its verdict against random, each side's AUC — with what differs between them (the settings of
+their configuration records) and each side's change from the first, the baseline: the difference of means
+with its Welch interval over seeds and a Welch p-value, Holm-corrected over every change of that side.
+
+A comparison is a sensitivity reading ("samples 5 vs 15", "epochs 2 vs 8"), never a verdict of its own: an
+estimator's verdicts are each side's, against that side's random.
+"""
+
+import csv
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roarfast import stats
+from roarfast.common.atomic import check_writable
+from roarfast.errors import UserError, is_write_refused, write_error
+from roarfast.modes import MODES
+from roarfast.report.analysis import accuracies, measured
+from roarfast.report.configurations import described, flatten, named, short
+from roarfast.report.load import ALL, load_run, method_order, mode_order
+from roarfast.report.sections import Table
+from roarfast.report.sections.rankings import seed_aucs
+from roarfast.report.tables import markdown_document
+from roarfast.report.text import interval_text, p_text, title_fill
+from roarfast.rundir.directory import RunDir
+
+#: the files `write` puts in its directory
+COMPARE_FILES = ("compare.md", "compare.csv", "compare.json")
+#: the columns of compare.csv, one row per measure x cell group x side
+CSV_COLUMNS = ("measure", "mode", "fill", "fraction", "method", "side", "configuration", "mean", "low", "high", "n",
+               "verdict", "change", "change_low", "change_high", "p", "p_holm")
+#: a side's letter in the tables (its label stands in the legend above them)
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass
+class Comparison:
+    """Configurations side by side. `sides`: [{label, letter, run_dir, id, configuration, cells, base_test_acc,
+    chance}], the first the baseline; `differs`: {setting: [its value on each side]} for the settings that
+    differ; `rows`: one per measure ("accuracy": per mode, fill, fraction and method; "auc": per mode, fill and
+    method) and side, with its mean and interval, its verdict against random (accuracy, estimators only) and,
+    beside the baseline, its change from the baseline's with the Welch interval, p and Holm-corrected p
+    (CSV_COLUMNS); `notes`: what could not be compared."""
+
+    sides: list
+    differs: dict
+    rows: list
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"sides": self.sides, "differs": self.differs, "rows": self.rows, "notes": self.notes}
+
+    def frame(self):
+        """The rows as a pandas DataFrame (a list of dicts without pandas)."""
+        try:
+            import pandas  # late: optional, and compare's CLI path needs no pandas
+        except ImportError:
+            return list(self.rows)
+        return pandas.DataFrame.from_records(self.rows, columns=list(CSV_COLUMNS) + ["fractions"])
+
+    def legend(self) -> list[str]:
+        """One line per side ("A = epochs 2 (runs/a, 1a2b3c4d; 120 cells), the baseline") and one per setting
+        that differs ("epochs: A 2, B 8"), every one, never "+N more"."""
+        lines = []
+        for s in self.sides:
+            where = f"{s['run_dir']}, {s['id'][:8]}" if s["id"] else s["run_dir"]
+            lines.append(f"{s['letter']} = {s['label']} ({where}; {s['cells']} cells)"
+                         + (", the baseline" if s is self.sides[0] else ""))
+        for name, values in self.differs.items():
+            lines.append(f"{name}: " + ", ".join(f"{s['letter']} {v}" for s, v in zip(self.sides, values)))
+        if not self.differs:
+            lines.append("no recorded setting differs between them")
+        return lines
+
+    def tables(self) -> list:
+        """The comparison as Table blocks: per mode and fill, the accuracies (each side's mean [interval],
+        verdict, and change from A), then the AUCs."""
+        out = []
+        for measure in ("accuracy", "auc"):
+            by_slot = defaultdict(lambda: defaultdict(dict))  # (mode, fill) -> (fraction, method) -> side -> row
+            for r in self.rows:
+                if r["measure"] == measure:
+                    by_slot[(r["mode"], r["fill"])][(r["fraction"], r["method"])][r["side"]] = r
+            for (mode, fill), cells in sorted(by_slot.items(), key=lambda kv: (mode_order(kv[0][0]), kv[0][1] or "")):
+                header = (["fraction"] if measure == "accuracy" else []) + ["method"]
+                header += [f"{s['letter']} {'accuracy' if measure == 'accuracy' else 'AUC'} [95%]" for s in self.sides]
+                if measure == "accuracy" and mode in MODES:
+                    header += [f"{s['letter']} verdict" for s in self.sides]
+                header += [f"{s['letter']} - A (points) [95%], p Holm" for s in self.sides[1:]]
+                rows = []
+                for (fraction, method), by_side in sorted(cells.items(), key=lambda kv: (kv[0][0] or 0,
+                                                                                         method_order(kv[0][1]))):
+                    row = ([f"{fraction:.0%}"] if measure == "accuracy" else []) + [method]
+                    row += [_mean_text(by_side.get(i)) for i in range(len(self.sides))]
+                    if measure == "accuracy" and mode in MODES:
+                        row += [(by_side.get(i) or {}).get("verdict") or "-" for i in range(len(self.sides))]
+                    row += [_change_text(by_side.get(i)) for i in range(1, len(self.sides))]
+                    rows.append(row)
+                what = "Test accuracy" if measure == "accuracy" else "AUC (accuracy averaged over the fractions run)"
+                out.append(Table(f"{what}, {title_fill(mode, fill)}", header, rows))
+        return out
+
+    def write(self, out_dir) -> list[Path]:
+        """Writes compare.md, compare.csv and compare.json into out_dir (made if missing); returns their paths.
+        A refused write is one line (UserError)."""
+        out_dir = Path(out_dir)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            check_writable(out_dir, 0, "--out")
+            paths = [out_dir / name for name in COMPARE_FILES]
+            legend = "\n".join(f"- {line}" for line in self.legend() + [f"note: {n}" for n in self.notes])
+            markdown = markdown_document(self.tables(), "roarfast comparison")
+            title, _, rest = markdown.partition("\n\n")
+            paths[0].write_text(f"{title}\n\n{legend}\n\n{rest}")
+            with open(paths[1], "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+                writer.writeheader()
+                writer.writerows(self.rows)
+            paths[2].write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True))
+        except OSError as err:
+            if not is_write_refused(err):
+                raise
+            raise write_error(err, err.filename or out_dir) from None
+        return paths
+
+
+def compare(run_dirs, configs=()) -> Comparison:
+    """Compares configurations side by side. `run_dirs`: one run directory (or a list of one) with `configs`,
+    two or more of its configurations (labels, ids or id prefixes, as `report --config` takes them; none: every
+    one with finished cells); or several run directories, each with its latest request's configuration, or
+    with `configs` one per run directory. The first is the baseline. Raises UserError (one line) for fewer than
+    two sides, an unknown or ambiguous name, or a run directory without finished cells."""
+    run_dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    configs = [configs] if isinstance(configs, str) else list(configs or ())
+    if not run_dirs:
+        raise UserError("compare: name a run directory (with two or more configurations) or several")
+    if len(run_dirs) == 1:
+        sides = _sides_of_one(RunDir(run_dirs[0]), configs)
+    else:
+        if configs and len(configs) != len(run_dirs):
+            raise UserError(f"compare: {len(run_dirs)} run directories and {len(configs)} --config: give none "
+                            f"(each one's latest request) or one per run directory, in their order")
+        sides = [_side_of(RunDir(d), configs[i] if configs else None) for i, d in enumerate(run_dirs)]
+    if len(sides) < 2:
+        raise UserError(f"compare: {run_dirs[0]} holds one configuration with finished cells; compare it with "
+                        f"another run directory, or make another configuration (`roarfast ls` lists them)")
+    return _compare(sides, several=len(run_dirs) > 1)
+
+
+def _sides_of_one(run: RunDir, configs: list) -> list:
+    loaded = load_run(run, select=ALL)
+    parts = {id(p.configuration): p for p in loaded.parts}
+    found = [p.configuration for p in loaded.parts]
+    chosen = [named(found, c) for c in configs] if configs else found
+    if len({id(c) for c in chosen}) < len(chosen):
+        raise UserError(f"compare: --config {', '.join(configs)} name one configuration more than once")
+    return [(run, parts[id(c)]) for c in chosen]
+
+
+def _side_of(run: RunDir, config: str | None) -> tuple:
+    loaded = load_run(run, select=config)
+    if len(loaded.parts) > 1:
+        labels = "; ".join(p.configuration.label for p in loaded.parts)
+        raise UserError(f"compare: {run.root} holds several configurations and no latest request ({labels}): "
+                        f"name one per run directory with --config")
+    return run, loaded.parts[0]
+
+
+def _compare(sides: list, several: bool) -> Comparison:
+    summaries = [measured(part) for _, part in sides]
+    accs = [accuracies(part.cells)[0] for _, part in sides]
+    labels = _labels(sides, several)
+    info = []
+    for i, ((run, part), summary) in enumerate(zip(sides, summaries)):
+        c = part.configuration
+        info.append({"label": labels[i], "letter": LETTERS[i % len(LETTERS)], "run_dir": str(run.root),
+                     "id": c.id if c is not None else "", "configuration": c.label if c is not None else "",
+                     "cells": len(part.cells), "base_test_acc": summary["base"].get("test_acc"),
+                     "chance": summary["chance"]})
+    notes = []
+    rows = _accuracy_rows(accs, summaries, labels) + _auc_rows(accs, labels, notes)
+    _holm(rows)
+    return Comparison(info, _differs(sides, several), rows, notes)
+
+
+def _labels(sides: list, several: bool) -> list:
+    """Each side's label: its configuration's (one run directory), or its run directory's name with its
+    configuration's label, where it has one (several); told apart by the whole path where names repeat."""
+    if not several:
+        return [part.configuration.label or part.configuration.id[:8] for _, part in sides]
+    names = [run.root.name for run, _ in sides]
+    out = []
+    for (run, part), name in zip(sides, names):
+        text = name if names.count(name) == 1 else str(run.root)
+        label = part.configuration.label if part.configuration is not None else ""
+        out.append(f"{text} [{label}]" if label else text)
+    return out
+
+
+def _differs(sides: list, several: bool) -> dict:
+    """{setting: [value per side, as labels write it]} of every recorded setting whose value differs."""
+    flat = [flatten(described(part.configuration) or {}) if part.configuration is not None else {}
+            for _, part in sides]
+    names = sorted({n for f in flat for n in f})
+    out = {"run directory": [str(run.root) for run, _ in sides]} if several else {}
+    for name in names:
+        values = [f.get(name) for f in flat]
+        if len({repr(v) for v in values}) > 1:
+            out[name] = ["-" if v is None else short(v) for v in values]
+    return out
+
+
+def _row(measure, key, side, label, interval, **more) -> dict:
+    mode, fill, fraction, method = key
+    return {"measure": measure, "mode": mode, "fill": fill, "fraction": fraction, "method": method, "side": side,
+            "configuration": label, **interval.to_dict(), "verdict": None, "change": None, "change_low": None,
+            "change_high": None, "p": None, "p_holm": None, **more}
+
+
+def _change(row: dict, base: list, values: list) -> None:
+    """The change from the baseline's values: its Welch interval and p (>= 2 values on both sides)."""
+    diff = stats.welch_interval(base, values)
+    row.update(change=diff.mean, change_low=diff.low, change_high=diff.high)
+    if len(base) >= 2 and len(values) >= 2:
+        row["p"] = stats.welch_p(base, values)
+
+
+def _accuracy_rows(accs: list, summaries: list, labels: list) -> list:
+    verdicts = [{(e["method"], e["mode"], e["fill"], e["fraction"]): e["verdict"] for e in s["verdicts"]}
+                for s in summaries]
+    keys = sorted({k for a in accs for k in a}, key=lambda k: (mode_order(k[1]), k[2] or "", k[3],
+                                                              method_order(k[0])))
+    rows = []
+    for method, mode, fill, fraction in keys:
+        for i, a in enumerate(accs):
+            values = list(a.get((method, mode, fill, fraction), {}).values())
+            if not values:
+                continue
+            row = _row("accuracy", (mode, fill, fraction, method), i, labels[i], stats.t_interval(values),
+                       verdict=verdicts[i].get((method, mode, fill, fraction)))
+            base = list(accs[0].get((method, mode, fill, fraction), {}).values())
+            if i > 0 and base:
+                _change(row, base, values)
+            rows.append(row)
+    return rows
+
+
+def _auc_rows(accs: list, labels: list, notes: list) -> list:
+    """Per mode, fill and method, each side's AUC over its fractions; the change only where both sides ran the
+    same fractions (an AUC over other fractions is another measure)."""
+    curves = []  # per side: (mode, fill) -> method -> fraction -> {seed: acc}
+    for a in accs:
+        by_slot = defaultdict(lambda: defaultdict(dict))
+        for (method, mode, fill, fraction), by_seed in a.items():
+            if mode in MODES:
+                by_slot[(mode, fill)][method][fraction] = by_seed
+        curves.append(by_slot)
+    rows = []
+    slots = sorted({s for c in curves for s in c}, key=lambda s: (mode_order(s[0]), s[1] or ""))
+    for mode, fill in slots:
+        fractions = [sorted({fr for m in c.get((mode, fill), {}).values() for fr in m}) for c in curves]
+        if any(f and f != fractions[0] for f in fractions[1:]) and fractions[0]:
+            notes.append(f"{title_fill(mode, fill)}: the sides ran other fractions "
+                         f"({'; '.join(', '.join(f'{x:g}' for x in f) or 'none' for f in fractions)}): "
+                         f"their AUCs are shown, not compared")
+        methods = sorted({m for c in curves for m in c.get((mode, fill), {})}, key=method_order)
+        for method in methods:
+            per_side = [seed_aucs(c.get((mode, fill), {}).get(method, {}), f) if method in c.get((mode, fill), {})
+                        else {} for c, f in zip(curves, fractions)]
+            for i, aucs in enumerate(per_side):
+                if not aucs:
+                    continue
+                row = _row("auc", (mode, fill, None, method), i, labels[i], stats.t_interval(list(aucs.values())),
+                           fractions=",".join(f"{x:g}" for x in fractions[i]))
+                if i > 0 and per_side[0] and fractions[i] == fractions[0]:
+                    _change(row, list(per_side[0].values()), list(aucs.values()))
+                rows.append(row)
+    return rows
+
+
+def _holm(rows: list) -> None:
+    """Holm over every change of one side (its accuracies and AUCs read together)."""
+    by_side = defaultdict(list)
+    for r in rows:
+        if r["p"] is not None:
+            by_side[r["side"]].append(r)
+    for tested in by_side.values():
+        for r, p in zip(tested, stats.holm([r["p"] for r in tested])):
+            r["p_holm"] = p
+
+
+def _mean_text(row: dict | None) -> str:
+    return "-" if row is None else interval_text(row)
+
+
+def _change_text(row: dict | None) -> str:
+    if row is None or row["change"] is None:
+        return "-"
+    points = f"{100 * row['change']:+.1f}"
+    if row["change_low"] is None:
+        return f"{points} (1 seed)"
+    return f"{points} [{100 * row['change_low']:+.1f}, {100 * row['change_high']:+.1f}], p={p_text(row['p_holm'])}"

@@ -1,0 +1,121 @@
+"""Output for a paper: the report's figures as PNG/SVG/PDF at a chosen dpi, laid out with their legends inside
+the axes; tables.tex (booktabs, LaTeX's specials escaped) and tables.md; roarfast.plot's figures from a
+results frame."""
+
+import xml.etree.ElementTree as ET
+
+import matplotlib.image as mpimg
+import pandas
+import pytest
+from click.testing import CliRunner
+
+import roarfast
+from roarfast.cli import main
+from roarfast.errors import UserError
+from roarfast.report import write_report
+from roarfast.report.figures import save, styled
+from roarfast.report.sections import Table
+from roarfast.report.sections.accuracy import figure_accuracy
+from roarfast.report.tables import latex_escape, latex_table
+from roarfast.results import load
+from tests.test_compare import IXG, RANDOM, make_run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("paper") / "run", (2,))
+
+
+@pytest.fixture(scope="module")
+def report(run):
+    return write_report(run, run.parent / "report", figure_formats="pdf,png,svg", dpi=40)
+
+
+def test_every_figure_is_written_in_every_format_asked_and_each_file_is_valid(report):
+    figures = report.summary["figures"]
+    assert figures and all(len(f["files"]) == 3 for f in figures)
+    for figure in figures:
+        png, svg, pdf = (report.out_dir / name for name in figure["files"])  # FORMATS' order, whatever was asked
+        assert figure["file"] == png.name  # the page shows the PNG
+        assert ET.parse(svg).getroot().tag.endswith("svg")
+        assert pdf.read_bytes().startswith(b"%PDF")
+        assert mpimg.imread(png).shape[2] in (3, 4)
+    assert "data:image/png;base64" in report.index_html.read_text()
+
+
+def test_dpi_scales_the_png_and_an_svg_alone_is_embedded(run, report, tmp_path):
+    (entry,) = [f for f in report.summary["figures"] if f["kind"] == "accuracy"]
+    small = mpimg.imread(report.out_dir / entry["file"])  # at dpi 40
+    with styled() as plt:
+        fig = figure_accuracy(report.summary, "dataset-mean")
+        (png,) = save(fig, tmp_path / "twice", ("png",), 80)
+        plt.close(fig)
+    assert mpimg.imread(png).shape[0] == pytest.approx(2 * small.shape[0], rel=0.1)
+    only_svg = write_report(run, tmp_path / "s", figure_formats="svg")
+    page = only_svg.index_html.read_text()
+    assert "data:image/svg+xml;base64" in page and "image/png" not in page
+    assert not list(only_svg.out_dir.glob("*.png"))
+
+
+@pytest.mark.parametrize("args, says", [(["--figure-format", "png,gif"], "--figure-format png,gif: give one or more of"),
+                                        (["--dpi", "5"], "--dpi should be a whole number from 20 to 1200")])
+def test_a_bad_format_or_dpi_is_one_line(run, tmp_path, args, says):
+    result = CliRunner().invoke(main, ["report", "--run-dir", str(run), "--out", str(tmp_path / "r"), *args])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and says in lines[0], result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_legends_sit_inside_the_axes(report):
+    with styled():
+        fig = figure_accuracy(report.summary, "dataset-mean")
+    assert not fig.legends  # no legend of the figure's own, outside the panels
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 1 and {t.get_text() for t in legends[0].get_texts()} >= {"random", "ixg"}
+
+
+def test_latex_specials_are_escaped_and_columns_match():
+    assert latex_escape("50% a_b & #1 {x} $y ~ ^ \\") == \
+        r"50\% a\_b \& \#1 \{x\} \$y \textasciitilde{} \textasciicircum{} \textbackslash{}"
+    text = latex_table(Table("Ranking_1 at 50%", ["method", "50%", "seeds"],
+                             [["[epochs 2] ixg", "21.0% [18.5%, 23.5%]", "3"], ["a|b", "x", "1"]]))
+    lines = text.splitlines()
+    assert r"\begin{tabular}{lll}" in lines and r"\toprule" in lines and r"\bottomrule" in lines
+    assert r"\caption{Ranking\_1 at 50\%}" in lines and r"method & 50\% & seeds \\" in lines
+    rows = lines[lines.index(r"\midrule") + 1:lines.index(r"\bottomrule")]
+    assert all(row.count(" & ") == 2 for row in rows)  # one cell per column, none split by an escaped &
+    assert rows[0].startswith("{}[epochs 2]")  # not read as the previous \\'s optional argument
+
+
+def test_tables_tex_and_md_hold_the_rankings_verdicts_and_accuracies(report):
+    tex = (report.out_dir / "tables.tex").read_text()
+    assert tex.count(r"\begin{table}") == tex.count(r"\end{table}") >= 3
+    assert "Ranking, ROAR (fill dataset-mean)" in tex and "Verdict against random" in tex and "Test accuracy" in tex
+    assert "%" not in tex.replace(r"\%", "").split("\n", 2)[2]  # past its two comment lines, every % is escaped
+    md = (report.out_dir / "tables.md").read_text()
+    assert "| rank | method | AUC [95% interval] | seeds |" in md
+
+
+def test_plot_functions_take_a_results_frame_and_return_figures(run):
+    frame = load(run)
+    fig = roarfast.plot.accuracy_curves(frame)
+    (roar,) = fig.axes
+    labels = {line.get_label() for line in roar.get_lines() if not line.get_label().startswith("_")}
+    assert {"random", "ixg", "chance"} <= labels  # chance from the cells' recorded test_chance
+    fig = roarfast.plot.ranking(frame, mode="roar")
+    ax = fig.axes[0]
+    top_first = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
+    assert top_first == ["ixg", "random"]  # ROAR: lower is better, ixg's curve is far below random's
+    widths = sorted(round(p.get_width(), 6) for p in ax.patches)
+    assert widths == pytest.approx(sorted(100 * sum(v) / len(v) for v in (IXG[2], RANDOM[2])))
+
+
+def test_plot_refuses_a_frame_mixing_configurations(run):
+    frame = load(run)
+    twice = pandas.concat([frame, frame])
+    with pytest.raises(UserError, match="twice: it mixes configurations"):
+        roarfast.plot.accuracy_curves(twice)
+    labelled = pandas.concat([frame.assign(configuration="a"), frame.assign(configuration="b")])
+    with pytest.raises(UserError, match="holds 2 configurations"):
+        roarfast.plot.ranking(labelled)
+    assert roarfast.plot.ranking(labelled, configuration="b").axes
