@@ -27,6 +27,9 @@ nb_execution_mode = "off"
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
+# "--data-dir" in a docstring or a --help line stays two hyphens, not an en dash
+smartquotes = False
+
 exclude_patterns = ["_build", "_ext", "**.ipynb_checkpoints"]
 
 napoleon_use_ivar = True  # attributes as fields: no second description of a dataclass's fields
@@ -35,6 +38,8 @@ autodoc_typehints = "description"
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"roarfast {release}"
+# the top-level pages have no section to navigate: no empty left column
+html_sidebars = {page: [] for page in ("index", "getting-started", "performance", "integrity")}
 html_theme_options = {
     "navigation_depth": 2,
     "show_toc_level": 2,
