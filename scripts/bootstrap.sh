@@ -3,8 +3,9 @@
 # torch 2.14.1 / torchvision 0.29.1), the Python dependencies, and the C++/CUDA extension build (CUDA
 # kernels where a GPU is visible or ROARFAST_CUDA=1 asks; --test asks wherever nvcc is).
 # Each step is skipped when its inputs have not changed since it last succeeded.
-# Usage: bash scripts/bootstrap.sh [--test]   (run by scripts/run.sh; scripts/test.sh adds --test for the
-# test extra: captum, DALI, pandas, Ray, timm, nbclient and ipykernel for the notebook test)
+# Usage: bash scripts/bootstrap.sh [--test] [--docs]   (run by scripts/run.sh; scripts/test.sh adds --test for
+# the test extra: captum, DALI, pandas, Ray, timm, nbclient and ipykernel for the notebook test; --docs, the docs
+# extra that builds the documentation site: scripts/docs.sh, .ci/run)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -16,6 +17,14 @@ log() { echo "[bootstrap] $*" >&2; }
 # the venv, and every later one reads it (import torch: 1.9 s of CPU against 3.4 s), even where the environment
 # asks Python not to write bytecode
 unset PYTHONDONTWRITEBYTECODE
+TEST=0 DOCS=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) TEST=1 ;;
+    --docs) DOCS=1 ;;
+    *) log "unknown argument $arg (usage: bash scripts/bootstrap.sh [--test] [--docs])"; exit 2 ;;
+  esac
+done
 
 if [ ! -x "$PY" ]; then
   log "creating $VENV"
@@ -32,7 +41,7 @@ fi
 
 stamp() { cat "$@" | sha256sum | cut -c1-16; }
 # the runtime dependencies always; the test extra (captum, DALI, pandas, Ray) only for the tests
-install_deps() {  # $1: "runtime" or "test"
+install_deps() {  # $1: "runtime" or an extra ("test", "docs")
   local marker="$VENV/.roarfast-deps-$1" deps_stamp
   deps_stamp=$(stamp pyproject.toml)
   [ "$(cat "$marker" 2>/dev/null)" != "$deps_stamp" ] || return 0
@@ -40,7 +49,7 @@ install_deps() {  # $1: "runtime" or "test"
   deps=$(EXTRA="$1" "$PY" - <<'PYEOF'
 import os, tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-deps = project["dependencies"] if os.environ["EXTRA"] == "runtime" else project["optional-dependencies"]["test"]
+deps = project["dependencies"] if os.environ["EXTRA"] == "runtime" else project["optional-dependencies"][os.environ["EXTRA"]]
 print(" ".join(d for d in deps if not d.startswith(("torch", "torchvision"))))
 PYEOF
 )
@@ -50,7 +59,7 @@ PYEOF
 
 # CUDA kernels where they can run (a GPU visible) or where asked (ROARFAST_CUDA=1); the tests ask wherever a
 # toolkit is, so CI (nvcc, no GPU) compiles every .cu (setup.py decides; --cuda-plan prints its choice)
-if [ "${1:-}" = "--test" ] && [ -z "${ROARFAST_CUDA:-}" ] && [ "$("$PY" setup.py --cuda-toolkit)" = 1 ]; then
+if [ "$TEST" = 1 ] && [ -z "${ROARFAST_CUDA:-}" ] && [ "$("$PY" setup.py --cuda-toolkit)" = 1 ]; then
   export ROARFAST_CUDA=1
 fi
 read -r want_cuda gpu cuda_reason <<< "$("$PY" setup.py --cuda-plan)"
@@ -92,8 +101,11 @@ elif [ "$gpu" = 1 ] && [ "${built_cuda:-}" != "cuda=1" ]; then
   log "$cuda_reason"  # never silent: this machine has a GPU that the extension cannot use
 fi
 install_deps runtime
-if [ "${1:-}" = "--test" ]; then
+if [ "$TEST" = 1 ]; then
   install_deps test
+fi
+if [ "$DOCS" = 1 ]; then
+  install_deps docs
 fi
 if [ -n "$build_pid" ] && ! wait "$build_pid"; then
   exit 1
