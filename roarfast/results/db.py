@@ -41,7 +41,8 @@ from roarfast.modes import DETECT
 from roarfast.results.measurement import (DETECTOR, FILL_LEAKAGE, FRACTION_DECIMALS, KEY_COLUMNS, MeasurementKey,
                                           check_key, key_values, metric_values)
 from roarfast.results.schema import migrate, row_digest, transaction
-from roarfast.rundir.directory import LEAKAGE_REPAIR, RunDir
+from roarfast.rundir.directory import RunDir
+from roarfast.rundir.legacy import LEAKAGE_REPAIR, fill_leakage_rows
 
 log = logging.getLogger(__name__)
 
@@ -451,7 +452,7 @@ def open_results(run, *, readonly: bool = False) -> ResultsDB:
     run = run if isinstance(run, RunDir) else RunDir(run)
     db = ResultsDB(run.results_path, readonly=readonly)
     legacy = run.legacy_fill_leakage_path
-    rows = run.legacy_fill_leakage()
+    rows = fill_leakage_rows(run)
     if rows is not None:
         log.warning("note: %s (fill leakage before results schema v3) is read unverified: its rows enter %s with "
                     "digests of their content as found", legacy, run.results_path.name)

@@ -27,7 +27,6 @@ the dataset records and stages.json carry digests: roarfast.common.fingerprint.s
 line of a mismatch; every file it writes is replaced atomically, never through a link (roarfast.common.atomic).
 """
 
-import json
 import logging
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,8 +52,6 @@ log = logging.getLogger(__name__)
 RECORD_FORMAT = 2
 #: the characters of a dataset fingerprint that name its record in datasets/
 DATASET_CHARS = 16
-#: the repair of a damaged leakage.json (an earlier version's fill leakage)
-LEAKAGE_REPAIR = "restore it, or remove it (`roarfast leakage` measures the fill leakage again)"
 #: the repair of a damaged stages.json
 _STAGES_REPAIR = "remove it (the next sweep records the stage times again) or restore it"
 
@@ -450,25 +447,6 @@ class RunDir:
         """load_dataset on dataset_spec(...)."""
         name, data_dir, options = self.dataset_spec(name, data_dir, options)
         return load_dataset(name, data_dir, **options)
-
-    def legacy_fill_leakage(self) -> list | None:
-        """The rows of leakage.json (fill leakage before results schema v3: method, fill, fraction, accuracy,
-        base_rate), or None when there is none; a UserError naming it and the repair when it is damaged."""
-        path = self.legacy_fill_leakage_path
-        if not path.is_file():
-            return None
-        refuse_link(path)
-        fields = {"method": str, "fill": str, "fraction": (int, float), "accuracy": (int, float),
-                  "base_rate": (int, float)}
-        try:
-            rows = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError) as err:
-            raise UserError(f"{path} is not valid JSON ({err}); {LEAKAGE_REPAIR}") from None
-        if not isinstance(rows, list) or not all(
-                isinstance(r, dict) and all(isinstance(r.get(k), t) and not isinstance(r.get(k), bool)
-                                            for k, t in fields.items()) for r in rows):
-            raise UserError(f"{path} does not hold fill-leakage rows ({', '.join(fields)} each); {LEAKAGE_REPAIR}")
-        return rows
 
     # ------------------------------------------------------------------------------------- stage times
 
