@@ -88,6 +88,8 @@ def test_an_id_edited_to_reach_outside_is_refused_and_nothing_outside_is_removed
     write_head(run.head_path, Head(base="../../outside"))
     assert "the id of its base model, '../../outside', is not an id" in fails_with_one_line(
         ["ls", "--run-dir", str(run.root)])
+    with pytest.raises(UserError, match="the dataset fingerprint '../../outside/victim' a record gives is not a"):
+        run.dataset_record("../../outside/victim")
 
 
 def test_a_record_renamed_to_another_id_is_damage(run):

@@ -28,6 +28,7 @@ line of a mismatch; every file it writes is replaced atomically, never through a
 """
 
 import logging
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -76,6 +77,10 @@ class RunDir:
         return self.root / "datasets"
 
     def dataset_record_path(self, fingerprint: str) -> Path:
+        # a fingerprint read from a record names a file only when it is hex (never "../x")
+        if not (isinstance(fingerprint, str) and re.fullmatch(r"[0-9a-f]{16,128}", fingerprint)):
+            raise UserError(f"{self.root}: the dataset fingerprint {str(fingerprint)[:40]!r} a record gives is not a "
+                            f"digest: the record was edited or damaged; restore it, or remove it")
         return self.datasets_root / f"{fingerprint[:DATASET_CHARS]}.json"
 
     @property
