@@ -47,9 +47,9 @@ def carry_out(run, plan: dict) -> None:
     then finished (see the module's docstring)."""
     _check(run, plan)
     _refuse_links(run, plan)
-    run.claims_dir.mkdir(parents=True, exist_ok=True)
-    write_record(run.prune_intent_path, {**plan, "format": FORMAT})
-    _finish(run, plan)
+    with run.claim("prune"):  # one prune at a time
+        write_record(run.prune_intent_path, {**plan, "format": FORMAT})
+        _finish(run, plan)
 
 
 def pending(run) -> dict | None:
@@ -67,11 +67,14 @@ def pending(run) -> dict | None:
 
 def finish(run) -> str | None:
     """Finishes the prune a kill left unfinished in RunDir `run`, if any; returns the line that says so."""
-    plan = pending(run)
-    if plan is None:
+    if pending(run) is None:
         return None
-    _refuse_links(run, plan)
-    _finish(run, plan)
+    with run.claim("prune"):
+        plan = pending(run)  # another process may have finished it meanwhile
+        if plan is None:
+            return None
+        _refuse_links(run, plan)
+        _finish(run, plan)
     line = (f"prune: finished the prune that was interrupted in {run.root} (configurations "
             f"{', '.join(c[:8] for c in plan['configurations'] + plan['damaged']) or 'none'})")
     log.warning("note: %s", line)
