@@ -165,6 +165,23 @@ def test_a_configuration_a_live_process_trains_is_not_pruned(run):
     assert rows(run) == []
 
 
+def test_a_cell_claimed_after_an_interrupted_prune_began_is_left_to_its_claimant(run, monkeypatch):
+    done = rows(run)[0]
+    fields = {k: done[k] for k in ("kind", "dataset", "model", "method", "mode", "fill", "fraction")}
+    key = MeasurementKey.of(**fields, seed=1, config=done["config"])
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with ResultsDB(run.results_path) as db:
+        assert db.claim(key, {**this_process(), "pid": int(gone.stdout), "start": "0"})  # a dead claim: pruned
+    monkeypatch.setattr(pruning, "open_results", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        prune(run.root, [the_record(run).stem])
+    monkeypatch.undo()
+    with ResultsDB(run.results_path) as db:
+        assert db.claim(key, this_process())  # a sweep takes the cell over before the prune is finished
+    upgrade(run)
+    assert [(r["seed"], r["status"]) for r in rows(run)] == [(1, "running")]
+
+
 def test_a_damaged_record_is_listed_and_the_rest_is_read(run):
     path = the_record(run)
     path.write_text("{not json")

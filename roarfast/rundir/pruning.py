@@ -20,6 +20,7 @@ from roarfast.common.atomic import write_record
 from roarfast.common.fingerprint import read_record
 from roarfast.errors import UserError
 from roarfast.results import MeasurementKey, open_results
+from roarfast.rundir.claims import owner_alive
 from roarfast.rundir.head import FORMAT
 from roarfast.rundir.ids import check_id
 from roarfast.store.layout import dir_name
@@ -152,5 +153,9 @@ def _finish(run, plan: dict) -> None:
         shutil.rmtree(run.trash_dir)
     if plan["rows"] and run.results_path.is_file():
         with open_results(run) as db:
-            db.delete([MeasurementKey(**row) for row in plan["rows"]])
+            keys = [MeasurementKey(**row) for row in plan["rows"]]
+            # a cell claimed since the prune began is its claimant's: removing it would orphan the row it records
+            rows = [db.get(key) for key in keys]
+            db.delete([key for key, row in zip(keys, rows) if row is None or row["status"] != "running"
+                       or not owner_alive(row["owner"], row["heartbeat"])])
     run.prune_intent_path.unlink()
