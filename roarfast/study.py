@@ -17,6 +17,7 @@ timm:, torchvision:) and Python objects besides. An object with an import path i
 pair of tensors) is recorded as object:<name>, and a later command line says to pass it to a Study again.
 """
 
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from roarfast.rundir.head import set_command
 from roarfast.rundir.inventory import listing
 from roarfast.methods.selection import Selection
 from roarfast.stages.noretrain import NoRetrainOptions, run_noretrain
-from roarfast.common.options import check_choice, check_positive, parse_list
+from roarfast.common.options import check_choice, check_positive, check_seed, check_types, parse_list
 from roarfast.common.plugins import user_named
 from roarfast.planning.preview import preview_sweep
 from roarfast.models.probe import checked_model
@@ -43,6 +44,28 @@ from roarfast.report import write_report
 from roarfast.results import load
 from roarfast.rundir.directory import RunDir
 from roarfast.stages.sweep import run_sweep
+
+
+def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs, recipe,
+                     control, control_seeds, method_args, seed, progress, executor, trust_run_dir) -> None:
+    """Study's arguments checked by type, each refused in one line naming it (their values are checked where the
+    command line's are)."""
+    none, texts = type(None), (str, list, tuple)
+    check_types({
+        "run_dir": (run_dir, (str, os.PathLike), "a path"),
+        "methods": (methods, (none, str, list, tuple, Mapping) if not callable(methods) else (object,),
+                    "names, functions or {name: function}, as a list or a comma-separated string"),
+        "fractions": (fractions, (none, list, tuple, range), "fractions in (0, 1], as a list"),
+        "modes": (modes, (none, *texts), '"roar", "kar" or a list of them'),
+        "seeds": (seeds, (none, int), "an int (retrainings per cell)"),
+        "epochs": (epochs, (none, int), "an int"), "control_seeds": (control_seeds, (none, int), "an int"),
+        "control": (control, (none, bool), "True or False"), "progress": (progress, (bool,), "True or False"),
+        "trust_run_dir": (trust_run_dir, (bool,), "True or False"),
+        "fill": (fill, (str,), "a fill's name"), "device": (device, (str,), '"auto", "cpu", "cuda" or "cuda:N"'),
+        "preset": (preset, (str,), '"quick" or "paper"'), "executor": (executor, (str,), '"local" or "ray"'),
+        "dataset_options": (dataset_options, (none, Mapping), "a dict"), "recipe": (recipe, (none, Mapping), "a dict"),
+        "method_args": (method_args, (none, Mapping), "a dict"), "seed": (seed, (int,), "an int (a seed)")})
+    check_seed("seed", seed)
 
 
 class Study:
@@ -89,6 +112,8 @@ class Study:
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
                  group_size: int | None = None, workers_per_cell: int = 1, weights=None, executor: str = "local",
                  ray=None, trust_run_dir: bool = False):
+        _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs,
+                         recipe, control, control_seeds, method_args, seed, progress, executor, trust_run_dir)
         self.run_dir = Path(run_dir)
         if isinstance(methods, (str, Mapping)) or callable(methods):
             methods = [methods]

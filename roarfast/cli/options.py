@@ -21,6 +21,7 @@ from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
 from roarfast.common.plugins import TRUST_FLAG, user_named
+from roarfast.common.options import MAX_SEED
 from roarfast.execution.ray_cluster import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
@@ -89,7 +90,7 @@ run_options = _stack(
     click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
                  show_default=True, help="where checkpoints, the rank store and results live"),
     click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N"),
-    click.option("--seed", type=int, default=0, show_default=True, help="seed of the run"),
+    click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True, help="seed of the run"),
     click.option("--progress/--no-progress", default=True, show_default=True, help="progress bars"),
 )
 

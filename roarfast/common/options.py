@@ -23,12 +23,30 @@ def check_fractions(fractions, flag: str = "--fraction") -> tuple:
     return tuple(float(f) for f in fractions)
 
 
-def check_positive(flag: str, value, optional: bool = False):
-    """A positive int (or None when optional)."""
+#: the largest seed: every random generator a run seeds (torch, NumPy, Philox keys) takes it as it is
+MAX_SEED = 2 ** 32 - 1
+#: the most retrainings per cell (--seeds, --control-seeds): a grid of more is a typo, and would be listed cell by
+#: cell before anything runs
+MAX_SEEDS = 10_000
+
+
+def check_positive(flag: str, value, optional: bool = False, most: int | None = None):
+    """A positive int, at most `most` when given (or None when optional)."""
     if optional and value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UserError(f"{flag} should be a positive int, got {value!r}")
+    if most is not None and value > most:
+        raise UserError(f"{flag} should be at most {most:,}, got {value:,}")
+    return value
+
+
+def check_seed(flag: str, value):
+    """A seed: an int in [0, MAX_SEED]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{flag} should be an int (a seed), got {value!r}")
+    if not 0 <= value <= MAX_SEED:
+        raise UserError(f"{flag} should be a seed in [0, {MAX_SEED}], got {value}")
     return value
 
 
@@ -64,3 +82,16 @@ def check_like(flag: str, value, default):
     if not ok:
         raise UserError(f"{flag} should be {kind}, got {value!r}")
     return value
+
+
+def check_types(name_value_kinds: dict) -> None:
+    """{argument name: (value, the types it may be, what it should be said to be)}: a UserError naming the first
+    argument whose value is of none of its types (a bool is no int), None always allowed where the types
+    include type(None)."""
+    for name, (value, kinds, what) in name_value_kinds.items():
+        if isinstance(value, bool) and bool not in kinds:
+            ok = False
+        else:
+            ok = isinstance(value, kinds)
+        if not ok:
+            raise UserError(f"{name} should be {what}, got {type(value).__name__} {str(value)[:40]!r}")

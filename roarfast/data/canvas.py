@@ -6,7 +6,10 @@ line before anything is allocated.
 
 from pathlib import Path
 
+import numpy as np
+
 from roarfast.data import cache, headers
+from roarfast.data.decode import CPU_DECODER, DALI, canvas_batches
 from roarfast.errors import UserError
 
 #: the canvas of a tree whose images differ in size (ImageNet's evaluation canvas): shorter side resized to
@@ -17,10 +20,16 @@ DEFAULT_RESIZE, DEFAULT_CROP = 256, 224
 #: explained a batch at a time; far larger ones cannot even be allocated
 MAX_SIDE = 4096
 _SIZE_KIND = "imagefolder-size"
+#: the canvas a file is decoded to when only whether it decodes is asked
+_PROBE_SIDE = 8
 
 
-def undecodable(split_dir: Path, files: list[str]) -> list[str]:
-    """The files PIL cannot fully decode (names relative to split_dir)."""
+def undecodable(split_dir: Path, files: list[str], decoder: str = CPU_DECODER) -> list[str]:
+    """The files `decoder` (decode.decoder_for) cannot decode (names relative to split_dir): the decoder that
+    decodes the tree decides, so that a file is left out of the canvas exactly when it is left out of the data
+    (PIL's guard against decompression bombs refuses a 20000 px PNG that DALI decodes)."""
+    if decoder == DALI:
+        return [name for name in files if not _dali_decodes(split_dir, name)]
     from PIL import Image
 
     bad = []
@@ -33,21 +42,31 @@ def undecodable(split_dir: Path, files: list[str]) -> list[str]:
     return bad
 
 
-def shared_size(listing: cache.Listing) -> tuple | None:
+def _dali_decodes(split_dir: Path, name: str) -> bool:
+    """Whether DALI decodes the file `name` (to a canvas of a few pixels: decoding is what is tried)."""
+    try:
+        for _ in canvas_batches(DALI, split_dir, [name], [np.array([0])], _PROBE_SIDE, _PROBE_SIDE):
+            pass
+    except RuntimeError:  # DALI's failure to decode a file
+        return False
+    return True
+
+
+def shared_size(listing: cache.Listing, decoder: str = CPU_DECODER) -> tuple | None:
     """(short, long) sides every decodable image of `listing` shares, from the files' headers, or None when they
-    differ; cached (roarfast.data.cache) by the listing. Only where the headers disagree are files decoded (PIL),
-    one of each size until one decodes: a size at which no file decodes is left out, as skip_bad leaves its files
+    differ; cached (roarfast.data.cache) by the listing and the decoder. Only where the headers disagree are files
+    decoded (by `decoder`, as the tree will be: undecodable), one of each size until one decodes: a size at which no file decodes is left out, as skip_bad leaves its files
     out (an undecodable 20000 px PNG among 32 px JPEGs does not make the canvas), and two sizes that decode
     settle it (a tree of varied photos decodes two files, one of a single size none)."""
-    key = listing.key(_SIZE_KIND, {})
+    key = listing.key(_SIZE_KIND, {"decoder": decoder})
     record = cache.read(_SIZE_KIND, key)
     if record is None:
-        record = {"size": _size_kept(listing)}
+        record = {"size": _size_kept(listing, decoder)}
         cache.write(_SIZE_KIND, key, record)
     return None if record["size"] is None else tuple(record["size"])
 
 
-def _size_kept(listing: cache.Listing) -> list | None:
+def _size_kept(listing: cache.Listing, decoder: str) -> list | None:
     """shared_size, measured."""
     untried = {}  # size -> its files not yet decoded, in order
     counted = []  # sizes at which a file decodes
@@ -62,7 +81,7 @@ def _size_kept(listing: cache.Listing) -> list | None:
         if len(untried) > 1:  # the sizes differ: each counts once a file of it decodes
             for other, names in untried.items():
                 while names and other not in counted:
-                    if not undecodable(listing.folder, [names.pop(0)]):
+                    if not undecodable(listing.folder, [names.pop(0)], decoder):
                         counted.append(other)
             if len(counted) > 1:
                 return None

@@ -9,7 +9,7 @@ from roarfast.stages.cells import Cell, CellOptions, cell_methods
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import grid_of
 from roarfast.modes import MODES, is_control
-from roarfast.common.options import check_positive
+from roarfast.common.options import MAX_SEEDS, check_positive, check_seed
 from roarfast.common.progress import format_duration
 from roarfast.recipe import Recipe, default_model
 from roarfast.planning.step_times import STEP_FIELDS
@@ -48,7 +48,9 @@ class Grid(CellOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        check_positive("--control-seeds", self.control_seeds, optional=True)
+        check_positive("--control-seeds", self.control_seeds, optional=True, most=MAX_SEEDS)
+        check_seed("--seed", self.first_seed)
+        check_seed("--seed + --seeds - 1 (the last seed)", self.first_seed + self.seeds - 1)
 
     def method_list(self) -> list[str]:
         return cell_methods(self.methods)

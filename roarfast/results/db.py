@@ -42,6 +42,7 @@ from roarfast.results.measurement import (DETECTOR, FILL_LEAKAGE, FRACTION_DECIM
                                           check_key, key_values, metric_values)
 from roarfast.results.schema import migrate, row_digest, transaction
 from roarfast.rundir.directory import RunDir
+from roarfast.rundir.legacy import LEAKAGE_REPAIR, fill_leakage_rows
 
 log = logging.getLogger(__name__)
 
@@ -451,15 +452,20 @@ def open_results(run, *, readonly: bool = False) -> ResultsDB:
     run = run if isinstance(run, RunDir) else RunDir(run)
     db = ResultsDB(run.results_path, readonly=readonly)
     legacy = run.legacy_fill_leakage_path
-    if legacy.is_file():
-        rows = json.loads(legacy.read_text())
+    rows = fill_leakage_rows(run)
+    if rows is not None:
         log.warning("note: %s (fill leakage before results schema v3) is read unverified: its rows enter %s with "
                     "digests of their content as found", legacy, run.results_path.name)
         dataset = (run.dataset_record() or {}).get("name", "unknown")
-        if readonly:  # into the copy in memory; the file and leakage.json stay as they are
-            with transaction(db._conn):
-                db._insert_fill_leakage(rows, dataset, legacy.name)
-        else:
-            db.import_fill_leakage(rows, dataset, legacy.name)
+        try:
+            if readonly:  # into the copy in memory; the file and leakage.json stay as they are
+                with transaction(db._conn):
+                    db._insert_fill_leakage(rows, dataset, legacy.name)
+            else:
+                db.import_fill_leakage(rows, dataset, legacy.name)
+        except ValueError as err:  # a row's value out of its range (MeasurementKey's checks)
+            db.close()
+            raise UserError(f"{legacy}: a row cannot be read ({err}); {LEAKAGE_REPAIR}") from None
+        if not readonly:
             legacy.unlink(missing_ok=True)  # another process may have moved it in at the same time
     return db

@@ -5,9 +5,6 @@ import math
 import platform
 from dataclasses import dataclass, field
 
-import numpy
-import torch
-
 from roarfast.fills import FILLS
 from roarfast.common.fingerprint import config_hash
 from roarfast.modes import DETECT, NO_RETRAIN_MODES, RETRAIN_MODES, is_control
@@ -96,6 +93,10 @@ def key_values(key: MeasurementKey) -> list:
 
 def runtime_versions() -> dict:
     """Versions of what produced a result: python, roarfast, torch, numpy."""
+    # late: loads torch, and `roarfast ls` / `prune --dry-run` read results without it (the recorder has it loaded)
+    import numpy
+    import torch
+
     return {
         "python": platform.python_version(),
         "roarfast": __version__,

@@ -3,7 +3,7 @@ ranks (`directory.RunDir`), the ids of what it keeps, each the digest of what ma
 (`head`: HEAD.json), the configurations that requested cells (`configurations`), run directories of format 1
 read as they are (`legacy`) and migrated in place (`migrate`), safetensors checkpoints with their sealed meta
 (`checkpoint`), claimant identities and claim locks (`claims`), and what is kept, listed and pruned
-(`inventory`, `roarfast ls` / `prune`).
+(`inventory`, `roarfast ls` / `prune`; a prune's removal, which a kill never leaves half done: `pruning`).
 
 These are records: they import the building blocks (data, models, the rank store, results) and the
 utilities, never a stage; `inventory`, which reads the report's view of configurations, sits above them.

@@ -111,6 +111,8 @@ def checkpoint_sha256(directory, repair: str = TRAIN_AGAIN) -> str:
     """sha256 hex of the weights file, checked against the one meta.json recorded when it was saved:
     identifies the model whose attributions a rank store holds (a damaged file is refused, never stamped)."""
     directory = Path(directory)
+    if not (directory / WEIGHTS).is_file():  # a meta without its weights: removed, or a copy left half
+        raise UserError(f"no checkpoint in {directory}: {WEIGHTS} is missing beside {META}; {repair}")
     digest = sha256_file(directory / WEIGHTS)
     _check_weights(directory, read_meta(directory, repair), digest, repair)
     return digest

@@ -11,11 +11,11 @@ command, when it was first and last requested. A results row belongs to configur
 C's, its method is one of C's and its ranks' id is the one C names for it (`claims`).
 """
 
-from roarfast.common.atomic import write_record
+from roarfast.common.atomic import refuse_link, write_record
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
 from roarfast.rundir.head import FORMAT, now
-from roarfast.rundir.ids import configuration_id
+from roarfast.rundir.ids import check_id, configuration_id
 from roarfast.rundir.ids import configuration_id as identify
 from roarfast.modes import control_mode
 
@@ -107,14 +107,39 @@ def read_configuration(path) -> dict | None:
     return record
 
 
-def configurations(run) -> list:
-    """Every configuration record of RunDir `run`, oldest first (by when first requested); a record whose name
-    is not its id is damage, refused in one line."""
+def configurations(run, damaged: list | None = None) -> list:
+    """Every configuration record of RunDir `run`, oldest first (by when first requested). A record that is not
+    what its name says (damaged, its id not its file's name nor the digest of its settings, a rank or base
+    model id not of an id's form) is refused in one line; with `damaged` (a list), it is appended there as
+    (path, the one line) instead, and the others are read (`roarfast ls` and `prune`)."""
     root = run.configurations_root
+    refuse_link(root)  # a link there would make its records another directory's
     found = []
     for path in sorted(root.glob("*.json")) if root.is_dir() else ():
-        record = read_configuration(path)
-        if identify(record["settings"], record["ranks"]) != path.stem:
-            raise UserError(f"{path} does not describe the configuration its name gives; {_REPAIR}")
-        found.append(record)
+        try:
+            found.append(_checked(path))
+        except UserError as err:
+            if damaged is None:
+                raise
+            damaged.append((path, str(err)))
     return sorted(found, key=lambda r: (r["first"], r["id"]))
+
+
+def _checked(path) -> dict:
+    """The configuration record at `path`, verified: sealed, of the form a record has, its id its file's name
+    and the digest of what it records, every id in it of an id's form."""
+    if path.is_symlink():
+        raise UserError(f"{path} is a symbolic link; a configuration record is a file of its own: remove it")
+    record = read_configuration(path)
+    if not (isinstance(record, dict) and isinstance(record.get("settings"), dict)
+            and isinstance(record.get("ranks"), dict) and isinstance(record.get("grids"), list)):
+        raise UserError(f"{path} is not a configuration record; {_REPAIR}")
+    check_id(record.get("id"), "configuration", path)
+    for method, rid in record["ranks"].items():
+        check_id(rid, f"ranks of {method}", path)
+    base = (record["settings"].get("config") or {}).get("base")
+    if base is not None:
+        check_id(base, "base model", path)
+    if record["id"] != path.stem or identify(record["settings"], record["ranks"]) != path.stem:
+        raise UserError(f"{path} does not describe the configuration its name gives; {_REPAIR}")
+    return record

@@ -27,6 +27,8 @@ the dataset records and stages.json carry digests: roarfast.common.fingerprint.s
 line of a mismatch; every file it writes is replaced atomically, never through a link (roarfast.common.atomic).
 """
 
+import logging
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,18 +40,21 @@ from roarfast.data.registry import DATASETS
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
 from roarfast.rundir.head import Head, read_head, updated, write_head
-from roarfast.rundir.ids import model_id_of, rank_id, rank_id_of
+from roarfast.rundir.ids import check_id, is_id, model_id_of, rank_id, rank_id_of
 from roarfast.rundir.legacy import legacy_head, legacy_models, legacy_ranks, needs_migration
 from roarfast.models import MODELS
 from roarfast.common.plugins import is_import_path
 from roarfast.common.resolver import BUILTIN
-from roarfast.store import RankStore
 from roarfast.store.layout import dir_name, read_manifest
+
+log = logging.getLogger(__name__)
 
 #: the format of the dataset records and stages.json: 2 since they are sealed with their digest (1: before)
 RECORD_FORMAT = 2
 #: the characters of a dataset fingerprint that name its record in datasets/
 DATASET_CHARS = 16
+#: the repair of a damaged stages.json
+_STAGES_REPAIR = "remove it (the next sweep records the stage times again) or restore it"
 
 
 class RunDir:
@@ -72,6 +77,10 @@ class RunDir:
         return self.root / "datasets"
 
     def dataset_record_path(self, fingerprint: str) -> Path:
+        # a fingerprint read from a record names a file only when it is hex (never "../x")
+        if not (isinstance(fingerprint, str) and re.fullmatch(r"[0-9a-f]{16,128}", fingerprint)):
+            raise UserError(f"{self.root}: the dataset fingerprint {str(fingerprint)[:40]!r} a record gives is not a "
+                            f"digest: the record was edited or damaged; restore it, or remove it")
         return self.datasets_root / f"{fingerprint[:DATASET_CHARS]}.json"
 
     @property
@@ -79,7 +88,7 @@ class RunDir:
         return self.root / "models"
 
     def model_dir(self, model_id: str) -> Path:
-        return self.models_root / model_id
+        return self.models_root / check_id(model_id, "base model", self.root)
 
     @property
     def ranks_root(self) -> Path:
@@ -87,14 +96,14 @@ class RunDir:
 
     def rank_dir(self, method: str, rank_id: str) -> Path:
         """Where the rank store of `method` with id `rank_id` lives (its splits below it)."""
-        return self.ranks_root / dir_name(method) / rank_id
+        return self.ranks_root / dir_name(method) / check_id(rank_id, f"ranks of {method}", self.root)
 
     @property
     def configurations_root(self) -> Path:
         return self.root / "configurations"
 
     def configuration_path(self, configuration_id: str) -> Path:
-        return self.configurations_root / f"{configuration_id}.json"
+        return self.configurations_root / f"{check_id(configuration_id, 'configuration', self.root)}.json"
 
     @property
     def results_path(self) -> Path:
@@ -111,6 +120,16 @@ class RunDir:
     @property
     def claims_dir(self) -> Path:
         return self.root / "claims"
+
+    @property
+    def prune_intent_path(self) -> Path:
+        """A prune's intent, written before it removes anything (roarfast.rundir.pruning)."""
+        return self.claims_dir / "prune.json"
+
+    @property
+    def trash_dir(self) -> Path:
+        """Where a prune renames an artifact before removing it: a kill never leaves one half removed."""
+        return self.claims_dir / "trash"
 
     @property
     def legacy_fill_leakage_path(self) -> Path:
@@ -175,6 +194,7 @@ class RunDir:
         N on HOST"), then finds it built. The claim is an exclusive lock on claims/<what>.lock, which the
         kernel releases when the holder exits or dies: a killed claimant's work is taken over at once, as a
         dead owner's cell is."""
+        refuse_link(self.claims_dir)  # the lock files would be written wherever it points
         self.claims_dir.mkdir(parents=True, exist_ok=True)
         with hold_lock(self.claims_dir / f"{dir_name(what)}.lock", waiting):  # a long method's name bounded
             yield
@@ -192,7 +212,7 @@ class RunDir:
         if self.models_root.is_dir():
             # a link at a meta.json is no base model: the training that would replace it refuses it
             found = {p.name: p for p in sorted(self.models_root.iterdir())
-                     if (p / META).is_file() and not (p / META).is_symlink()}
+                     if is_id(p.name) and (p / META).is_file() and not (p / META).is_symlink()}
         return {**legacy_models(self), **found}
 
     def model_meta(self, model_id: str | None) -> dict:
@@ -286,7 +306,7 @@ class RunDir:
         found = dict(legacy_ranks(self))
         if self.ranks_root.is_dir():
             for method_dir in sorted(p for p in self.ranks_root.iterdir() if p.is_dir()):
-                for store in sorted(p for p in method_dir.iterdir() if p.is_dir()):
+                for store in sorted(p for p in method_dir.iterdir() if p.is_dir() and is_id(p.name)):
                     method = method_dir.name
                     for split in sorted(p for p in store.iterdir() if p.is_dir()):
                         try:
@@ -298,6 +318,9 @@ class RunDir:
 
     def ranks_for(self, ids: dict):
         """The rank stores {method: rank id} (roarfast.store.RankStore: read, listed, written at their places)."""
+        # late: loads torch, and `roarfast ls` / `prune` read the run directory's records without it
+        from roarfast.store.index import RankStore
+
         return RankStore(self.ranks_root, run_dir=self.root,
                          places={method: self.rank_path(method, rank_id) for method, rank_id in ids.items()})
 
@@ -436,15 +459,19 @@ class RunDir:
         """Merges one stage's seconds (a number, or {part: seconds} merged into earlier parts) into
         stages.json."""
         refuse_link(self.stage_times_path)  # before it is read: the write would be refused after the merge
-        stages = self.stage_times() or {}
+        stages = self.stage_times() or {}  # a damaged one is begun anew: it holds only times
         stages[stage] = {**stages.get(stage, {}), **value} if isinstance(value, dict) else value
         self.root.mkdir(parents=True, exist_ok=True)
         write_record(self.stage_times_path, {**stages, "format": RECORD_FORMAT})
 
     def stage_times(self) -> dict | None:
-        """stages.json's content (verified), or None when no sweep recorded any."""
-        return _read_record(self.stage_times_path, "remove it (the next sweep records the stage times again) or "
-                                                   "restore it")
+        """stages.json's content (verified), or None when no sweep recorded any, or when it is damaged (said in
+        one line: the times are left out, nothing else depends on them)."""
+        try:
+            return _read_record(self.stage_times_path, _STAGES_REPAIR)
+        except UserError as err:
+            log.warning("note: the stage times are left out: %s", err)
+            return None
 
 
 def _read_record(path: Path, repair: str) -> dict | None:

@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 
 from roarfast.common.atomic import write_record
 from roarfast.common.fingerprint import read_record
+from roarfast.errors import UserError
+from roarfast.rundir.ids import check_id
 
 #: the format of HEAD.json, of the configuration records and of the run directory they belong to (1: the run
 #: directory of checkpoints/base, attributions/<method>/<split> and dataset.json, before artifacts had ids)
@@ -58,7 +60,16 @@ def read_head(path) -> Head | None:
     if record is None:
         return None
     record.pop("format", None)
-    return Head(**{k: record.get(k) for k in Head.__dataclass_fields__ if k in record})
+    head = Head(**{k: record.get(k) for k in Head.__dataclass_fields__ if k in record})
+    # a path is made from each id HEAD names: one edited to "../x" must never reach one
+    for what, value in (("base model", head.base), ("configuration", head.configuration)):
+        if value is not None:
+            check_id(value, what, path)
+    if not isinstance(head.ranks, dict):
+        raise UserError(f"{path}: its ranks are not {{method: id}}; {REPAIR}")
+    for method, rid in head.ranks.items():
+        check_id(rid, f"ranks of {method}", path)
+    return head
 
 
 def write_head(path, head: Head) -> None:

@@ -13,13 +13,31 @@ made from anything else has another (it is kept beside the first, never over it)
 """
 
 import hashlib
+import re
 
 from roarfast.common.fingerprint import canonical_json
+from roarfast.errors import UserError
 
 #: hex characters of an id: 64 bits, ample for the artifacts of one run directory
 ID_CHARS = 16
 #: the hex characters of an id that a label or a line shows
 SHOWN_CHARS = 8
+#: the form of every id: a path made from a record's text is made only from this (never "../x")
+_ID_FORM = re.compile(rf"[0-9a-f]{{{ID_CHARS}}}")
+
+
+def is_id(text) -> bool:
+    """Whether `text` has the form of an id (ID_CHARS lowercase hex)."""
+    return isinstance(text, str) and _ID_FORM.fullmatch(text) is not None
+
+
+def check_id(text, what: str, where) -> str:
+    """`text` when it has the form of an id; a UserError naming `what` it should be and the record `where` it
+    was read otherwise (a record edited: no path is ever made from it)."""
+    if not is_id(text):
+        raise UserError(f"{where}: the id of its {what}, {str(text)[:40]!r}, is not an id ({ID_CHARS} hex "
+                        f"characters): the record was edited or damaged; restore it, or remove it")
+    return text
 
 
 def digest_id(record) -> str:

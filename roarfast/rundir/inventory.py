@@ -5,17 +5,20 @@ requested; and the base models and rank stores no configuration uses. Pruning re
 to: the named configurations' records, and the rows, rank stores and base models that no other configuration
 nor HEAD uses."""
 
-import shutil
-from collections import Counter
+import logging
 from pathlib import Path
 
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import claims, configurations, grid_cells
 from roarfast.rundir.ids import SHOWN_CHARS
 from roarfast.rundir.migrate import upgrade
+from roarfast.rundir.pruning import carry_out, finish, intent
 from roarfast.report.configurations import assemble, named
-from roarfast.results import RETRAIN, MeasurementKey, open_results
+from roarfast.results import RETRAIN, open_results
+from roarfast.rundir.claims import owner_alive
 from roarfast.rundir.directory import RunDir
+
+log = logging.getLogger(__name__)
 
 
 def _size(path: Path) -> int:
@@ -25,18 +28,25 @@ def _size(path: Path) -> int:
 
 def _state(run_dir, writing: bool = False):
     """(RunDir, HEAD, configurations (report.configurations.assemble: records and the rows no record claims),
-    every retraining row) of `run_dir`, read as it is (migrated first when `writing`)."""
+    every retraining row, the damaged configuration records [(path, why)]) of `run_dir`, read as it is (migrated
+    first when `writing`); a prune a kill left unfinished is finished first."""
     run = RunDir(run_dir)
     if not run.root.is_dir():
         raise UserError(f"--run-dir {run.root}: no such run directory")
     if writing:
-        upgrade(run)
+        upgrade(run)  # finishes an interrupted prune too
+    else:
+        try:
+            finish(run)
+        except OSError as err:  # a run directory this process cannot write: read as it is
+            log.warning("note: an interrupted prune in %s cannot be finished here (%s)", run.root, err)
     rows = []
     if run.results_path.is_file():
         with open_results(run, readonly=not writing) as db:
             rows = db.rows(kind=RETRAIN)
-    found = assemble(configurations(run), [r for r in rows if r["status"] == "done"])
-    return run, run.head(), found, rows
+    damaged = []
+    found = assemble(configurations(run, damaged), [r for r in rows if r["status"] == "done"])
+    return run, run.head(), found, rows, damaged
 
 
 def _uses(c) -> tuple:
@@ -46,45 +56,57 @@ def _uses(c) -> tuple:
     return c.settings["config"].get("base"), set(c.record["ranks"].items())
 
 
+def reachable(head, kept) -> tuple[set, set]:
+    """What HEAD and the configurations `kept` use: (base model ids, {(method, rank id)}). What `roarfast ls` counts
+    as used, and what `prune` keeps."""
+    uses = [_uses(c) for c in kept]
+    models = {head.base, *(base for base, _ in uses)} - {None}
+    return models, set(head.ranks.items()).union(*(ranks for _, ranks in uses))
+
+
 def listing(run_dir) -> dict:
     """{"configurations": [a dict per configuration: label, id, head, cells_done, cells (in its grids; None
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
-    uses: what pruning it frees), first, last, command], "models": [base models no configuration uses: id, bytes,
-    model, seed], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
-    run, head, found, _ = _state(run_dir)
+    uses: what pruning it frees), first, last, command], "damaged": [configuration records that cannot be read:
+    file, why], "models": [base models no configuration uses: id, bytes, model, seed (None where its meta is
+    damaged)], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
+    run, head, found, _, damaged = _state(run_dir)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()
     # each artifact's bytes walked once: a base model or a rank store is shared by several configurations
     size = {artifact: _size(path) for artifact, path in {**models, **stores}.items()}
-    out = {"configurations": [], "models": [], "ranks": []}
-    used_models, used_ranks = {head.base}, set(head.ranks.items())
-    uses = [_uses(c) for c in found]
-    # an artifact's users: the configurations and HEAD; one used by a single configuration alone is its own
-    users = Counter([head.base, *head.ranks.items()])
-    for base, ranks in uses:
-        users.update([base, *ranks])
-    for c, (base, ranks) in zip(found, uses):
-        used_models.add(base)
-        used_ranks |= ranks
+    out = {"configurations": [], "damaged": [{"file": path.name, "why": why} for path, why in damaged],
+           "models": [], "ranks": []}
+    used_models, used_ranks = reachable(head, found)
+    for c in found:
+        base, ranks = _uses(c)
         done = {(r["method"], r["mode"], r["fraction"], r["seed"], r["fill"]) for r in c.rows}
         grid = grid_cells(c.record["grids"]) if c.record else None
         sizes = {artifact: size[artifact] for artifact in (base, *ranks) if artifact in size}
+        # its own: what neither HEAD nor another configuration reaches (what pruning it frees)
+        others_models, others_ranks = reachable(head, [o for o in found if o is not c])
         out["configurations"].append({
             "label": c.label, "id": c.id, "head": c.id == head.configuration,
             "cells_done": len(done & grid) if grid is not None else len(done),
             "cells": len(grid) if grid is not None else None, "bytes": sum(sizes.values()),
-            "own_bytes": sum(size for artifact, size in sizes.items() if users[artifact] == 1),
+            "own_bytes": sum(n for artifact, n in sizes.items() if artifact not in others_models | others_ranks),
             "first": (c.record or {}).get("first") or c.first, "last": (c.record or {}).get("last") or c.last,
             "command": (c.record or {}).get("command")})
-    out["models"] = [{"id": mid, "bytes": size[mid], "model": run.model_meta(mid).get("model"),
-                      "seed": run.model_meta(mid).get("seed")} for mid in models if mid not in used_models]
+    for mid in models:
+        if mid not in used_models:
+            try:
+                meta = run.model_meta(mid)
+            except UserError:  # damaged: listed all the same, so that it can be pruned
+                meta = {}
+            out["models"].append({"id": mid, "bytes": size[mid], "model": meta.get("model"), "seed": meta.get("seed")})
     out["ranks"] = [{"method": m, "id": rid, "bytes": size[(m, rid)]} for m, rid in sorted(stores)
                     if (m, rid) not in used_ranks]
     return out
 
 
 def ls_lines(run_dir) -> list[str]:
-    """`roarfast ls`: a line per configuration (* marks the latest request's), then what no configuration uses."""
+    """`roarfast ls`: a line per configuration (* marks the latest request's), then the damaged configuration
+    records, then what no configuration uses."""
     found = listing(run_dir)
     lines = [f"configurations in {run_dir} (* the latest request's, which `roarfast report` answers for):"
              if found["configurations"] else f"no configurations in {run_dir} yet (no cells were requested)"]
@@ -94,9 +116,11 @@ def ls_lines(run_dir) -> list[str]:
                      f"cells {cells}, {_mib(c['bytes'])} ({_mib(c['own_bytes'])} its own), requested {_when(c['first'])}"
                      + (f" .. {_when(c['last'])}" if _when(c["last"]) != _when(c["first"]) else "")
                      + f": {c['command'] or 'made before run-directory format 2'}")
+    for d in found["damaged"]:
+        lines.append(f"! damaged configuration record {d['file']} (`roarfast prune {d['file']}` removes it): {d['why']}")
     for m in found["models"]:
-        lines.append(f"  base model {m['id'][:SHOWN_CHARS]} ({m['model']}, seed {m['seed']}, {_mib(m['bytes'])}): "
-                     f"no configuration uses it")
+        lines.append(f"  base model {m['id'][:SHOWN_CHARS]} ({m['model'] or 'its meta.json is damaged'}, seed "
+                     f"{m['seed']}, {_mib(m['bytes'])}): no configuration uses it")
     for r in found["ranks"]:
         lines.append(f"  ranks of {r['method']} {r['id'][:SHOWN_CHARS]} ({_mib(r['bytes'])}): no configuration uses "
                      f"them")
@@ -104,47 +128,48 @@ def ls_lines(run_dir) -> list[str]:
 
 
 def prune(run_dir, names, dry_run: bool = False) -> list[str]:
-    """Removes the configurations `names` names (labels or id prefixes: report.configurations.named): their
-    records, and their rows, rank stores and base models that no other configuration nor HEAD uses; with
-    `dry_run`, removes nothing. Returns the lines saying what goes (or would) and what stays."""
-    names = [n for n in (names or ()) if str(n).strip()]
+    """Removes the configurations `names` names (labels or id prefixes: report.configurations.named; a damaged
+    record by its file's name): their records, and their rows, rank stores and base models that no other
+    configuration nor HEAD uses; with `dry_run`, removes nothing. A configuration whose cells a live process
+    has claimed is refused (one line naming it), and so is a link on the way, before anything is removed; the
+    removal cannot half-finish (roarfast.rundir.pruning). Returns the lines saying what goes (or would) and what
+    stays."""
+    names = [str(n) for n in (names or ()) if str(n).strip()]
     if not names:
         raise UserError("prune: name the configurations to remove (a label or an id: `roarfast ls` lists them)")
-    run, head, found, rows = _state(run_dir, writing=not dry_run)
-    targets = list({id(c): c for c in (named(found, n, "prune") for n in names)}.values())
+    run, head, found, rows, damaged = _state(run_dir, writing=not dry_run)
+    bad = {name: path.name for path, _ in damaged for name in (path.name, path.stem)}
+    targets = list({id(c): c for c in (named(found, n, "prune") for n in names if n not in bad)}.values())
+    broken = sorted({bad[n] for n in names if n in bad})
     kept = [c for c in found if all(c is not t for t in targets)]
-    used_models = {head.base} | {_uses(c)[0] for c in kept}
-    used_ranks = set(head.ranks.items()).union(*(_uses(c)[1] for c in kept))
+    used_models, used_ranks = reachable(head, kept)
 
-    def rows_of(c) -> set:  # a record's rows of any status (a claim in flight too); others', their done rows
-        return {id(r) for r in rows if claims(c.record, r)} if c.record else {id(r) for r in c.rows}
+    def rows_of(c) -> list:  # a record's rows of any status (a claim in flight too); others', their done rows
+        return [r for r in rows if claims(c.record, r)] if c.record else list(c.rows)
 
-    claimed = set().union(*(rows_of(t) for t in targets))
-    shared = set().union(*(rows_of(c) for c in kept))
-    gone_rows = [r for r in rows if id(r) in claimed and id(r) not in shared]
+    for t in targets:
+        live = [r for r in rows_of(t) if r["status"] == "running" and owner_alive(r["owner"], r["heartbeat"])]
+        if live:
+            owner = live[0]["owner"]
+            raise UserError(f"prune: configuration [{t.label or 'the only one'}] {t.id[:SHOWN_CHARS]} has {len(live)} "
+                            f"cells being trained now (claimed by pid {owner.get('pid')} on {owner.get('host')}): "
+                            f"nothing was removed; prune it once that process has finished or been stopped")
+    shared = {id(r) for c in kept for r in rows_of(c)}
+    gone_rows = [r for r in {id(r): r for t in targets for r in rows_of(t)}.values() if id(r) not in shared]
     models = run.models()
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     gone_ranks = sorted({r for t in targets for r in _uses(t)[1] if r not in used_ranks and r in stores})
     gone_models = sorted({_uses(t)[0] for t in targets} - used_models - {None} & set(models))
     verb = "would remove" if dry_run else "removed"
     lines = [f"prune: {verb} configuration [{t.label or 'the only one'}] {t.id[:SHOWN_CHARS]}" for t in targets]
+    lines += [f"prune: {verb} the damaged configuration record {name}" for name in broken]
     lines.append(f"prune: {verb} {len(gone_rows)} rows (cells no other configuration shares)")
     lines += [f"prune: {verb} the ranks of {m} {rid[:SHOWN_CHARS]} ({_mib(_size(stores[(m, rid)]))})"
               for m, rid in gone_ranks]
     lines += [f"prune: {verb} base model {mid[:SHOWN_CHARS]} ({_mib(_size(models[mid]))})" for mid in gone_models]
     if not dry_run:
-        fields = ("kind", "dataset", "model", "method", "mode", "fill", "fraction", "seed", "config_hash")
-        with open_results(run) as db:
-            db.delete([MeasurementKey(**{k: r[k] for k in fields}) for r in gone_rows])
-        for key in gone_ranks:
-            shutil.rmtree(stores[key])
-        for mid in gone_models:
-            shutil.rmtree(models[mid])
-        for t in targets:
-            if t.record is not None:
-                run.configuration_path(t.id).unlink(missing_ok=True)
-        if any(t.id == head.configuration for t in targets):
-            run.update_head("roarfast.rundir.inventory.prune()", configuration=None)
+        carry_out(run, intent([t.id for t in targets if t.record is not None], broken, gone_ranks, gone_models,
+                              gone_rows, head=any(t.id == head.configuration for t in targets)))
     lines.append("prune: kept everything a kept configuration or HEAD uses"
                  + (" (--dry-run: nothing was removed)" if dry_run else ""))
     return lines

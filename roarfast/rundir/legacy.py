@@ -3,9 +3,11 @@ dataset.json), read as they are by the commands that only read: the ids read off
 meta, each store's manifest), HEAD as format 1 says it, or as the plan of a migration a kill left half done
 says it (roarfast.rundir.migrate migrates them in place)."""
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from roarfast.common.atomic import refuse_link
 from roarfast.rundir.checkpoint import META, read_meta
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
@@ -17,6 +19,11 @@ from roarfast.store.layout import SPLITS, dir_name, read_manifest
 PLAN = "migration.json"
 #: the command a migrated record names
 MIGRATED = "recorded before run-directory format 2 (migrated)"
+#: the repair of a damaged leakage.json (fill leakage before results schema v3)
+LEAKAGE_REPAIR = "restore it, or remove it (`roarfast leakage` measures the fill leakage again)"
+#: a leakage.json row's fields and their types
+_LEAKAGE_FIELDS = {"method": str, "fill": str, "fraction": (int, float), "accuracy": (int, float),
+                   "base_rate": (int, float)}
 
 
 def plan_path(run) -> Path:
@@ -85,3 +92,21 @@ def iso_time(path: Path) -> str:
     return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
 
 
+
+
+def fill_leakage_rows(run) -> list | None:
+    """The rows of RunDir `run`'s leakage.json (fill leakage before results schema v3: method, fill, fraction,
+    accuracy, base_rate), or None when there is none; a UserError naming it and the repair when it is damaged."""
+    path = run.legacy_fill_leakage_path
+    if not path.is_file():
+        return None
+    refuse_link(path)
+    try:
+        rows = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise UserError(f"{path} is not valid JSON ({err}); {LEAKAGE_REPAIR}") from None
+    if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and all(isinstance(r.get(k), t) and not isinstance(r.get(k), bool)
+                                        for k, t in _LEAKAGE_FIELDS.items()) for r in rows):
+        raise UserError(f"{path} does not hold fill-leakage rows ({', '.join(_LEAKAGE_FIELDS)} each); {LEAKAGE_REPAIR}")
+    return rows

@@ -15,6 +15,7 @@ from roarfast.rundir.checkpoint import META
 from roarfast.fills import DEFAULT_FILL
 from roarfast.rundir.configurations import about_of, grid_of, request, settings_of
 from roarfast.rundir.head import Head, write_head
+from roarfast.rundir.pruning import finish
 from roarfast.rundir.legacy import (MIGRATED, iso_time, legacy_head, legacy_models, legacy_stores, needs_migration,
                                      plan_path)
 from roarfast.results import RETRAIN, MeasurementKey, open_results
@@ -24,10 +25,12 @@ log = logging.getLogger(__name__)
 
 
 def upgrade(run) -> None:
-    """Migrates RunDir `run` when it is of format 1 (or half migrated); every command that writes calls this
-    first; a run directory of format 2 (or a new one) is left as it is."""
+    """Migrates RunDir `run` when it is of format 1 (or half migrated), and finishes a prune a kill left
+    unfinished (roarfast.rundir.pruning); every command that writes calls this first; a run directory of format
+    2 (or a new one) is otherwise left as it is."""
     if needs_migration(run):
         migrate(run)
+    finish(run)
 
 
 def migrate(run) -> None:

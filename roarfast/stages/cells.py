@@ -20,7 +20,7 @@ from roarfast.rundir.ids import configuration_id
 from roarfast.rundir.head import command
 from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
-from roarfast.common.options import check_choice, check_fractions, check_positive
+from roarfast.common.options import MAX_SEEDS, check_choice, check_fractions, check_positive
 from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
 from roarfast.planning.step_times import remember_training
 
@@ -84,7 +84,7 @@ class CellOptions:
         object.__setattr__(self, "recipe", check_overrides(self.recipe))
         object.__setattr__(self, "modes", check_modes(self.modes))
         object.__setattr__(self, "fractions", check_fractions(self.fractions))
-        check_positive("--seeds", self.seeds)
+        check_positive("--seeds", self.seeds, most=MAX_SEEDS)
         check_positive("--epochs", self.epochs, optional=True)
         check_choice("--fill", self.fill, FILLS.names)
         check_choice("--amp", self.amp, AMP_CHOICES)

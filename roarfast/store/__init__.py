@@ -7,10 +7,19 @@ chunk checked as it is read), .index (RankStore: the stores under one root; a ru
 RunDir.rank_store).
 """
 
-from roarfast.store.index import RankStore
+import importlib
+
 from roarfast.store.layout import CHECKSUM, FORMAT, MANIFEST, MAPS, MAPS_DTYPE, RANK_DTYPES, RANKS, SPLITS
-from roarfast.store.record import RankRecord
-from roarfast.store.writer import RankWriter
+
+#: the classes that read and write ranks, each imported when first asked for: they load torch, and the run
+#: directory's records (`roarfast ls`, `prune`) read the layout's manifests without it
+_LAZY = {"RankRecord": "roarfast.store.record", "RankStore": "roarfast.store.index", "RankWriter": "roarfast.store.writer"}
 
 __all__ = ["CHECKSUM", "FORMAT", "MANIFEST", "MAPS", "MAPS_DTYPE", "RANKS", "RANK_DTYPES", "SPLITS", "RankRecord",
            "RankStore", "RankWriter"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -163,13 +163,13 @@ def _without(files: list[str], labels: list[int], bad: list[str], split_dir: Pat
     return [files[i] for i in kept], [labels[i] for i in kept]
 
 
-def _decode_checked(split_dir: Path, files: list[str], labels: list[int], skip_bad: bool, decode):
+def _decode_checked(split_dir: Path, files: list[str], labels: list[int], skip_bad: bool, decode, decoder: str):
     """(files, labels, bad files, decode(files)) with undecodable files named, or dropped when skip_bad."""
     try:
         return files, labels, [], decode(files)
     except RuntimeError as err:
         # DALI's message does not reliably name the file: find the culprits with a full decode
-        bad = undecodable(split_dir, files)
+        bad = undecodable(split_dir, files, decoder)
         if not bad:
             raise
         if not skip_bad:
@@ -217,7 +217,8 @@ def _load_splits(root, splits, classes, resize, crop, skip_bad, device_id, batch
         else:
             files, labels, bad, (images, digest) = _decode_checked(
                 split_dir, listing.files, labels, skip_bad,
-                lambda kept: decode_split(split_dir, kept, resize, crop, device_id, batch_size, decoder=decoder))
+                lambda kept: decode_split(split_dir, kept, resize, crop, device_id, batch_size, decoder=decoder),
+                decoder)
             stats = channel_stats(images)
             store = store and len(files) > 0 and canvas_cache.write(key, split_dir, images, bad, digest, stats)
         sets.append(ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None,
@@ -237,7 +238,7 @@ def _stream_split(listing, labels, classes, resize, crop, skip_bad, device_id, b
         def decode(kept):
             return measure_split(split_dir, kept, resize, crop, device_id, batch_size, stats=measure, decoder=decoder)
 
-        files, labels, bad, (sums, digest) = _decode_checked(split_dir, files, labels, skip_bad, decode)
+        files, labels, bad, (sums, digest) = _decode_checked(split_dir, files, labels, skip_bad, decode, decoder)
         record = {"bad": bad, "sums": sums.to_dict() if measure else None, "digest": digest}
         cache.write("imagefolder", key, record)
     else:
@@ -303,10 +304,10 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
     subset: the dataset resolver's stratified subset (roarfast.data.subset.Subset, num_train / num_test),
         chosen from the listing so that only the files it keeps are read.
     """
-    classes, train, test, (resize, crop) = _listing(data_dir, resize, crop, test_split, subset)
     check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
     check_positive("--data-option batch_size", batch_size, optional=True)
     decoder = decoder_for(device)
+    classes, train, test, (resize, crop) = _listing(data_dir, resize, crop, test_split, subset, decoder)
     common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
                   device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
     if wants_stream(stream, len(train[0].files) + len(test[0].files), crop):
@@ -314,9 +315,10 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
     return tuple(_load_splits(Path(data_dir), [train, test], **common))
 
 
-def _listing(data_dir, resize, crop, test_split, subset):
+def _listing(data_dir, resize, crop, test_split, subset, decoder):
     """(classes, (train Listing, labels), (test Listing, labels), (resize, crop)) of the tree at data_dir, the
-    subset's files only, from its listing and the images' headers (no image decoded)."""
+    subset's files only, from its listing and the images' headers (no image decoded, but where two sizes
+    differ: by `decoder`, the one that will decode them, canvas.shared_size)."""
     root = Path(data_dir)
     check_positive("--data-option resize", resize, optional=True)
     check_positive("--data-option crop", crop, optional=True)
@@ -332,7 +334,7 @@ def _listing(data_dir, resize, crop, test_split, subset):
         where = f"imagefolder {root}"
         train, train_labels = _rows(train, train_labels, subset.rows("train", train_labels, len(classes), where))
         test, test_labels = _rows(test, test_labels, subset.rows("test", test_labels, len(classes), where))
-    canvas = canvas_size(resize, crop, [shared_size(train), shared_size(test)])
+    canvas = canvas_size(resize, crop, [shared_size(train, decoder), shared_size(test, decoder)])
     return classes, (train, train_labels), (test, test_labels), canvas
 
 
@@ -349,5 +351,7 @@ def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = 
     """What load_imagefolder would load, from the tree's listing and the images' headers (no image decoded,
     so undecodable files are counted): ((C, H, W) of the canvas, train images, test images, classes, whether it
     has ground-truth masks: never)."""
-    classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset)
+    check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
+    classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset,
+                                                         decoder_for(device))
     return (3, crop, crop), len(train.files), len(test.files), len(classes), False
