@@ -4,7 +4,8 @@ kill redoes only unfinished chunks, a complete store is a no-op unless forced, a
 import pytest
 import torch
 
-from roarfast import extract, extract_tasks, ops
+from roarfast import ops
+from roarfast.stages import extract, extract_tasks
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.stages.extract import ExtractOptions, run_extract
