@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from roarfast import ops
-from roarfast.stages import extract, extract_tasks
+
+from roarfast.stages import extract
+
+from roarfast.stages import extract_tasks
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.stages.extract import ExtractOptions, run_extract
