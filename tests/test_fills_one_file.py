@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from roarfast.data import load_dataset
+from roarfast.fills import FILLS
 from roarfast.rundir.directory import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +88,7 @@ def test_a_fill_in_one_new_file_is_offered_and_retrains_through_the_loaders(tmp_
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     help_text = " ".join(report["help"].split())
-    assert "[dataset-mean|imagenet-mean|zero|road|box-blur]" in help_text
+    assert f"[{'|'.join(FILLS.names)}|box-blur]" in help_text  # the built-ins, then it (order=2)
     assert "box-blur: the mean of each removed pixel's 3x3 neighbourhood" in help_text
     assert not report["torch_at_listing"]  # listing the fills loads no fill's torch code
     assert report["exit"] == 0, report["output"]

@@ -7,7 +7,7 @@ import torch
 from roarfast import _reference as ref
 from roarfast.data.loader import DeviceLoader
 from roarfast.errors import UserError
-from roarfast.fills import removed_pixels, resolve_fill
+from roarfast.fills import FILLS, removed_pixels, resolve_fill
 from roarfast.fills.road import ROAD, ROAD_NOISE
 
 MEAN, STD = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)
@@ -83,7 +83,7 @@ def test_removed_pixels_counts_and_value_ranks():
 
 def test_fill_names():
     assert resolve_fill("road") is ROAD and ROAD.values(MEAN, STD) is None  # computed: no constant to give
-    with pytest.raises(ValueError, match="dataset-mean, imagenet-mean, zero, road"):
+    with pytest.raises(ValueError, match=", ".join(FILLS.names)):
         resolve_fill("roads")
     images, labels, ranks = split()
     with pytest.raises(ValueError, match="unknown fill 'mean'"):

@@ -7,7 +7,7 @@ from torch import nn
 
 from roarfast import ops
 from roarfast.methods import MethodParams, black_baseline, compute_maps
-from roarfast.methods.ensembles import noise_seed
+from roarfast.methods.ensembles import noisy_samples
 from tests.test_methods_gradients import MEAN, STD, assert_relative, leaf, predicted, tiny_batch, tiny_cnn
 
 captum_attr = pytest.importorskip("captum.attr")
@@ -47,8 +47,7 @@ def test_ensemble_equals_a_plain_pytorch_reference_on_the_same_noise(base, chunk
     ours = compute_maps(model, batch, names, params)
 
     target = predicted(model.eval(), batch.x)
-    noisy = ops.noise(batch.x, params.samples, params.noise_level, noise_seed(batch, params))
-    samples = noisy.view(params.samples, *batch.x.shape)
+    samples = noisy_samples(batch, params, base, params.samples).view(params.samples, *batch.x.shape)
     grads = torch.stack([base_reference(model, s, target, base, params.ig_steps) for s in samples])
     assert_relative(ours[names[0]], grads.mean(0))
     assert_relative(ours[names[1]], (grads * grads).mean(0))

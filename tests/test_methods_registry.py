@@ -21,8 +21,9 @@ from roarfast.common.resolver import BUILTIN, SCHEME
 from roarfast.version import __version__
 
 METHODS = Path(__file__).resolve().parents[1] / "roarfast" / "methods"
-BUILT_INS = ["grad", "ig", "gb", "sg-grad", "sg-sq-grad", "var-grad", "sg-ig", "sg-sq-ig", "var-ig",
-             "sg-gb", "sg-sq-gb", "var-gb", "random", "sobel", "oracle", "gradcam"]
+#: the design's built-ins, in their listing order (a new built-in may join them anywhere)
+DESIGN = ["grad", "ig", "gb", "sg-grad", "sg-sq-grad", "var-grad", "sg-ig", "sg-sq-ig", "var-ig",
+          "sg-gb", "sg-sq-gb", "var-gb", "random", "sobel", "oracle", "gradcam"]
 
 
 @pytest.fixture()
@@ -32,8 +33,8 @@ def scratch_registry(monkeypatch):
     monkeypatch.setattr(ESTIMATORS, "_entries", dict(ESTIMATORS._entries))
 
 
-def test_known_methods_are_the_design_names_in_their_order():
-    assert known_methods() == BUILT_INS
+def test_known_methods_hold_the_design_names_in_their_order():
+    assert [name for name in known_methods() if name in DESIGN] == DESIGN
 
 
 def test_short_forms_mean_the_grad_ensembles_and_order_is_kept():

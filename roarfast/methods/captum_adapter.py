@@ -9,7 +9,8 @@ need a propagation rule (LRP, LayerLRP) take `rules` besides: {module type or do
 for modules Captum has no default rule for.
 
 Layer methods return layer-shaped maps; their channels are summed and the result upsampled bilinearly to the
-input, like Grad-CAM. Captum's random draws (GradientShap, Lime, ...) are seeded by the run's seed.
+input, like Grad-CAM. Captum's random draws (GradientShap, Lime, ...) are keyed by (the run's seed, the class,
+each image's index): a class that draws runs one image per call (roarfast.methods.draws).
 """
 
 import inspect
@@ -21,7 +22,7 @@ from roarfast.errors import UserError
 from roarfast.methods.declaration import CONV_LAYER, Estimator, parameters_of
 from roarfast.methods.identity import captum_identity
 from roarfast.methods.model_context import cam_layer
-from roarfast.methods.params import seeded
+from roarfast.methods.draws import keyed_per_image, stream_of
 from roarfast.common.resolver import SCHEME
 
 PREFIX = "captum:"
@@ -37,8 +38,6 @@ _SUPPLIED = {"self", "forward_func", "model", "layer", "device_ids", "inputs", "
              "return_convergence_delta", "n_steps", "baselines"}
 #: the shared parameter each of Captum's arguments reads
 _READS = {"layer": "gradcam_layer", "n_steps": "ig_steps", "baselines": "ig_baseline"}
-#: separates Captum's random stream from the other per-batch randomness keyed by the same seed
-CAPTUM_STREAM = 4
 #: the argument of LRP classes that names the rules of modules Captum has no default rule for
 RULES = "rules"
 
@@ -99,24 +98,28 @@ def captum_maps(model, batch, target, params, name: str):
     if "layer" in init:
         built["layer"] = cam_layer(model, params.gradcam_layer)
     method = cls(model, **built)
-    x = batch.x.detach().requires_grad_(True)
     kwargs = {arg: _captum_value(value) for arg, value in args.items() if arg in attribute}
-    if "target" in attribute:
-        kwargs["target"] = target
-    if "baselines" in attribute and params.ig_baseline is not None:  # extraction always sets it (black)
-        kwargs["baselines"] = params.baseline(x).expand_as(x).contiguous()
     if "n_steps" in attribute:
         kwargs["n_steps"] = params.ig_steps
-    if _needs_rules(cls):
-        _attach_rules(model, name, rules or {})
-    with seeded(batch, params, CAPTUM_STREAM):
+
+    def call(rows):
+        if _needs_rules(cls):  # each call: Captum removes the rules after one
+            _attach_rules(model, name, rules or {})
+        x = batch.x[rows].detach().requires_grad_(True)
+        own = dict(kwargs)
+        if "target" in attribute:
+            own["target"] = None if target is None else target[rows]
+        if "baselines" in attribute and params.ig_baseline is not None:  # extraction always sets it (black)
+            own["baselines"] = params.baseline(x).expand_as(x).contiguous()
         try:
-            maps = method.attribute(x, **kwargs)
+            return method.attribute(x, **own).detach().float()
         except (TypeError, ValueError, RuntimeError, AssertionError) as err:
             given = ", ".join(f"{k}={v!r}" for k, v in args.items()) or "none"
             raise UserError(f"captum:{name} failed: {' '.join(str(err).split())} (--method-arg given: {given}; it "
                             f"takes {captum_estimator(name).accepted()})") from None
-    maps = maps.detach().float()
+
+    x = batch.x
+    maps = keyed_per_image(call, batch, params, stream_of(PREFIX + name))
     if isinstance(method, attr.LayerAttribution):
         if maps.dim() != 4:
             raise UserError(f"captum:{name} gave a layer map of shape {list(maps.shape)}; only conv layers "

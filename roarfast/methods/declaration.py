@@ -30,6 +30,9 @@ TARGET_MODES = ("given", "own", "none")
 ALIASES = {"sg": "sg-grad", "sg-sq": "sg-sq-grad", "var": "var-grad"}
 #: the code identity of every built-in: the roarfast release it belongs to
 BUILTIN_CODE = {"roarfast": __version__}
+#: the keying of random draws (roarfast.methods.draws) that a seeded estimator's rank identity records: per image,
+#: (seed, estimator, image index, sample); a store recording none was keyed per batch (its first image)
+KEYING = "image"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class Estimator:
         uses_model: False for ranks that ignore the model (random, sobel, oracle): stored without a checkpoint
             hash, computed without loading one.
         seeded: its maps depend on the run's seed (it draws random numbers, keyed by the seed).
+        keying: how a seeded estimator's draws are keyed, recorded in its ranks' identity: KEYING, or None for
+            one keyed per image before the identity said so (random), whose stores keep their ids.
         target_mode: how it gets the explained class (TARGET_MODES).
         requires: what it needs of the model (RELU_MODULES, CONV_LAYER), checked before any image.
         ground_truth: it needs the dataset's ground-truth importance masks.
@@ -71,6 +76,7 @@ class Estimator:
     any_argument: bool = False
     uses_model: bool = True
     seeded: bool = False
+    keying: str | None = KEYING
     target_mode: str = "given"
     requires: tuple[str, ...] = ()
     ground_truth: bool = False
@@ -143,8 +149,8 @@ ESTIMATORS = Resolver(
 
 
 def register(name: str, description: str | None = None, *, reads=(), parameters=(), uses_model: bool = True,
-             seeded: bool = False, target_mode: str = "given", requires=(), ground_truth: bool = False,
-             compilable: bool = False, order: float = 0.0):
+             seeded: bool = False, keying: str | None = KEYING, target_mode: str = "given", requires=(),
+             ground_truth: bool = False, compilable: bool = False, order: float = 0.0):
     """Decorator: registers `fn(model, batch, target, params) -> Tensor` as the built-in `name`.
 
     Args:
@@ -159,8 +165,8 @@ def register(name: str, description: str | None = None, *, reads=(), parameters=
 
     def decorate(fn):
         _add(Estimator(name, fn, description or first_line(fn), parameters_of(reads, parameters, target_mode),
-                       uses_model=uses_model, seeded=seeded, target_mode=target_mode, requires=tuple(requires),
-                       ground_truth=ground_truth, compilable=compilable), order)
+                       uses_model=uses_model, seeded=seeded, keying=keying, target_mode=target_mode,
+                       requires=tuple(requires), ground_truth=ground_truth, compilable=compilable), order)
         return fn
 
     return decorate

@@ -1,7 +1,6 @@
 """What an estimator receives: one batch to explain (`ExplainBatch`) and the options (`MethodParams`)."""
 
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -62,8 +61,8 @@ class MethodParams:
             is the smallest chunk, so the caller's batch size bounds memory from below).
         autocast_dtype: None (fp32), torch.bfloat16 or torch.float16 for the model's forward/backward
             on CUDA; on CPU computation stays fp32 (CPU autocast is slower than fp32 there).
-        seed: the run's seed; SmoothGrad noise and random scores are keyed by it and the images' global
-            indices (a batch's own seed, when set, takes its place).
+        seed: the run's seed; every random draw is keyed by it, the estimator and the image's index in its
+            split (roarfast.methods.draws; a batch's own seed, when set, takes its place).
         args: the estimator's own arguments (`--method-arg`): compute_maps hands each estimator those it takes
             (Estimator.call_arguments).
     """
@@ -98,39 +97,11 @@ class MethodParams:
         return baseline.view(1, -1, 1, 1)
 
 
-def batch_seed(batch: ExplainBatch, params: MethodParams, stream: int) -> int:
-    """The seed of `stream`'s draws for a batch: mixed from the batch's seed and its first global index, so
-    that batches draw independently and a batch's draws do not depend on what was computed before it."""
-    return derive_seed(params.seed_for(batch), stream, int(batch.index[0]) if batch.index.numel() else 0)
-
-
-@contextmanager
-def seeded(batch: ExplainBatch, params: MethodParams, stream: int):
-    """torch's random numbers seeded by batch_seed for the duration, restored after: an estimator from outside
-    roarfast that draws them gives the same maps on every run."""
-    x = batch.x
-    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
-        torch.manual_seed(batch_seed(batch, params, stream))
-        yield
-
-
 def black_baseline(mean: Sequence[float], std: Sequence[float]) -> tuple[float, ...]:
     """The normalized value of a black (0) pixel per channel: (0 - mean[c]) / std[c]."""
     if len(mean) != len(std):
         raise UserError(f"mean and std should have one value per channel each, got {len(mean)} and {len(std)}")
     return tuple(-m / s for m, s in zip(mean, std))
-
-
-def derive_seed(*parts: int) -> int:
-    """A 63-bit seed mixed from integers (SplitMix64 finalizer per part), so that neighbouring inputs
-    (seed 0 image 1, seed 1 image 0) give unrelated streams."""
-    mask = (1 << 64) - 1
-    state = 0x9E3779B97F4A7C15
-    for part in parts:
-        z = (state ^ (int(part) & mask)) * 0xBF58476D1CE4E5B9 & mask
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EB & mask
-        state = (z ^ (z >> 31)) + 0x9E3779B97F4A7C15 & mask
-    return state >> 1
 
 
 def _describe(value) -> str:

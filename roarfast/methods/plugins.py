@@ -15,8 +15,9 @@ object:<its name>-<8 hex of its identity> (object:partial.f-3f2a9c1b), so two ob
 the same object in a later session has the same name; one name given to two objects is refused
 (check_distinct). Its code identity is its source file's hash, or for an object the digest of what it runs and
 reads (roarfast.methods.identity), so an edited function makes new ranks. Its output is checked on every batch
-(shape, NaN/Inf) and the run's seed seeds torch's random numbers around each call, so a plug-in that draws
-them is reproducible like a built-in.
+(shape, NaN/Inf), and a plug-in that draws torch's random numbers draws them keyed by (the run's seed, its
+name, each image's index), one image per call (roarfast.methods.draws), so it is reproducible like a built-in
+and its ranks do not depend on the batching.
 """
 
 import inspect
@@ -30,8 +31,6 @@ from roarfast.common.plugins import (OBJECT_PREFIX, describe_error, given_object
 from roarfast.common.resolver import IMPORT_PATH, OBJECT
 
 FLAG = "--method"
-#: separates a plug-in's random stream from the other per-batch randomness keyed by the same seed
-PLUGIN_STREAM = 3
 #: the plug-ins recorded in this process, by name (a notebook redefines a function: the newer record wins)
 _PLUGINS: dict[str, Estimator] = {}
 
@@ -86,20 +85,26 @@ def _given_name(given) -> str:
 
 
 def plugin_maps(function, name: str, model, batch, target, params):
-    """Calls function(model, images, target, **its arguments) for one batch under the batch's seed; checks and
-    returns its maps as float32 Tensor[B, C or 1, H, W] on the images' device."""
+    """Calls function(model, images, target, **its arguments) for one batch, its random draws keyed per image
+    (draws.keyed_per_image: image by image when it draws any); checks and returns its maps as float32
+    Tensor[B, C or 1, H, W] on the images' device."""
     # late: loads torch, and --help imports this module
-    from roarfast.methods.params import seeded
+    from roarfast.methods.draws import keyed_per_image, stream_of
 
     x = batch.x.detach()
-    with seeded(batch, params, PLUGIN_STREAM):
+
+    def call(rows):
+        images = x[rows]
         try:
-            maps = function(model, x, target, **params.args)
+            maps = function(model, images, None if target is None else target[rows], **params.args)
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001  (the user's function: any failure is theirs to fix)
-            raise UserError(f"{FLAG} {name} failed on images Tensor{list(x.shape)}: {describe_error(err)}") from None
-    return check_maps(name, maps, x)
+            raise UserError(f"{FLAG} {name} failed on images Tensor{list(images.shape)}: {describe_error(err)}") \
+                from None
+        return check_maps(name, maps, images)
+
+    return keyed_per_image(call, batch, params, stream_of(name))
 
 
 def check_maps(name: str, maps, x):

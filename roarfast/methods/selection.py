@@ -101,12 +101,16 @@ class Selection:
 
         Keys: `parameters`, each parameter it reads with its value and the arguments it was given; `code`, the
         identity of its code; `seed`, only where it draws random numbers (so a new seed reuses e.g. sobel's
-        ranks); `granularity` and `reduction`, how its maps are ranked."""
+        ranks), with `keying`, how its draws are keyed (Estimator.keying; absent where a store was keyed per
+        batch, or for random, keyed per image from the start); `granularity` and `reduction`, how its maps are
+        ranked. Nothing else changes the bytes: not the chunks, the batches, the executor or the workers."""
         record = self.records[name]
         identity = {"granularity": self.granularity, "reduction": self.reduction,
                     "parameters": record.values(self.values, self.args), "code": dict(record.code)}
         if record.seeded:
             identity["seed"] = self.seed
+            if record.keying is not None:
+                identity["keying"] = record.keying
         return json.loads(canonical_json(identity))
 
     def ranks_checkpoint(self, name: str, checkpoint_sha256: str | None) -> str | None:

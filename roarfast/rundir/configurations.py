@@ -20,7 +20,7 @@ from roarfast.rundir.ids import configuration_id as identify
 from roarfast.modes import control_mode
 
 #: the keys of a config's ranks that are the method's own provenance (Selection.ranks_identity): not shared
-METHOD_OWN_RANKS = ("parameters", "code", "seed")
+METHOD_OWN_RANKS = ("parameters", "code", "seed", "keying")
 #: a cell's config keys that are not part of its configuration: its method's ranks (their provenance and id,
 #: named by the configuration per method) and the fill (a dimension of every table; a control has none)
 PER_CELL = ("ranks", "rank_id", "fill")

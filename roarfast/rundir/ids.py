@@ -5,8 +5,8 @@ made from anything else has another (it is kept beside the first, never over it)
 - a base model: its dataset's fingerprint (a subset included), the model's name and source hash, the effective
   recipe as recorded, the seed: all in its meta.json, so the id of a checkpoint is read off its meta. A base model
   adopted from trained weights (`train --weights`): its data, model and the digest of its weights, no recipe.
-- a rank store: the method, its ranks' provenance (parameters and arguments, code, seed where it draws random
-  numbers, granularity, reduction), the sha256 of the base checkpoint it explained (None for a model-free
+- a rank store: the method, its ranks' provenance (parameters and arguments, code, seed and the keying of its
+  draws where it draws random numbers, granularity, reduction), the sha256 of the base checkpoint it explained (None for a model-free
   method), the dataset's fingerprint: all in its manifest.
 - a configuration: its cells' shared settings (roarfast.rundir.configurations.settings_of) and the rank id of
   each of its methods.

@@ -3,8 +3,9 @@ maps computed by every method whose store still lacks it and ranked on the devic
 process or, with --executor ray, as a Ray task on a node of the cluster (`RayChunks`). A task rebuilds the
 dataset, the base model and the estimators from the run directory (a shared filesystem across nodes) and the
 driver's settings (`task_settings`), checking each against what the driver recorded, and computes its chunk
-exactly as this process would: the same batches (a batch never spans two chunks), the same model in the same
-memory format, so the stored bytes do not depend on where a chunk was computed (at a given CPU thread count).
+as this process would: the same model in the same memory format, every random draw keyed by its image's index
+in the split (roarfast.methods.draws, through each batch's `index`), so the stored bytes depend neither on where
+a chunk was computed nor on how the split was cut into chunks and batches (at a given CPU thread count).
 
 Who writes the store: the driver alone. A task returns its chunk's ranks (and maps) and the driver writes them
 through the store's one RankWriter, as a local extraction does, because

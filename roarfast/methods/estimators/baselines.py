@@ -3,28 +3,29 @@
 from roarfast.errors import UserError
 from roarfast.methods.declaration import register
 
-#: separates the random-ranking stream from other per-image randomness keyed by the same seed.
+#: random's stream (roarfast.methods.draws): a number, not stream_of("random"), since its scores have been
+#: keyed per image by it from the start, and its stores keep their bytes and their ids
 RANDOM_STREAM = 2
 #: Sobel derivative along width (x); its transpose differentiates along height.
 SOBEL_X = ((-1.0, 0.0, 1.0), (-2.0, 0.0, 2.0), (-1.0, 0.0, 1.0))
 
 
 @register("random", "fixed uniform random scores per image (the reference of every verdict)", uses_model=False,
-          seeded=True, target_mode="none", order=3)
+          seeded=True, keying=None, target_mode="none", order=3)
 def random(model, batch, target, params):
     """Fixed uniform random scores per image -> float32 Tensor[B, C, H, W]: image i's scores come from a
-    generator seeded by (the seed, i's global index), so they do not depend on the batching."""
+    generator seeded by (the seed, random's stream, i's index in its split), so they do not depend on the
+    batching."""
     # late: loads torch, and the --method listing imports this module
     import torch
 
-    from roarfast.methods.params import derive_seed
+    from roarfast.methods.draws import image_seeds
 
     shape = batch.x.shape[1:]
     scores = torch.empty((batch.x.shape[0], *shape), dtype=torch.float32)
     generator = torch.Generator()
-    seed = params.seed_for(batch)
-    for row, index in enumerate(batch.index.tolist()):
-        generator.manual_seed(derive_seed(seed, RANDOM_STREAM, index))
+    for row, seed in enumerate(image_seeds(batch, params, RANDOM_STREAM)):
+        generator.manual_seed(seed)
         torch.rand(shape, generator=generator, out=scores[row])
     return scores.to(batch.x.device)
 
