@@ -218,10 +218,10 @@ class CellTrainer:
                                  mode=cell.measured_mode, fill=None if cell.control else self.fill,
                                  fraction=cell.fraction, seed=cell.seed, config=config)
 
-    def request(self, methods, grid: dict, asked: str) -> dict:
+    def request(self, methods, grid: dict, asked: str, name: str | None = None) -> dict:
         """Records that the cells of `methods` and `grid` (roarfast.rundir.configurations.grid_of) were requested
-        (by the command the user ran, else `asked`): their configuration's record, then HEAD (this base model,
-        these ranks, this configuration). Returns the record."""
+        (by the command the user ran, else `asked`; `name`: what the user calls their configuration): their
+        configuration's record, then HEAD (this base model, these ranks, this configuration). Returns the record."""
         key = self.key(Cell(methods[0], ROAR, 0.5, 0))
         settings = settings_of({"dataset": key.dataset, "model": key.model, "config": key.config})
         ranks = {m: self.rank_ids[m] for m in methods}
@@ -229,7 +229,7 @@ class CellTrainer:
         dataset = {} if head.dataset and head.dataset["fingerprint"] == self.ds.fingerprint else {
             "dataset": self.run.remember_dataset(self.ds)}
         record = request(self.run, settings, ranks, {m: self.ranks_params(m) for m in methods}, grid, command(asked),
-                         about_of(self.run.model_meta(self.base), dataset.get("dataset", head.dataset)))
+                         about_of(self.run.model_meta(self.base), dataset.get("dataset", head.dataset)), name)
         self.run.update_head(asked, base=self.base, ranks={**head.ranks, **ranks}, configuration=record["id"],
                              **dataset)
         return record
