@@ -7,7 +7,9 @@ import os
 import shutil
 
 import pytest
+from click.testing import CliRunner
 
+from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import configurations
 from roarfast.rundir.head import Head, read_head, write_head
@@ -133,10 +135,12 @@ def test_a_configuration_keeps_its_label_and_goes_by_the_name_given_to_it(swept,
     for text in ("sixteen", "ig steps 16"):  # its name, and the label it was shown with before
         assert line(cli_ok("report", "--run-dir", str(run_dir), "--config", text, "--out", str(tmp_path / text)),
                     "reported: configuration [sixteen]")
-    refused = fails_with_one_line([*SWEEP, "--run-dir", str(run_dir), *data(48), "--method-arg", "ig_steps=2",
-                                   "--name", "sixteen"])
-    assert refused == "Error: --name sixteen: another configuration of this run directory goes by that name; " \
-                      "`roarfast ls` lists them"
+    # refused where the configuration is recorded: its base model and ranks are reused, no cell is trained
+    refused = CliRunner().invoke(main, [*SWEEP, "--run-dir", str(run_dir), *data(48), "--method-arg", "ig_steps=2",
+                                        "--name", "sixteen"])
+    assert refused.exit_code == 1 and refused.output.strip().splitlines()[-1] == (
+        "Error: --name sixteen: another configuration of this run directory goes by that name; `roarfast ls` lists "
+        "them") and "[sweep] done:" not in refused.output
     assert fails_with_one_line(["sweep", "--run-dir", str(run_dir), "--name", "all"], exit_code=2).startswith(
         "Error: Invalid value for '--name': reads as every configuration")
     listed = cli_ok("ls", "--run-dir", str(run_dir), "--long").splitlines()
