@@ -11,6 +11,8 @@ import pytest
 from roarfast.common.atomic import write_record
 from roarfast.common.plugins import object_name, object_title
 from roarfast.errors import UserError
+from roarfast.execution.executors import Progress
+from roarfast.planning.grid import Grid, Plan, describe_plan
 from roarfast.planning.preview import Preview
 from roarfast.report.configurations import assemble
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB, load
@@ -179,3 +181,18 @@ def test_a_plan_prints_as_the_dry_run_reads_and_displays_as_a_table():
     assert str(plan) == repr(plan) == "data: embedded <a>\nETA: 3m05s"
     page = plan._repr_html_()
     assert "<table>" in page and "embedded &lt;a&gt;" in page and "<a>" not in page
+
+
+def test_the_sweep_eta_starts_from_the_estimate_before_a_cell_finishes():
+    grid = Grid(methods="random", modes=("roar",), fractions=(0.5,), seeds=1, control_seeds=1)
+    plan = Plan(cells=[(cell, None) for cell in grid.cells()])
+    assert describe_plan(plan, grid)[-1].startswith("ETA: unknown")  # no rate measured, none kept
+    plan.estimated = {"cell": 30.0, "control": 30.0}
+    assert describe_plan(plan, grid)[-1] == ("ETA: 1m00s (estimated from the step times kept on this machine, as a "
+                                             "dry run: 30s per cell, 30s per control)")
+    progress = Progress(2, True, lambda line: None, eta=plan.finished, start=plan.eta())
+    assert progress.bar.postfix == "ETA=1m00s"  # on the bar before the first cell finishes
+    cell, control = [c for c, _ in plan.cells]
+    progress.cell_done(cell, {"test_acc": 0.5, "seconds": 10.0}, [(control, None)])
+    assert progress.bar.postfix == "ETA=30s"  # the control's, still from the estimate: never unknown
+    progress.close()

@@ -85,7 +85,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         plan.estimated = _estimated_rates(ds, model, recipe, device)
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
-        bar = Progress(len(plan.todo), progress, echo, eta=plan.finished)
+        bar = Progress(len(plan.todo), progress, echo, eta=plan.finished, start=plan.eta())
         execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size,
                 workers_per_cell=workers_per_cell, cell_processes=cell_processes)
         rows = [db.get(key) for _, key in plan.cells]
