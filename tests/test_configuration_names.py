@@ -196,3 +196,15 @@ def test_the_sweep_eta_starts_from_the_estimate_before_a_cell_finishes():
     progress.cell_done(cell, {"test_acc": 0.5, "seconds": 10.0}, [(control, None)])
     assert progress.bar.postfix == "ETA=30s"  # the control's, still from the estimate: never unknown
     progress.close()
+
+
+def test_what_differs_is_every_setting_whole_and_a_method_s_own_only_where_it_is_run(tmp_path):
+    run = RunDir(tmp_path)
+    ask(run, methods=("random", "object:blur"), code={"object:blur": {"code_sha256": "1" * 64}})
+    ask(run, methods=("random", "object:blur"), code={"object:blur": {"code_sha256": "2" * 64}}, epochs=3)
+    ask(run, methods=("random",), epochs=3, samples=20, num_train=500, fingerprint="e" * 64)
+    table = [c.differs for c in assemble(configurations(run), [])]
+    assert list(table[0]) == ["num train", "epochs", "methods", "sg samples", "blur code", "data"]  # digests last
+    assert [row["blur code"] for row in table] == ["1" * 64, "2" * 64, None]  # shown cut short, never in a label
+    assert [row["methods"] for row in table] == [("random", "blur"), ("random", "blur"), ("random",)]
+    assert [row["num train"] for row in table] == [2000, 2000, 500]

@@ -90,8 +90,14 @@ def differs(records: list) -> list[dict]:
     if len(described) < 2:
         return [{} for _ in described]
     names = sorted({n for d in described for n in d}, key=_order)
-    differing = [n for n in names if len({repr(d.get(n)) for d in described}) > 1]
-    return [{n: d.get(n) for n in differing} for d in described]
+    titles = {t for d in described for t in d.get("methods") or ()}
+
+    def differing(name: str) -> bool:  # a method's own setting differs only among those that have the method
+        own = any(name.startswith(f"{t} ") for t in titles)
+        return len({repr(d.get(name)) for d in described if name in d or not own}) > 1
+
+    shown = [n for n in names if differing(n)]
+    return [{n: d.get(n) for n in shown} for d in described]
 
 
 def label(record: dict, before: dict | None) -> str:
@@ -100,7 +106,7 @@ def label(record: dict, before: dict | None) -> str:
     readable differs. With none before: its model on its dataset."""
     settings = record.get("settings") or {}
     if before is None:
-        return f"{settings.get('model')} on {settings.get('dataset')}"
+        return f"{title_of(str(settings.get('model')))} on {title_of(str(settings.get('dataset')))}"
     new, old = describe(record), describe(before)
     methods_new, methods_old = new.get("methods") or (), old.get("methods") or ()
     shared = set(methods_new) & set(methods_old)
