@@ -73,6 +73,8 @@ def test_a_digest_is_said_changed_never_shown_and_methods_by_what_they_are(tmp_p
     assert edited["label"] == "blur code changed"
     more = ask(run, methods=("random", "grad", "object:blur"), code={"object:blur": {"code_sha256": "2" * 64}})
     assert more["label"] == "methods +grad"
+    fewer = ask(run, methods=("grad",))  # blur's code: gone with blur, not said apart
+    assert fewer["label"] == "methods -random -blur"
     for record in configurations(run):
         assert "object:" not in record["label"] and "sha256" not in record["label"] and "." not in record["label"]
 

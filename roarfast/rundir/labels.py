@@ -118,8 +118,9 @@ def label(record: dict, before: dict | None) -> str:
             change = [f"+{m}" for m in methods_new if m not in methods_old]
             change += [f"-{m}" for m in methods_old if m not in methods_new]
             pieces.append("methods " + " ".join(change))
-        elif _of_method(name, set(methods_new) | set(methods_old), shared):
-            continue  # a method only one of them has: its settings come with it
+        elif (_of_method(name, set(methods_new) | set(methods_old), shared)
+              or ((name in new) != (name in old) and methods_new != methods_old)):
+            continue  # read only by a method one of them has: its settings come with it
         elif name in DIGESTS or name.endswith(" code") or _digest(new.get(name)):
             digests.append(f"{name} changed")
         else:
