@@ -369,13 +369,13 @@ def ls(run_dir, long_):
 
 
 @main.command()
-@click.argument("names", nargs=-1, metavar="LABEL|ID...")
+@click.argument("names", nargs=-1, metavar="NAME|LABEL|ID...")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
               show_default=True, help="the run directory to prune")
 @click.option("--dry-run", is_flag=True, help="say what would be removed, and remove nothing")
 @_friendly_errors
 def prune(names, run_dir, dry_run):
-    """Remove the configurations named (labels or ids: `roarfast ls` lists them): their records, and their cells,
+    """Remove the configurations named (names, labels or ids: `roarfast ls` lists them): their records, and their cells,
     rank stores and base models that no other configuration nor the latest request uses. Run it with --dry-run
     first."""
     # late: loads torch, and --help imports this module

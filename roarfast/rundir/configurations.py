@@ -9,8 +9,10 @@ Its record, configurations/<id>.json (sealed): the settings, the rank ids, each 
 and title (for labels and `roarfast ls`), the grids asked (methods, modes, fractions, seeds, controls, fill), the
 command, when it was first and last requested, and what it is called (roarfast.rundir.labels): the label it got
 when made, the name the user gave it, and the names and labels it had before. A record made before labels were
-stored gets one computed as when it was made (against the record before it), stored by the next request. A results row belongs to configuration C when its settings are
-C's, its method is one of C's and its ranks' id is the one C names for it (`claims`).
+stored gets one computed as when it was made (against the record before it), stored by the next request.
+
+A results row belongs to configuration C when its settings are C's, its method is one of C's and its ranks' id is
+the one C names for it (`claims`).
 """
 
 from roarfast.common.atomic import write_record
