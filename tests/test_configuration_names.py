@@ -210,3 +210,17 @@ def test_what_differs_is_every_setting_whole_and_a_method_s_own_only_where_it_is
     assert [row["blur code"] for row in table] == ["1" * 64, "2" * 64, None]  # shown cut short, never in a label
     assert [row["methods"] for row in table] == [("random", "blur"), ("random", "blur"), ("random",)]
     assert [row["num train"] for row in table] == [2000, 2000, 500]
+
+
+def test_the_report_lists_the_other_configurations_with_what_differs_against_the_reported_one():
+    from roarfast.report.sections.configurations import blocks
+
+    reported = {"label": "sixteen", "id": "9be03d11aaaa0000", "cells": 4, "command": "roarfast sweep",
+                "differs": {"ig steps": 16, "data": "e" * 64}}
+    other = {"label": "fastnet on embedded", "id": "1452c0abbbbb0000", "cells": 2, "command": None,
+             "differs": {"ig steps": 2, "data": "d" * 64}, "report": "roarfast report --config 1452c0ab"}
+    (table,) = [b for b in blocks({"configuration": reported, "others": [other]}) if b.title.startswith("Other")]
+    assert table.header[-2:] == ["ig steps", "data"]
+    assert table.rows == [["sixteen", "9be03d11", "4", "roarfast sweep", "this report", "16", "eeeeeeee"],
+                          ["fastnet on embedded", "1452c0ab", "2", "-", "`roarfast report --config 1452c0ab`", "2",
+                           "dddddddd"]]

@@ -20,10 +20,16 @@ def blocks(summary: dict) -> list:
     if summary.get("answered"):
         out.append(Lines("Reported", [f"reported: {summary['answered']}"]))
     if summary.get("others"):
-        rows = [[o["label"], str(o["cells"]), o["command"] or "-", f"`{o['report']}`"] for o in summary["others"]]
-        out.append(Table(f"Other configurations in this run directory: {len(rows)}, in no number below "
-                         f"(`roarfast report --all` reports every one apart)",
-                         ["configuration", "cells (with controls)", "requested by", "reported by"], rows))
+        # the reported one first, so that what differs reads against it
+        shown = [{**p["configuration"], "report": "this report"} for p in parts] + summary["others"]
+        settings = list(dict.fromkeys(name for c in shown for name in c.get("differs") or {}))
+        rows = [[c["label"], (c.get("id") or "")[:8], str(c["cells"]), c.get("command") or "-",
+                 c["report"] if c["report"] == "this report" else f"`{c['report']}`",
+                 *(short((c.get("differs") or {}).get(name)) for name in settings)] for c in shown]
+        out.append(Table(f"Other configurations in this run directory: {len(summary['others'])}, in no number below "
+                         f"(`roarfast report --all` reports every one apart); what differs, whole",
+                         ["configuration", "id", "cells (with controls)", "requested by", "reported by", *settings],
+                         rows))
     if len(parts) > 1:
         shown = [p["configuration"] for p in parts]
         settings = list(dict.fromkeys(name for c in shown for name in c["differs"]))
