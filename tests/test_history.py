@@ -133,8 +133,7 @@ def test_a_configuration_keeps_its_label_and_goes_by_the_name_given_to_it(swept,
     named = sweep(run_dir, *data(48), "--method-arg", "ig_steps=16", "--name", "sixteen")
     assert line(named, "[sweep] done: 2, to do: 0")  # the same configuration, named: nothing trained again
     for text in ("sixteen", "ig steps 16"):  # its name, and the label it was shown with before
-        assert line(cli_ok("report", "--run-dir", str(run_dir), "--config", text, "--out", str(tmp_path / text)),
-                    "reported: configuration [sixteen]")
+        assert load_run(RunDir(run_dir), select=text).answered.startswith("configuration [sixteen]")
     # refused where the configuration is recorded: its base model and ranks are reused, no cell is trained
     refused = CliRunner().invoke(main, [*SWEEP, "--run-dir", str(run_dir), *data(48), "--method-arg", "ig_steps=2",
                                         "--name", "sixteen"])
