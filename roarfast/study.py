@@ -3,13 +3,13 @@
     from roarfast import Study
     study = Study("runs/mine", model=MyNet(10), dataset=(train, test), methods=["grad", my_saliency],
                   fractions=(0.3, 0.7), modes=("roar", "kar"), seeds=3)
-    cells = study.run()          # base model, ranks, every retraining cell (resumable): a DataFrame
+    cells = study.run()          # base model, ranks, every retraining cell (resumable): its configuration's, a DataFrame
     study.evaluate(["morf", "lerf"])
     report = study.report()      # report.index_html, report.verdict_lines(): the latest run()'s configuration
     study.configurations()       # what the run directory keeps (roarfast ls); study.report(config="all")
 
-In a notebook a Study displays what run() would do (its preview: grid, cells done and to do, estimated time)
-and a report displays its page inline.
+In a notebook a Study displays what run() would do (its preview: grid, cells done and to do, estimated time;
+study.preview() is that plan, printed as `sweep --dry-run` prints it) and a report displays its page inline.
 
 `model`, `dataset` and the methods take what the command line takes (names, `package.module:attribute`,
 timm:, torchvision:) and Python objects besides. An object with an import path is recorded under it, so
@@ -33,6 +33,7 @@ from roarfast.fills import DEFAULT_FILL, ROAD_FILL
 from roarfast.planning.grid import preset_grid
 from roarfast.rundir.head import set_command
 from roarfast.rundir.inventory import listing
+from roarfast.rundir.labels import check_name
 from roarfast.methods.selection import Selection
 from roarfast.stages.noretrain import NoRetrainOptions, run_noretrain
 from roarfast.common.options import check_choice, check_positive, check_seed, check_types, parse_list
@@ -47,7 +48,7 @@ from roarfast.stages.sweep import run_sweep
 
 
 def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs, recipe,
-                     control, control_seeds, method_args, seed, progress, executor, trust_run_dir) -> None:
+                     control, control_seeds, method_args, seed, progress, executor, trust_run_dir, name) -> None:
     """Study's arguments checked by type, each refused in one line naming it (their values are checked where the
     command line's are)."""
     none, texts = type(None), (str, list, tuple)
@@ -64,7 +65,8 @@ def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, pr
         "fill": (fill, (str,), "a fill's name"), "device": (device, (str,), '"auto", "cpu", "cuda" or "cuda:N"'),
         "preset": (preset, (str,), '"quick" or "paper"'), "executor": (executor, (str,), '"local" or "ray"'),
         "dataset_options": (dataset_options, (none, Mapping), "a dict"), "recipe": (recipe, (none, Mapping), "a dict"),
-        "method_args": (method_args, (none, Mapping), "a dict"), "seed": (seed, (int,), "an int (a seed)")})
+        "method_args": (method_args, (none, Mapping), "a dict"), "seed": (seed, (int,), "an int (a seed)"),
+        "name": (name, (none, str), "a configuration's name (text)")})
     check_seed("seed", seed)
 
 
@@ -104,6 +106,8 @@ class Study:
             (address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell).
         trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
+        name: what run() calls its configuration, as --name (`report(config=name)`, `results(config=name)`);
+            None: the label it gets when made, saying what differs from the configuration before it.
     """
 
     def __init__(self, run_dir, *, model=None, dataset=None, methods=None, fractions=None, modes=None,
@@ -111,10 +115,11 @@ class Study:
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
                  group_size: int | None = None, workers_per_cell: int = 1, weights=None, executor: str = "local",
-                 ray=None, trust_run_dir: bool = False):
+                 ray=None, trust_run_dir: bool = False, name: str | None = None):
         _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs,
-                         recipe, control, control_seeds, method_args, seed, progress, executor, trust_run_dir)
+                         recipe, control, control_seeds, method_args, seed, progress, executor, trust_run_dir, name)
         self.run_dir = Path(run_dir)
+        self.name = None if name is None else check_name(name)
         if isinstance(methods, (str, Mapping)) or callable(methods):
             methods = [methods]
         self.grid = preset_grid(preset, methods=None if methods is None else tuple(methods),
@@ -169,18 +174,19 @@ class Study:
 
     def run(self, fill: str | None = None):
         """The sweep (roarfast sweep): the base model and the ranks where missing, then every cell of the grid
-        that results.sqlite lacks (with `fill` instead of the Study's, when given). Returns results()."""
+        that results.sqlite lacks (with `fill` instead of the Study's, when given). Returns its configuration's
+        cells (results(config=its id)), none of another configuration's."""
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
         set_command("Study.run()" if fill is None else f"Study.run(fill={fill!r})")
         with self._records():
             if self.weights is not None:  # the adopted base model (reused once adopted), which the sweep takes
                 run_train(self.run_dir, TrainOptions(model=grid.model, weights=self.weights), dataset_obj=self.dataset,
                           device=self.device, seed=self.seed, progress=self.progress, echo=self._echo)
-            run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
-                      progress=self.progress, extract_options=self.extract_options, echo=self._echo,
-                      group_size=self.group_size, workers_per_cell=self.workers_per_cell, executor=self.executor,
-                      ray=self.ray)
-        return self.results()
+            swept = run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
+                              progress=self.progress, extract_options=self.extract_options, echo=self._echo,
+                              group_size=self.group_size, workers_per_cell=self.workers_per_cell,
+                              executor=self.executor, ray=self.ray, name=self.name)
+        return self.results(config=swept["configuration"])
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):
         """The no-retrain evaluations (roarfast evaluate) of the base model on the stored test ranks; returns
@@ -200,8 +206,8 @@ class Study:
 
     def report(self, out_dir=None, config: str | None = None):
         """The report (roarfast report) with this Study's dataset for chance and the example images, of the
-        configuration `config` names (a label or an id prefix; "all": every one apart; None: the latest
-        request's); returns the roarfast.report.Report (index_html, verdict_lines(), summary)."""
+        configuration `config` names (its id or an id prefix, its name or any label it was shown with; "all": every
+        one apart; None: the latest request's); returns the roarfast.report.Report (index_html, verdict_lines(), summary)."""
         return write_report(self.run_dir, out_dir, dataset=self.dataset, config=config)
 
     def configurations(self):
@@ -215,14 +221,16 @@ class Study:
             return rows
         return pandas.DataFrame.from_records(rows)
 
-    def results(self, kind: str | None = "retrain"):
-        """The run directory's measurements of `kind` (None: all) as a pandas DataFrame (roarfast.results.load)."""
-        return load(self.run_dir, kind=kind)
+    def results(self, kind: str | None = "retrain", config: str | None = None):
+        """The run directory's measurements of `kind` (None: all) as a pandas DataFrame (roarfast.results.load: a
+        retraining row's configuration id and name in columns), of the configuration `config` names when given
+        (its id or an id prefix, its name or any label it was shown with)."""
+        return load(self.run_dir, kind=kind, config=config)
 
     def preview(self, plan_device: str | None = None, workers: int = 1):
-        """What run() would do now, doing none of it (roarfast.planning.preview.Preview, as `roarfast sweep --dry-run`
-        prints it): the data, the base model's recipe and whether it is reused (by id) or trained beside those
-        kept, the ranks to extract and those reused, the grid, the cells done and to do in the run directory, and
+        """What run() would do now, doing none of it: a roarfast.planning.preview.Preview, which prints as
+        `roarfast sweep --dry-run` does and displays as a table in Jupyter: the data, the base model's recipe and
+        whether it is reused (by id) or trained beside those kept, the ranks to extract and those reused, the grid, the cells done and to do in the run directory, and
         each stage's images, bytes on disk, peak memory and time, on this device or `plan_device` (as
         --plan-device), shared by `workers` workers (as --plan-workers); steps are measured once per machine
         (roarfast.planning.step_times)."""

@@ -7,7 +7,9 @@ import os
 import shutil
 
 import pytest
+from click.testing import CliRunner
 
+from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import configurations
 from roarfast.rundir.head import Head, read_head, write_head
@@ -68,7 +70,8 @@ def test_going_back_to_ig_steps_2_recomputes_nothing_and_the_report_shows_its_ce
     assert sorted(rid for method, rid, _ in run.rank_stores() if method == "ig") == sorted(
         {row["config"]["rank_id"] for row in retrain_rows(run_dir) if row["method"] == "ig"})  # both kept
     report = cli_ok("report", "--run-dir", str(run_dir))
-    assert line(report, "reported: the latest request's configuration [ig steps 2]")
+    # the first configuration's label is what it is; the second's, what differs from the first (kept for good)
+    assert line(report, "reported: the latest request's configuration [fastnet on embedded]")
     other = line(report, "also in this run directory: [ig steps 16] 2 cells: `roarfast report --run-dir")
     ig_2 = [r for r in retrain_rows(run_dir) if r["method"] == "ig"
             and r["config"]["ranks"]["parameters"]["ig_steps"] == 2]
@@ -103,7 +106,7 @@ def test_another_subset_keeps_the_first_base_model_and_its_cells(swept, tmp_path
     assert {p.context.dataset.fingerprint for p in parts} == {p.configuration.settings["config"]["dataset"]
                                                               for p in parts} and len(parts) == 3
     assert len({p.context.dataset.fingerprint for p in parts}) == 2
-    assert line(listed, "*").split()[2:5] == ["[num", "train", "48,"]  # HEAD's: the latest request
+    assert line(listed, "*").split()[2:5] == ["[fastnet", "on", "embedded]"]  # HEAD's: the latest request
     # sizes: what each uses, and its own (what pruning it frees): the 48-image ones share their base model
     sized = {c["label"]: (c["bytes"], c["own_bytes"]) for c in listing(run_dir)["configurations"]}
     (small,) = [size for label, size in sized.items() if "num train 40" in label]
@@ -122,6 +125,28 @@ def test_another_subset_keeps_the_first_base_model_and_its_cells(swept, tmp_path
     assert fails_with_one_line(["prune", "--run-dir", str(run_dir), "nothing-such"]).startswith(
         "Error: prune nothing-such: no such configuration in this run directory; its configurations: ")
     assert fails_with_one_line(["prune", "--run-dir", str(run_dir)]).startswith("Error: prune: name the config")
+
+
+def test_a_configuration_keeps_its_label_and_goes_by_the_name_given_to_it(swept, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(swept[0], run_dir)
+    named = sweep(run_dir, *data(48), "--method-arg", "ig_steps=16", "--name", "sixteen")
+    assert line(named, "[sweep] done: 2, to do: 0")  # the same configuration, named: nothing trained again
+    for text in ("sixteen", "ig steps 16"):  # its name, and the label it was shown with before
+        assert load_run(RunDir(run_dir), select=text).answered.startswith("configuration [sixteen]")
+    # refused where the configuration is recorded: its base model and ranks are reused, no cell is trained
+    refused = CliRunner().invoke(main, [*SWEEP, "--run-dir", str(run_dir), *data(48), "--method-arg", "ig_steps=2",
+                                        "--name", "sixteen"])
+    assert refused.exit_code == 1 and refused.output.strip().splitlines()[-1] == (
+        "Error: --name sixteen: another configuration of this run directory goes by that name; `roarfast ls` lists "
+        "them") and "[sweep] done:" not in refused.output
+    assert fails_with_one_line(["sweep", "--run-dir", str(run_dir), "--name", "all"], exit_code=2).startswith(
+        "Error: Invalid value for '--name': reads as every configuration")
+    listed = cli_ok("ls", "--run-dir", str(run_dir), "--long").splitlines()
+    table = listed[listed.index("what differs:") + 1:]
+    assert table[0].split() == ["id", "configuration", "ig", "steps"]
+    assert {tuple(row.split()[1:]) for row in table[1:]} == {("fastnet", "on", "embedded", "2"), ("sixteen", "16")}
+    assert not any("more" in text for text in listed)
 
 
 def test_a_new_base_model_never_counts_an_old_cell_as_done(swept, tmp_path):

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.errors import UserError
+from roarfast.results import load
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.methods import parse_methods, plugins
 from roarfast.methods.identity import object_identity
@@ -221,7 +222,9 @@ def test_a_study_run_again_after_the_notebook_function_changed_extracts_and_trai
     capsys.readouterr()
     edited = study(notebook(EDITED)).run()
     assert "extract: object:est with other values than its latest ranks (code.code_sha256 " in capsys.readouterr().out
-    est = edited[edited["method"] == "object:est"]
+    assert len(edited[edited["method"] == "object:est"]) == 1  # run() returns its own configuration's cells
+    every = load(tmp_path / "run")
+    est = every[every["method"] == "object:est"]
     # the old cell and one trained on the new ranks (told apart by the ranks each row records: both may finish
     # within one second)
     assert len(est) == 2 and est["config"].map(lambda c: json.dumps(c["ranks"], sort_keys=True)).nunique() == 2

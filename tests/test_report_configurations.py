@@ -172,17 +172,19 @@ def test_cells_retrained_with_other_epochs_in_one_run_directory_are_reported_apa
     # by default the latest request's configuration, the other listed first with the command that reports it
     output = cli_ok("report", "--run-dir", run_dir)
     assert output.startswith("reported: the latest request's configuration [epochs 2]")
-    (other,) = [line for line in output.splitlines() if line.startswith("also in this run directory: [epochs 1]")]
+    # the first configuration is labelled by what it is, the second by what differs from the first
+    first = f"{RunDir(run_dir).base_meta()['model']} on embedded"
+    (other,) = [line for line in output.splitlines() if line.startswith(f"also in this run directory: [{first}]")]
     assert other.endswith(f"`roarfast report --run-dir {run_dir} --config {other.split('--config ')[1][:8]}`")
     assert [line.split(":")[0] for line in output.splitlines() if "ROAR 50% grad:" in line] == ["ROAR 50% grad"]
     output = cli_ok("report", "--run-dir", run_dir, "--all")
     assert output.startswith("2 configurations of the retraining cells, reported apart")
     grad = [line for line in output.splitlines() if "ROAR 50% grad:" in line]
-    assert [line.split("]")[0] for line in grad] == ["[epochs 1", "[epochs 2"]
+    assert [line.split("]")[0] for line in grad] == [f"[{first}", "[epochs 2"]
     summary = json.loads((RunDir(run_dir).report_dir / "summary.json").read_text())
     epochs = {p["configuration"]["label"]: {c["epochs"] for c in [p["configuration"]["config"]["config"]["recipe"]]}
               for p in summary["configurations"]}
-    assert epochs == {"epochs 1": {1}, "epochs 2": {2}}
+    assert epochs == {first: {1}, "epochs 2": {2}}
     for part in summary["configurations"]:
         (group,) = [g for g in part["groups"] if g["method"] == "random"]
         assert group["seeds"] == [0, 1]  # two seeds of its own, never four pooled

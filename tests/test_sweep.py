@@ -83,6 +83,9 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
     assert result.returncode == 0, result.stderr
     finished = [LINE.match(line).group(1) for line in result.stdout.splitlines() if LINE.match(line)]
     assert len(finished) == CELLS and "sobel roar-mask 0.5 seed 0" in finished
+    # the sweep's ETA starts from the dry run's estimate: known before the first cell, and after every one
+    assert re.search(r"\[sweep\] ETA: \S+ \(estimated from the step times kept on this machine", result.stdout)
+    assert "ETA unknown" not in result.stdout and "ETA: unknown" not in result.stdout, result.stdout
     again = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
     assert f"done: {CELLS}, to do: 0" in again.stdout and "ETA: 0s (nothing left to do)" in again.stdout
     # every row records what its control's leakage test needs, so the report never opens the dataset for it

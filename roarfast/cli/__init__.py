@@ -16,7 +16,8 @@ import click
 
 from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, _data_options, _fractions, _friendly_errors,
                                   _load_config, _options, amp_option, data_options, executor_options, method_arg_option,
-                                  model_option, parameter_options, recipe_option, run_options, trust_option)
+                                  model_option, name_option, parameter_options, recipe_option, run_options,
+                                  trust_option)
 from roarfast.cli.doctor import report_lines
 from roarfast.cli.listing import KINDS as LIST_KINDS, listing, listing_lines
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
@@ -157,10 +158,11 @@ WORKERS_OPTION = click.option(
 @amp_option
 @GROUP_SIZE_OPTION
 @WORKERS_OPTION
+@name_option
 @trust_option
 @_friendly_errors
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
-            epochs, recipe, fill, mask_only, amp, group_size, workers_per_cell):
+            epochs, recipe, fill, mask_only, amp, group_size, workers_per_cell, name):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     # late: loads torch, and --help imports this module
     from roarfast.cli.tables import retrain_table
@@ -170,7 +172,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                        seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                        device=device, seed=seed, progress=progress, group_size=group_size,
-                       workers_per_cell=workers_per_cell)
+                       workers_per_cell=workers_per_cell, name=name)
     click.echo(retrain_table(rows))
 
 
@@ -217,12 +219,13 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                    "chunks, one cell per worker)")
 @GROUP_SIZE_OPTION
 @WORKERS_OPTION
+@name_option
 @trust_option
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
           cpus_per_task, gpus_per_task, chunk_images, cpus_per_cell, gpus_per_cell, dry_run, plan_device, plan_workers,
-          group_size, workers_per_cell):
+          group_size, workers_per_cell, name):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
@@ -243,7 +246,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
               extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
                                        chunk_images=chunk_images),
               echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,
-              plan_workers=plan_workers)
+              plan_workers=plan_workers, name=name)
 
 
 @main.command()
@@ -256,15 +259,16 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
 @click.option("--method", "methods", default=None, help=METHOD_FORMS + " (default: the quick preset's)")
 @click.option("--seeds", type=int, default=None, help="retrainings per cell (default: the quick preset's 3)")
 @click.option("--epochs", type=int, default=None, help="training epochs of each cell (default: the quick preset's)")
+@name_option
 @_friendly_errors
-def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds, epochs):
+def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds, epochs, name):
     """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
     with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
     # late: loads torch, and --help imports this module
     from roarfast.stages.demo import run_demo
 
     run_demo(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
-             epochs=epochs, dataset_options=data_option)
+             epochs=epochs, dataset_options=data_option, name=name)
 
 
 @main.command()
@@ -324,9 +328,9 @@ def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fil
               show_default=True, help="the run directory to report on")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where to write the report  [default: RUN_DIR/report]")
-@click.option("--config", "config", default=None, metavar="LABEL|ID",
-              help="the configuration to report, by its label or its id (`roarfast ls` lists them)  [default: the "
-                   "latest request's]")
+@click.option("--config", "config", default=None, metavar="NAME|LABEL|ID",
+              help="the configuration to report: its id or an id prefix, its --name, or any label it was shown with "
+                   "(`roarfast ls` lists them)  [default: the latest request's]")
 @click.option("--all", "every", is_flag=True, help="every configuration of the run directory, each apart")
 @click.option("--figure-format", "figure_formats", default="png", metavar="png,svg,pdf",
               help="the figures' formats, comma-separated (the page embeds the PNG, else the SVG)")
@@ -351,26 +355,32 @@ def report(run_dir, out_dir, config, every, figure_formats, dpi):
 @main.command(name="ls")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
               show_default=True, help="the run directory to list")
+@click.option("--long", "long_", is_flag=True,
+              help="also a table of what differs between the configurations: a column per setting, every value whole")
 @_friendly_errors
-def ls(run_dir):
-    """What the run directory keeps: each configuration (its label, id, cells done / in its grid, the bytes of
-    its base model and ranks, when it was requested, by which command; * the latest request's), and the base
+def ls(run_dir, long_):
+    """What the run directory keeps: each configuration (its name or label, id, cells done / in its grid, the bytes
+    of its base model and ranks, when it was requested, by which command; * the latest request's), and the base
     models and rank stores no configuration uses."""
     # late: loads torch, and --help imports this module
-    from roarfast.rundir.inventory import ls_lines
+    from roarfast.cli.tables import differs_table
+    from roarfast.rundir.inventory import listing, ls_lines
 
-    for line in ls_lines(run_dir):
+    found = listing(run_dir)
+    for line in ls_lines(run_dir, found):
         click.echo(line)
+    if long_:
+        click.echo(differs_table(found["configurations"]))
 
 
 @main.command()
-@click.argument("names", nargs=-1, metavar="LABEL|ID...")
+@click.argument("names", nargs=-1, metavar="NAME|LABEL|ID...")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_RUN_DIR,
               show_default=True, help="the run directory to prune")
 @click.option("--dry-run", is_flag=True, help="say what would be removed, and remove nothing")
 @_friendly_errors
 def prune(names, run_dir, dry_run):
-    """Remove the configurations named (labels or ids: `roarfast ls` lists them): their records, and their cells,
+    """Remove the configurations named (names, labels or ids: `roarfast ls` lists them): their records, and their cells,
     rank stores and base models that no other configuration nor the latest request uses. Run it with --dry-run
     first."""
     # late: loads torch, and --help imports this module

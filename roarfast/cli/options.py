@@ -24,6 +24,7 @@ from roarfast.common.plugins import TRUST_FLAG, user_named
 from roarfast.common.options import MAX_SEED
 from roarfast.execution.ray_cluster import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
+from roarfast.rundir.labels import check_name
 
 DEFAULT_RUN_DIR = "runs/default"
 
@@ -169,6 +170,24 @@ recipe_option = click.option(
     help=f"training recipe field, repeatable (--recipe lr=0.02 --recipe ema_decay=null); fields: "
          f"{', '.join(RECIPE_FIELDS)}; a config file takes a `recipe:` mapping; wins over --epochs, --batch-size "
          f"and a preset's epochs")
+
+
+def _name(ctx, param, value):
+    """--name: checked before any work (roarfast.rundir.labels.check_name); one used by another configuration is
+    refused when the configuration is recorded, before any cell trains."""
+    if value is None:
+        return None
+    try:
+        return check_name(value)
+    except UserError as err:
+        raise click.BadParameter(str(err).removeprefix(f"--name {value}: ")) from None
+
+
+name_option = click.option(
+    "--name", "name", default=None, callback=_name, metavar="NAME",
+    help="what to call this request's configuration: `report --config NAME` and `roarfast ls` use it; refused when "
+         "another configuration of the run directory goes by it  [default: a label saying what differs from the "
+         "configuration before it]")
 
 
 amp_option = click.option(

@@ -1,8 +1,10 @@
 """The text tables the commands print (only the command line prints tables): retrain's cells, the
-no-retrain measurements and the fill-leakage measurements, each from results rows."""
+no-retrain measurements and the fill-leakage measurements, each from results rows; what differs between the
+configurations of a run directory (`roarfast ls --long`)."""
 
 import math
 
+from roarfast.rundir.labels import value_text
 from roarfast.stats import accuracy_over_seeds
 
 
@@ -52,3 +54,17 @@ def text_table(header: list, rows: list) -> str:
     lines = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(line[i]) for line in lines if i < len(line)) for i in range(len(lines[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def differs_table(configurations: list) -> str:
+    """`roarfast ls --long`: a row per configuration (its id, what it goes by) and a column per setting whose
+    values differ between them, each value whole (a digest cut short)."""
+    settings = list(dict.fromkeys(name for c in configurations for name in c["differs"]))
+    if not settings:
+        return "what differs: nothing (one configuration)" if configurations else ""
+    lines = [["id", "configuration", *settings]]
+    lines += [[c["id"][:8], c["label"] or "-", *(value_text(c["differs"].get(name)) for name in settings)]
+              for c in configurations]
+    widths = [max(len(row[i]) for row in lines) for i in range(len(lines[0]))]
+    return "what differs:\n" + "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                                          for row in lines)

@@ -39,6 +39,9 @@ _GIVEN_NAME = re.compile(r"^[A-Za-z0-9_][\w.-]*$", re.ASCII)
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
+#: what the objects named in this process (object_name) are shown as (object_title), by the name recorded
+_TITLES: dict[str, str] = {}
+
 #: the opt-in flag that lets a run directory's records name code
 TRUST_FLAG = "--trust-run-dir"
 #: the scopes open now (user_named): each the import paths the user named and the run directory they trust
@@ -131,14 +134,53 @@ def object_name(obj, digest: str | None = None) -> str:
     """What a run directory records for an object with no import path: OBJECT_PREFIX + its qualified name (a
     function, class or method; `<locals>.` left out), `partial.` + its function's (a functools.partial) or
     its class's name (an instance), then `-` and the first DIGEST_CHARS of `digest` when given (an estimator's
-    identity: two objects of one name are two names, an edited one another)."""
+    identity: two objects of one name are two names, an edited one another). What it is shown as
+    (object_title) is kept for recorded_title."""
     if isinstance(obj, functools.partial):
         name = "partial." + object_name(obj.func)[len(OBJECT_PREFIX):]
     else:
         named = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
         qualname = getattr(named, "__qualname__", type(obj).__name__)
         name = re.sub(r"[^\w.-]", "_", qualname.replace("<locals>.", "").replace("<lambda>", "lambda"))
-    return OBJECT_PREFIX + name + ("" if digest is None else f"-{digest[:DIGEST_CHARS]}")
+    name = OBJECT_PREFIX + name + ("" if digest is None else f"-{digest[:DIGEST_CHARS]}")
+    _TITLES[name] = object_title(obj)
+    return name
+
+
+def object_title(obj) -> str:
+    """What an object is, for a reader (a label, a table): a function or class by its qualified name, a partial
+    by its function and arguments (`mix(w=0.1)`), an instance by its class and the plain values it holds
+    (`Blur(sigma=2.0)`); no digest (that stays in its recorded name and its ranks' id)."""
+    if isinstance(obj, functools.partial):
+        arguments = [_value_title(a) for a in obj.args] + [f"{k}={_value_title(v)}" for k, v in obj.keywords.items()]
+        return f"{object_title(obj.func)}({', '.join(arguments)})"
+    if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj):
+        qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", type(obj).__name__)
+        return qualname.replace("<locals>.", "").replace("<lambda>", "lambda")
+    state = vars(obj) if hasattr(obj, "__dict__") else {}
+    fields = [f"{k}={_value_title(v)}" for k, v in state.items() if not k.startswith("_") and _plain(v)]
+    return f"{type(obj).__qualname__.replace('<locals>.', '')}({', '.join(fields)})"
+
+
+def recorded_title(name: str) -> str | None:
+    """What the object recorded as `name` in this process is shown as (object_title), or None."""
+    return _TITLES.get(name)
+
+
+def _plain(value) -> bool:
+    """Whether `value` tells instances apart in a title: a number, text, a flag, or a short tuple of them."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return not isinstance(value, str) or len(value) <= 40
+    return isinstance(value, tuple) and len(value) <= 4 and all(_plain(v) for v in value)
+
+
+def _value_title(value) -> str:
+    if _plain(value):
+        return repr(value)
+    if callable(value):
+        return object_title(value)
+    shape = getattr(value, "shape", None)
+    return f"{type(value).__name__}{list(shape)}" if shape is not None else type(value).__name__
 
 
 def given_object_name(name, flag: str) -> str:

@@ -35,20 +35,25 @@ POLL_S = 2.0
 
 class Progress:
     """One line per finished cell (method, mode, fraction, seed, accuracy, seconds, count and, given
-    `eta(cell, seconds, remaining)` -> seconds left or None, the ETA) over an overall bar."""
+    `eta(cell, seconds, remaining)` -> seconds left or None, the ETA) over an overall bar, which shows the ETA
+    from `start` (the plan's estimate) before the first cell finishes."""
 
-    def __init__(self, total: int, enabled: bool, echo, eta=None):
+    def __init__(self, total: int, enabled: bool, echo, eta=None, start: float | None = None):
         self.total, self.echo, self.eta = total, echo, eta
         self.finished = 0
         self._bar_cm = progress_bar(total=total, desc="sweep", unit="cell", enabled=enabled)
         self.bar = self._bar_cm.__enter__()
+        if start is not None:
+            self.bar.set_postfix(ETA=format_duration(start))
 
     def cell_done(self, cell: Cell, metrics: dict, remaining: list):
         self.finished += 1
         line = (f"[sweep] {self.finished}/{self.total} {cell.describe()}: {metrics['test_acc']:.1%} "
                 f"({metrics['seconds']:.1f} s)")
         if self.eta is not None:
-            line += f", ETA {format_duration(self.eta(cell, metrics['seconds'], remaining))}"
+            left = format_duration(self.eta(cell, metrics['seconds'], remaining))
+            line += f", ETA {left}"
+            self.bar.set_postfix(ETA=left)
         self.bar.update(1)
         self.bar.clear()
         self.echo(line)

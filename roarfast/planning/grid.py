@@ -122,6 +122,7 @@ class Plan:
     done: set = field(default_factory=set)
     running: set = field(default_factory=set)
     seconds: dict = field(default_factory=dict)  # "cell" / "control" -> mean seconds of the done ones
+    estimated: dict = field(default_factory=dict)  # "cell" / "control" -> seconds a dry run estimates, where unmeasured
 
     @property
     def methods(self) -> list[str]:
@@ -133,11 +134,11 @@ class Plan:
         return [(cell, key) for cell, key in self.cells if cell not in self.done]
 
     def eta(self, todo=None) -> float | None:
-        """Seconds the cells `todo` (default: all left) should take, from the measured rates; None when
-        no cell of a needed kind was measured yet."""
+        """Seconds the cells `todo` (default: all left) should take, from the measured rates, else the estimated
+        ones; None when a needed kind has neither."""
         total = 0.0
         for cell, _ in self.todo if todo is None else todo:
-            rate = self.seconds.get(rate_kind(cell))
+            rate = self.seconds.get(rate_kind(cell), self.estimated.get(rate_kind(cell)))
             if rate is None:
                 return None
             total += rate
@@ -226,12 +227,21 @@ def _span(seeds: range) -> str:
 
 def describe_plan(plan: Plan, grid: Grid) -> list[str]:
     """The lines a sweep starts with: its grid, the cells done and to do, and the ETA from this run directory's
-    measured rates."""
+    measured rates, else from the estimate a dry run gives (Plan.estimated)."""
     shape, progress = describe_grid(plan, grid)
     lines = [f"grid: {shape}", progress]
+    sources = []
     if plan.seconds:
-        rates = ", ".join(f"{format_duration(v)} per {k}" for k, v in sorted(plan.seconds.items()))
-        lines.append(f"ETA: {format_duration(plan.eta())} (measured here: {rates})")
+        sources.append("measured here: " + ", ".join(f"{format_duration(v)} per {k}"
+                                                       for k, v in sorted(plan.seconds.items())))
+    estimated = {k: v for k, v in plan.estimated.items() if k not in plan.seconds}
+    if estimated:
+        sources.append("estimated from the step times kept on this machine, as a dry run: " + ", ".join(
+            f"{format_duration(v)} per {k}" for k, v in sorted(estimated.items())))
+    if not plan.todo:
+        lines.append("ETA: 0s (nothing left to do)")
+    elif sources and plan.eta() is not None:
+        lines.append(f"ETA: {format_duration(plan.eta())} ({'; '.join(sources)})")
     else:
-        lines.append("ETA: unknown (no cell has finished in this run directory yet)")
+        lines.append("ETA: unknown (no cell has finished in this run directory yet, and no step time was kept)")
     return lines

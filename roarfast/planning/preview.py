@@ -122,9 +122,10 @@ def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> Da
                        ground_truth=found["ground_truth"], listed=True)
 
 
-@dataclass
+@dataclass(repr=False)
 class Preview:
-    """What a sweep of `grid` would do in a run directory now (preview_sweep)."""
+    """What a sweep of `grid` would do in a run directory now (preview_sweep); printed (str, repr) as the dry run's
+    lines, displayed in Jupyter as their table."""
 
     grid: Grid
     data: DataOutline
@@ -172,6 +173,17 @@ class Preview:
 
     def lines(self) -> list[str]:
         return [f"{what}: {says}" for what, says in self.rows()]
+
+    def __str__(self) -> str:
+        """The plan as `roarfast sweep --dry-run` prints it."""
+        return "\n".join(self.lines())
+
+    # the plan, not the dataclass's fields (a dump of every record and object it holds)
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        """The plan as a table, where Jupyter displays it."""
+        return self.html("What the sweep would do (nothing was run)")
 
     def html(self, title: str) -> str:
         cells = "".join(f"<tr><th style='text-align:left'>{html.escape(what)}</th>"

@@ -12,24 +12,24 @@ their row records but the method's own ranks (`settings_of`); within one, only a
 record no config and form one of their own, in which the newest row of each cell is reported. Such
 configurations are never counted as done for a new request.
 
-Several configurations are labelled by what differs ("epochs 2" / "epochs 4"), so no verdict, ranking, curve
-or control test ever compares cells of two.
+A recorded configuration goes by its name or the label it got when made (roarfast.rundir.labels: never
+changed afterwards), and `differs` is the whole of what differs between the configurations shown together (the
+report's Configurations table). Configurations of rows no record claims are labelled by what differs among them
+("epochs 2" / "epochs 4"), so no verdict, ranking, curve or control test ever compares cells of two.
 """
 
 import re
 from dataclasses import dataclass, field
 
-from roarfast.errors import UserError
 from roarfast.common.fingerprint import canonical_json
 from roarfast.rundir.configurations import METHOD_OWN_RANKS, claims, settings_of
 from roarfast.rundir.ids import SHOWN_CHARS, digest_id
+from roarfast.rundir.labels import differs, known_as, select, shown, value_text
 
 #: the label of the rows that recorded no config, and of the one configuration recorded beside them
 UNRECORDED, RECORDED = "configuration not recorded (rows before schema v5)", "configuration recorded"
 #: what labels the configurations of rows no record claims, beside recorded ones
 LEGACY = "made before base models were recorded"
-#: a label names at most this many settings (the Configurations table lists them all)
-LABEL_SETTINGS = 3
 #: how the configuration's flattened settings are named in a label, where the leaf name would mislead
 DISPLAY = {"config.dataset": "data", "config.model_source": "model source", "config.base": "base model"}
 #: the order in which settings enter a label: these first, then the rest by name, the digests last
@@ -41,8 +41,9 @@ _LAST = ("data", "model source", "base model")
 @dataclass
 class Configuration:
     """One configuration of a run directory's cells: `settings` (what its cells share, None when they
-    recorded none), `label` ("" when the run directory holds one configuration), `differs` (display name ->
-    value of the settings that tell it apart from the others) and its cells' rows."""
+    recorded none), `label` (what it goes by: its name or label; "" for the rows no record claims when they are
+    all the run directory holds), `differs` (display name -> value of the settings that tell it apart from the
+    others), `known` (every text that selects it besides its id) and its cells' rows."""
 
     settings: dict | None
     rows: list = field(default_factory=list)
@@ -51,6 +52,12 @@ class Configuration:
     slug: str = ""
     id: str = ""  # its record's id; for rows no record claims, a digest of their settings
     record: dict | None = None  # its record (roarfast.rundir.configurations); None: rows no record claims
+    known: list = field(default_factory=list)
+
+    @property
+    def name(self) -> str | None:
+        """The name the user gave it, or None."""
+        return (self.record or {}).get("name")
 
     @property
     def first(self) -> str:
@@ -61,27 +68,30 @@ class Configuration:
         return max((r["finished"] or "" for r in self.rows), default=(self.record or {}).get("last", ""))
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "config": self.settings, "differs": self.differs, "first": self.first,
-                "last": self.last, "slug": self.slug, "id": self.id,
+        return {"label": self.label, "name": self.name, "config": self.settings, "differs": self.differs,
+                "first": self.first, "last": self.last, "slug": self.slug, "id": self.id,
                 "command": None if self.record is None else self.record["command"],
                 "ranks": None if self.record is None else self.record["ranks"]}
 
 
 def assemble(records: list, rows: list) -> list[Configuration]:
     """The configurations of a run directory: one per configuration record (oldest first; its cells: the rows
-    it claims, none yet for one whose cells are not done), then the rows no record claims, split by their
-    settings (`split`); all labelled by what differs between them."""
-    found = [Configuration(r["settings"], [row for row in rows if claims(r, row)], id=r["id"], record=r)
-             for r in records]
+    it claims, none yet for one whose cells are not done; labelled as its record says), then the rows no record
+    claims, split by their settings (`split`) and labelled by what differs between them."""
+    found = [Configuration(r["settings"], [row for row in rows if claims(r, row)], id=r["id"], record=r,
+                           label=shown(r), known=known_as(r)) for r in records]
+    for c, differing in zip(found, differs(records)):
+        c.differs = differing
     claimed = {id(row) for c in found for row in c.rows}
     legacy = _split([row for row in rows if id(row) not in claimed])
     for c in legacy:
         c.id = "unrecorded" if c.settings is None else digest_id(c.settings)
-    _label(found)
     _label(legacy)
     if found and legacy:
         for c in legacy:
             c.label = f"{LEGACY}: {c.label}" if c.label else LEGACY
+    for c in legacy:
+        c.known = [c.label] if c.label else []
     _slugs([*found, *legacy])
     return [*found, *legacy]
 
@@ -112,19 +122,17 @@ def described(c: Configuration) -> dict | None:
 
 
 def _label(configurations: list) -> None:
-    """Sets each configuration's label and differs: with one, nothing; else the settings whose values differ
-    among the recorded ones, named in the order of _order (at most LABEL_SETTINGS in a label)."""
+    """Sets the label and differs of each configuration of rows no record claims: with one, nothing; else every
+    setting whose values differ among them, in _order."""
     if len(configurations) < 2:
         return
     recorded = [c for c in configurations if c.settings is not None]
-    flat = [flatten(described(c)) for c in recorded]
+    flat = [flatten(c.settings) for c in recorded]
     names = sorted({name for f in flat for name in f}, key=_order)
     differing = [n for n in names if len({repr(f.get(n)) for f in flat}) > 1]
     for c, f in zip(recorded, flat):
         c.differs = {n: f.get(n) for n in differing}
-        shown = [f"{n} {short(f.get(n))}" for n in differing[:LABEL_SETTINGS]]
-        more = len(differing) - LABEL_SETTINGS
-        c.label = (", ".join(shown) + (f", +{more} more" if more > 0 else "")) or RECORDED
+        c.label = ", ".join(f"{n} {short(f.get(n))}" for n in differing) or RECORDED
     for c in configurations:
         if c.settings is None:
             c.label = UNRECORDED
@@ -140,9 +148,10 @@ def _slugs(configurations: list) -> None:
         c.slug = slug if slug not in slugs else f"{slug}-{i}"
         slugs.add(c.slug)
     labels = [c.label for c in configurations]
-    for i, c in enumerate(configurations, start=1):  # settings cut from a label may leave two alike
-        if labels.count(c.label) > 1:
+    for i, c in enumerate(configurations, start=1):  # rows no record claims may be alike
+        if labels.count(c.label) > 1 and c.record is None:
             c.label = f"{c.label} ({i})"
+            c.known.append(c.label)
 
 
 def flatten(settings: dict) -> dict:
@@ -172,29 +181,15 @@ def _order(name: str) -> tuple:
 
 
 def short(value) -> str:
-    """A setting's value in a label: a digest cut to 8 characters, a number as written, a list or dict in
-    brief."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{16,}", value):
-        return value[:SHOWN_CHARS]
-    if isinstance(value, float):
-        return f"{value:g}"
-    text = str(value)
-    return text if len(text) <= 24 else text[:21] + "..."
+    """A setting's value in a label or a table: a digest cut to 8 characters, a number as written, a list as its
+    items (roarfast.rundir.labels.value_text)."""
+    return value_text(value)
 
 
 def named(configurations: list, text: str, flag: str = "--config") -> Configuration:
-    """The configuration `text` names: its label, or its id or a prefix of it (4 characters or more); a
-    UserError (naming it as `flag` did) listing them when none or several match."""
-    text = str(text).strip()
-    found = ([c for c in configurations if text in (c.label, c.id)]
-             or [c for c in configurations if len(text) >= 4 and c.id.startswith(text.lower())])
-    if len(found) == 1:
-        return found[0]
-    listing = "; ".join(f"{c.id[:SHOWN_CHARS]} [{c.label or 'the only one'}]" for c in configurations)
-    if not found:
-        raise UserError(f"{flag} {text}: no such configuration in this run directory; its configurations: "
-                        f"{listing or 'none'} (`roarfast ls` lists them)")
-    raise UserError(f"{flag} {text}: names {len(found)} configurations; give more of the id ({listing})")
+    """The configuration `text` names: its id, its name or a label it goes or went by, or a prefix of its id (4
+    characters or more); a UserError (naming it as `flag` did) listing them when none or several match."""
+    return select(configurations, text, flag)
 
 
 def report_command(run, c: Configuration) -> str:
@@ -209,7 +204,5 @@ def _canonical(settings: dict) -> str:
 def ranks_change(old: dict | None, new: dict | None) -> str:
     """What differs between two ranks' provenances, in brief ("ig steps 2 -> 20"); "" when nothing shown."""
     a, b = flatten(old or {}), flatten(new or {})
-    changes = [f"{n} {short(a.get(n))} -> {short(b.get(n))}" for n in sorted(set(a) | set(b))
-               if repr(a.get(n)) != repr(b.get(n))]
-    return "; ".join(changes[:LABEL_SETTINGS]) + (f"; +{len(changes) - LABEL_SETTINGS} more"
-                                                    if len(changes) > LABEL_SETTINGS else "")
+    return "; ".join(f"{n} {short(a.get(n))} -> {short(b.get(n))}" for n in sorted(set(a) | set(b))
+                     if repr(a.get(n)) != repr(b.get(n)))

@@ -70,7 +70,7 @@ class LoadedRun:
     stages: list = field(default_factory=list)
     dataset: object = None
     answered: str = ""  # which configurations are reported, and why ("" when the run directory holds one)
-    others: list = field(default_factory=list)  # the configurations not reported: {label, id, cells, command}
+    others: list = field(default_factory=list)  # the configurations not reported: {label, id, cells, differs, command}
 
 
 #: `select` of load_run that reports every configuration apart
@@ -115,7 +115,7 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
         notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
     ds = _open_dataset(run, dataset, notes)
     loaded = LoadedRun(parts=[], notes=notes, dataset=ds, answered=answered,
-                       others=[{"label": c.label, "id": c.id, "cells": len(c.rows),
+                       others=[{"label": c.label, "id": c.id, "cells": len(c.rows), "differs": c.differs,
                                 "command": (c.record or {}).get("command"), "report": report_command(run, c)}
                                for c in found if c not in chosen and c.rows])
     opened = {} if ds is None else {ds.fingerprint: ds}  # data opened for the configurations, each once

@@ -1,25 +1,72 @@
-"""A run directory's measurements for a notebook (`roarfast.results.load`): read-only, as a pandas DataFrame."""
+"""A run directory's measurements for a notebook (`roarfast.results.load`): read-only, as a pandas DataFrame, each
+retraining row under the configuration it belongs to."""
+
+from dataclasses import dataclass, field
 
 from roarfast.results.db import open_results
-from roarfast.results.measurement import KEY_COLUMNS
+from roarfast.results.measurement import KEY_COLUMNS, RETRAIN
+from roarfast.rundir.configurations import claims, configurations, settings_of
 from roarfast.rundir.directory import RunDir
+from roarfast.rundir.ids import digest_id
+from roarfast.rundir.labels import known_as, select, shown
+
+#: the columns that say which configuration a row is a cell of
+CONFIGURATION_COLUMNS = ("configuration", "name")
 
 
-def load(run_dir, *, status: str | None = "done", kind: str | None = None):
+@dataclass
+class _Owner:
+    """A configuration as `select` reads it: its id and what else selects it."""
+
+    id: str
+    known: list = field(default_factory=list)
+
+
+def load(run_dir, *, status: str | None = "done", kind: str | None = None, config: str | None = None):
     """Every measurement of `run_dir`'s results.sqlite for a notebook: a pandas DataFrame (one row per
     measurement: retraining cells and controls per seed, no-retrain evaluations, fill leakage; `kind`
     tells them apart, extras such as mean_probability and base_rate as columns, versions as a dict column),
     or a list of dicts when pandas is not installed. `status=None` includes running and failed ones;
-    `kind` keeps one kind."""
+    `kind` keeps one kind.
+
+    A retraining row's `configuration` is the id of the configuration it is a cell of and `name` what that goes
+    by (its --name, else its label); a cell two configurations share comes once under each, so group by
+    configuration before averaging over seeds. Rows made before configurations were recorded take the id the
+    report gives them (name None); the other kinds have neither. `config` keeps one configuration's rows: its id,
+    an id prefix, its name or any label it was shown with (roarfast.rundir.labels.select)."""
     run = RunDir(run_dir)
     if not run.results_path.exists():
         raise FileNotFoundError(f"{run.results_path} does not exist: nothing has been measured in {run_dir}")
     filters = {name: value for name, value in (("status", status), ("kind", kind)) if value is not None}
     with open_results(run, readonly=True) as db:
         rows = db.rows(**filters)
-    records = [{**{k: v for k, v in row.items() if k not in ("extra", "owner")}, **row["extra"]} for row in rows]
+    records = configurations(run)
+    owners = {r["id"]: _Owner(r["id"], known_as(r)) for r in records}
+    out = []
+    for row in rows:
+        flat = {**{k: v for k, v in row.items() if k not in ("extra", "owner")}, **row["extra"]}
+        for cid, name in _configurations_of(row, records):
+            if cid is not None and cid not in owners:  # rows no record claims: selected by their id alone
+                owners[cid] = _Owner(cid)
+            out.append({"configuration": cid, "name": name, **flat})
+    if config is not None:
+        chosen = select(list(owners.values()), config, "config").id
+        out = [r for r in out if r["configuration"] == chosen]
     try:
         import pandas
     except ImportError:
-        return records
-    return pandas.DataFrame.from_records(records, columns=list(records[0]) if records else [*KEY_COLUMNS, "status"])
+        return out
+    columns = list(out[0]) if out else [*CONFIGURATION_COLUMNS, *KEY_COLUMNS, "status"]
+    return pandas.DataFrame.from_records(out, columns=columns)
+
+
+def _configurations_of(row: dict, records: list) -> list:
+    """[(configuration id, name)] of a results row: each configuration record that claims it; for a retraining row
+    no record claims, the id of its settings as the report gives it ("unrecorded" before results schema v5)."""
+    if row["kind"] != RETRAIN:
+        return [(None, None)]
+    found = [(r["id"], shown(r)) for r in records if claims(r, row)]
+    if found:
+        return found
+    settings = settings_of(row)
+    return [("unrecorded" if settings is None else digest_id(settings), None)]

@@ -6,17 +6,23 @@ its methods (random included), the id of the ranks its cells use. Its id is the 
 request that adds a method is another one that shares the cells of the first.
 
 Its record, configurations/<id>.json (sealed): the settings, the rank ids, each method's ranks' provenance
-(for labels and `roarfast ls`), the grids asked (methods, modes, fractions, seeds, controls, fill), the
-command, when it was first and last requested. A results row belongs to configuration C when its settings are
-C's, its method is one of C's and its ranks' id is the one C names for it (`claims`).
+and title (for labels and `roarfast ls`), the grids asked (methods, modes, fractions, seeds, controls, fill), the
+command, when it was first and last requested, and what it is called (roarfast.rundir.labels): the label it got
+when made, the name the user gave it, and the names and labels it had before. A record made before labels were
+stored gets one computed as when it was made (against the record before it), stored by the next request.
+
+A results row belongs to configuration C when its settings are C's, its method is one of C's and its ranks' id is
+the one C names for it (`claims`).
 """
 
 from roarfast.common.atomic import refuse_link, write_record
+from roarfast.common.plugins import recorded_title
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
 from roarfast.rundir.head import FORMAT, now
 from roarfast.rundir.ids import check_id, configuration_id
 from roarfast.rundir.ids import configuration_id as identify
+from roarfast.rundir.labels import check_name, known_as, label, unique
 from roarfast.modes import control_mode
 
 #: the keys of a config's ranks that are the method's own provenance (Selection.ranks_identity): not shared
@@ -26,6 +32,8 @@ METHOD_OWN_RANKS = ("parameters", "code", "seed", "keying")
 PER_CELL = ("ranks", "rank_id", "fill")
 #: the repair of a damaged configuration record
 _REPAIR = "restore it, or remove it: its cells stay in results.sqlite and the next request records it again"
+#: marks a label computed for a record made before labels were stored (not in the file until a request writes it)
+_COMPUTED = "label computed"
 
 
 def settings_of(row: dict) -> dict | None:
@@ -48,26 +56,53 @@ def claims(record: dict, row: dict) -> bool:
             and settings_of(row) == record["settings"])
 
 
-def request(run, settings: dict, ranks: dict, provenance: dict, grid: dict, asked: str, about: dict) -> dict:
+def request(run, settings: dict, ranks: dict, provenance: dict, grid: dict, asked: str, about: dict,
+            name: str | None = None) -> dict:
     """Records that the configuration of `settings` and `ranks` ({method: rank id}) was requested now with `grid`
     (what grid_of gives) by `asked` (the command); `provenance`: {method: its ranks' params}; `about`: what its
-    labels may name besides (about_of).
-    The same configuration requested again keeps its record, its last time and its grids updated. Returns the
-    record (with its "id")."""
+    labels may name besides (about_of); `name`: what the user calls it (refused in one line where another
+    configuration goes or went by it).
+    A new configuration gets its label now (what differs from HEAD's); the same configuration requested again
+    keeps its record and label, its last time and its grids updated. Returns the record (with its "id")."""
     cid = configuration_id(settings, ranks)
-    path = run.configuration_path(cid)
+    name = None if name is None else check_name(name)
     with run.claim("configurations"):
-        record = read_configuration(path)
+        records = configurations(run)
+        for other in records:  # labels computed for records made before they were stored: stored now, once
+            if other.get(_COMPUTED) and other["id"] != cid:
+                _write(run, other)
+        record = next((r for r in records if r["id"] == cid), None)
+        taken = {text for r in records if r["id"] != cid for text in known_as(r)}
+        if name is not None and name in taken:
+            raise UserError(f"--name {name}: another configuration of this run directory goes by that name; "
+                            f"`roarfast ls` lists them")
         time = now()
         if record is None:
+            head = run.head().configuration
+            before = next((r for r in records if r["id"] == head), records[-1] if records else None)
             record = {"id": cid, "settings": settings, "ranks": dict(sorted(ranks.items())),
-                      "provenance": provenance, "grids": [], "first": time}
+                      "provenance": provenance, "titles": _titles(ranks), "grids": [], "first": time,
+                      "about": about}
+            record["label"] = unique(label(record, before), taken, len(records) + 1)
+        if name is not None and name != record.get("name"):
+            record["aliases"] = [t for t in dict.fromkeys([*record.get("aliases", ()), record.get("name")]) if t]
+            record["name"] = name
         if grid not in record["grids"]:
             record["grids"].append(grid)
         record.update(last=time, command=asked, about=about)
         run.configurations_root.mkdir(parents=True, exist_ok=True)
-        write_record(path, {**record, "format": FORMAT})
+        _write(run, record)
     return record
+
+
+def _write(run, record: dict) -> None:
+    record.pop(_COMPUTED, None)
+    write_record(run.configuration_path(record["id"]), {**record, "format": FORMAT})
+
+
+def _titles(ranks: dict) -> dict:
+    """{method: what it is shown as} for the methods named after a Python object in this process (mix(w=0.1))."""
+    return {m: title for m in sorted(ranks) if (title := recorded_title(m))}
 
 
 def about_of(base_meta: dict, dataset_record: dict | None) -> dict:
@@ -108,8 +143,9 @@ def read_configuration(path) -> dict | None:
 
 
 def configurations(run, damaged: list | None = None) -> list:
-    """Every configuration record of RunDir `run`, oldest first (by when first requested). A record that is not
-    what its name says (damaged, its id not its file's name nor the digest of its settings, a rank or base
+    """Every configuration record of RunDir `run`, oldest first (by when first requested), each with its label (one
+    made before labels were stored: computed as when it was made, against the record before it). A record that
+    is not what its name says (damaged, its id not its file's name nor the digest of its settings, a rank or base
     model id not of an id's form) is refused in one line; with `damaged` (a list), it is appended there as
     (path, the one line) instead, and the others are read (`roarfast ls` and `prune`)."""
     root = run.configurations_root
@@ -122,7 +158,14 @@ def configurations(run, damaged: list | None = None) -> list:
             if damaged is None:
                 raise
             damaged.append((path, str(err)))
-    return sorted(found, key=lambda r: (r["first"], r["id"]))
+    found.sort(key=lambda r: (r["first"], r["id"]))
+    taken = {text for r in found for text in known_as(r)}
+    for i, record in enumerate(found):
+        if not record.get("label"):
+            record["label"] = unique(label(record, found[i - 1] if i else None), taken, i + 1)
+            record[_COMPUTED] = True
+            taken.add(record["label"])
+    return found
 
 
 def _checked(path) -> dict:

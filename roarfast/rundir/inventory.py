@@ -65,7 +65,9 @@ def reachable(head, kept) -> tuple[set, set]:
 
 
 def listing(run_dir) -> dict:
-    """{"configurations": [a dict per configuration: label, id, head, cells_done, cells (in its grids; None
+    """{"configurations": [a dict per configuration: label (what it goes by: its name, else its label), name (the
+    user's, or None), id, differs (the settings whose values differ between the configurations: display name ->
+    value), known (every text that selects it besides its id), head, cells_done, cells (in its grids; None
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
     uses: what pruning it frees), first, last, command], "damaged": [configuration records that cannot be read:
     file, why], "models": [base models no configuration uses: id, bytes, model, seed (None where its meta is
@@ -86,7 +88,8 @@ def listing(run_dir) -> dict:
         # its own: what neither HEAD nor another configuration reaches (what pruning it frees)
         others_models, others_ranks = reachable(head, [o for o in found if o is not c])
         out["configurations"].append({
-            "label": c.label, "id": c.id, "head": c.id == head.configuration,
+            "label": c.label, "name": c.name, "id": c.id, "differs": c.differs, "known": c.known,
+            "head": c.id == head.configuration,
             "cells_done": len(done & grid) if grid is not None else len(done),
             "cells": len(grid) if grid is not None else None, "bytes": sum(sizes.values()),
             "own_bytes": sum(n for artifact, n in sizes.items() if artifact not in others_models | others_ranks),
@@ -104,10 +107,10 @@ def listing(run_dir) -> dict:
     return out
 
 
-def ls_lines(run_dir) -> list[str]:
+def ls_lines(run_dir, found: dict | None = None) -> list[str]:
     """`roarfast ls`: a line per configuration (* marks the latest request's), then the damaged configuration
-    records, then what no configuration uses."""
-    found = listing(run_dir)
+    records, then what no configuration uses; `found`: listing(run_dir), where the caller has it."""
+    found = listing(run_dir) if found is None else found
     lines = [f"configurations in {run_dir} (* the latest request's, which `roarfast report` answers for):"
              if found["configurations"] else f"no configurations in {run_dir} yet (no cells were requested)"]
     for c in found["configurations"]:

@@ -232,17 +232,17 @@ class CellTrainer:
         """The id of the configuration of these cells for `methods` (their shared settings, each rank id)."""
         return configuration_id(self.settings(methods[0]), {m: self.rank_ids[m] for m in methods})
 
-    def request(self, methods, grid: dict, asked: str) -> dict:
+    def request(self, methods, grid: dict, asked: str, name: str | None = None) -> dict:
         """Records that the cells of `methods` and `grid` (roarfast.rundir.configurations.grid_of) were requested
-        (by the command the user ran, else `asked`): their configuration's record, then HEAD (this base model,
-        these ranks, this configuration). Returns the record."""
+        (by the command the user ran, else `asked`; `name`: what the user calls their configuration): their
+        configuration's record, then HEAD (this base model, these ranks, this configuration). Returns the record."""
         settings = self.settings(methods[0])
         ranks = {m: self.rank_ids[m] for m in methods}
         head = self.run.head()
         dataset = {} if head.dataset and head.dataset["fingerprint"] == self.ds.fingerprint else {
             "dataset": self.run.remember_dataset(self.ds)}
         record = request(self.run, settings, ranks, {m: self.ranks_params(m) for m in methods}, grid, command(asked),
-                         about_of(self.run.model_meta(self.base), dataset.get("dataset", head.dataset)))
+                         about_of(self.run.model_meta(self.base), dataset.get("dataset", head.dataset)), name)
         self.run.update_head(asked, base=self.base, ranks={**head.ranks, **ranks}, configuration=record["id"],
                              **dataset)
         return record

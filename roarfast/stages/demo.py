@@ -42,9 +42,10 @@ def object_fraction(ds) -> float:
 
 
 def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, methods=None, seeds=None, epochs=None,
-             dataset_options=None, echo=print) -> dict:
+             dataset_options=None, echo=print, name: str | None = None) -> dict:
     """The quick preset with RUN_MODEL on the embedded dataset of RUN_DATA (`dataset_options` override it key by
-    key), then the report. Returns {"rows", "checks", "report"}."""
+    key), then the report; `name`: what the user calls the configuration (--name). Returns {"rows", "checks",
+    "report"}."""
     started = time.perf_counter()
     device = resolve_device(device)
     ds = load_dataset("embedded", **{**RUN_DATA, **(dataset_options or {})})
@@ -58,7 +59,7 @@ def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, m
                        model=RUN_MODEL)
     with single_threaded(processes > 1):
         result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo,
-                           cell_processes=processes)
+                           cell_processes=processes, name=name)
     meta = RunDir(run_dir).base_meta()
     report = write_report(run_dir, dataset=ds)  # the dataset held here: the report does not generate it again
     echo("")

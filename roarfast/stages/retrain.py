@@ -28,12 +28,13 @@ class RetrainOptions(CellOptions):
 
 
 def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
-                seed=0, progress=True, dataset_obj=None, group_size: int | None = None, workers_per_cell: int = 1) -> list:
+                seed=0, progress=True, dataset_obj=None, group_size: int | None = None, workers_per_cell: int = 1,
+                name: str | None = None) -> list:
     """Runs every cell not yet in results.sqlite, seeds from `seed`, `group_size` cells trained together
     (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell` processes
     (data-parallel); returns all rows of the requested cells, in run order. The cells are those of HEAD's base
     model and of the ranks HEAD names for each method (methods default: every method HEAD has ranks of, plus
-    random); the request is recorded (its configuration, HEAD) before any cell trains. Model-free ranks
+    random); the request is recorded (its configuration, called `name` when given; HEAD) before any cell trains. Model-free ranks
     (random, sobel, oracle) are extracted here when missing; other methods need `roarfast extract` first."""
     keep_freed_memory()
     run = RunDir(run_dir)
@@ -65,7 +66,8 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     cells = [(cell, trainer.key(cell)) for cell in options.expand(methods, seed, control=options.mask_only)]
     seeds = range(seed, seed + options.seeds)
     trainer.request(methods, grid_of(methods, options.modes, options.fractions, seeds,
-                                     seeds if options.mask_only else (), options.fill), "roarfast.stages.retrain.run_retrain()")
+                                     seeds if options.mask_only else (), options.fill), "roarfast.stages.retrain.run_retrain()",
+                    name)
     with open_results(run) as db:
         execute(trainer, cells, db, echo=lambda line: None, group_size=grouping.size, workers_per_cell=workers_per_cell)
         return [db.get(key) for _, key in cells]

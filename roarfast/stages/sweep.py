@@ -28,7 +28,9 @@ from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
 from roarfast.common.options import check_choice
-from roarfast.planning.preview import preview_sweep
+from roarfast.planning import step_times
+from roarfast.planning.estimate import StepTimes, training_seconds
+from roarfast.planning.preview import outline_of, preview_sweep
 from roarfast.execution.ray_cluster import EXECUTORS, RayOptions, import_ray
 from roarfast.results import RETRAIN, open_results
 from roarfast.rundir.directory import RunDir
@@ -40,13 +42,14 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
               workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
-              plan_workers: int = 1) -> dict:
+              plan_workers: int = 1, name: str | None = None) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
     processes (data-parallel) or (CPU) side by side in `cell_processes` single-thread processes (executors.
     execute); `dry_run`: prints what it would do (roarfast.planning.preview), its stages costed on `plan_device`
-    (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it. Returns
-    {"plan": Plan, "rows": [row of each cell of the grid]} (rows empty on a dry run)."""
+    (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it; `name`:
+    what the user calls the configuration (--name). Returns {"plan": Plan, "rows": [row of each cell of the grid],
+    "configuration": its id} (rows empty and configuration None on a dry run)."""
     keep_freed_memory()
     check_choice("--executor", executor, EXECUTORS)
     if executor == "ray":
@@ -62,7 +65,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
                                 plan_device=plan_device, workers=plan_workers)
         for line in preview.lines():
             echo(line)
-        return {"plan": preview.plan, "rows": []}
+        return {"plan": preview.plan, "rows": [], "configuration": None}
     upgrade(run)
     selection = Selection.of(cell_estimators(grid.methods), options, seed)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
@@ -76,19 +79,32 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
     trainer.check_ranks(selection.names)
-    trainer.request(selection.names, grid.record(selection.names), "roarfast.stages.sweep.run_sweep()")
+    record = trainer.request(selection.names, grid.record(selection.names), "roarfast.stages.sweep.run_sweep()", name)
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db, selection.names)
+        plan.estimated = _estimated_rates(ds, model, recipe, device)
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
-        bar = Progress(len(plan.todo), progress, echo, eta=plan.finished)
+        bar = Progress(len(plan.todo), progress, echo, eta=plan.finished, start=plan.eta())
         execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size,
                 workers_per_cell=workers_per_cell, cell_processes=cell_processes)
         rows = [db.get(key) for _, key in plan.cells]
         # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
         retrained = db.rows(kind=RETRAIN, status="done")
     run.record_stage_time("retrain", sum(r["seconds"] for r in retrained))
-    return {"plan": plan, "rows": rows}
+    return {"plan": plan, "rows": rows, "configuration": record["id"]}
+
+
+def _estimated_rates(ds, model, recipe, device) -> dict:
+    """{"cell" / "control": seconds} a cell should take as a dry run costs it (the step times this machine kept for
+    training `model` with `recipe`: a training's, or a dry run's measured step), where the run directory has
+    measured none; {} where none were kept (nothing is measured here)."""
+    data = outline_of(ds)
+    kept = step_times.read(step_times.key("training", device, model, data, step_times.training_settings(recipe)))
+    if kept is None:
+        return {}
+    seconds = training_seconds(StepTimes(kept["train_image"], kept["eval_image"], ""), recipe, data)
+    return {"cell": seconds, "control": seconds}
 
 
 def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, echo) -> str:
