@@ -6,7 +6,9 @@ import pytest
 
 from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.errors import UserError
+from roarfast.execution import executors, local
 from roarfast.execution.executors import Progress, execute
+from roarfast.rundir import claims
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 
@@ -147,11 +149,9 @@ def test_a_group_ended_by_a_user_error_gives_every_claim_back(tmp_path):
 def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path, monkeypatch):
     """A claimant on another host (a driver whose node was lost) cannot be looked up from here: its cell is
     left to it, said once, until its heartbeat is older than HEARTBEAT_STALE_S; then it is taken over."""
-    from roarfast import claims, executors
-
     for holder in (claims, executors):  # what takes over, and the line that says when
         monkeypatch.setattr(holder, "HEARTBEAT_STALE_S", 1.5)
-    monkeypatch.setattr(executors, "POLL_S", 0.1)
+    monkeypatch.setattr(local, "POLL_S", 0.1)
     trainer, lines = StandInTrainer(), []
     lost = {"host": "lost-node", "pid": 4242, "start": "1"}
     with ResultsDB(tmp_path / "r.sqlite") as db:

@@ -21,7 +21,7 @@ from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
 from roarfast.common.plugins import TRUST_FLAG, user_named
-from roarfast.execution.ray_cluster import EXECUTORS
+from roarfast.execution.registry import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 
 DEFAULT_RUN_DIR = "runs/default"
@@ -139,7 +139,7 @@ data_options = _stack(
 
 #: where the work runs: here, or on a Ray cluster (extract's chunks; a sweep's chunks and cells)
 executor_options = _stack(
-    click.option("--executor", type=click.Choice(EXECUTORS), default="local",
+    click.option("--executor", type=click.Choice(EXECUTORS.names), default="local",
                  help="local: in this process; ray: on a Ray cluster, each chunk of a split's images (--chunk-images) "
                       "and each retraining cell a task (README, 'On a cluster')"),
     click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)"),
