@@ -249,6 +249,7 @@ def execute_elsewhere(trainer: CellTrainer, pending: list, claims: Claims, group
                     try:
                         outcomes = outcome(handle)
                     except UserError:  # a worker that cannot work there (it does not see the run directory)
+                        in_flight[handle] = group  # given back with the others
                         raise
                     except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
                         outcomes = [err] * len(group)
