@@ -1,7 +1,8 @@
 """Cells trained in processes other than the one that planned them: a Ray task's, and the ranks of a cell
-trained data-parallel. Each rebuilds the cells' CellTrainer from the run directory (a shared filesystem
-across nodes) and the planner's settings (`worker_settings`), so it trains exactly the cells the planner
-keyed and claimed; the planner alone writes results.sqlite.
+trained data-parallel. Each first checks that it sees the planner's run directory (roarfast.stages.worker_view),
+then rebuilds the cells' CellTrainer from it (a shared filesystem across nodes) and the planner's settings
+(`worker_settings`), so it trains exactly the cells the planner keyed and claimed; the planner alone writes
+results.sqlite.
 
 A data-parallel cell (`train_data_parallel`, --workers-per-cell N) is trained by N processes on one machine
 (one per GPU; gloo on CPU), joined in a torch process group: each takes its share of every batch under
