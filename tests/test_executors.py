@@ -279,3 +279,21 @@ def test_retrain_looks_each_name_up_once(tmp_path, lookups, monkeypatch):
     assert sorted(lookups) == ["random", "sobel"]
     assert [cell.method for cell, _ in handed] == ["random", "sobel"]
     assert sorted(RunDir(tmp_path).head().ranks) == ["random", "sobel"]  # extracted with the records resolved
+
+
+def test_a_study_hands_the_sweep_its_selection_and_its_executor(tmp_path, lookups, monkeypatch):
+    """A Study resolves its methods and chooses its executor once, when it is made; run() hands both on."""
+    from roarfast import study as study_module
+    from roarfast.execution.ray_executor import RayExecutor
+
+    handed = {}
+    monkeypatch.setattr(study_module, "run_sweep", lambda run_dir, grid, **options: handed.update(options))
+    monkeypatch.setattr(study_module.Study, "results", lambda self, kind="retrain": [])  # nothing was measured
+    study = study_module.Study(tmp_path / "run", dataset="embedded", dataset_options={"num_train": 10, "num_test": 20},
+                               methods=["random", "sobel"], progress=False, executor="ray",
+                               ray={"address": "head:6379"})
+    looked_up = list(lookups)
+    study.run()
+    assert sorted(looked_up) == ["random", "sobel"] and lookups == looked_up  # none looked up again by run()
+    assert handed["selection"] is study.selection and handed["selection"].names == ["random", "sobel"]
+    assert isinstance(handed["executor"], RayExecutor) and handed["executor"].options.address == "head:6379"
