@@ -10,6 +10,7 @@ from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.errors import UserError
 from roarfast.execution.base import Executor
 from roarfast.execution.executors import Progress, execute, execute_elsewhere
+from roarfast.stages.worker_view import NotShared
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 
@@ -202,7 +203,7 @@ class Inline(Executor):
     def run_cells(self, trainer, pending, claims, *, group_size, workers_per_cell, cell_processes):
         def outcome(cells):
             if self.refuse:
-                raise UserError("node n1 cannot see the run directory /runs/a as the driver does")
+                raise NotShared("node n1 cannot see the run directory /runs/a as the driver does")
             return trainer.train_cells(list(cells))
 
         execute_elsewhere(trainer, pending, claims, group_size, capacity=lambda: 2,
@@ -224,7 +225,9 @@ def test_a_new_backend_is_an_executor_object_given_to_the_stages(tmp_path):
             execute(SimpleNamespace(device="cpu"), [(CELLS[2], None)], db, executor=inline, cell_processes=2)
 
 
-def test_a_worker_that_cannot_work_ends_the_run_in_its_line_and_gives_the_claims_back(tmp_path):
+def test_a_worker_that_cannot_see_the_run_directory_ends_the_run_and_gives_the_claims_back(tmp_path):
+    """Any other error of a worker fails its cells (test_a_new_backend_is_...); this one could only fail them all,
+    each with the same line: the run ends in it instead."""
     trainer = StandInTrainer()
     with ResultsDB(tmp_path / "r.sqlite") as db:
         with pytest.raises(UserError, match=r"^node n1 cannot see the run directory /runs/a as the driver does$"):

@@ -17,6 +17,7 @@ import time
 import torch
 
 from roarfast.stages.cells import Cell, CellTrainer
+from roarfast.stages.worker_view import NotShared
 from roarfast.rundir.claims import HEARTBEAT_STALE_S
 from roarfast.errors import UserError
 from roarfast.common.options import check_positive
@@ -225,9 +226,10 @@ def execute_elsewhere(trainer: CellTrainer, pending: list, claims: Claims, group
     """The loop of the executors whose cells train in other processes (Ray tasks, local processes): this process
     claims each group of `group_size` cells, submits it (`submit(cells)` -> a handle), keeps at most `capacity()`
     groups in flight, and finishes a group once `ready(handles)` (waiting at most POLL_S) returns its handle, by
-    `outcome(handle)` (per cell its metrics or exception; an exception raised here fails the whole group, but a
-    UserError, which ends the run in its one line). The claims in flight are given back when this process ends
-    the loop by an exception (an interruption, a UserError)."""
+    `outcome(handle)` (per cell its metrics or exception; an exception raised here fails the whole group, but
+    worker_view.NotShared, a worker that does not see the run directory, which ends the run in its one line).
+    The claims in flight are given back when this process ends the loop by an exception (an interruption,
+    NotShared)."""
     in_flight = {}  # handle -> [(cell, key)]
     try:
         with claims.heartbeat():
@@ -248,7 +250,7 @@ def execute_elsewhere(trainer: CellTrainer, pending: list, claims: Claims, group
                     group = in_flight.pop(handle)
                     try:
                         outcomes = outcome(handle)
-                    except UserError:  # a worker that cannot work there (it does not see the run directory)
+                    except NotShared:  # no worker can work there: the run ends in its line
                         in_flight[handle] = group  # given back with the others
                         raise
                     except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)

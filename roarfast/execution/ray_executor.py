@@ -17,7 +17,7 @@ from roarfast.execution.ray_cluster import (RAY_TASK_RETRIES, WAIT_S, RayOptions
                                             ray_options, slots, task_resources)
 from roarfast.stages.cell_workers import train_cells, worker_settings
 from roarfast.stages.extract_tasks import Chunk, worker_explainer
-from roarfast.stages.worker_view import this_node
+from roarfast.stages.worker_view import NotShared, this_node
 
 
 class RayExecutor(Executor):
@@ -79,14 +79,14 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
 
 
 def _outcome(ray, ref) -> list:
-    """A cells task's outcomes; a UserError it raised (a node that cannot see the run directory) as its one
-    line, which ends the run."""
+    """A cells task's outcomes; a node that cannot see the run directory (worker_view.NotShared) as its one
+    line, which ends the run; any other exception fails the task's cells."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as err:
         cause = getattr(err, "cause", None)
-        if isinstance(cause, UserError):
-            raise UserError(str(cause)) from None
+        if isinstance(cause, NotShared):
+            raise NotShared(str(cause)) from None
         raise
 
 

@@ -21,6 +21,11 @@ from roarfast.rundir.directory import RunDir
 SHARED = "the run directory and the data must be on a filesystem every node mounts at the same path"
 
 
+class NotShared(UserError):
+    """A worker does not see what the driver sees: no work can be done there, so the run ends in this line
+    (every claim given back) rather than marking each cell failed."""
+
+
 def this_node(ray_node: str | None = None) -> str:
     """How a refusal names the worker's machine: its host name, and its Ray node id when it is a Ray task."""
     host = socket.gethostname()
@@ -42,12 +47,12 @@ def driver_view(run, ds, base: str | None = None) -> dict:
 
 
 def check_view(run_dir, view: dict, node: str) -> RunDir:
-    """The RunDir at `run_dir` once it shows what the driver's `view` (driver_view) saw; else a UserError in
-    one line naming `node` (this_node) and saying where the run directory must be."""
+    """The RunDir at `run_dir` once it shows what the driver's `view` (driver_view) saw; else NotShared, one
+    line naming `node` (this_node) and saying where the run directory must be."""
     root = Path(run_dir)
 
     def refuse(what: str):
-        raise UserError(f"{node} cannot see the run directory {view['run_dir']} as the driver does ({what}): "
+        raise NotShared(f"{node} cannot see the run directory {view['run_dir']} as the driver does ({what}): "
                         f"{SHARED}")
 
     if not root.is_absolute():
@@ -62,14 +67,14 @@ def check_view(run_dir, view: dict, node: str) -> RunDir:
             refuse(f"{name} differs from the driver's")
     data_dir = view["data_dir"]
     if data_dir is not None and not Path(data_dir).exists():
-        raise UserError(f"{node} cannot see the data directory {data_dir} the driver loaded the data from: {SHARED}")
+        raise NotShared(f"{node} cannot see the data directory {data_dir} the driver loaded the data from: {SHARED}")
     return RunDir(root)
 
 
 def driver_data(run, view: dict, node: str):
     """The dataset of the driver's `view`, loaded from its record in RunDir `run` (never a default one) and
-    checked to be the driver's data (its fingerprint); else a UserError naming `node`."""
+    checked to be the driver's data (its fingerprint); else NotShared, naming `node`."""
     try:
         return run.open_recorded_dataset(view["dataset"])
     except UserError as err:
-        raise UserError(f"{node} cannot load the driver's data ({err}): {SHARED}") from None
+        raise NotShared(f"{node} cannot load the driver's data ({err}): {SHARED}") from None
