@@ -26,7 +26,6 @@ from roarfast.stages.basemodel import TrainOptions, run_train
 from roarfast.stages.cells import cell_estimators
 from roarfast.data import load_dataset
 from roarfast.common.device import resolve_device
-from roarfast.errors import UserError
 from roarfast.stages.extract import ExtractOptions
 from roarfast.stages.fill_leakage import FillLeakageOptions, run_fill_leakage
 from roarfast.fills import DEFAULT_FILL, ROAD_FILL
@@ -36,11 +35,13 @@ from roarfast.rundir.inventory import listing
 from roarfast.rundir.labels import check_name
 from roarfast.methods.selection import Selection
 from roarfast.stages.noretrain import NoRetrainOptions, run_noretrain
-from roarfast.common.options import check_choice, check_positive, check_seed, check_types, parse_list
+from roarfast.common.options import check_positive, check_seed, check_types, parse_list
 from roarfast.common.plugins import user_named
 from roarfast.planning.preview import preview_sweep
 from roarfast.models.probe import checked_model
-from roarfast.execution.ray_cluster import EXECUTORS, RayOptions
+from roarfast.execution.base import Executor
+from roarfast.execution.ray_cluster import ray_options
+from roarfast.execution.registry import make_executor
 from roarfast.report import write_report
 from roarfast.results import load
 from roarfast.rundir.directory import RunDir
@@ -63,7 +64,7 @@ def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, pr
         "control": (control, (none, bool), "True or False"), "progress": (progress, (bool,), "True or False"),
         "trust_run_dir": (trust_run_dir, (bool,), "True or False"),
         "fill": (fill, (str,), "a fill's name"), "device": (device, (str,), '"auto", "cpu", "cuda" or "cuda:N"'),
-        "preset": (preset, (str,), '"quick" or "paper"'), "executor": (executor, (str,), '"local" or "ray"'),
+        "preset": (preset, (str,), '"quick" or "paper"'), "executor": (executor, (str, Executor), '"local", "ray" or an Executor'),
         "dataset_options": (dataset_options, (none, Mapping), "a dict"), "recipe": (recipe, (none, Mapping), "a dict"),
         "method_args": (method_args, (none, Mapping), "a dict"), "seed": (seed, (int,), "an int (a seed)"),
         "name": (name, (none, str), "a configuration's name (text)")})
@@ -101,9 +102,10 @@ class Study:
         weights: a state-dict file (safetensors, or a torch.save file, read with weights_only=True) adopted as the
             base model of `model` (default: the dataset's) instead of training one, as `train --weights`: run()
             adopts it first; its ranks and cells go on from it.
-        executor: "local" or "ray": the ranks' chunks and the cells as tasks on a Ray cluster, as --executor.
+        executor: "local" or "ray" (the ranks' chunks and the cells as tasks on a Ray cluster), as --executor; or
+            an Executor object (roarfast.execution.base: another backend).
         ray: the cluster and each task's resources, a roarfast.execution.ray_cluster.RayOptions or a dict of its fields
-            (address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell).
+            (address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell): the ray executor's options.
         trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
         name: what run() calls its configuration, as --name (`report(config=name)`, `results(config=name)`);
@@ -134,20 +136,15 @@ class Study:
             self.extract_options = replace(self.extract_options, method_args=method_args)
         # every method resolved and registered now, a bad one or an argument none takes refused now
         selection = Selection.of(cell_estimators(self.grid.methods), self.extract_options, seed)
+        self.selection = selection  # what run() hands the sweep: no name looked up again
         self.device = resolve_device(device)
         self.seed = seed
         self.progress = progress
         self.group_size = check_positive("group_size", group_size, optional=True)
         self.workers_per_cell = check_positive("workers_per_cell", workers_per_cell)
         self.weights = weights
-        self.executor = check_choice("executor", executor, EXECUTORS)
-        if isinstance(ray, dict):
-            unknown = sorted(set(ray) - set(RayOptions.__dataclass_fields__))
-            if unknown:
-                raise UserError(f"ray: {', '.join(unknown)} is no field of RayOptions; its fields: "
-                                f"{', '.join(RayOptions.__dataclass_fields__)}")
-            ray = RayOptions(**ray)
-        self.ray = ray
+        # the one place a Study's executor is chosen; `ray` is checked whichever executor is named
+        self.executor = make_executor(executor, None if ray is None else ray_options(ray), flag="executor")
         self._trust = trust_run_dir
         self.dataset = self._load_dataset(data_dir, dataset_options) if dataset is None else load_dataset(
             dataset, data_dir, **dict(dataset_options or {}))
@@ -185,7 +182,7 @@ class Study:
             swept = run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
                               progress=self.progress, extract_options=self.extract_options, echo=self._echo,
                               group_size=self.group_size, workers_per_cell=self.workers_per_cell,
-                              executor=self.executor, ray=self.ray, name=self.name)
+                              executor=self.executor, selection=self.selection, name=self.name)
         return self.results(config=swept["configuration"])
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):

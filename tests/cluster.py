@@ -84,10 +84,10 @@ def local_cluster(folder: Path, nodes: int = 2, cpus: int = 1):
                 os.environ[name] = value
 
 
-def roarfast(*args, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m roarfast.cli ARGS` in a process of its own (a driver the test may kill)."""
+def roarfast(*args, timeout: float = 300, cwd=None) -> subprocess.CompletedProcess:
+    """`python -m roarfast.cli ARGS` in a process of its own (a driver the test may kill), working in `cwd`."""
     return subprocess.run([sys.executable, "-m", "roarfast.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=cwd)
 
 
 def start_roarfast(*args, log: Path) -> subprocess.Popen:

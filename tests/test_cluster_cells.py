@@ -153,3 +153,16 @@ def test_a_cell_that_raises_is_marked_failed_not_run_again(prepared, two_nodes, 
     assert len(found) == CELLS and {r["status"] for r in found} == {"failed"}
     assert all("the model cannot be built" in r["error"] for r in found)
     assert len(observed.builds()) - before == CELLS  # each task ran once: a raising cell is no node failure
+
+
+def test_a_relative_run_directory_is_found_by_every_node(prepared, two_nodes, tmp_path):
+    """The driver names the run directory relative to where it works; the Ray workers, each in a working
+    directory of its own, find it at the absolute path the driver hands them (they used to look for it in their
+    own directory, and fail every cell for want of ranks)."""
+    copy_of(prepared, tmp_path)
+    cluster, nodes, observed = two_nodes
+    observed.pause({})
+    result = roarfast(*sweep("run", cluster), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    found = assert_each_cell_once_and_nothing_claimed(tmp_path / "run", CELLS)
+    assert {r["extra"]["ray_node"] for r in found} <= {node.node_id for node in nodes}

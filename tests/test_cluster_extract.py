@@ -105,6 +105,20 @@ def test_chunks_spread_over_the_nodes_and_the_store_equals_a_local_extraction(pr
             "--gpus-per-task") in refused.stderr, refused.stderr[-2000:]
 
 
+def test_a_relative_run_directory_is_extracted_into_by_every_node(prepared, two_nodes, tmp_path):
+    """The driver names the run directory relative to where it works; each Ray worker, in a working directory of
+    its own, reads it at the absolute path the driver hands it (it used to find no dataset record there and fail
+    on it), and the store holds a local extraction's bytes."""
+    base, local = prepared
+    shutil.copytree(base, tmp_path / "run")
+    cluster, _, observed = two_nodes
+    observed.pause({})
+    result = roarfast(*extract_on(cluster, "run"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert sum(chunks_on_nodes(result.stdout).values()) == CHUNKS
+    assert_stores_equal(tmp_path / "run", local)
+
+
 def done_chunks(run_dir, method: str, split: str) -> int:
     """The chunks done in `method`'s store of `split` (0 before it exists)."""
     manifests = [read_manifest(store) for store in (run_dir / "ranks" / method).glob(f"*/{split}")]

@@ -2,11 +2,15 @@
 trainer: every cell claimed and recorded once, a done cell never trained again, a failing cell marked
 failed while the others go on, an interrupted cell's claim given back, one progress line per cell."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.errors import UserError
-from roarfast.execution.executors import Progress, execute
+from roarfast.execution.base import Executor
+from roarfast.execution.executors import Progress, execute, execute_elsewhere
+from roarfast.stages.worker_view import NotShared
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 
@@ -149,10 +153,11 @@ def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path,
     left to it, said once, until its heartbeat is older than HEARTBEAT_STALE_S; then it is taken over."""
     from roarfast.rundir import claims
     from roarfast.execution import executors
+    from roarfast.execution import local
 
     for holder in (claims, executors):  # what takes over, and the line that says when
         monkeypatch.setattr(holder, "HEARTBEAT_STALE_S", 1.5)
-    monkeypatch.setattr(executors, "POLL_S", 0.1)
+    monkeypatch.setattr(local, "POLL_S", 0.1)
     trainer, lines = StandInTrainer(), []
     lost = {"host": "lost-node", "pid": 4242, "start": "1"}
     with ResultsDB(tmp_path / "r.sqlite") as db:
@@ -164,3 +169,134 @@ def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path,
         "[sweep] waiting for the cells that pid 4242 on lost-node trains (taken over once it is gone: from another "
         "host or pid namespace, after 2 s without its heartbeat)"]
     assert [(r["seed"], r["status"], r["owner"]) for r in rows] == [(0, "done", None), (1, "done", None)]
+
+
+# ------------------------------------------------------------------------------------ the executor seam
+
+
+def test_executors_are_made_in_one_place_from_their_name_and_options():
+    from roarfast.execution.local import LocalExecutor
+    from roarfast.execution.ray_executor import RayExecutor
+    from roarfast.execution.registry import EXECUTORS, make_executor
+
+    assert EXECUTORS.names == ["local", "ray"]
+    assert isinstance(make_executor(), LocalExecutor) and isinstance(make_executor("local", {"address": "x"}),
+                                                                     LocalExecutor)
+    ray = make_executor("ray", {"address": "head:6379", "cpus_per_cell": 2})
+    assert isinstance(ray, RayExecutor) and (ray.options.address, ray.options.cpus_per_cell) == ("head:6379", 2)
+    assert make_executor(ray) is ray  # an Executor object is taken as it is
+    with pytest.raises(UserError, match=r"^--executor should be one of local, ray, got 'dask'$"):
+        make_executor("dask")
+    with pytest.raises(UserError, match=r"^ray: gpus is no field of RayOptions"):
+        make_executor("ray", {"gpus": 1})
+
+
+class Inline(Executor):
+    """A backend of its own, as a Dask or Slurm one would be: its cells go through the one in-flight loop, each
+    group a handle computed when it is asked for; `refuse`: its worker cannot see the run directory."""
+
+    name, where, remote = "inline", " inline", True
+
+    def __init__(self, refuse: bool = False):
+        self.refuse, self.submitted = refuse, []
+
+    def run_cells(self, trainer, pending, claims, *, group_size, workers_per_cell, cell_processes):
+        def outcome(cells):
+            if self.refuse:
+                raise NotShared("node n1 cannot see the run directory /runs/a as the driver does")
+            return trainer.train_cells(list(cells))
+
+        execute_elsewhere(trainer, pending, claims, group_size, capacity=lambda: 2,
+                          submit=lambda cells: self.submitted.append(cells) or tuple(cells),
+                          ready=lambda handles: handles[:1], outcome=outcome)
+
+
+def test_a_new_backend_is_an_executor_object_given_to_the_stages(tmp_path):
+    trainer, inline = StandInTrainer(fail={CELLS[2]}), Inline()
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        with pytest.raises(UserError, match=r"^1 cell\(s\) failed inline, e.g. random roar 0.5 seed 2"):
+            execute(trainer, [(cell, None) for cell in CELLS], db, executor=inline)
+        statuses = {(r["seed"], r["mode"]): r["status"] for r in db.rows()}
+    assert [len(group) for group in inline.submitted] == [1, 1, 1, 1] and trainer.trained == CELLS
+    assert statuses == {(0, "roar"): "done", (1, "roar"): "done", (2, "roar"): "failed", (0, "roar-mask"): "done"}
+    with ResultsDB(tmp_path / "r.sqlite") as db:  # what it cannot do is refused before a cell is claimed
+        with pytest.raises(UserError, match="2 cell processes train one cell each on the CPU with the local executor, "
+                                            "not with --executor inline"):
+            execute(SimpleNamespace(device="cpu"), [(CELLS[2], None)], db, executor=inline, cell_processes=2)
+
+
+def test_a_worker_that_cannot_see_the_run_directory_ends_the_run_and_gives_the_claims_back(tmp_path):
+    """Any other error of a worker fails its cells (test_a_new_backend_is_...); this one could only fail them all,
+    each with the same line: the run ends in it instead."""
+    trainer = StandInTrainer()
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        with pytest.raises(UserError, match=r"^node n1 cannot see the run directory /runs/a as the driver does$"):
+            execute(trainer, [(cell, None) for cell in CELLS], db, executor=Inline(refuse=True))
+        assert db.rows() == []  # no cell marked failed, none left claimed: the same command, once fixed, runs all
+    assert trainer.trained == []
+
+
+# --------------------------------------------------------------------- names resolved once per command
+
+
+@pytest.fixture
+def lookups(monkeypatch) -> list:
+    """Every estimator name looked up in the registry from now on."""
+    from roarfast.methods import registry
+
+    found, real = [], registry.get
+    monkeypatch.setattr(registry, "get", lambda spec: found.append(spec) or real(spec))
+    return found
+
+
+def test_an_extraction_given_a_selection_looks_no_name_up(tmp_path, lookups):
+    """The sweep hands extract the Selection it resolved (narrowed to the methods whose ranks are missing):
+    extract takes it as it is, names and values, and never reads options.methods."""
+    from roarfast.data import load_dataset
+    from roarfast.methods.selection import Selection
+    from roarfast.rundir.directory import RunDir
+    from roarfast.stages.extract import ExtractOptions, run_extract
+
+    selection = Selection.resolve("random,sobel", ExtractOptions(), seed=0).only(["sobel"])
+    lookups.clear()
+    run_extract(tmp_path, ExtractOptions(methods="sg-sq"), dataset_obj=load_dataset("embedded", num_train=10,
+                num_test=20), device="cpu", progress=False, selection=selection)
+    assert lookups == []
+    assert sorted(RunDir(tmp_path).head().ranks) == ["sobel"]
+
+
+def test_retrain_looks_each_name_up_once(tmp_path, lookups, monkeypatch):
+    """Retrain resolves its methods once and hands the model-free ones it extracts to extract as records, where
+    it used to join them back into text that extract looked up again."""
+    from roarfast.data import load_dataset
+    from roarfast.rundir.directory import RunDir
+    from roarfast.stages import retrain
+    from tests.test_cluster_paths import untrained_base
+
+    ds = load_dataset("embedded", num_train=10, num_test=20)
+    untrained_base(tmp_path, ds)
+    handed = []  # the cells are not trained here: what retrain hands its executor is enough
+    monkeypatch.setattr(retrain, "execute", lambda trainer, cells, db, **options: handed.extend(cells))
+    retrain.run_retrain(tmp_path, retrain.RetrainOptions(methods="random,sobel", fractions=(0.5,), epochs=1),
+                        dataset_obj=ds, device="cpu", progress=False)
+    assert sorted(lookups) == ["random", "sobel"]
+    assert [cell.method for cell, _ in handed] == ["random", "sobel"]
+    assert sorted(RunDir(tmp_path).head().ranks) == ["random", "sobel"]  # extracted with the records resolved
+
+
+def test_a_study_hands_the_sweep_its_selection_and_its_executor(tmp_path, lookups, monkeypatch):
+    """A Study resolves its methods and chooses its executor once, when it is made; run() hands both on."""
+    from roarfast import study as study_module
+    from roarfast.execution.ray_executor import RayExecutor
+
+    handed = {}
+    monkeypatch.setattr(study_module, "run_sweep", lambda run_dir, grid, **options: handed.update(options))
+    monkeypatch.setattr(study_module.Study, "results", lambda self, kind="retrain": [])  # nothing was measured
+    study = study_module.Study(tmp_path / "run", dataset="embedded", dataset_options={"num_train": 10, "num_test": 20},
+                               methods=["random", "sobel"], progress=False, executor="ray",
+                               ray={"address": "head:6379"})
+    looked_up = list(lookups)
+    study.run()
+    assert sorted(looked_up) == ["random", "sobel"] and lookups == looked_up  # none looked up again by run()
+    assert handed["selection"] is study.selection and handed["selection"].names == ["random", "sobel"]
+    assert isinstance(handed["executor"], RayExecutor) and handed["executor"].options.address == "head:6379"

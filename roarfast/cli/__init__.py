@@ -30,6 +30,7 @@ from roarfast.modes import MODES, NO_RETRAIN_METRICS, ROAR
 from roarfast.common.options import parse_list
 from roarfast.planning.costs import STATED
 from roarfast.execution.ray_cluster import RayOptions
+from roarfast.execution.registry import make_executor
 from roarfast.recipe import AMP_CHOICES
 
 METHOD_FORMS = method_forms()
@@ -123,7 +124,7 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
                              chunk_images=chunk_images, **parameters)
     ray = _options(RayOptions, address=address, cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     summary = run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
-                          device=device, seed=seed, progress=progress, executor=executor, ray=ray)
+                          device=device, seed=seed, progress=progress, executor=make_executor(executor, ray))
     click.echo(summary_line(summary, RunDir(run_dir).ranks_root))
 
 
@@ -241,8 +242,8 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
                     recipe=recipe or None)
     ray = _options(RayOptions, address=address, cpus_per_cell=cpus_per_cell, gpus_per_cell=gpus_per_cell,
                    cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
-    run_sweep(run_dir, grid, executor=executor, ray=ray, dry_run=dry_run, dataset=dataset, data_dir=data_dir,
-              dataset_options=data_option, device=device, seed=seed, progress=progress,
+    run_sweep(run_dir, grid, executor=make_executor(executor, ray), dry_run=dry_run, dataset=dataset,
+              data_dir=data_dir, dataset_options=data_option, device=device, seed=seed, progress=progress,
               extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
                                        chunk_images=chunk_images),
               echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,

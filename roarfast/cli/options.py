@@ -22,7 +22,7 @@ from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.models import MODELS
 from roarfast.common.plugins import TRUST_FLAG, user_named
 from roarfast.common.options import MAX_SEED
-from roarfast.execution.ray_cluster import EXECUTORS
+from roarfast.execution.registry import EXECUTORS
 from roarfast.recipe import AMP_CHOICES, PLUGIN_SMALL_IMAGE, RECIPE_FIELDS
 from roarfast.rundir.labels import check_name
 
@@ -141,7 +141,7 @@ data_options = _stack(
 
 #: where the work runs: here, or on a Ray cluster (extract's chunks; a sweep's chunks and cells)
 executor_options = _stack(
-    click.option("--executor", type=click.Choice(EXECUTORS), default="local",
+    click.option("--executor", type=click.Choice(EXECUTORS.names), default="local",
                  help="local: in this process; ray: on a Ray cluster, each chunk of a split's images (--chunk-images) "
                       "and each retraining cell a task (README, 'On a cluster')"),
     click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)"),

@@ -1,7 +1,10 @@
-"""Where the work runs: the executors that train a sweep's cells (`executors`: in this process, in cell processes
-side by side, or as Ray tasks, through one in-flight loop that claims, records and marks failures) and Ray as the
-stages use it (`ray_cluster`: the executors' names, `RayOptions`, connecting, what the live nodes hold).
+"""Where the work runs. `base`: the Executor interface the stages receive; `registry`: the executors by name and
+`make_executor`, the one place the user's --executor becomes an Executor; the backends, one module each: `local`
+(in this process, or cell processes side by side) and `ray_executor` (tasks on a Ray cluster: cells and
+extraction chunks); `executors`: a cell's claim, record and failure in results.sqlite, and the one in-flight loop
+of the backends whose cells train elsewhere; `ray_cluster`: Ray's options, connecting, what the live nodes hold.
 
-`executors` sits above the stages (it runs a `CellTrainer` and the worker side in `stages.cell_workers`);
-`ray_cluster` is a utility, below the stages, that imports only `common` and `errors`.
+`base`, `registry` and `ray_cluster` are utilities below the stages (they import only `common` and `errors`; the
+registry names the backends by import path); `executors` sits above the stages (it runs a `CellTrainer`), and the
+backends above it (the worker side in `stages.cell_workers` and `stages.extract_tasks`).
 """

@@ -1,10 +1,9 @@
-"""The executors: cells trained here (local; or side by side in single-thread processes of this machine) or as
-Ray tasks (ray), each claimed in results.sqlite before it is trained (roarfast.results: claims and heartbeats)
-and finished there in one transaction.
-
-Both executors share one path for a cell's life in the database (`_Claims`): claiming it, keeping the
-heartbeat of its claim, and finishing it (its row recorded, or marked failed and the run going on with
-the others), so `roarfast retrain` and `roarfast sweep` resume, share a run directory and fail alike.
+"""The executors' one path for a cell's life in results.sqlite, whatever the backend (roarfast.execution.base):
+each cell claimed by this process before it is trained (roarfast.results: claims and heartbeats), then finished
+there in one transaction (recorded, or marked failed while the run goes on with the others: `Claims`), so
+`roarfast retrain` and `roarfast sweep` resume, share a run directory and fail alike; `execute`, what the stages
+call with the Executor they were given; and the one in-flight loop of the backends whose cells train in other
+processes (`execute_elsewhere`: local cell processes, Ray tasks).
 
 This process (on Ray: the driver) holds every claim and writes every row; workers and cell processes only
 train (roarfast.stages.cell_workers). So a lost worker node holds no claim: Ray runs its cells again elsewhere
@@ -12,21 +11,19 @@ train (roarfast.stages.cell_workers). So a lost worker node holds no claim: Ray 
 host, once its heartbeat is stale).
 """
 
-import multiprocessing
-import socket
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 import torch
 
-from roarfast.stages.cell_workers import die_with_parent, train_cells, train_data_parallel, worker_settings
 from roarfast.stages.cells import Cell, CellTrainer
+from roarfast.stages.worker_view import NotShared
 from roarfast.rundir.claims import HEARTBEAT_STALE_S
 from roarfast.errors import UserError
 from roarfast.common.options import check_positive
 from roarfast.common.progress import format_duration, progress_bar
-from roarfast.execution.ray_cluster import RAY_TASK_RETRIES, RayOptions, connect, local_threads, slots, task_resources
+from roarfast.execution.base import Executor
+from roarfast.execution.registry import make_executor
 from roarfast.results import HEARTBEAT_S, ResultsDB, this_process
 
 #: how often an executor waiting on cells that other processes train looks again
@@ -86,7 +83,7 @@ class _Heartbeat:
         self._thread.join()
 
 
-class _Claims:
+class Claims:
     """The life of a cell in results.sqlite, written once for every executor: claimed by this process
     (with a heartbeat while held), then finished: recorded, or marked failed while the others go on."""
 
@@ -144,22 +141,17 @@ class _Claims:
                             f"retries them)")
 
 
-def check_workers(workers: int, group_size: int | None, device, ray: RayOptions | None = None) -> None:
-    """Refuses, in one line, a --workers-per-cell that cannot work with the other choices (`ray`: the Ray
-    executor's): grouped cells (a group shares one device, a data-parallel cell spans several), a fraction of
-    a GPU per worker, or more workers than this machine's GPUs (the local executor on CUDA)."""
+def check_workers(workers: int, group_size: int | None, device, executor: Executor | None = None) -> None:
+    """Refuses, in one line, a --workers-per-cell that cannot work with the other choices: grouped cells (a group
+    shares one device, a data-parallel cell spans several), or what `executor` (default: the local one) cannot
+    give each worker (Executor.check_workers: a fraction of a GPU on Ray, more GPUs than this machine has)."""
     check_positive("--workers-per-cell", workers)
     if workers == 1:
         return
     if group_size not in (None, 1):
         raise UserError(f"--workers-per-cell {workers} and --group-size {group_size} exclude each other: a group "
                         f"shares one device, a data-parallel cell spans several; choose one")
-    if ray is not None and ray.gpus_per_cell not in (0, 1):
-        raise UserError(f"--workers-per-cell {workers} takes one GPU per worker: --gpus-per-cell 1 (or 0 on CPUs), "
-                        f"got {ray.gpus_per_cell:g}")
-    if ray is None and _device_type(device) == "cuda" and workers > torch.cuda.device_count():
-        raise UserError(f"--workers-per-cell {workers}: this machine has {torch.cuda.device_count()} GPU(s); use "
-                        f"at most that many, or --executor ray on a node with more")
+    make_executor(executor).check_workers(workers, device)
 
 
 def _check_batch(trainer: CellTrainer, workers: int) -> None:
@@ -170,57 +162,34 @@ def _check_batch(trainer: CellTrainer, workers: int) -> None:
                         f"batch has {batch} images; choose a divisor of {batch} (or set the batch with --recipe)")
 
 
-def _device_type(device) -> str:
+def device_type(device) -> str:
     return torch.device(device).type
 
 
-class _DataParallel:
-    """The local executor's trainer of data-parallel cells: keys them as `trainer`, trains each claimed cell
-    over `workers` processes of this machine (cell_workers.train_data_parallel), each with its share of the
-    CPU threads on CPU."""
-
-    def __init__(self, trainer: CellTrainer, workers: int):
-        device = _device_type(trainer.device)
-        threads = max(1, local_threads() // workers) if device == "cpu" else local_threads()
-        self.key = trainer.key
-        self.run_dir = str(trainer.run.root)
-        self.settings = worker_settings(trainer, device, threads, workers)
-
-    def train_cells(self, cells: list) -> list:
-        return train_data_parallel(self.run_dir, self.settings, cells)
-
-
-def execute(trainer: CellTrainer, todo: list, db, *, executor: str = "local", ray: RayOptions | None = None,
+def execute(trainer: CellTrainer, todo: list, db, *, executor: Executor | str | None = None,
             progress: Progress | None = None, echo=print, group_size: int = 1, workers_per_cell: int = 1,
             cell_processes: int = 1) -> None:
-    """Trains the cells `todo` ([(Cell, key or None)]) with `executor`, claiming each first, `group_size` at
-    a time (trainer.train_cells: together, or each alone at 1), or each over `workers_per_cell` processes
-    (data-parallel), or (local, CPU) side by side in `cell_processes` single-thread processes; waits for cells
-    other processes hold, taking over any whose claimant died, until every cell is done."""
-    if cell_processes != 1 and (executor, group_size, workers_per_cell, _device_type(trainer.device)) != (
-            "local", 1, 1, "cpu"):
-        raise UserError(f"{cell_processes} cell processes train one cell each on the CPU with the local executor, "
-                        f"not with --executor {executor}, --group-size {group_size}, --workers-per-cell "
-                        f"{workers_per_cell} on {trainer.device}")
-    ray = (ray or RayOptions()) if executor == "ray" else None
+    """Trains the cells `todo` ([(Cell, key or None)]) with `executor` (an Executor, or its name: the registry
+    makes it; None: the local one), claiming each first, `group_size` at a time (trainer.train_cells: together,
+    or each alone at 1), or each over `workers_per_cell` processes (data-parallel), or (local, CPU) side by side
+    in `cell_processes` single-thread processes; waits for cells other processes hold, taking over any whose
+    claimant died, until every cell is done."""
+    executor = make_executor(executor)
+    if cell_processes != 1:
+        executor.check_processes(cell_processes, trainer.device, group_size=group_size,
+                                 workers_per_cell=workers_per_cell)
     if workers_per_cell != 1:
-        check_workers(workers_per_cell, group_size, trainer.device, ray)
+        check_workers(workers_per_cell, group_size, trainer.device, executor)
         _check_batch(trainer, workers_per_cell)
     progress = progress or Progress(len(todo), enabled=False, echo=echo)
     try:
-        if executor == "ray":
-            _execute_ray(trainer, list(todo), _Claims(db, progress, echo, where=" on Ray"), ray, group_size,
-                         workers_per_cell)
-        elif cell_processes > 1:
-            _execute_processes(trainer, list(todo), _Claims(db, progress, echo), cell_processes)
-        else:
-            local = trainer if workers_per_cell == 1 else _DataParallel(trainer, workers_per_cell)
-            _execute_local(local, list(todo), _Claims(db, progress, echo), group_size)
+        executor.run_cells(trainer, list(todo), Claims(db, progress, echo, where=executor.where),
+                           group_size=group_size, workers_per_cell=workers_per_cell, cell_processes=cell_processes)
     finally:
         progress.close()
 
 
-def _claim_group(trainer: CellTrainer, pending: list, claims: _Claims, size: int) -> list:
+def claim_group(trainer: CellTrainer, pending: list, claims: Claims, size: int) -> list:
     """Up to `size` cells of `pending`, in order, claimed in one pass and taken out of it ([(cell, key)]);
     cells done by anyone leave `pending`, cells a live process holds stay there (the group is smaller)."""
     group = []
@@ -237,7 +206,7 @@ def _claim_group(trainer: CellTrainer, pending: list, claims: _Claims, size: int
     return group
 
 
-def _train_claimed(trainer: CellTrainer, group: list) -> list:
+def train_claimed(trainer: CellTrainer, group: list) -> list:
     """Per cell of the claimed `group` its metrics or the exception that failed it (trainer.train_cells; a
     single cell's exception is its outcome too). UserError and interruptions propagate."""
     try:
@@ -248,7 +217,7 @@ def _train_claimed(trainer: CellTrainer, group: list) -> list:
         return [err] * len(group)
 
 
-def _finish_group(claims: _Claims, group: list, outcomes: list, pending: list) -> None:
+def finish_group(claims: Claims, group: list, outcomes: list, pending: list) -> None:
     """Records, or marks failed, each cell of `group` by its outcome (metrics or an exception)."""
     for (cell, key), outcome in zip(group, outcomes):
         if isinstance(outcome, BaseException):
@@ -257,40 +226,15 @@ def _finish_group(claims: _Claims, group: list, outcomes: list, pending: list) -
             claims.finish(cell, key, pending, metrics=outcome)
 
 
-def _execute_local(trainer: CellTrainer, pending: list, claims: _Claims, group_size: int = 1) -> None:
-    """The cells trained in this process, `group_size` at a time."""
-    with claims.heartbeat():
-        while pending:
-            group = _claim_group(trainer, pending, claims, group_size)
-            if not group:
-                time.sleep(POLL_S)  # the rest is held by live processes: wait for them (or their end)
-                continue
-            try:
-                outcomes = _train_claimed(trainer, group)
-            except (KeyboardInterrupt, UserError):
-                for _, key in group:
-                    claims.release(key)
-                raise
-            _finish_group(claims, group, outcomes, pending)
-    claims.raise_failures()
-
-
-def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
-    """A Ray task: trains `cells` (cell_workers.train_cells) and adds to each cell's metrics where it was
-    trained: the host name and Ray's node id."""
-    import ray
-
-    node = {"host": socket.gethostname(), "ray_node": ray.get_runtime_context().get_node_id()}
-    return [r if isinstance(r, BaseException) else {**r, **node} for r in train_cells(run_dir, settings, cells)]
-
-
-def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, group_size: int, capacity, submit,
+def execute_elsewhere(trainer: CellTrainer, pending: list, claims: Claims, group_size: int, capacity, submit,
                        ready, outcome) -> None:
     """The loop of the executors whose cells train in other processes (Ray tasks, local processes): this process
     claims each group of `group_size` cells, submits it (`submit(cells)` -> a handle), keeps at most `capacity()`
     groups in flight, and finishes a group once `ready(handles)` (waiting at most POLL_S) returns its handle, by
-    `outcome(handle)` (per cell its metrics or exception; an exception raised here fails the whole group). The
-    claims in flight are given back when this process ends the loop by an exception (an interruption)."""
+    `outcome(handle)` (per cell its metrics or exception; an exception raised here fails the whole group, but
+    worker_view.NotShared, a worker that does not see the run directory, which ends the run in its one line).
+    The claims in flight are given back when this process ends the loop by an exception (an interruption,
+    NotShared)."""
     in_flight = {}  # handle -> [(cell, key)]
     try:
         with claims.heartbeat():
@@ -298,7 +242,7 @@ def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, gro
                 submitted = False
                 limit = capacity()
                 while pending and len(in_flight) < limit:
-                    group = _claim_group(trainer, pending, claims, group_size)
+                    group = claim_group(trainer, pending, claims, group_size)
                     if not group:
                         break
                     in_flight[submit([cell for cell, _ in group])] = group
@@ -311,45 +255,15 @@ def _execute_elsewhere(trainer: CellTrainer, pending: list, claims: _Claims, gro
                     group = in_flight.pop(handle)
                     try:
                         outcomes = outcome(handle)
+                    except NotShared:  # no worker can work there: the run ends in its line
+                        in_flight[handle] = group  # given back with the others
+                        raise
                     except Exception as err:  # noqa: BLE001  (recorded; the run goes on with other cells)
                         outcomes = [err] * len(group)
-                    _finish_group(claims, group, outcomes, pending)
+                    finish_group(claims, group, outcomes, pending)
     except BaseException:
         for group in in_flight.values():
             for _, key in group:
                 claims.release(key)
         raise
     claims.raise_failures()
-
-
-def _execute_ray(trainer: CellTrainer, pending: list, claims: _Claims, options: RayOptions,
-                 group_size: int = 1, workers: int = 1) -> None:
-    """One Ray task per group of `group_size` cells (with one cell's resources, times its `workers`); this
-    process (the driver) claims each cell before submitting it, keeps its heartbeat, and finishes it when the
-    task returns. A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES) under the same
-    claim; as many tasks are in flight as the live nodes can run, counted again as nodes come and go."""
-    ray = connect(options)
-    cpus, gpus = task_resources(ray, options.cpus_per_cell, options.gpus_per_cell, workers)
-    remote = ray.remote(num_cpus=cpus * workers, num_gpus=gpus * workers, max_retries=RAY_TASK_RETRIES,
-                        retry_exceptions=False)(_ray_train_cells)
-    settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
-                               max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
-    settings["grouping"]["size"] = group_size
-    _execute_elsewhere(trainer, pending, claims, group_size,
-                       capacity=lambda: slots(ray, cpus * workers, gpus * workers),
-                       submit=lambda cells: remote.remote(str(trainer.run.root), settings, cells),
-                       ready=lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0], outcome=ray.get)
-
-
-def _execute_processes(trainer: CellTrainer, pending: list, claims: _Claims, processes: int) -> None:
-    """The cells trained side by side, one at a time in each of `processes` single-thread processes of this
-    machine (spawned once; each rebuilds the trainer from the run directory: cell_workers.train_cells)."""
-    settings = worker_settings(trainer, "cpu", 1)
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)
-    try:
-        _execute_elsewhere(trainer, pending, claims, 1, capacity=lambda: processes,
-                           submit=lambda cells: pool.submit(train_cells, str(trainer.run.root), settings, cells),
-                           ready=lambda futures: wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED).done,
-                           outcome=lambda future: future.result())
-    finally:
-        pool.shutdown(cancel_futures=True)

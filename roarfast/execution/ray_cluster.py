@@ -1,4 +1,4 @@
-"""Ray as the stages and the executors use it: the cluster's options (`RayOptions`: its address, what a retraining
+"""Ray as the Ray executor (roarfast.execution.ray_executor) uses it: the cluster's options (`RayOptions`: its address, what a retraining
 cell and an extraction task each ask for), connecting, the live nodes' resources (the most one node holds, how
 many tasks they run at once, counted again as nodes leave or join), and how often Ray runs again a task whose
 worker or node died. Ray stays optional: `import_ray` says how to install it.
@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 from roarfast.errors import UserError
 
-#: where cells and chunks are computed: in this process, or as tasks on a Ray cluster
-EXECUTORS = ("local", "ray")
 #: times Ray runs a task again whose worker or node died (not a task that raised: that one fails once)
 RAY_TASK_RETRIES = 3
 #: how often a driver waiting on Ray tasks looks again, at the nodes too
@@ -33,6 +31,18 @@ class RayOptions:
             cpus, gpus = getattr(self, f"cpus_per_{unit}"), getattr(self, f"gpus_per_{unit}")
             if (cpus is not None and not cpus > 0) or not gpus >= 0:
                 raise UserError(f"--cpus-per-{unit} must be > 0 and --gpus-per-{unit} >= 0, got {cpus} and {gpus}")
+
+
+def ray_options(options=None) -> RayOptions:
+    """`options` as a RayOptions: one already, a dict of its fields (another key refused in one line), or None
+    (the defaults)."""
+    if options is None or isinstance(options, RayOptions):
+        return options or RayOptions()
+    unknown = sorted(set(options) - set(RayOptions.__dataclass_fields__))
+    if unknown:
+        raise UserError(f"ray: {', '.join(unknown)} is no field of RayOptions; its fields: "
+                        f"{', '.join(RayOptions.__dataclass_fields__)}")
+    return RayOptions(**options)
 
 
 def local_threads() -> int:

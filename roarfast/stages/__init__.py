@@ -1,6 +1,6 @@
 """The paper's steps, each one module: the base model trained or adopted (`basemodel`), attribution ranks
 extracted (`extract`, a chunk's work in `extract_tasks`), one retraining cell and its control (`cells`, cells in
-other processes in `cell_workers`), MoRF/LeRF/ROAD without retraining (`noretrain`), the hole detector
+other processes in `cell_workers`; what such a worker must see of the driver's run directory in `worker_view`), MoRF/LeRF/ROAD without retraining (`noretrain`), the hole detector
 (`fill_leakage`); and the commands that chain them: `sweep` (base model, ranks, plan, executor), `retrain`
 (the asked-for cells), `demo` (`roarfast run`: the quick sweep and its report).
 

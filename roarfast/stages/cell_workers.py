@@ -1,7 +1,8 @@
 """Cells trained in processes other than the one that planned them: a Ray task's, and the ranks of a cell
-trained data-parallel. Each rebuilds the cells' CellTrainer from the run directory (a shared filesystem
-across nodes) and the planner's settings (`worker_settings`), so it trains exactly the cells the planner
-keyed and claimed; the planner alone writes results.sqlite.
+trained data-parallel. Each first checks that it sees the planner's run directory (roarfast.stages.worker_view),
+then rebuilds the cells' CellTrainer from it (a shared filesystem across nodes) and the planner's settings
+(`worker_settings`), so it trains exactly the cells the planner keyed and claimed; the planner alone writes
+results.sqlite.
 
 A data-parallel cell (`train_data_parallel`, --workers-per-cell N) is trained by N processes on one machine
 (one per GPU; gloo on CPU), joined in a torch process group: each takes its share of every batch under
@@ -20,11 +21,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from roarfast.stages.cells import CellTrainer, cell_model
+from roarfast.stages.worker_view import check_view, driver_data, driver_view, this_node
 from roarfast.errors import UserError
 from roarfast.models.spec import check_source
 from roarfast.common.plugins import named_imports, user_named
 from roarfast.recipe import Recipe
-from roarfast.rundir.directory import RunDir
 from roarfast.train import Grouping
 from roarfast.train.parallel import join_torchrun
 
@@ -36,25 +37,29 @@ _TRAINERS = {}
 def worker_settings(trainer: CellTrainer, device: str, threads: int, workers: int = 1) -> dict:
     """What another process needs to train `trainer`'s cells as it would (JSON-able): the device type, the
     model and its source hash, the fill, the recipe field by field, the CPU threads (of each worker), the
-    grouping, the workers per cell, the import paths the user named, and the base model and the ranks' ids of
-    the cells' configuration."""
+    grouping, the workers per cell, the import paths the user named, the base model and the ranks' ids of
+    the cells' configuration, and what the driver sees of the run directory (worker_view.driver_view: its
+    absolute path, which the executors hand the workers as `run_dir`, the data's and the base model's records)."""
     grouping = trainer.grouping
     return {"device": device, "model": trainer.model_name, "model_source": trainer.model.source_sha256,
             "fill": trainer.fill, "recipe": trainer.recipe.to_dict(), "threads": threads,
             "grouping": {"size": grouping.size, "how": grouping.how, "compile": grouping.compile},
-            "workers": workers, "imports": named_imports(), "base": trainer.base, "ranks": trainer.rank_ids}
+            "workers": workers, "imports": named_imports(), "base": trainer.base, "ranks": trainer.rank_ids,
+            "view": driver_view(trainer.run, trainer.ds, trainer.base)}
 
 
-def worker_trainer(run_dir: str, settings: dict, device=None) -> CellTrainer:
+def worker_trainer(run_dir: str, settings: dict, device=None, node: str | None = None) -> CellTrainer:
     """The CellTrainer of `settings` (worker_settings) on the run directory `run_dir`, on `device` (default:
-    settings' device), built once per process and settings."""
+    settings' device), built once per process and settings, once this process (on `node`: this_node's) was
+    seen to see the driver's run directory and data (worker_view.check_view)."""
     device = device or settings["device"]
     key = (run_dir, json.dumps(settings, sort_keys=True), str(device))
     if key not in _TRAINERS:
+        node = node or this_node()
+        run = check_view(run_dir, settings["view"], node)  # before any work: what the driver sees, or one line
         torch.set_num_threads(settings["threads"])
-        run = RunDir(run_dir)
         with user_named(settings["imports"]):  # what the planner's user named: the records may name it here too
-            ds = run.open_dataset()
+            ds = driver_data(run, settings["view"], node)
         model = cell_model(run, ds, device, settings["model"], base=settings["base"])
         check_source(model, settings["model_source"], "the sweep's driver")
         # the planner's recipe as it recorded it: a worker on another device or version trains the same cells
@@ -66,12 +71,14 @@ def worker_trainer(run_dir: str, settings: dict, device=None) -> CellTrainer:
     return _TRAINERS[key]
 
 
-def train_cells(run_dir: str, settings: dict, cells: list) -> list:
+def train_cells(run_dir: str, settings: dict, cells: list, node: str | None = None) -> list:
     """Per cell of `cells` its metrics or the exception that failed it, trained here (one alone, or several
-    together) or, with settings' workers > 1, data-parallel by that many local processes."""
+    together) or, with settings' workers > 1, data-parallel by that many local processes; `node`: how a
+    refusal names this machine (this_node's)."""
     if settings["workers"] > 1:
+        check_view(run_dir, settings["view"], node or this_node())  # before the ranks are spawned
         return train_data_parallel(run_dir, settings, cells)
-    return worker_trainer(run_dir, settings).train_cells(cells)
+    return worker_trainer(run_dir, settings, node=node).train_cells(cells)
 
 
 def _free_port() -> int:

@@ -15,7 +15,8 @@ import torch
 from roarfast import ops
 from roarfast.common.device import default_batch_size, resolve_device
 from roarfast.errors import UserError
-from roarfast.stages.extract_tasks import Chunk, Explainer, RayChunks, check_nameable, explained_model, task_settings
+from roarfast.stages.extract_tasks import Chunk, Explainer, check_nameable, explained_model, task_settings
+from roarfast.stages.worker_view import driver_view
 from roarfast.rundir.migrate import upgrade
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.parameters import PARAMETERS, RANKING, check_method_args, parameter_fields
@@ -23,7 +24,7 @@ from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
 from roarfast.common.options import check_choice, check_positive
 from roarfast.common.progress import format_duration, progress_bar
-from roarfast.execution.ray_cluster import EXECUTORS, RayOptions
+from roarfast.execution.registry import make_executor
 from roarfast.recipe import AMP_CHOICES
 from roarfast.rundir.directory import RunDir
 
@@ -64,22 +65,24 @@ class ExtractOptions:
 
 
 def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
-                seed=0, progress=True, model=None, dataset_obj=None, executor: str = "local", ray=None):
+                seed=0, progress=True, model=None, dataset_obj=None, executor=None, selection=None):
     """Extracts `options.methods` for `options.splits` into run_dir's rank stores of their ids (RunDir.rank_ids),
-    beside the others; HEAD's ranks of those methods become these. `executor` "ray": each chunk left is a Ray
-    task on the cluster of `ray` (a roarfast.execution.ray_cluster.RayOptions: its address, --cpus-per-task,
-    --gpus-per-task), written here as it comes back.
+    beside the others; HEAD's ranks of those methods become these. `executor`: where the chunks left are
+    computed (an Executor, or its name: roarfast.execution.registry.make_executor; None: here); on Ray each is a
+    task on the cluster, written here as it comes back. `selection`: the estimators as the caller resolved them
+    (a roarfast.methods.selection.Selection: a sweep's), else options.methods resolved here, once.
 
     Returns {(method, split): {"images": N, "seconds": s, "nonfinite": count, "skipped": bool}}.
     The dataset defaults to the one `train` recorded in run_dir (RunDir.open_dataset).
     `model` / `dataset_obj` let a caller that already holds them (roarfast run) skip reloading.
     """
     keep_freed_memory()
-    check_choice("--executor", executor, EXECUTORS)
+    executor = make_executor(executor)
     run = RunDir(run_dir)
     upgrade(run)
     device = resolve_device(device)
-    selection = Selection.resolve(options.methods, options, seed)
+    if selection is None:
+        selection = Selection.resolve(options.methods, options, seed)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     ckpt_sha = None
     if selection.needs_model:
@@ -88,10 +91,10 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         ckpt_sha = run.base_checkpoint_sha256()
         model = explained_model(model, device)
     selection.check_ground_truth(ds.name, ds.train.masks is not None)
-    cluster = None
-    if executor == "ray":  # before any work: what a worker cannot rebuild, a cluster that cannot run a task
-        check_nameable(ds.name, run.base_meta().get("model") if selection.needs_model else None, selection.names)
-        cluster = RayChunks(ray or RayOptions())
+    if executor.remote:  # before any work: what a worker cannot rebuild
+        check_nameable(executor.name, ds.name, run.base_meta().get("model") if selection.needs_model else None,
+                       selection.names)
+    cluster = executor.chunk_runner()  # before any work too: a cluster that cannot run a task says so
 
     ids = run.rank_ids(selection, ds.fingerprint)
     store = run.ranks_for(ids)
@@ -106,12 +109,13 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         chunks = _pending_chunks(writers, options.splits)
         if cluster is not None:
             run.remember_dataset(ds)  # the record a worker loads the data by
+            base = run.head().base if selection.needs_model else None
+            view = driver_view(run, ds, base)  # the absolute run directory, and what a worker checks it sees
             batch_size = options.batch_size or default_batch_size(cluster.device, ds.image_size)
-            settings = task_settings(ds, selection, base=run.head().base if selection.needs_model else None,
-                                     checkpoint=ckpt_sha, device=cluster.device.type, threads=cluster.threads,
-                                     batch_size=batch_size, amp=options.amp, keep_maps=options.keep_maps,
-                                     compile=options.compile)
-            results = cluster.results(str(run.root), settings, chunks)
+            settings = task_settings(view, selection, base=base, checkpoint=ckpt_sha, device=cluster.device.type,
+                                     threads=cluster.threads, batch_size=batch_size, amp=options.amp,
+                                     keep_maps=options.keep_maps, compile=options.compile)
+            results = cluster.results(view["run_dir"], settings, chunks)
         else:
             batch_size = options.batch_size or default_batch_size(device, ds.image_size)
             # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators

@@ -1,11 +1,12 @@
 """The extract stage's unit of work: one chunk of one split (a rank store's chunk, the unit of resumption), its
 maps computed by every method whose store still lacks it and ranked on the device (`Explainer.ranks`), in this
-process or, with --executor ray, as a Ray task on a node of the cluster (`RayChunks`). A task rebuilds the
-dataset, the base model and the estimators from the run directory (a shared filesystem across nodes) and the
-driver's settings (`task_settings`), checking each against what the driver recorded, and computes its chunk
-as this process would: the same model in the same memory format, every random draw keyed by its image's index
-in the split (roarfast.methods.draws, through each batch's `index`), so the stored bytes depend neither on where
-a chunk was computed nor on how the split was cut into chunks and batches (at a given CPU thread count).
+process or, with --executor ray, as a Ray task on a node of the cluster (roarfast.execution.ray_executor's
+RayChunks). A task first checks that it sees the driver's run directory (roarfast.stages.worker_view), rebuilds the
+dataset, the base model and the estimators from it (a shared filesystem across nodes) and the driver's settings
+(`task_settings`), checking each against what the driver recorded, and computes its chunk as this process would:
+the same model in the same memory format, every random draw keyed by its image's index in the split
+(roarfast.methods.draws, through each batch's `index`), so the stored bytes depend neither on where a chunk was
+computed nor on how the split was cut into chunks and batches (at a given CPU thread count).
 
 Who writes the store: the driver alone. A task returns its chunk's ranks (and maps) and the driver writes them
 through the store's one RankWriter, as a local extraction does, because
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 import torch
 
 from roarfast import ops
-from roarfast.data import load_dataset
 from roarfast.data.loader import split_loader
 from roarfast.errors import UserError
 from roarfast.methods import ExplainBatch, compute_maps
@@ -33,8 +33,7 @@ from roarfast.methods.compute import rank_maps
 from roarfast.methods.registry import resolve_methods
 from roarfast.methods.selection import Selection
 from roarfast.common.plugins import OBJECT_PREFIX, named_imports, user_named
-from roarfast.execution.ray_cluster import RAY_TASK_RETRIES, WAIT_S, connect, local_threads, slots, task_resources
-from roarfast.rundir.directory import RunDir
+from roarfast.stages.worker_view import check_view, driver_data, this_node
 
 #: per process: the Explainer of the last settings a Ray worker served, so that it loads the dataset and the
 #: base model once for all the chunks it computes
@@ -130,59 +129,59 @@ def _picture_map(maps, reduction):
     return ops.reduce_channels(maps.float().contiguous(), reduction).half()
 
 
-# ------------------------------------------------------------------------------------------------- on Ray
+# ------------------------------------------------------------------------------------------- elsewhere
 
-def check_nameable(dataset_name: str, model_name: str | None, methods) -> None:
-    """Refuses, in one line, an extraction on Ray of something a worker cannot rebuild by its name: a Python
-    object given to roarfast.Study without an import path (the data, the model or an estimator)."""
+def check_nameable(executor: str, dataset_name: str, model_name: str | None, methods) -> None:
+    """Refuses, in one line, an extraction by `executor` (one whose tasks run elsewhere) of something a worker
+    cannot rebuild by its name: a Python object given to roarfast.Study without an import path (the data, the
+    model or an estimator)."""
     for what, name in (("dataset", dataset_name), ("model", model_name), *(("estimator", m) for m in methods)):
         if isinstance(name, str) and name.startswith(OBJECT_PREFIX):
-            raise UserError(f"--executor ray: the {what} {name} was a Python object given to roarfast.Study, which "
-                            f"a Ray worker cannot rebuild: give it by its import path (package.module:attribute) "
-                            f"or extract with the local executor")
+            raise UserError(f"--executor {executor}: the {what} {name} was a Python object given to roarfast.Study, "
+                            f"which a worker on another node cannot rebuild: give it by its import path "
+                            f"(package.module:attribute) or extract with the local executor")
 
 
-def task_settings(ds, selection, *, base: str | None, checkpoint: str | None, device: str, threads: int,
+def task_settings(view: dict, selection, *, base: str | None, checkpoint: str | None, device: str, threads: int,
                   batch_size: int, amp: str, keep_maps: bool, compile: bool) -> dict:
-    """What a Ray worker needs to compute chunks as this process would: the data (its fingerprint: its record in
-    the run directory says how to load it), the base model's id and weights' sha256, the estimators (names,
-    values, arguments, ranking, seed, and the identity of each one's ranks, checked there), the device type and
-    CPU threads, the images per pass, --amp, keep maps, compile, and the import paths the user named."""
-    return {"dataset": ds.fingerprint, "base": base, "checkpoint": checkpoint, "methods": selection.names,
-            "values": dict(selection.values), "args": dict(selection.args), "granularity": selection.granularity,
-            "reduction": selection.reduction, "seed": selection.seed,
+    """What a worker needs to compute chunks as this process would: what the driver sees of the run directory
+    (`view`, worker_view.driver_view: its absolute path, the data's record, which says how to load the data of
+    its fingerprint), the base model's id and weights' sha256, the estimators (names, values, arguments,
+    ranking, seed, and the identity of each one's ranks, checked there), the device type and CPU threads, the
+    images per pass, --amp, keep maps, compile, and the import paths the user named."""
+    return {"view": view, "dataset": view["dataset"], "base": base, "checkpoint": checkpoint,
+            "methods": selection.names, "values": dict(selection.values), "args": dict(selection.args),
+            "granularity": selection.granularity, "reduction": selection.reduction, "seed": selection.seed,
             "identities": {m: selection.ranks_identity(m) for m in selection.names}, "device": device,
             "threads": threads, "batch_size": batch_size, "amp": amp, "keep_maps": keep_maps, "compile": compile,
             "imports": named_imports()}
 
 
-def worker_explainer(run_dir: str, settings: dict) -> Explainer:
+def worker_explainer(run_dir: str, settings: dict, node: str | None = None) -> Explainer:
     """The Explainer of `settings` (task_settings) on the run directory `run_dir`, built once per process and
-    settings; a UserError where this node loads other data, weights or estimator code than the driver."""
+    settings, once this process (on `node`: this_node's) was seen to see the driver's run directory and data
+    (worker_view.check_view); a UserError where this node loads other data, weights or estimator code than the
+    driver."""
     key = (run_dir, json.dumps(settings, sort_keys=True, default=repr))
     if key not in _EXPLAINERS:
+        node = node or this_node()
+        run = check_view(run_dir, settings["view"], node)  # before any work: what the driver sees, or one line
         torch.set_num_threads(settings["threads"])
         device = torch.device(settings["device"])
-        run = RunDir(run_dir)
         with user_named(settings["imports"]):  # what the driver's user named: the records may name it here too
-            record = run.dataset_record(settings["dataset"])
-            ds = load_dataset(record["name"], record["data_dir"], **record["options"])
+            ds = driver_data(run, settings["view"], node)
             selection = Selection(resolve_methods(settings["methods"]), settings["values"], settings["args"],
                                   settings["granularity"], settings["reduction"], settings["seed"])
             model = None
             if selection.needs_model:
                 model, meta = run.load_base_model(ds, device, settings["base"])
-        if ds.fingerprint != settings["dataset"]:
-            raise UserError(f"a Ray worker loaded the data of {run.dataset_record_path(settings['dataset'])} with "
-                            f"fingerprint {ds.fingerprint}, the driver's is {settings['dataset']}: the files differ "
-                            f"on this node; the run directory and --data-dir must be one shared filesystem")
         changed = [m for m in selection.names if selection.ranks_identity(m) != settings["identities"][m]]
         if changed:
-            raise UserError(f"a Ray worker runs other code or values for {', '.join(changed)} than the driver: "
-                            f"install the same roarfast and plug-ins on every node")
+            raise UserError(f"{node} runs other code or values for {', '.join(changed)} than the driver: install the "
+                            f"same roarfast and plug-ins on every node")
         if model is not None and meta.get("weights_sha256", settings["checkpoint"]) != settings["checkpoint"]:
-            raise UserError(f"a Ray worker read other weights for the base model {settings['base']} than the driver: "
-                            f"the run directory must be one shared filesystem")
+            raise UserError(f"{node} read other weights for the base model {settings['base']} than the driver: the "
+                            f"run directory must be on a filesystem every node mounts at the same path")
         models = (None, None)
         if model is not None:
             model = explained_model(model, device)
@@ -192,62 +191,3 @@ def worker_explainer(run_dir: str, settings: dict) -> Explainer:
         _EXPLAINERS[key] = Explainer(ds, models, selection, params, settings["batch_size"], device,
                                      settings["keep_maps"])
     return _EXPLAINERS[key]
-
-
-def _ray_chunk(run_dir: str, settings: dict, chunk: Chunk) -> dict:
-    """A Ray task: the ranks of `chunk` ({method: (ranks, maps or None, NaN/Inf count)}, numpy arrays) and the
-    Ray node that computed them."""
-    import ray
-
-    out = worker_explainer(run_dir, settings).ranks(chunk)
-    return {"ranks": {m: (ranks.numpy(), None if maps is None else maps.numpy(), nonfinite)
-                      for m, (ranks, maps, nonfinite) in out.items()},
-            "node": ray.get_runtime_context().get_node_id()}
-
-
-class RayChunks:
-    """Chunks computed as Ray tasks on the cluster of `options` (a roarfast.execution.ray_cluster.RayOptions), each with
-    --cpus-per-task CPUs (default: this process's threads, at most the largest node's) and --gpus-per-task GPUs
-    (then on CUDA). A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES); as many are in
-    flight as the live nodes run, counted again as nodes leave or join (with none left, it waits for one)."""
-
-    def __init__(self, options):
-        self.ray = connect(options)
-        self.cpus, self.gpus = task_resources(self.ray, options.cpus_per_task, options.gpus_per_task, unit="task")
-        self.device = torch.device("cuda" if self.gpus > 0 else "cpu")
-        self.threads = max(1, int(self.cpus)) if self.gpus == 0 else local_threads()
-
-    def results(self, run_dir: str, settings: dict, chunks: list):
-        """Yields (chunk, {method: (ranks, maps or None, NaN/Inf count)}, node id) as the tasks of `chunks`
-        finish; a task that raised ends the extraction in one line (the chunks written are kept)."""
-        remote = self.ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=RAY_TASK_RETRIES,
-                                 retry_exceptions=False)(_ray_chunk)
-        pending, in_flight = list(chunks), {}
-        try:
-            while pending or in_flight:
-                room = slots(self.ray, self.cpus, self.gpus)
-                while pending and len(in_flight) < room:
-                    chunk = pending.pop(0)
-                    in_flight[remote.remote(run_dir, settings, chunk)] = chunk
-                ready, _ = self.ray.wait(list(in_flight), num_returns=1, timeout=WAIT_S)
-                for ref in ready:
-                    chunk = in_flight.pop(ref)
-                    result = self._get(ref, chunk)
-                    yield chunk, result["ranks"], result["node"]
-        finally:
-            for ref in in_flight:  # an interrupted or failed extraction leaves nothing computing
-                self.ray.cancel(ref, force=True)
-
-    def _get(self, ref, chunk: Chunk) -> dict:
-        """The task's result; its exception as one line (a UserError as it was raised)."""
-        try:
-            return self.ray.get(ref)
-        except self.ray.exceptions.RayTaskError as err:
-            cause = getattr(err, "cause", None) or err
-        except self.ray.exceptions.RayError as err:
-            cause = err
-        if isinstance(cause, UserError):
-            raise UserError(str(cause)) from None
-        first = str(cause).strip().splitlines()[-1] if str(cause).strip() else ""
-        raise UserError(f"extract on Ray: {chunk.describe()} failed ({type(cause).__name__}: {first}); the chunks "
-                        f"written are kept, and the same command goes on with the rest") from None

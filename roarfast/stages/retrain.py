@@ -14,6 +14,7 @@ from roarfast.rundir.configurations import grid_of
 from roarfast.rundir.migrate import upgrade
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.declaration import ESTIMATORS
+from roarfast.methods.selection import Selection
 from roarfast.results import open_results
 from roarfast.rundir.directory import RunDir
 from roarfast.train import default_grouping
@@ -49,14 +50,17 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     stored = [] if options.methods else list(head.ranks)
     for method in stored:  # names read from HEAD: code only where the user named it again
         ESTIMATORS.query(method, recorded_in=run.head_path)
-    # the records alone: the ranks a cell reads were made with their own values, which their stores record
-    records = cell_estimators(options.methods or ",".join(stored) or "random")
+    # each name resolved once, into its record: the ranks a cell reads were made with their own values, which
+    # their stores record
+    records = cell_estimators(options.methods or stored or "random")
     methods = list(records)
     missing = _missing(run, methods)
     cheap = [m for m in missing if not records[m].uses_model]
     if cheap:  # model-free ranks take seconds: make them here rather than send the user back to extract
-        run_extract(run.root, ExtractOptions(methods=",".join(cheap)), dataset_obj=ds, device=device, seed=seed,
-                    progress=progress)
+        defaults = ExtractOptions()
+        selection = Selection.of({m: records[m] for m in cheap}, defaults, seed)
+        run_extract(run.root, defaults, dataset_obj=ds, device=device, seed=seed, progress=progress,
+                    selection=selection)
         missing = [m for m in missing if m not in cheap]
     if missing:
         raise UserError(f"no complete ranks in {run.root} for {', '.join(missing)} from its base model: run "

@@ -7,12 +7,12 @@ model the sweep names, if it names one), else the base model of the id its own s
 the ranks of the ids its settings make that the run directory lacks (a store of the same id is reused; on Ray,
 each chunk a task), records its configuration and HEAD, plans the grid against results.sqlite (roarfast.planning.grid: a
 cell's key holds its base model and its ranks' id) and runs the cells left through an executor
-(roarfast.execution.executors); it returns once every cell of its grid is done. Nothing another request made is replaced.
+(the Executor it is given: roarfast.execution.base); it returns once every cell of its grid is done. Nothing another
+request made is replaced. Its estimators are resolved once, into the `Selection` that extract and the plan take.
 """
 
 import time
 from contextlib import ExitStack
-from dataclasses import replace
 
 import torch
 
@@ -27,18 +27,17 @@ from roarfast.rundir.migrate import upgrade
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
-from roarfast.common.options import check_choice
 from roarfast.planning import step_times
 from roarfast.planning.estimate import StepTimes, training_seconds
 from roarfast.planning.preview import outline_of, preview_sweep
-from roarfast.execution.ray_cluster import EXECUTORS, RayOptions, import_ray
+from roarfast.execution.registry import make_executor
 from roarfast.results import RETRAIN, open_results
 from roarfast.rundir.directory import RunDir
 from roarfast.planning.step_times import remember_extraction
 from roarfast.train import default_grouping
 
 
-def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions | None = None, dry_run: bool = False,
+def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None = None, dry_run: bool = False,
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
               workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
@@ -49,15 +48,18 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
     execute); `dry_run`: prints what it would do (roarfast.planning.preview), its stages costed on `plan_device`
     (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it; `name`:
     what the user calls the configuration (--name). Returns {"plan": Plan, "rows": [row of each cell of the grid],
-    "configuration": its id} (rows empty and configuration None on a dry run)."""
+    "configuration": its id} (rows empty and configuration None on a dry run).
+
+    `executor`: where the ranks' chunks and the cells are computed (an Executor, or its name:
+    roarfast.execution.registry.make_executor; None: here). `selection`: the grid's estimators as the caller
+    resolved them (a Study's), else resolved here, once, with extract_options' values."""
     keep_freed_memory()
-    check_choice("--executor", executor, EXECUTORS)
-    if executor == "ray":
-        import_ray()  # fail before any work when Ray is missing
+    executor = make_executor(executor)
+    executor.prepare()  # fail before any work when it cannot run (Ray missing)
     run = RunDir(run_dir)
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
-    check_workers(workers_per_cell, group_size, device, (ray or RayOptions()) if executor == "ray" else None)
+    check_workers(workers_per_cell, group_size, device, executor)
     options = extract_options or ExtractOptions()
     if dry_run:
         preview = preview_sweep(run, grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
@@ -67,14 +69,15 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
             echo(line)
         return {"plan": preview.plan, "rows": [], "configuration": None}
     upgrade(run)
-    selection = Selection.of(cell_estimators(grid.methods), options, seed)
+    if selection is None:
+        selection = Selection.of(cell_estimators(grid.methods), options, seed)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     grid, selection, note = grid.for_data(selection, ds.name, ds.train.masks is not None)
     if note:
         echo(f"[sweep] {note}")
     run.check_writable()  # before anything is trained; the stages check their own estimates
     base = _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
-    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor, ray)
+    ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor)
     model, recipe = cell_recipe(run, ds, device, grid, base=base)
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
@@ -86,7 +89,7 @@ def run_sweep(run_dir, grid: Grid, *, executor: str = "local", ray: RayOptions |
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
         bar = Progress(len(plan.todo), progress, echo, eta=plan.finished, start=plan.eta())
-        execute(trainer, plan.todo, db, executor=executor, ray=ray, progress=bar, echo=echo, group_size=grouping.size,
+        execute(trainer, plan.todo, db, executor=executor, progress=bar, echo=echo, group_size=grouping.size,
                 workers_per_cell=workers_per_cell, cell_processes=cell_processes)
         rows = [db.get(key) for _, key in plan.cells]
         # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
@@ -141,12 +144,11 @@ def _base_options(ds, grid, spec, selection, amp, device):
     return TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe)
 
 
-def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor: str = "local",
-                  ray: RayOptions | None = None) -> dict:
+def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor) -> dict:
     """{method: rank id} of the sweep's ranks for HEAD's base model (RunDir.rank_ids), extracting with `options`
-    those the run directory lacks (a complete store of the same id is reused; with `executor` ray, its chunks as
-    tasks on the cluster), each under the run directory's claim on its ranks, so that several sweeps extract
-    each method once."""
+    those the run directory lacks, `selection` narrowed to them (a complete store of the same id is reused; its
+    chunks computed by `executor`: on Ray, tasks on the cluster), each under the run directory's claim on its
+    ranks, so that several sweeps extract each method once."""
     ids = run.rank_ids(selection, ds.fingerprint)
     todo = run.ranks_to_make(selection, options.splits, ds.fingerprint)
     if not todo:
@@ -161,10 +163,9 @@ def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, exe
         if not missing:
             return ids
         started = time.perf_counter()
-        # the missing methods alone, with the --method-arg values they take
-        alone = replace(options, methods=",".join(missing), method_args=dict(selection.only(missing).args))
-        run_extract(run.root, alone, dataset_obj=ds, device=device, seed=seed, progress=progress, executor=executor,
-                    ray=ray)
+        # the missing methods alone, with the --method-arg values they take: no name looked up again
+        run_extract(run.root, options, dataset_obj=ds, device=device, seed=seed, progress=progress, executor=executor,
+                    selection=selection.only(missing))
     # methods extracted together share their passes (one set of noisy samples, one loader pass): one time
     seconds = time.perf_counter() - started
     _remember_extraction(run, ds, selection.only(missing), options, device, seconds)

@@ -1,0 +1,95 @@
+"""The local executor: cells trained in this process, `group_size` at a time (or each data-parallel over
+processes of this machine), or on a CPU side by side in single-thread cell processes; an extraction's chunks
+computed in this process."""
+
+import multiprocessing
+import socket
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+import torch
+
+from roarfast.errors import UserError
+from roarfast.execution.base import Executor
+from roarfast.execution.executors import (POLL_S, Claims, claim_group, device_type, execute_elsewhere, finish_group,
+                                          train_claimed)
+from roarfast.execution.ray_cluster import local_threads
+from roarfast.stages.cell_workers import die_with_parent, train_cells, train_data_parallel, worker_settings
+from roarfast.stages.cells import CellTrainer
+
+
+class LocalExecutor(Executor):
+    """--executor local: everything on this machine."""
+
+    name = "local"
+
+    @classmethod
+    def from_options(cls, options=None) -> "LocalExecutor":
+        """The local executor; the cluster's options (--address, --cpus-per-cell, ...) are not its own."""
+        return cls()
+
+    def check_processes(self, cell_processes: int, device, *, group_size: int, workers_per_cell: int) -> None:
+        if (group_size, workers_per_cell, device_type(device)) != (1, 1, "cpu"):
+            super().check_processes(cell_processes, device, group_size=group_size, workers_per_cell=workers_per_cell)
+
+    def check_workers(self, workers: int, device) -> None:
+        if device_type(device) == "cuda" and workers > torch.cuda.device_count():
+            raise UserError(f"--workers-per-cell {workers}: this machine has {torch.cuda.device_count()} GPU(s); use "
+                            f"at most that many, or --executor ray on a node with more")
+
+    def run_cells(self, trainer, pending: list, claims: Claims, *, group_size: int, workers_per_cell: int,
+                  cell_processes: int) -> None:
+        if cell_processes > 1:
+            _execute_processes(trainer, pending, claims, cell_processes)
+        else:
+            local = trainer if workers_per_cell == 1 else _DataParallel(trainer, workers_per_cell)
+            _execute_here(local, pending, claims, group_size)
+
+
+class _DataParallel:
+    """The local executor's trainer of data-parallel cells: keys them as `trainer`, trains each claimed cell
+    over `workers` processes of this machine (cell_workers.train_data_parallel), each with its share of the
+    CPU threads on CPU."""
+
+    def __init__(self, trainer: CellTrainer, workers: int):
+        device = device_type(trainer.device)
+        threads = max(1, local_threads() // workers) if device == "cpu" else local_threads()
+        self.key = trainer.key
+        self.settings = worker_settings(trainer, device, threads, workers)
+        self.run_dir = self.settings["view"]["run_dir"]
+
+    def train_cells(self, cells: list) -> list:
+        return train_data_parallel(self.run_dir, self.settings, cells)
+
+
+def _execute_here(trainer: CellTrainer, pending: list, claims: Claims, group_size: int = 1) -> None:
+    """The cells trained in this process, `group_size` at a time."""
+    with claims.heartbeat():
+        while pending:
+            group = claim_group(trainer, pending, claims, group_size)
+            if not group:
+                time.sleep(POLL_S)  # the rest is held by live processes: wait for them (or their end)
+                continue
+            try:
+                outcomes = train_claimed(trainer, group)
+            except (KeyboardInterrupt, UserError):
+                for _, key in group:
+                    claims.release(key)
+                raise
+            finish_group(claims, group, outcomes, pending)
+    claims.raise_failures()
+
+
+def _execute_processes(trainer: CellTrainer, pending: list, claims: Claims, processes: int) -> None:
+    """The cells trained side by side, one at a time in each of `processes` single-thread processes of this
+    machine (spawned once; each rebuilds the trainer from the run directory: cell_workers.train_cells)."""
+    settings = worker_settings(trainer, "cpu", 1)
+    run_dir, node = settings["view"]["run_dir"], f"a cell process on {socket.gethostname()}"
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)
+    try:
+        execute_elsewhere(trainer, pending, claims, 1, capacity=lambda: processes,
+                          submit=lambda cells: pool.submit(train_cells, run_dir, settings, cells, node),
+                          ready=lambda futures: wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED).done,
+                          outcome=lambda future: future.result())
+    finally:
+        pool.shutdown(cancel_futures=True)

@@ -1,0 +1,149 @@
+"""The Ray executor: each group of retraining cells and each chunk of an extraction a task on a Ray cluster (its
+options, connection and live nodes' resources in roarfast.execution.ray_cluster). This process, the driver, claims
+and records every cell and writes every chunk (roarfast.execution.executors, roarfast.stages.extract_tasks say
+why); a task rebuilds its work from the run directory at the driver's absolute path and first checks that its
+node sees what the driver sees (roarfast.stages.worker_view). A task whose worker or node dies runs again
+elsewhere (RAY_TASK_RETRIES); as many are in flight as the live nodes run, counted again as nodes come and go.
+"""
+
+import socket
+
+import torch
+
+from roarfast.errors import UserError
+from roarfast.execution.base import Executor
+from roarfast.execution.executors import POLL_S, Claims, execute_elsewhere
+from roarfast.execution.ray_cluster import (RAY_TASK_RETRIES, WAIT_S, RayOptions, connect, import_ray, local_threads,
+                                            ray_options, slots, task_resources)
+from roarfast.stages.cell_workers import train_cells, worker_settings
+from roarfast.stages.extract_tasks import Chunk, worker_explainer
+from roarfast.stages.worker_view import NotShared, this_node
+
+
+class RayExecutor(Executor):
+    """--executor ray: the cluster and each task's resources as `options` (a RayOptions) say."""
+
+    name = "ray"
+    where = " on Ray"
+    remote = True
+
+    def __init__(self, options: RayOptions | None = None):
+        self.options = options or RayOptions()
+
+    @classmethod
+    def from_options(cls, options=None) -> "RayExecutor":
+        """The Ray executor of `options`: a RayOptions, a dict of its fields (another key refused in one line),
+        or None (a local Ray instance, the default resources)."""
+        return cls(ray_options(options))
+
+    def prepare(self) -> None:
+        import_ray()  # before any work: Ray missing is one line saying how to install it
+
+    def check_workers(self, workers: int, device) -> None:
+        if self.options.gpus_per_cell not in (0, 1):
+            raise UserError(f"--workers-per-cell {workers} takes one GPU per worker: --gpus-per-cell 1 (or 0 on "
+                            f"CPUs), got {self.options.gpus_per_cell:g}")
+
+    def run_cells(self, trainer, pending: list, claims: Claims, *, group_size: int, workers_per_cell: int,
+                  cell_processes: int) -> None:
+        """One Ray task per group of `group_size` cells (with one cell's resources, times its workers); this
+        process claims each cell before submitting it, keeps its heartbeat, and finishes it when the task
+        returns, under the same claim when Ray runs the task again after its node died."""
+        ray = connect(self.options)
+        workers = workers_per_cell
+        cpus, gpus = task_resources(ray, self.options.cpus_per_cell, self.options.gpus_per_cell, workers)
+        remote = ray.remote(num_cpus=cpus * workers, num_gpus=gpus * workers, max_retries=RAY_TASK_RETRIES,
+                            retry_exceptions=False)(_ray_train_cells)
+        settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
+                                   max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
+        settings["grouping"]["size"] = group_size
+        run_dir = settings["view"]["run_dir"]
+        execute_elsewhere(trainer, pending, claims, group_size,
+                          capacity=lambda: slots(ray, cpus * workers, gpus * workers),
+                          submit=lambda cells: remote.remote(run_dir, settings, cells),
+                          ready=lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0],
+                          outcome=lambda ref: _outcome(ray, ref))
+
+    def chunk_runner(self):
+        return RayChunks(self.options)
+
+
+def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
+    """A Ray task: trains `cells` (cell_workers.train_cells, once this node was seen to see the run directory)
+    and adds to each cell's metrics where it was trained: the host name and Ray's node id."""
+    import ray
+
+    node = {"host": socket.gethostname(), "ray_node": ray.get_runtime_context().get_node_id()}
+    trained = train_cells(run_dir, settings, cells, this_node(node["ray_node"]))
+    return [r if isinstance(r, BaseException) else {**r, **node} for r in trained]
+
+
+def _outcome(ray, ref) -> list:
+    """A cells task's outcomes; a node that cannot see the run directory (worker_view.NotShared) as its one
+    line, which ends the run; any other exception fails the task's cells."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, NotShared):
+            raise NotShared(str(cause)) from None
+        raise
+
+
+def _ray_chunk(run_dir: str, settings: dict, chunk: Chunk) -> dict:
+    """A Ray task: the ranks of `chunk` ({method: (ranks, maps or None, NaN/Inf count)}, numpy arrays) and the
+    Ray node that computed them."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    out = worker_explainer(run_dir, settings, this_node(node)).ranks(chunk)
+    return {"ranks": {m: (ranks.numpy(), None if maps is None else maps.numpy(), nonfinite)
+                      for m, (ranks, maps, nonfinite) in out.items()}, "node": node}
+
+
+class RayChunks:
+    """Chunks computed as Ray tasks on the cluster of `options` (a RayOptions), each with
+    --cpus-per-task CPUs (default: this process's threads, at most the largest node's) and --gpus-per-task GPUs
+    (then on CUDA). A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES); as many are in
+    flight as the live nodes run, counted again as nodes leave or join (with none left, it waits for one)."""
+
+    def __init__(self, options):
+        self.ray = connect(options)
+        self.cpus, self.gpus = task_resources(self.ray, options.cpus_per_task, options.gpus_per_task, unit="task")
+        self.device = torch.device("cuda" if self.gpus > 0 else "cpu")
+        self.threads = max(1, int(self.cpus)) if self.gpus == 0 else local_threads()
+
+    def results(self, run_dir: str, settings: dict, chunks: list):
+        """Yields (chunk, {method: (ranks, maps or None, NaN/Inf count)}, node id) as the tasks of `chunks`
+        finish; a task that raised ends the extraction in one line (the chunks written are kept)."""
+        remote = self.ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=RAY_TASK_RETRIES,
+                                 retry_exceptions=False)(_ray_chunk)
+        pending, in_flight = list(chunks), {}
+        try:
+            while pending or in_flight:
+                room = slots(self.ray, self.cpus, self.gpus)
+                while pending and len(in_flight) < room:
+                    chunk = pending.pop(0)
+                    in_flight[remote.remote(run_dir, settings, chunk)] = chunk
+                ready, _ = self.ray.wait(list(in_flight), num_returns=1, timeout=WAIT_S)
+                for ref in ready:
+                    chunk = in_flight.pop(ref)
+                    result = self._get(ref, chunk)
+                    yield chunk, result["ranks"], result["node"]
+        finally:
+            for ref in in_flight:  # an interrupted or failed extraction leaves nothing computing
+                self.ray.cancel(ref, force=True)
+
+    def _get(self, ref, chunk) -> dict:
+        """The task's result; its exception as one line (a UserError as it was raised)."""
+        try:
+            return self.ray.get(ref)
+        except self.ray.exceptions.RayTaskError as err:
+            cause = getattr(err, "cause", None) or err
+        except self.ray.exceptions.RayError as err:
+            cause = err
+        if isinstance(cause, UserError):
+            raise UserError(str(cause)) from None
+        first = str(cause).strip().splitlines()[-1] if str(cause).strip() else ""
+        raise UserError(f"extract on Ray: {chunk.describe()} failed ({type(cause).__name__}: {first}); the chunks "
+                        f"written are kept, and the same command goes on with the rest") from None
