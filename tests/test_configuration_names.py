@@ -4,6 +4,7 @@ Python object is named by what it is; results.load says which configuration each
 as the dry run reads."""
 
 import functools
+import hashlib
 from dataclasses import dataclass
 
 import pytest
@@ -22,6 +23,11 @@ from roarfast.rundir.head import FORMAT
 from roarfast.rundir.ids import configuration_id
 from roarfast.rundir.labels import select
 
+
+def rid(text: str) -> str:
+    """An id of the form a run directory's records hold (16 hex), standing for the artifact `text` names."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
 RECIPE = {"epochs": 2, "batch_size": 128, "lr": 0.1}
 BUILTIN = {"roarfast": "0.1.0"}
 
@@ -29,7 +35,7 @@ BUILTIN = {"roarfast": "0.1.0"}
 def config(epochs=2, samples=15, fingerprint="d" * 64, base="b" * 16) -> dict:
     return {"recipe": {**RECIPE, "epochs": epochs}, "dataset": fingerprint, "base": base,
             "ranks": {"granularity": "pixel", "reduction": "sum_sq", "parameters": {"sg_samples": samples},
-                      "code": BUILTIN}, "rank_id": "r" * 16, "fill": "dataset-mean"}
+                      "code": BUILTIN}, "rank_id": rid("r"), "fill": "dataset-mean"}
 
 
 def settings(**given) -> dict:
@@ -42,7 +48,7 @@ def provenance(methods, samples=15, code=None) -> dict:
 
 
 def ask(run, methods=("random", "sg-sq-grad"), num_train=2000, name=None, samples=15, code=None, **given) -> dict:
-    ranks = {m: f"{m}-{samples}-{(code or {}).get(m, '')}" for m in methods}
+    ranks = {m: rid(f"{m}-{samples}-{(code or {}).get(m, '')}") for m in methods}
     about = {"base seed": 0, "base epochs": 2, "data options": {"num_train": num_train}}
     record = request(run, settings(samples=samples, **given), ranks, provenance(methods, samples, code), {}, "test",
                      about, name)
@@ -105,7 +111,7 @@ def test_a_record_made_before_labels_were_stored_gets_one_once(tmp_path):
     run = RunDir(tmp_path)
     old = []
     for epochs, first in ((2, "2026-01-01"), (5, "2026-01-02")):
-        record = {"settings": settings(epochs=epochs), "ranks": {"random": "r" * 16},
+        record = {"settings": settings(epochs=epochs), "ranks": {"random": rid("r")},
                   "provenance": provenance(["random"]), "grids": [], "first": first, "last": first,
                   "command": "roarfast sweep", "about": {}}
         record["id"] = configuration_id(record["settings"], record["ranks"])
@@ -156,14 +162,14 @@ def test_results_load_says_which_configuration_each_cell_is_of(tmp_path):
         for epochs in (2, 3):
             for method in ("random", "grad"):
                 made = config(epochs=epochs)
-                made["rank_id"] = f"{method}-ranks" if method == "random" or epochs == 2 else "grad-other"
+                made["rank_id"] = rid(f"{method}-ranks" if method == "random" or epochs == 2 else "grad-other")
                 key = MeasurementKey.of(kind=RETRAIN, dataset="embedded", model="fastnet", method=method, mode="roar",
                                         fill="dataset-mean", fraction=0.5, seed=0, config=made)
                 db.record(key, {"test_acc": 0.5, "val_acc": 0.5, "epochs": epochs, "seconds": 1.0, "versions": {}})
                 rows[(epochs, method)] = made
-    two = request(run, settings(epochs=2), {"random": "random-ranks", "grad": "grad-ranks"}, {}, {}, "test", {}, "two")
+    two = request(run, settings(epochs=2), {"random": rid("random-ranks"), "grad": rid("grad-ranks")}, {}, {}, "test", {}, "two")
     # a configuration that shares the random cell of epochs 2 (the same settings and ranks) but not grad's
-    other = request(run, settings(epochs=2), {"random": "random-ranks", "grad": "grad-other"}, {}, {}, "test", {})
+    other = request(run, settings(epochs=2), {"random": rid("random-ranks"), "grad": rid("grad-other")}, {}, {}, "test", {})
     frame = load(run.root)
     assert {"configuration", "name"} <= set(frame.columns)
     mine = frame[frame["configuration"] == two["id"]]

@@ -290,8 +290,9 @@ def test_a_study_hands_the_sweep_its_selection_and_its_executor(tmp_path, lookup
     from roarfast.execution.ray_executor import RayExecutor
 
     handed = {}
-    monkeypatch.setattr(study_module, "run_sweep", lambda run_dir, grid, **options: handed.update(options))
-    monkeypatch.setattr(study_module.Study, "results", lambda self, kind="retrain": [])  # nothing was measured
+    monkeypatch.setattr(study_module, "run_sweep",  # returns what run_sweep returns: no cells, no configuration
+                        lambda run_dir, grid, **options: handed.update(options) or {"rows": [], "configuration": None})
+    monkeypatch.setattr(study_module.Study, "results", lambda self, kind="retrain", config=None: [])  # nothing was measured
     study = study_module.Study(tmp_path / "run", dataset="embedded", dataset_options={"num_train": 10, "num_test": 20},
                                methods=["random", "sobel"], progress=False, executor="ray",
                                ray={"address": "head:6379"})
