@@ -6,7 +6,8 @@ much, cells so much shorter-trained than the base model that the gap to it is mo
 
 from roarfast import stats
 from roarfast.modes import LOWER_IS_BETTER, MODES
-from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, NEAR_CHANCE, NO_CONTROL, NOT_LEAKY, UNTESTED
+from roarfast.report.analysis import (LEAK_INCONCLUSIVE, LEAK_STANDS, NEAR_CHANCE, NO_CONTROL, NOT_LEAKY, UNTESTED,
+                                      untestable)
 from roarfast.report.sections import Lines, Table, register
 from roarfast.report.text import pct
 
@@ -76,7 +77,8 @@ def counts(controls: list, verdicts: list) -> dict:
     drawn = [e for e in verdicts if e["p_holm"] is not None]
     return {"controls": {"all": len(controls), "tested": sum(c["leaky"] is not None for c in controls),
                          "leaky": sum(bool(c["leaky"]) for c in controls),
-                         "untested": sum(c["leaky"] is None for c in controls)},
+                         "untested": sum(c["leaky"] is None and not untestable(c) for c in controls),
+                         "untestable": sum(untestable(c) for c in controls)},
             "verdicts": {"all": len(verdicts), "drawn": len(drawn),
                          "significant": sum(e["p_holm"] < stats.ALPHA for e in drawn),
                          "not_significant": sum(e["p_holm"] >= stats.ALPHA for e in drawn),
@@ -154,6 +156,8 @@ def _count_rows(counted: dict) -> list:
     controls, verdicts = counted["controls"], counted["verdicts"]
     untested = (f"; {controls['untested']} untested (chance or the test split's size unknown)"
                 if controls["untested"] else "")
+    untested += (f"; {controls['untestable']} untestable (the cells did not leave chance: a learner that learned "
+                 f"nothing cannot show leakage)" if controls.get("untestable") else "")
     not_drawn = verdicts["all"] - verdicts["drawn"]
     tested = (f"{verdicts['drawn']} tested: {verdicts['significant']} significant after Holm, "
               f"{verdicts['not_significant']} not significant; their controls: {verdicts['control_not_leaky']} not "
