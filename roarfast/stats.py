@@ -178,6 +178,13 @@ def upper_bound(accuracies, n_test: int | None, confidence: float = CONFIDENCE) 
     return float(sps.beta.ppf(0.5 + confidence / 2, correct + 1, n_test - correct))
 
 
+def clearly_above_chance(accuracy: float, chance: float, n: int, confidence: float = CONFIDENCE) -> bool:
+    """Whether one accuracy over n images has left chance beyond doubt: the lower end of its exact
+    (Clopper-Pearson) interval is above chance."""
+    correct = round(accuracy * n)
+    return correct > 0 and float(sps.beta.ppf((1 - confidence) / 2, correct, n - correct + 1)) > chance
+
+
 def at_chance(accuracies, chance: float, n_test: int | None, margin: float = LEARNED_MARGIN) -> bool:
     """Whether a learner's accuracies (one per seed) cannot be told from chance (AT_CHANCE_TEXT)."""
     return upper_bound(accuracies, n_test) <= chance + margin
