@@ -1,12 +1,7 @@
 """The dry run warns before training when the cells' planned optimizer steps are below what the model needed to
 leave chance on this data (issue 37): by a kept base model's history, by earlier random cells that stayed at
-chance, else by a stated floor; and its plan states the cells' and the base model's epochs apart."""
+chance, else by a stated floor (the dry run's lines: tests/test_adopted_weights.py)."""
 
-import re
-
-from click.testing import CliRunner
-
-from roarfast.cli import main
 from roarfast.planning.preview import MIN_CELL_STEPS, DataOutline, SplitOutline, learning_warnings
 from roarfast.recipe import Recipe
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
@@ -50,17 +45,3 @@ def test_earlier_random_cells_at_chance_warn_of_a_plan_no_longer(tmp_path):
     assert "earlier random cells of fastnet on this data stayed at chance (10.0%) with 45 steps (3 epochs)" in warning
     # more steps than those that stayed at chance, and above the floor: nothing said
     assert learning_warnings(run, DATA, "fastnet", Recipe(epochs=8, batch_size=128), {}, ()) == []
-
-
-def test_the_dry_run_says_both_epochs_and_warns_before_training(tmp_path):
-    run_dir = tmp_path / "run"
-    result = CliRunner().invoke(main, ["sweep", "--run-dir", str(run_dir), "--method", "grad", "--mode", "roar",
-                                       "--fraction", "0.5", "--seeds", "1", "--epochs", "1", "--device", "cpu",
-                                       "--no-progress", "--data-option", "num_train=200", "--data-option",
-                                       "num_test=60", "--dry-run"])
-    assert result.exit_code == 0, result.output
-    (cells,) = [line for line in result.output.splitlines() if line.startswith("cells: ")]
-    assert re.search(r"; epochs: the cells 1 \(sweep --epochs sets these\), the base model \d+ epochs \(its own: "
-                     r"train --epochs\)$", cells)
-    (warning,) = [line for line in result.output.splitlines() if line.startswith("warning: ")]
-    assert warning.startswith("warning: the cells would train ") and f"fewer than {MIN_CELL_STEPS}" in warning

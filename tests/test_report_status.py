@@ -124,3 +124,19 @@ def test_leak_tests_are_holm_corrected_over_the_controls_read_together(tmp_path)
     (line,) = [line for line in written.verdict_lines() if line.startswith("ROAR 50% a:")]
     assert f"not leaky (Holm p={6 * p:.2g})" in line
     assert "Holm-corrected over every control of the configuration" in written.summary["tests"]["leakage"]
+
+
+def test_adopted_weights_are_named_by_file_and_digest_and_their_accuracy_is_read_for_undertraining(tmp_path):
+    adopted = {"file": "/models/published.pt", "file_sha256": "c" * 64, "weights_sha256": "d" * 64}
+    rows = [("random", "roar", 0.5, [0.20, 0.21, 0.22]), ("grad", "roar", 0.5, [0.15, 0.16, 0.17])]
+    written = write_report(hand_made_run(tmp_path / "run", rows, base_acc=0.45, adopted=adopted).root)
+    summary = written.summary
+    assert summary["base"]["adopted"] == adopted and summary["measured"]["base"]["adopted"] == adopted
+    index = (written.out_dir / "index.md").read_text()
+    assert (f"| base model | fastnet, adopted weights /models/published.pt (sha256 {'c' * 64}), not trained here: "
+            f"test 45.0%, validation 45.0% |") in index
+    assert "epochs" not in index.split("| base model |")[1].split("\n")[0]  # no recipe invented
+    # random's cells (21%) stay below half-way from chance (10%) to the adopted model (45%)
+    (undertrained,) = [w for w in summary["warnings"] if w.startswith("mostly undertraining")]
+    assert undertrained.startswith("mostly undertraining: the cells train 2 epochs, the base model's weights were "
+                                   "adopted (trained elsewhere); even random's least-modified cells (ROAR 50%: 21.0%)")

@@ -49,8 +49,8 @@ def _uses(c) -> tuple:
 def listing(run_dir) -> dict:
     """{"configurations": [a dict per configuration: label, id, head, cells_done, cells (in its grids; None
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
-    uses: what pruning it frees), first, last, command], "models": [base models no configuration uses: id, bytes,
-    model, seed], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
+    uses: what pruning it frees), first, last, command, adopted (its base model's record of adopted weights, or
+    None)], "models": [base models no configuration uses: id, bytes, model, seed, adopted], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
     run, head, found, _ = _state(run_dir)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()
@@ -75,9 +75,11 @@ def listing(run_dir) -> dict:
             "cells": len(grid) if grid is not None else None, "bytes": sum(sizes.values()),
             "own_bytes": sum(size for artifact, size in sizes.items() if users[artifact] == 1),
             "first": (c.record or {}).get("first") or c.first, "last": (c.record or {}).get("last") or c.last,
-            "command": (c.record or {}).get("command")})
+            "command": (c.record or {}).get("command"),
+            "adopted": run.model_meta(base).get("adopted") if base in models else None})
     out["models"] = [{"id": mid, "bytes": size[mid], "model": run.model_meta(mid).get("model"),
-                      "seed": run.model_meta(mid).get("seed")} for mid in models if mid not in used_models]
+                      "seed": run.model_meta(mid).get("seed"), "adopted": run.model_meta(mid).get("adopted")}
+                     for mid in models if mid not in used_models]
     out["ranks"] = [{"method": m, "id": rid, "bytes": size[(m, rid)]} for m, rid in sorted(stores)
                     if (m, rid) not in used_ranks]
     return out
@@ -93,9 +95,11 @@ def ls_lines(run_dir) -> list[str]:
         lines.append(f"{'*' if c['head'] else ' '} {c['id'][:SHOWN_CHARS]:<10} [{c['label'] or 'the only one'}] "
                      f"cells {cells}, {_mib(c['bytes'])} ({_mib(c['own_bytes'])} its own), requested {_when(c['first'])}"
                      + (f" .. {_when(c['last'])}" if _when(c["last"]) != _when(c["first"]) else "")
-                     + f": {c['command'] or 'made before run-directory format 2'}")
+                     + f": {c['command'] or 'made before run-directory format 2'}"
+                     + (f"; base model {_adopted(c['adopted'])}" if c.get("adopted") else ""))
     for m in found["models"]:
-        lines.append(f"  base model {m['id'][:SHOWN_CHARS]} ({m['model']}, seed {m['seed']}, {_mib(m['bytes'])}): "
+        made = _adopted(m["adopted"]) if m.get("adopted") else f"seed {m['seed']}"
+        lines.append(f"  base model {m['id'][:SHOWN_CHARS]} ({m['model']}, {made}, {_mib(m['bytes'])}): "
                      f"no configuration uses it")
     for r in found["ranks"]:
         lines.append(f"  ranks of {r['method']} {r['id'][:SHOWN_CHARS]} ({_mib(r['bytes'])}): no configuration uses "
@@ -148,6 +152,11 @@ def prune(run_dir, names, dry_run: bool = False) -> list[str]:
     lines.append("prune: kept everything a kept configuration or HEAD uses"
                  + (" (--dry-run: nothing was removed)" if dry_run else ""))
     return lines
+
+
+def _adopted(adopted: dict) -> str:
+    """"adopted weights FILE (sha256 ...), not trained here": a base model of weights trained elsewhere."""
+    return f"adopted weights {adopted['file']} (sha256 {adopted['file_sha256'][:12]}), not trained here"
 
 
 def _mib(size: int) -> str:

@@ -212,10 +212,14 @@ def base_meta(spec, ds, recipe, device, seed: int, result) -> dict:
 def adopted_meta(spec, ds, adopted: Adopted, device, val_acc: float, test_acc: float, seconds: float) -> dict:
     """The meta saved beside adopted weights: what the network is and the data it is for (_model_meta), where the
     weights came from (`adopted`: the file, its sha256, the weights' digest that makes the id), what they reach
-    on this data, and that nothing was trained (no seed, no recipe, 0 epochs)."""
+    on this data, the normalization they are used with (every stage feeds them images normalized with this
+    dataset's mean and std: a model trained with other statistics sees shifted inputs), and that nothing was
+    trained (no seed, no recipe, 0 epochs)."""
     return {**_model_meta(spec, ds, device), "seed": None, "recipe": None,
             "adopted": {"file": adopted.file, "file_sha256": adopted.file_sha256,
                         "weights_sha256": adopted.weights_sha256},
+            "normalization": {"mean": list(ds.mean), "std": list(ds.std),
+                              "source": f"{ds.name}'s training split, as every stage normalizes the images"},
             "val_acc": val_acc, "test_acc": test_acc, "best_epoch": None, "epochs": 0, "seconds": seconds,
             "history": []}
 

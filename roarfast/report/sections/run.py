@@ -26,6 +26,7 @@ def numbers(loaded, summary: dict) -> dict:
     context = loaded.context
     measured = {"data": _data(loaded), "base": _training(context.meta.get("recipe"), context.meta.get("model")),
                 "cells": _cells_training(loaded)}
+    measured["base"].update(adopted=context.meta.get("adopted"), normalization=normalization(context.meta))
     return {"datasets": sorted({c["dataset"] for c in loaded.cells}),
             "models": sorted({c["model"] for c in loaded.cells}),
             "chance_source": context.chance_source,
@@ -53,6 +54,33 @@ def _training(recipe: dict | None, model) -> dict:
     recipe = recipe or {}
     precision = (recipe["amp"] or "fp32") if "amp" in recipe else None
     return {"model": model, **{key: recipe.get(key) for key in TRAINING}, "precision": precision}
+
+
+def normalization(meta: dict) -> dict | None:
+    """{mean, std, source} the base model's inputs are normalized with: its meta's record (adopted weights), else
+    the dataset statistics its meta holds; None when it holds neither."""
+    if meta.get("normalization"):
+        return meta["normalization"]
+    if meta.get("mean") is not None and meta.get("std") is not None:
+        return {"mean": meta["mean"], "std": meta["std"], "source": "the training split's statistics"}
+    return None
+
+
+def base_text(training: dict) -> str:
+    """The base model as the table says it: adopted weights by their file and sha256 (no recipe: nothing was
+    trained here), else how it was trained."""
+    adopted = training.get("adopted")
+    if not adopted:
+        return training_text(training)
+    return (f"{training.get('model') or 'model unknown'}, adopted weights {adopted['file']} (sha256 "
+            f"{adopted['file_sha256']}), not trained here")
+
+
+def _normalization_text(norm: dict | None) -> str:
+    if not norm:
+        return ""
+    values = " and ".join(f"{k} ({', '.join(f'{v:.3g}' for v in norm[k])})" for k in ("mean", "std"))
+    return f"; inputs normalized with {values}" + (f", {norm['source']}" if norm.get("source") else "")
 
 
 def _cells_training(loaded) -> dict:
@@ -112,11 +140,15 @@ def warnings(summary: dict, measured: dict) -> list[str]:
                    f"{WEAK_BASE_SHARE:.0%} of the way to 100%; the estimators explain a model that learned little, so "
                    f"the verdicts say little about them on a well-trained model")
     cells_epochs, base_epochs = measured["cells"]["epochs"], measured["base"]["epochs"]
-    if base is not None and random and cells_epochs and base_epochs \
-            and cells_epochs <= SHORT_TRAINING_SHARE * base_epochs:
+    adopted = measured["base"].get("adopted")
+    # adopted weights trained elsewhere, for epochs not known here: their accuracy alone is read
+    shorter = adopted or (cells_epochs and base_epochs and cells_epochs <= SHORT_TRAINING_SHARE * base_epochs)
+    if base is not None and random and cells_epochs and shorter:
         best = max(random, key=lambda g: g["mean"])
+        trained = "the base model's weights were adopted (trained elsewhere)" if adopted else \
+            f"the base model {base_epochs}"
         if best["mean"] < chance + (base - chance) / 2:
-            out.append(f"mostly undertraining: the cells train {cells_epochs} epochs, the base model {base_epochs}; "
+            out.append(f"mostly undertraining: the cells train {cells_epochs} epochs, {trained}; "
                        f"even random's least-modified cells ({best['mode'].upper()} {best['fraction']:.0%}: "
                        f"{pct(best['mean'])}) stay far below the base model ({pct(base)}), so the gap between the "
                        f"base-model line and the curves is mostly the shorter training, not the removal: read the "
@@ -129,8 +161,10 @@ def table(summary: dict) -> list:
     data = measured["data"]
     n_cells = sum(len(g["seeds"]) for g in summary["groups"])
     rows = [["data", _data_text(summary["datasets"], data)],
-            ["base model", (f"{training_text(measured['base'])}: test {pct(base['test_acc'])}, "
-                            f"validation {pct(base['val_acc'])}")],
+            ["base model", (f"{base_text(measured['base'])}: test {pct(base['test_acc'])}, "
+                            f"validation {pct(base['val_acc'])}"
+                            + (_normalization_text(measured["base"].get("normalization"))
+                               if measured["base"].get("adopted") else ""))],
             ["retrained cells", f"{training_text(measured['cells'])}, each from scratch"],
             ["fills", ", ".join(summary["fills"]) or "-"],
             ["chance", f"{pct(summary['chance'])} ({summary['chance_source']})"],
