@@ -248,6 +248,17 @@ def kendall_tau(a: dict, b: dict) -> float:
     return (concordant - discordant) / denominator if denominator else math.nan
 
 
+#: a rank correlation over fewer methods than this is no finding: over 2, tau is +-1 whatever the rankings
+MIN_AGREEMENT_METHODS = 3
+
+
+def agreement_methods(rows) -> dict:
+    """{(benchmark a, benchmark b): how many methods both scored}, the pairs of rank_agreement."""
+    scores = estimator_scores(rows)
+    present = [b for b in BENCHMARKS if b in scores]
+    return {(a, b): len(set(scores[a]) & set(scores[b])) for i, a in enumerate(present) for b in present[i + 1:]}
+
+
 def rank_agreement(rows) -> dict:
     """{(benchmark a, benchmark b): Kendall tau} between the estimator rankings of every pair of the
     BENCHMARKS present in the rows (ROAR, KAR, MoRF, LeRF, ROAD), over the methods both scored."""

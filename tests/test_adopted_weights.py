@@ -7,6 +7,7 @@ model; a file that does not fit, or is no state dict, is refused in one line."""
 import filecmp
 import hashlib
 import json
+import shutil
 
 import pytest
 import torch
@@ -77,6 +78,15 @@ def test_adopted_weights_give_the_ranks_and_measurements_of_the_model_they_came_
     # the normalization the weights were evaluated and explained with: this dataset's, recorded
     assert meta["normalization"]["mean"] == pytest.approx(list(ds.mean))
     assert meta["normalization"]["std"] == pytest.approx(list(ds.std))
+
+
+def test_evaluate_carries_random_and_names_the_ranks_it_lacks(trained, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained[0], run_dir)
+    invoke("evaluate", "--run-dir", str(run_dir), "--metric", "lerf", "--fraction", "0.5", "--method", "grad")
+    assert {m for m, mode, _f in no_retrain_rows(run_dir) if mode == "lerf"} == {"grad", "random"}  # the baseline
+    line = refused("evaluate", "--run-dir", str(run_dir), "--metric", "lerf", "--method", "sobel")
+    assert f"for sobel: run `roarfast extract --run-dir {run_dir} --method sobel --split test` first" in line
 
 
 def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
