@@ -140,3 +140,28 @@ def test_adopted_weights_are_named_by_file_and_digest_and_their_accuracy_is_read
     (undertrained,) = [w for w in summary["warnings"] if w.startswith("mostly undertraining")]
     assert undertrained.startswith("mostly undertraining: the cells train 2 epochs, the base model's weights were "
                                    "adopted (trained elsewhere); even random's least-modified cells (ROAR 50%: 21.0%)")
+
+
+def test_what_was_measured_names_the_estimators_parameters_versions_and_threads(tmp_path):
+    run = hand_made_run(tmp_path / "run", [], base_acc=0.9)
+    versions = {"python": "3.11.7", "roarfast": "0.1.0", "torch": "2.14.1", "numpy": "2.4.6", "cuda": None}
+    params = {"random": {}, "sg-sq-grad": {"noise_level": 0.15, "n_samples": 15}}
+    with ResultsDB(run.results_path) as db:
+        for method, parameters in params.items():
+            for seed, acc in enumerate((0.5, 0.52)):
+                ranks = {"granularity": "pixel", "reduction": "sum_sq", "parameters": parameters, "seed": 7}
+                key = MeasurementKey.of(kind=RETRAIN, dataset="embedded", model="fastnet", method=method, mode="roar",
+                                        fill="dataset-mean", fraction=0.5, seed=seed,
+                                        config={"recipe": {"epochs": 2}, "ranks": ranks, "dataset": "f" * 64,
+                                                "fill": "dataset-mean"})
+                db.record(key, {"test_acc": acc, "val_acc": acc, "epochs": 2, "seconds": 1.0, "versions": versions,
+                                "threads": 2, "test_images": 500, "test_chance": 0.1})
+    written = write_report(run.root)
+    measured = written.summary["measured"]
+    assert measured["estimators"] == {"random": {"seed": 7}, "sg-sq-grad": {"noise_level": 0.15, "n_samples": 15,
+                                                                            "seed": 7}}
+    assert measured["versions"] == [{"versions": versions, "cells": 4}] and measured["threads"] == [2]
+    index = (written.out_dir / "index.md").read_text()
+    assert "| estimators (their parameters) | random seed=7; sg-sq-grad n_samples=15, noise_level=0.15, seed=7 |" in index
+    assert "| versions | numpy 2.4.6, python 3.11.7, roarfast 0.1.0, torch 2.14.1 |" in index
+    assert "| CPU threads per cell | 2 |" in index

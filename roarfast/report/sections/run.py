@@ -27,6 +27,8 @@ def numbers(loaded, summary: dict) -> dict:
     measured = {"data": _data(loaded), "base": _training(context.meta.get("recipe"), context.meta.get("model")),
                 "cells": _cells_training(loaded)}
     measured["base"].update(adopted=context.meta.get("adopted"), normalization=normalization(context.meta))
+    measured.update(estimators=estimators(loaded.cells), versions=versions(loaded.retrained),
+                    threads=sorted({c["threads"] for c in loaded.cells if c.get("threads") is not None}))
     return {"datasets": sorted({c["dataset"] for c in loaded.cells}),
             "models": sorted({c["model"] for c in loaded.cells}),
             "chance_source": context.chance_source,
@@ -40,12 +42,40 @@ def _data(loaded) -> dict:
     """The data the cells were trained on: canvas, channels, classes (the base meta's, else the dataset's) and
     the image counts (the opened dataset's; the test split's also as the cells recorded it)."""
     meta, ds = loaded.context.meta, loaded.context.dataset
+    options = meta.get("dataset_options")
     out = {"canvas": meta.get("image_size"), "channels": meta.get("in_channels"),
-           "classes": meta.get("num_classes"), "train": None, "validation": None, "test": loaded.context.n_test}
+           "classes": meta.get("num_classes"), "train": None, "validation": None, "test": loaded.context.n_test,
+           "path": meta.get("data_dir"), "options": options}
     if ds is not None:
         out.update(canvas=ds.image_size, channels=ds.channels, classes=ds.num_classes,
-                   train=len(ds.train) - len(ds.val_index), validation=len(ds.val_index), test=len(ds.test))
+                   train=len(ds.train) - len(ds.val_index), validation=len(ds.val_index), test=len(ds.test),
+                   path=ds.data_dir or out["path"], options=ds.options)
+    # the validation split and a num_train / num_test subset are drawn with val_seed (roarfast.data.registry)
+    out["subset_seed"] = (out["options"] or {}).get("val_seed")
     return out
+
+
+def estimators(cells: list) -> dict:
+    """{method: the parameters its ranks were made with (and their seed, where they draw)}, from the cells'
+    configs (none recorded before schema v5: {})."""
+    out = {}
+    for c in cells:
+        ranks = (c.get("config") or {}).get("ranks")
+        if ranks is not None and c["method"] not in out:
+            out[c["method"]] = {**(ranks.get("parameters") or {}),
+                                **({"seed": ranks["seed"]} if ranks.get("seed") is not None else {})}
+    return dict(sorted(out.items()))
+
+
+def versions(rows: list) -> list:
+    """The distinct version records ({python, roarfast, torch, numpy, cuda}) of the rows, with their counts:
+    [{"versions": {...}, "cells": n}], most cells first."""
+    found = {}
+    for r in rows:
+        if r.get("versions"):
+            key = tuple(sorted(r["versions"].items()))
+            found[key] = found.get(key, 0) + 1
+    return [{"versions": dict(k), "cells": n} for k, n in sorted(found.items(), key=lambda kv: -kv[1])]
 
 
 def _training(recipe: dict | None, model) -> dict:
@@ -166,9 +196,12 @@ def table(summary: dict) -> list:
                             + (_normalization_text(measured["base"].get("normalization"))
                                if measured["base"].get("adopted") else ""))],
             ["retrained cells", f"{training_text(measured['cells'])}, each from scratch"],
+            ["estimators (their parameters)", _estimators_text(measured["estimators"])],
             ["fills", ", ".join(summary["fills"]) or "-"],
             ["chance", f"{pct(summary['chance'])} ({summary['chance_source']})"],
             ["finished cells (with controls)", str(n_cells)],
+            ["versions", _versions_text(measured["versions"])],
+            ["CPU threads per cell", ", ".join(str(t) for t in measured["threads"]) or "not recorded"],
             *_count_rows(summary["counts"])]
     out = [Table("What was measured", ["", ""], rows)]
     if summary["warnings"]:
@@ -181,7 +214,29 @@ def _data_text(datasets: list, data: dict) -> str:
               if data["canvas"] else "canvas unknown")
     counts = " / ".join(f"{'-' if data[k] is None else f'{data[k]:,}'} {k}" for k in ("train", "validation", "test"))
     classes = f"{data['classes']} classes" if data["classes"] else "classes unknown"
-    return f"{', '.join(datasets)}: {canvas}; {classes}; images {counts}"
+    text = f"{', '.join(datasets)}: {canvas}; {classes}; images {counts}"
+    options = {k: v for k, v in (data.get("options") or {}).items() if k != "val_seed"}
+    if options:
+        text += "; options " + ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
+    if data.get("subset_seed") is not None:
+        text += f"; validation split and subset drawn with seed {data['subset_seed']}"
+    return text + (f"; read from {data['path']}" if data.get("path") else "")
+
+
+def _estimators_text(found: dict) -> str:
+    if not found:
+        return "not recorded (rows before schema v5)"
+    return "; ".join(f"{m} " + (", ".join(f"{k}={v}" for k, v in sorted(p.items())) or "(no parameters)")
+                     for m, p in found.items())
+
+
+def _versions_text(found: list) -> str:
+    if not found:
+        return "not recorded"
+    texts = [", ".join(f"{k} {v}" for k, v in sorted(f["versions"].items()) if v) for f in found]
+    if len(texts) == 1:
+        return texts[0]
+    return "; ".join(f"{t} ({f['cells']} cells)" for t, f in zip(texts, found)) + ": they DIFFER between cells"
 
 
 def _count_rows(counted: dict) -> list:
