@@ -1,6 +1,8 @@
 """The report's shared analysis: from the loaded measurements (roarfast.report.load) to the numbers several
-sections read — per cell group the mean and 95% interval over seeds, each mask-only control tested against
-chance (mask leakage), each estimator against random (Welch, Holm) with what its control's leak does to
+sections read — whether the study can answer at all (.status: INCONCLUSIVE when its cells or base model did not
+leave chance), per cell group the mean and 95% interval over seeds, each mask-only control tested against
+chance (mask leakage; Holm-corrected over the configuration's controls, untestable where the cells learned
+nothing), each estimator against random (Welch, Holm) with what its control's leak does to
 the verdict (the leak readings) and whether random sits near chance there — and `analyse`, which adds each
 section's own numbers (roarfast.report.sections) to them, one configuration of the cells at a time. Plain
 data in, plain (JSON-able) data out: the summary.
@@ -61,8 +63,9 @@ def _add(summary: dict, section, loaded) -> None:
 
 
 def measured(loaded) -> dict:
-    """The numbers several sections read, of one configuration: the configuration (label, config, what
-    differs from the others, its cells), groups (mean and interval per method x mode x fill x fraction),
+    """The numbers several sections read, of one configuration: its status (status, reasons, fix,
+    cells_at_chance, base_at_chance: report.status), the configuration (label, config, what differs from the
+    others, its cells), groups (mean and interval per method x mode x fill x fraction),
     the mask-only control tests (key "leakage": mask leakage), verdicts against random, the fills, the base
     model, chance, and the notes (the loader's; a figure that cannot be drawn adds one)."""
     cells, context = loaded.cells, loaded.context

@@ -3,9 +3,11 @@ or least-relevant-first (LeRF) fraction of pixels is replaced (Samek et al. 2017
 ROAD's imputation fill (Rong et al. 2022) instead of the dataset mean. One no-retrain measurement per
 method x mode x fraction in results.sqlite (no seed, no epochs, no validation accuracy): test accuracy,
 and the mean probability of the class the model predicted on the unmodified image in its extras. Random is
-always among the methods evaluated: an estimator's MoRF or LeRF curve is read against random's.
+evaluated beside the methods asked for where its test ranks are stored (an estimator's MoRF or LeRF curve is read
+against random's); where they are not, a note names the command that makes them.
 """
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -23,11 +25,13 @@ from roarfast.common.options import check_fractions, check_positive, check_subse
 from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
 from roarfast.rundir.directory import RunDir
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class NoRetrainOptions:
     """`metrics` (morf, lerf, road) at `fractions` for `methods` (comma-separated; default every method
-    with test ranks; random is added, the baseline), `batch_size` images a pass (default: by device). Each value is checked here, once."""
+    with test ranks; random is added where stored, the baseline), `batch_size` images a pass (default: by device). Each value is checked here, once."""
 
     metrics: tuple = tuple(NO_RETRAIN_METRICS)
     fractions: tuple = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -69,7 +73,12 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
     stored = store.methods("test")
     methods = list(parse_list(options.methods)) if options.methods else sorted(stored)
     if methods and RANDOM not in methods:  # MoRF/LeRF of an estimator mean something only beside random's
-        methods.append(RANDOM)
+        if RANDOM in stored:
+            methods.append(RANDOM)
+        else:
+            log.warning("note: no test ranks of %s in %s, so MoRF/LeRF have no baseline to be read against: "
+                        "`roarfast extract --run-dir %s --method %s --split test` makes them", RANDOM, run.root,
+                        run.root, RANDOM)
     missing = [m for m in methods if m not in stored]
     if not methods or missing:
         raise UserError(missing_ranks(run.root, missing))
