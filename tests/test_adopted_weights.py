@@ -113,7 +113,8 @@ def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
     planned = invoke("sweep", "--run-dir", str(run_dir), "--method", "grad", "--mode", "roar", "--fraction", "0.5",
                      "--seeds", "1", "--epochs", "1", "--device", "cpu", "--dry-run")
     (base,) = [line for line in planned.splitlines() if line.startswith("base model: ")]
-    assert base.startswith(f"base model: fastnet, adopted weights {(tmp_path / 'other.pt').resolve()} (sha256 {digest}), "
+    other = (tmp_path / "other.pt").resolve()
+    assert base.startswith(f"base model: fastnet, adopted weights {other} (sha256 {digest}), "
                            f"not trained here: reused") and "epochs" not in base and "meta.json records" not in base
     assert "inputs normalized with mean (" in base
     # the cells' epochs apart from the base model's, and the warning of too few steps (1 epoch of 144 images: no

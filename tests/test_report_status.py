@@ -162,6 +162,7 @@ def test_what_was_measured_names_the_estimators_parameters_versions_and_threads(
                                                                             "seed": 7}}
     assert measured["versions"] == [{"versions": versions, "cells": 4}] and measured["threads"] == [2]
     index = (written.out_dir / "index.md").read_text()
-    assert "| estimators (their parameters) | random seed=7; sg-sq-grad n_samples=15, noise_level=0.15, seed=7 |" in index
+    assert ("| estimators (their parameters) | random seed=7; sg-sq-grad n_samples=15, noise_level=0.15, seed=7 |"
+            in index)
     assert "| versions | numpy 2.4.6, python 3.11.7, roarfast 0.1.0, torch 2.14.1 |" in index
     assert "| CPU threads per cell | 2 |" in index

@@ -122,7 +122,8 @@ def test_tables_and_counts_say_what_was_tested(directions):
     assert directions.summary["counts"]["verdicts"] == {
         "all": 6, "drawn": 6, "significant": 5, "not_significant": 1, "control_not_leaky": 1, "leaky_stands": 2,
         "leaky_could_explain": 2, "no_control": 1}
-    assert directions.summary["counts"]["controls"] == {"all": 5, "tested": 5, "leaky": 4, "untested": 0, "untestable": 0}
+    assert directions.summary["counts"]["controls"] == {"all": 5, "tested": 5, "leaky": 4, "untested": 0,
+                                                        "untestable": 0}
     index = (directions.out_dir / "index.md").read_text()
     assert ("| verdicts against random | 6 tested: 5 significant after Holm, 1 not significant; their controls: 1 not "
             "leaky, 2 leaky but the verdict stands, 2 leaky and could explain the verdict, 1 none tested |") in index

@@ -195,7 +195,8 @@ class Preview:
     def _base_text(self) -> str:
         recipe = _recipe_text(self.base_model, self.base_recipe)
         if self.adopted:  # nothing was trained: no recipe to state
-            return (f"{self.base_model}, adopted weights {self.adopted['file']} (sha256 {self.adopted['file_sha256']}), "
+            adopted = self.adopted
+            return (f"{self.base_model}, adopted weights {adopted['file']} (sha256 {adopted['file_sha256']}), "
                     f"not trained here: reused {_short(self.base_id)} (adopted {self.trained}, test "
                     f"{self.base_meta['test_acc']:.1%} on this dataset{_normalization(self.base_meta)})")
         if self.base_reused:
@@ -319,7 +320,8 @@ def steps_per_cell(recipe, train_images: int) -> int:
 def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[str]:
     """What the dry run warns of before training: cells planned for fewer optimizer steps than this model needed
     to leave chance on this data, by the records (the base models kept of this model and data: the first epoch
-    whose validation accuracy left chance beyond doubt, roarfast.stats.clearly_above_chance; earlier random cells of this model and data
+    whose validation accuracy left chance beyond doubt, roarfast.stats.clearly_above_chance; earlier random cells
+    of this model and data
     that stayed at chance with at least as many steps), else by MIN_CELL_STEPS."""
     train = len(data.train_index)
     planned = steps_per_cell(recipe, train)

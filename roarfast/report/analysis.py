@@ -129,7 +129,8 @@ def accuracies(cells: list) -> tuple[dict, dict]:
 
 
 #: a control's test when the cells learned nothing (report.status): it cannot show leakage, so none is drawn
-UNTESTABLE = "untestable: the retrained cells did not leave chance, and a learner that learned nothing cannot show leakage"
+UNTESTABLE = ("untestable: the retrained cells did not leave chance, and a learner that learned nothing cannot show "
+              "leakage")
 
 
 def control_tests(accs: dict, sizes: dict, context, untestable: bool = False) -> list:

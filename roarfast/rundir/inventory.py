@@ -50,7 +50,8 @@ def listing(run_dir) -> dict:
     """{"configurations": [a dict per configuration: label, id, head, cells_done, cells (in its grids; None
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
     uses: what pruning it frees), first, last, command, adopted (its base model's record of adopted weights, or
-    None)], "models": [base models no configuration uses: id, bytes, model, seed, adopted], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
+    None)], "models": [base models no configuration uses: id, bytes, model, seed, adopted], "ranks": [rank stores
+    no configuration uses: method, id, bytes]}."""
     run, head, found, _ = _state(run_dir)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()

@@ -226,7 +226,8 @@ def adopted_meta(spec, ds, adopted: Adopted, device, val_acc: float, test_acc: f
 
 def _model_meta(spec, ds, device) -> dict:
     """What every base model's meta says: the network (model, its source hash, shapes), the data it is for
-    (dataset, its options, the folder it was read from, its fingerprint and normalization, classes), the device and the versions."""
+    (dataset, its options, the folder it was read from, its fingerprint and normalization, classes), the device
+    and the versions."""
     return {"model": spec.name, "model_source_sha256": spec.source_sha256, "num_classes": ds.num_classes,
             "image_size": ds.image_size, "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
             "data_dir": ds.data_dir,

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class NoRetrainOptions:
     """`metrics` (morf, lerf, road) at `fractions` for `methods` (comma-separated; default every method
-    with test ranks; random is added where stored, the baseline), `batch_size` images a pass (default: by device). Each value is checked here, once."""
+    with test ranks; random is added where stored, the baseline), `batch_size` images a pass (default: by
+    device). Each value is checked here, once."""
 
     metrics: tuple = tuple(NO_RETRAIN_METRICS)
     fractions: tuple = (0.1, 0.3, 0.5, 0.7, 0.9)

@@ -48,7 +48,8 @@ def tables(summary: dict) -> list:
         measure = "AUC" if len(r["fractions"]) > 1 else "accuracy"
         rows = [[str(i + 1), e["method"], interval_text(e), str(e["n"])] for i, e in enumerate(r["entries"])]
         rows += [["-", m, "not ranked: a fraction or seed missing", "-"] for m in r["incomplete"]]
-        out.append(Table(f"{not_finding(summary)}Ranking, {title_fill(r['mode'], r['fill'])}: {ranked_by(r['fractions'])}, {better} is "
+        out.append(Table(f"{not_finding(summary)}Ranking, {title_fill(r['mode'], r['fill'])}: "
+                         f"{ranked_by(r['fractions'])}, {better} is "
                          f"better", ["rank", "method", f"{measure} [95% interval]", "seeds"], rows))
     return out
 

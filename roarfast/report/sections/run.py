@@ -254,7 +254,8 @@ def _count_rows(counted: dict) -> list:
               f"leaky and could explain the verdict, {verdicts['no_control']} none tested")
     if not_drawn:
         tested += f"; {not_drawn} not drawn (one seed or no random)"
-    leaky = f"{controls['tested']} tested: {controls['leaky']} leaky, {controls['tested'] - controls['leaky']} not leaky"
+    leaky = (f"{controls['tested']} tested: {controls['leaky']} leaky, "
+             f"{controls['tested'] - controls['leaky']} not leaky")
     return [["mask-only controls", leaky + untested], ["verdicts against random", tested]]
 
 

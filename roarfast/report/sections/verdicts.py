@@ -23,7 +23,8 @@ def tables(summary: dict) -> list:
         cells = {(e["method"], e["fraction"]): e for e in entries}
         methods = sorted({e["method"] for e in entries}, key=method_order)
         rows = [[m] + [verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
-        out.append(Table(f"{not_finding(summary)}Verdict against random, {title_fill(mode, fill)} (Holm-corrected p; beside a leaky "
+        out.append(Table(f"{not_finding(summary)}Verdict against random, {title_fill(mode, fill)} "
+                         f"(Holm-corrected p; beside a leaky "
                          f"control a verdict stands, or the leak could explain it, by the leak's direction: Methods)",
                          ["method"] + [f"{f:.0%}" for f in fractions], rows))
     return out
