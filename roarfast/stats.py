@@ -21,12 +21,18 @@ CONFIDENCE = 0.95
 #: a control must beat chance by this much accuracy, as well as significantly, to be flagged leaky: a
 #: control that only learned the class prior (or a hair more) is not leakage worth a warning
 LEAK_MARGIN = 0.02
+#: a learner is at chance when the upper end of its 95% interval is not above chance by more than this: it
+#: cannot be told apart from one that learned nothing (or only the class prior plus a hair)
+LEARNED_MARGIN = 0.02
 
 T_INTERVAL = "95% Student t-interval over seeds (mean +- t(0.975, n-1) * sd / sqrt(n))"
 WELCH = "Welch's two-sample t-test (two-sided, unequal variances) across seeds, Holm-corrected"
 AUC_TEXT = "trapezoid area under accuracy vs fraction, divided by the fraction span (the curve's mean height)"
 LEAK_T = "one-sided one-sample t-test across seeds (control accuracy > chance)"
 LEAK_BINOMIAL = "one-sided exact binomial test of the control's correct test predictions (> chance)"
+AT_CHANCE_TEXT = ("at chance when the upper end of its 95% interval (the t-interval over seeds; with one seed or "
+                  "no spread the exact Clopper-Pearson interval of its correct test predictions) is not above chance "
+                  f"+ {LEARNED_MARGIN:.0%}")
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,42 @@ def leak_test(accuracies, chance: float, n_test: int, alpha: float = ALPHA, marg
     return LeakTest(test, p, bool(p < alpha and mean - chance >= margin))
 
 
+def leak_decisions(tests: list, chance: float, alpha: float = ALPHA, margin: float = LEAK_MARGIN) -> list:
+    """Holm-corrects the leak tests read together: `tests` is [(mean accuracy, LeakTest)], the result
+    [(Holm-adjusted p, leaky)] in the same order, leaky when the adjusted p < alpha and the mean beats chance
+    by at least `margin`."""
+    adjusted = holm([t.p for _mean, t in tests]) if tests else []
+    return [(p, bool(p < alpha and mean - chance >= margin)) for (mean, _t), p in zip(tests, adjusted)]
+
+
+def upper_bound(accuracies, n_test: int | None, confidence: float = CONFIDENCE) -> float:
+    """The upper end of the 95% interval of accuracies (one per seed): the t-interval's with >= 2 seeds and
+    spread; else the exact (Clopper-Pearson) binomial interval's of round(mean x n_test) correct out of n_test
+    (n_test None: the mean itself, nothing better being known)."""
+    x = np.asarray(accuracies, dtype=np.float64)
+    if x.size >= 2 and x.var(ddof=1) > 0:
+        return t_interval(x, confidence).high
+    mean = float(x.mean())
+    if not n_test:
+        return mean
+    correct = round(mean * n_test)
+    if correct >= n_test:
+        return 1.0
+    return float(sps.beta.ppf(0.5 + confidence / 2, correct + 1, n_test - correct))
+
+
+def clearly_above_chance(accuracy: float, chance: float, n: int, confidence: float = CONFIDENCE) -> bool:
+    """Whether one accuracy over n images has left chance beyond doubt: the lower end of its exact
+    (Clopper-Pearson) interval is above chance."""
+    correct = round(accuracy * n)
+    return correct > 0 and float(sps.beta.ppf((1 - confidence) / 2, correct, n - correct + 1)) > chance
+
+
+def at_chance(accuracies, chance: float, n_test: int | None, margin: float = LEARNED_MARGIN) -> bool:
+    """Whether a learner's accuracies (one per seed) cannot be told from chance (AT_CHANCE_TEXT)."""
+    return upper_bound(accuracies, n_test) <= chance + margin
+
+
 def accuracy_over_seeds(rows) -> dict:
     """{(method, mode, fraction): (mean test accuracy, population std over seeds, seeds)} of result rows."""
     groups = {}
@@ -224,6 +266,17 @@ def kendall_tau(a: dict, b: dict) -> float:
                 discordant += 1
     denominator = math.sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b))
     return (concordant - discordant) / denominator if denominator else math.nan
+
+
+#: a rank correlation over fewer methods than this is no finding: over 2, tau is +-1 whatever the rankings
+MIN_AGREEMENT_METHODS = 3
+
+
+def agreement_methods(rows) -> dict:
+    """{(benchmark a, benchmark b): how many methods both scored}, the pairs of rank_agreement."""
+    scores = estimator_scores(rows)
+    present = [b for b in BENCHMARKS if b in scores]
+    return {(a, b): len(set(scores[a]) & set(scores[b])) for i, a in enumerate(present) for b in present[i + 1:]}
 
 
 def rank_agreement(rows) -> dict:

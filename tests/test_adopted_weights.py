@@ -7,6 +7,7 @@ model; a file that does not fit, or is no state dict, is refused in one line."""
 import filecmp
 import hashlib
 import json
+import shutil
 
 import pytest
 import torch
@@ -74,6 +75,18 @@ def test_adopted_weights_give_the_ranks_and_measurements_of_the_model_they_came_
     with torch.no_grad():
         predicted = model(mask_normalize(ds.test.images, None, mean=ds.mean, std=ds.std)).argmax(1)
     assert meta["test_acc"] == pytest.approx((predicted == ds.test.labels).float().mean().item())
+    # the normalization the weights were evaluated and explained with: this dataset's, recorded
+    assert meta["normalization"]["mean"] == pytest.approx(list(ds.mean))
+    assert meta["normalization"]["std"] == pytest.approx(list(ds.std))
+
+
+def test_evaluate_carries_random_and_names_the_ranks_it_lacks(trained, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained[0], run_dir)
+    invoke("evaluate", "--run-dir", str(run_dir), "--metric", "lerf", "--fraction", "0.5", "--method", "grad")
+    assert {m for m, mode, _f in no_retrain_rows(run_dir) if mode == "lerf"} == {"grad", "random"}  # the baseline
+    line = refused("evaluate", "--run-dir", str(run_dir), "--metric", "lerf", "--method", "sobel")
+    assert f"for sobel: run `roarfast extract --run-dir {run_dir} --method sobel --split test` first" in line
 
 
 def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
@@ -92,6 +105,23 @@ def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
     invoke("train", "--run-dir", str(run_dir), "--weights", str(tmp_path / "other.pt"), *DATA)
     assert RunDir(run_dir).head().base != first and set(RunDir(run_dir).models()) >= {first}
     assert len(RunDir(run_dir).models()) == 2
+    # named as adopted, by file and sha256, where the base models are listed and planned on: no recipe invented
+    digest = hashlib.sha256((tmp_path / "other.pt").read_bytes()).hexdigest()
+    listed = CliRunner().invoke(main, ["ls", "--run-dir", str(run_dir)]).output
+    assert (f"base model {first[:8]} (fastnet, adopted weights {weights.resolve()} (sha256 "
+            f"{hashlib.sha256(weights.read_bytes()).hexdigest()[:12]}), not trained here") in listed
+    planned = invoke("sweep", "--run-dir", str(run_dir), "--method", "grad", "--mode", "roar", "--fraction", "0.5",
+                     "--seeds", "1", "--epochs", "1", "--device", "cpu", "--dry-run")
+    (base,) = [line for line in planned.splitlines() if line.startswith("base model: ")]
+    other = (tmp_path / "other.pt").resolve()
+    assert base.startswith(f"base model: fastnet, adopted weights {other} (sha256 {digest}), "
+                           f"not trained here: reused") and "epochs" not in base and "meta.json records" not in base
+    assert "inputs normalized with mean (" in base
+    # the cells' epochs apart from the base model's, and the warning of too few steps (1 epoch of 144 images: no
+    # record of this model's learning, so the stated floor)
+    assert planned.count("; epochs: the cells 1 (sweep --epochs sets these), the base model adopted weights, "
+                         "trained elsewhere (its own: train --epochs)") == 1
+    assert "warning: the cells would train " in planned and "fewer than 100 (no record says" in planned
 
 
 def test_a_torchvision_resnet18_state_dict_is_the_base_model_of_a_study(tmp_path):

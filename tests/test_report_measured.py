@@ -66,7 +66,10 @@ def test_the_first_table_says_what_was_trained_on_what(tmp_path):
     assert first.startswith("What was measured")
     val = len(ds.val_index)
     images = f"images {40 - val} train / {val} validation / 20 test"
-    assert f"| data | embedded: 32x32 px, 3 channels; 10 classes; {images} |" in first
+    # what made the data: its options and the seed its validation split and subset were drawn with
+    assert (f"| data | embedded: 32x32 px, 3 channels; 10 classes; {images}; options copies=1, num_test=20, "
+            f"num_train=40, seed=0; validation split and subset drawn with seed 0 |") in first
+    assert "| estimators (their parameters) | a (no parameters); random (no parameters) |" in first
     assert ("| base model | fastnet, 15 epochs, batch 128, learning rate 0.05, bf16 autocast: test 95.0%, "
             "validation 95.0% |") in first
     assert "| retrained cells | fastnet, 2 epochs, batch 64, learning rate 0.05, fp32, each from scratch |" in first

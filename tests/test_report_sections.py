@@ -40,6 +40,20 @@ def fill_run(run) -> None:
             record(db, NO_RETRAIN, method, "lerf", "dataset-mean", LERF[method], None, mean_probability=0.9)
 
 
+def test_a_rank_agreement_over_two_methods_is_not_shown_as_a_finding(tmp_path):
+    run = RunDir(tmp_path)
+    with ResultsDB(run.results_path) as db:
+        for method in ("a", "random"):  # two methods: any two rankings agree or disagree fully
+            for seed in range(2):
+                record(db, RETRAIN, method, "roar", "dataset-mean", ROAR[method], seed)
+            record(db, NO_RETRAIN, method, "morf", "dataset-mean", MORF[method], None, mean_probability=0.5)
+    summary = write_report(tmp_path).summary
+    (entry,) = summary["no_retrain"]["agreement"]
+    assert (entry["a"], entry["b"], entry["methods"], entry["finding"]) == ("roar", "morf", 2, False)
+    markdown = (run.report_dir / "index.md").read_text()
+    assert "| ROAR | MORF | not shown: over 2 method(s), at least 3 are needed" in markdown and "+1.00" not in markdown
+
+
 def test_no_retrain_table_agreement_and_fill_leakage_are_reported(tmp_path):
     run = RunDir(tmp_path)
     fill_run(run)
@@ -49,6 +63,7 @@ def test_no_retrain_table_agreement_and_fill_leakage_are_reported(tmp_path):
     summary = write_report(tmp_path).summary
     tau = {(e["a"], e["b"]): e["tau"] for e in summary["no_retrain"]["agreement"]}
     assert tau[("roar", "morf")] == 1.0 and tau[("roar", "lerf")] == -1.0 and tau[("morf", "lerf")] == -1.0
+    assert all(e["finding"] and e["methods"] == 3 for e in summary["no_retrain"]["agreement"])
     cell = next(c for c in summary["no_retrain"]["cells"] if c["method"] == "a")
     assert cell["modes"]["morf"] == {"test_acc": 0.1, "mean_probability": 0.05}
     assert not any("morf" in note or "detect" in note for note in summary["notes"])

@@ -15,6 +15,7 @@ does not load (generate, decode) the data; any other dataset is loaded.
 """
 
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from roarfast.data.base import Canvas
 from roarfast.planning.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
 from roarfast.rundir.ids import SHOWN_CHARS
 from roarfast.methods.selection import Selection
+from roarfast import stats
+from roarfast.modes import MODES
 from roarfast.common.options import check_positive
 from roarfast.planning.costs import Cost, Costing, Target, gib, hours, plan_target
 from roarfast.common.progress import format_duration
@@ -146,10 +149,16 @@ class Preview:
     rank_ids: dict = field(default_factory=dict)  # {method: rank id} where known (the stores reused, at least)
     configuration: str | None = None  # the id of the configuration the cells belong to, where known
     configuration_known: bool = False  # whether the run directory records that configuration
+    warnings: list = field(default_factory=list)  # what to know before training (learning_warnings)
 
     @property
     def base_reused(self) -> bool:
         return bool(self.base_meta)
+
+    @property
+    def adopted(self) -> dict | None:
+        """The reused base model's record of adopted weights ({file, file_sha256, weights_sha256}), or None."""
+        return self.base_meta.get("adopted")
 
     @property
     def eta(self) -> float | None:
@@ -160,6 +169,9 @@ class Preview:
     def rows(self) -> list[tuple[str, str]]:
         """(what, says) in reading order: the lines of the dry run and the rows of the Study's table."""
         cells = f"{_recipe_text(self.cells_model, self.cells_recipe)}, fill {self.grid.fill}"
+        base = "adopted weights, trained elsewhere" if self.adopted else f"{self.base_recipe.epochs} epochs"
+        cells += (f"; epochs: the cells {self.cells_recipe.epochs} (sweep --epochs sets these), the base model "
+                  f"{base} (its own: train --epochs)")
         grid, progress = describe_grid(self.plan, self.grid)
         grid += f" ({self.left_out})" if self.left_out else ""
         if self.configuration:
@@ -169,7 +181,8 @@ class Preview:
         workers = f"{self.workers} worker" + ("s" if self.workers > 1 else "")
         return [("data", self.data.describe()), ("base model", self._base_text()), ("ranks", self._ranks_text()),
                 ("cells", cells), ("grid", grid), ("progress", progress),
-                ("plan", f"on {self.target.name}, {workers}"), *plan, ("ETA", self._eta_text())]
+                ("plan", f"on {self.target.name}, {workers}"), *plan, ("ETA", self._eta_text()),
+                *(("warning", w) for w in self.warnings)]
 
     def lines(self) -> list[str]:
         return [f"{what}: {says}" for what, says in self.rows()]
@@ -192,6 +205,11 @@ class Preview:
 
     def _base_text(self) -> str:
         recipe = _recipe_text(self.base_model, self.base_recipe)
+        if self.adopted:  # nothing was trained: no recipe to state
+            adopted = self.adopted
+            return (f"{self.base_model}, adopted weights {adopted['file']} (sha256 {adopted['file_sha256']}), "
+                    f"not trained here: reused {_short(self.base_id)} (adopted {self.trained}, test "
+                    f"{self.base_meta['test_acc']:.1%} on this dataset{_normalization(self.base_meta)})")
         if self.base_reused:
             return (f"{recipe} (as its meta.json records it): reused {_short(self.base_id)} (trained {self.trained} on "
                     f"this dataset, test {self.base_meta['test_acc']:.1%})")
@@ -260,12 +278,13 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
                                                                         recipe=grid.recipe))
     cells_spec, cells = cell_recipe(run, data, target.device, grid, meta=meta, base=model_id)
     plan, configuration, known = _plan(run, data, grid, selection, cells_spec, cells, target, model_id, ids, reused)
+    warnings = learning_warnings(run, data, cells_spec.name, cells, meta if reused else {}, kept)
     preview = Preview(grid=grid, data=data, base_model=base_spec.name, base_recipe=base, base_meta=meta,
                       cells_model=cells_spec.name, cells_recipe=cells, remade=remade, plan=plan, target=target,
                       workers=workers, left_out=note, base_id=model_id if data.fingerprint else None,
                       kept_models=tuple(m for m in kept if m != model_id),
                       trained=trained_at(run, model_id) if reused else "", rank_ids=ids,
-                      configuration=configuration, configuration_known=known)
+                      configuration=configuration, configuration_known=known, warnings=warnings)
     costing = Costing(data, target)
     preview.stages["base model"] = Cost(0.0, "reused") if reused else costing.training(base_spec, base)
     preview.stages["ranks"] = costing.extraction(base_spec, selection.only(remade), extract_options)
@@ -296,6 +315,95 @@ def _plan(run, data, grid, selection, spec, recipe, target, model_id, ids, reuse
         return plan, None, False
     cid = trainer.configuration_id(selection.names)
     return plan, cid, run.configuration_path(cid).is_file()
+
+
+#: with no record of what this model needed on this data, a cell of fewer optimizer steps than this is warned of:
+#: 2 epochs of 2,000 images at batch 128 (30 steps) left fastnet at chance, while `roarfast run`'s cells take ~170
+MIN_CELL_STEPS = 100
+
+
+def steps_per_cell(recipe, train_images: int) -> int:
+    """The optimizer steps of a training of `recipe` over `train_images` images."""
+    return recipe.epochs * math.ceil(train_images / recipe.batch_size)
+
+
+def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[str]:
+    """What the dry run warns of before training: cells planned for fewer optimizer steps than this model needed
+    to leave chance on this data, by the records (the base models kept of this model and data: the first epoch
+    whose validation accuracy left chance beyond doubt, roarfast.stats.clearly_above_chance; earlier random cells
+    of this model and data
+    that stayed at chance with at least as many steps), else by MIN_CELL_STEPS."""
+    train = len(data.train_index)
+    planned = steps_per_cell(recipe, train)
+    chance = 1 / data.num_classes
+    needed, evidence = [], []
+    metas = [meta] if meta else [run.model_meta(m) for m in kept] if data.fingerprint else []
+    for record in metas:
+        if record.get("model") != model or record.get("dataset_fingerprint") != data.fingerprint:
+            continue
+        for entry in record.get("history") or []:
+            if entry.get("val_acc") is not None and stats.clearly_above_chance(entry["val_acc"], chance,
+                                                                               data.val_images):
+                batch = (record.get("recipe") or {}).get("batch_size") or recipe.batch_size
+                needed.append((entry["epoch"] * math.ceil(train / batch), entry["epoch"]))
+                break
+    stuck = _cells_at_chance(run, data, model, chance, train) if data.fingerprint else []
+    warnings = []
+    if needed:
+        steps, epoch = min(needed)
+        if planned < steps:
+            evidence.append(f"the base model of {model} on this data left chance only after {epoch} epoch(s), "
+                            f"{steps} steps")
+    worse = [s for s in stuck if s[0] >= planned]
+    if worse:
+        steps, epochs, acc = max(worse)
+        evidence.append(f"earlier random cells of {model} on this data stayed at chance ({acc:.1%}) with {steps} steps "
+                        f"({epochs} epochs)")
+    if evidence:
+        warnings.append(f"the cells would train {planned} optimizer steps each ({recipe.epochs} epochs of {train:,} "
+                        f"images at batch {recipe.batch_size}), fewer than this model needed to learn here: "
+                        f"{'; '.join(evidence)}; their results would sit at chance and the study could not answer: "
+                        f"raise --epochs or the images")
+    elif not needed and not stuck and planned < MIN_CELL_STEPS:
+        warnings.append(f"the cells would train {planned} optimizer steps each ({recipe.epochs} epochs of {train:,} "
+                        f"images at batch {recipe.batch_size}), fewer than {MIN_CELL_STEPS} (no record says what "
+                        f"{model} needs on this data): they may not leave chance, and then the study cannot answer; "
+                        f"raise --epochs or the images")
+    return warnings
+
+
+def _cells_at_chance(run, data, model: str, chance: float, train: int) -> list:
+    """[(steps, epochs, best mean)] of the earlier random cells of `model` on this data (results.sqlite) whose
+    best group (fraction, mode) stayed at chance, per recipe they trained with."""
+    if not run.results_path.exists():
+        return []
+    with open_results(run, readonly=True) as db:
+        rows = db.rows(status="done")
+    groups = {}
+    for r in rows:
+        config = r.get("config") or {}
+        if (r["method"] != "random" or r["mode"] not in MODES or r["model"] != model
+                or config.get("dataset") != data.fingerprint or not config.get("recipe")):
+            continue
+        recipe = Recipe.from_dict(config["recipe"])
+        groups.setdefault((recipe.epochs, recipe.batch_size), {}).setdefault((r["mode"], r["fraction"]), []).append(
+            (r["test_acc"], (r.get("extra") or {}).get("test_images")))
+    out = []
+    for (epochs, batch), by_slot in groups.items():
+        values = max(by_slot.values(), key=lambda v: sum(a for a, _n in v) / len(v))
+        if stats.at_chance([a for a, _n in values], chance, values[0][1]):
+            steps = epochs * math.ceil(train / batch)
+            out.append((steps, epochs, sum(a for a, _n in values) / len(values)))
+    return out
+
+
+def _normalization(meta: dict) -> str:
+    """", normalized with mean (..) and std (..)": what the model's inputs are normalized with, where recorded."""
+    norm = meta.get("normalization") or ({"mean": meta["mean"], "std": meta["std"]} if "mean" in meta else None)
+    if not norm:
+        return ""
+    values = " and ".join(f"{k} ({', '.join(f'{v:.3g}' for v in norm[k])})" for k in ("mean", "std"))
+    return f", inputs normalized with {values}" + (f" ({norm['source']})" if norm.get("source") else "")
 
 
 def _recipe_text(model: str, recipe) -> str:

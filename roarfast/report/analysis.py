@@ -1,6 +1,8 @@
 """The report's shared analysis: from the loaded measurements (roarfast.report.load) to the numbers several
-sections read — per cell group the mean and 95% interval over seeds, each mask-only control tested against
-chance (mask leakage), each estimator against random (Welch, Holm) with what its control's leak does to
+sections read — whether the study can answer at all (.status: INCONCLUSIVE when its cells or base model did not
+leave chance), per cell group the mean and 95% interval over seeds, each mask-only control tested against
+chance (mask leakage; Holm-corrected over the configuration's controls, untestable where the cells learned
+nothing), each estimator against random (Welch, Holm) with what its control's leak does to
 the verdict (the leak readings) and whether random sits near chance there — and `analyse`, which adds each
 section's own numbers (roarfast.report.sections) to them, one configuration of the cells at a time. Plain
 data in, plain (JSON-able) data out: the summary.
@@ -12,6 +14,7 @@ from roarfast import stats
 from roarfast.modes import LOWER_IS_BETTER, MODES, control_mode, is_control
 from roarfast.report.load import method_order, mode_order
 from roarfast.report.sections import CONFIGURATION, RUN
+from roarfast.report.status import INCONCLUSIVE, study_status
 
 #: random is near chance where its mean accuracy is less than this above chance: there an estimator has
 #: little room below it (ROAR), or random kept too little to learn from (KAR)
@@ -60,8 +63,9 @@ def _add(summary: dict, section, loaded) -> None:
 
 
 def measured(loaded) -> dict:
-    """The numbers several sections read, of one configuration: the configuration (label, config, what
-    differs from the others, its cells), groups (mean and interval per method x mode x fill x fraction),
+    """The numbers several sections read, of one configuration: its status (status, reasons, fix,
+    cells_at_chance, base_at_chance: report.status), the configuration (label, config, what differs from the
+    others, its cells), groups (mean and interval per method x mode x fill x fraction),
     the mask-only control tests (key "leakage": mask leakage), verdicts against random, the fills, the base
     model, chance, and the notes (the loader's; a figure that cannot be drawn adds one)."""
     cells, context = loaded.cells, loaded.context
@@ -71,14 +75,17 @@ def measured(loaded) -> dict:
         interval = stats.t_interval(list(by_seed.values()))
         groups.append({"method": method, "mode": mode, "fill": fill, "fraction": fraction,
                        "seeds": sorted(by_seed), **interval.to_dict()})
-    controls = control_tests(accs, sizes, context)
     meta = context.meta
+    base = {**{k: meta.get(k) for k in ("model", "dataset", "test_acc", "val_acc", "seconds", "num_classes")},
+            "epochs": (meta.get("recipe") or {}).get("epochs"), "adopted": meta.get("adopted")}
+    status = study_status(accs, sizes, context, base, cells, cells_epochs(loaded))
+    controls = control_tests(accs, sizes, context, untestable=status["cells_at_chance"] is not None)
     configuration = {} if loaded.configuration is None else loaded.configuration.to_dict()
     return {
+        **status,
         "configuration": {**configuration, "cells": len(cells)},
         "fills": sorted({c["fill"] for c in cells if c["fill"] is not None}),
-        "base": {**{k: meta.get(k) for k in ("model", "dataset", "test_acc", "val_acc", "seconds", "num_classes")},
-                 "epochs": (meta.get("recipe") or {}).get("epochs")},
+        "base": base,
         "chance": context.chance,
         "groups": sorted(groups, key=lambda g: (mode_order(g["mode"]), g["fill"] or "", method_order(g["method"]),
                                                 g["fraction"])),
@@ -86,6 +93,28 @@ def measured(loaded) -> dict:
         "verdicts": verdicts_against_random(accs, controls, context.chance),
         "notes": list(loaded.notes),
     }
+
+
+def cells_epochs(loaded) -> int | None:
+    """The epochs the configuration's cells trained: their recorded recipe's, else (rows before schema v5) the
+    one value their rows record; None when unknown or several."""
+    configuration = loaded.configuration
+    if configuration is not None and configuration.settings is not None:
+        epochs = (configuration.settings["config"].get("recipe") or {}).get("epochs")
+        if epochs is not None:
+            return epochs
+    epochs = {c["epochs"] for c in loaded.cells if c["epochs"] is not None}
+    return epochs.pop() if len(epochs) == 1 else None
+
+
+def untestable(control: dict) -> bool:
+    """Whether a control (an entry of control_tests, or a verdict's "control") is untestable."""
+    return control["test"] == UNTESTABLE
+
+
+def findings(summary: dict) -> bool:
+    """Whether a configuration's rankings and verdicts are findings: not when its study is INCONCLUSIVE."""
+    return summary.get("status") != INCONCLUSIVE
 
 
 def accuracies(cells: list) -> tuple[dict, dict]:
@@ -99,11 +128,20 @@ def accuracies(cells: list) -> tuple[dict, dict]:
     return accs, sizes
 
 
-def control_tests(accs: dict, sizes: dict, context) -> list:
+#: a control's test when the cells learned nothing (report.status): it cannot show leakage, so none is drawn
+UNTESTABLE = ("untestable: the retrained cells did not leave chance, and a learner that learned nothing cannot show "
+              "leakage")
+
+
+def control_tests(accs: dict, sizes: dict, context, untestable: bool = False) -> list:
     """Per mask-only control group (method, control mode, fraction): its mean, interval and mask-leakage
-    test against chance. The binomial test (one seed) counts on the test split's size its cells recorded
-    (sizes: group -> {test_images}), else the dataset's, so it needs no dataset."""
-    out = []
+    test against chance, Holm-corrected over every control tested in the configuration (the controls are read
+    together: "p" is each test's own, "p_holm" the corrected one that decides "leaky"). The binomial test (one
+    seed) counts on the test split's size its cells recorded (sizes: group -> {test_images}), else the
+    dataset's, so it needs no dataset. `untestable` (the cells did not leave chance): a control not found
+    leaky is untestable (leaky None, test UNTESTABLE), never "not leaky"; one found leaky learned the pattern
+    and stays leaky."""
+    out, tested = [], []
     for (method, mode, fill, fraction), by_seed in sorted(accs.items(), key=lambda kv: (
             mode_order(kv[0][1]), method_order(kv[0][0]), kv[0][3])):
         if not is_control(mode):
@@ -111,7 +149,7 @@ def control_tests(accs: dict, sizes: dict, context) -> list:
         values = list(by_seed.values())
         interval = stats.t_interval(values)
         entry = {"method": method, "mode": mode, "fraction": fraction, **interval.to_dict(),
-                 "chance": context.chance, "test": None, "p": None, "leaky": None}
+                 "chance": context.chance, "test": None, "p": None, "p_holm": None, "leaky": None}
         needs_n = len(values) < 2 or len(set(values)) == 1
         recorded = sizes[(method, mode, fill, fraction)]
         n_test = next(iter(recorded)) if len(recorded) == 1 and None not in recorded else context.n_test
@@ -121,8 +159,14 @@ def control_tests(accs: dict, sizes: dict, context) -> list:
             entry["test"] = "none: one seed and the test split's size is unknown"
         else:
             result = stats.leak_test(values, context.chance, n_test or 0)
-            entry.update(test=result.test, p=result.p, leaky=result.leaky)
+            entry.update(test=result.test, p=result.p)
+            tested.append((entry, result))
         out.append(entry)
+    decided = stats.leak_decisions([(e["mean"], result) for e, result in tested], context.chance or 0.0)
+    for (entry, _result), (p_holm, leaky) in zip(tested, decided):
+        entry.update(p_holm=p_holm, leaky=leaky)
+        if untestable and not leaky:
+            entry.update(leaky=None, test=UNTESTABLE)
     return out
 
 
@@ -156,7 +200,7 @@ def verdicts_against_random(accs: dict, control_entries: list, chance: float | N
                     entry["p"] = stats.welch_p(values, rv)
             control = controls.get((method, control_mode(mode), fraction))
             entry["control"] = None if control is None else {k: control[k]
-                                                             for k in ("mean", "n", "p", "leaky", "test")}
+                                                             for k in ("mean", "n", "p", "p_holm", "leaky", "test")}
             entries.append(entry)
         tested = [e for e in entries if e["p"] is not None]
         for e, p_holm in zip(tested, stats.holm([e["p"] for e in tested])):

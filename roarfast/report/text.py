@@ -1,14 +1,16 @@
 """How the report writes its numbers, written once for every section: percentages, p-values, intervals,
 where a cell group sits ("ROAR 50% [road]"), what a ranking orders by, a verdict's reading beside its
 mask-only control and beside a random near chance, and the lines `roarfast report` and `roarfast run` print
-(also the page's "All verdicts"): what to know first (several configurations, what was set aside,
-warnings), then the verdicts, each labelled with its configuration when the run holds several.
+(also the page's "All verdicts"): what to know first (whether the study can answer: INCONCLUSIVE with its
+reasons and fix, first; several configurations, what was set aside, warnings), then the verdicts (each marked
+"not a finding" in a study that cannot answer), each labelled with its configuration when the run holds several.
 """
 
 from roarfast import stats
 from roarfast.fills import DEFAULT_FILL
 from roarfast.report.analysis import (LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED,
-                                      parts_of, shown_bounds)
+                                      findings, parts_of, shown_bounds, untestable)
+from roarfast.report.status import INCONCLUSIVE
 
 
 def pct(value) -> str:
@@ -71,12 +73,15 @@ def control_text(summary: dict, entry: dict) -> str:
     control, leak = entry["control"], entry["leak"]
     if leak == NO_CONTROL:
         return "no control"
+    if leak == UNTESTED and untestable(control):
+        return f"control {pct(control['mean'])} untestable (the cells did not leave chance)"
     if leak == UNTESTED:
         return f"control {pct(control['mean'])} (not tested: {control['test'].removeprefix('none: ')})"
     if not control["leaky"]:
-        return f"control {pct(control['mean'])}, not leaky"
+        return f"control {pct(control['mean'])}, not leaky (Holm p={p_text(control.get('p_holm'))})"
     text = (f"LEAKY: its mask-only control reaches {pct(control['mean'])} (chance {pct(summary['chance'])}, "
-            f"p={p_text(control['p'])}), so the removal pattern's shape alone lifts this accuracy")
+            f"p={p_text(control['p'])}, Holm p={p_text(control.get('p_holm'))}), so the removal pattern's shape "
+            f"alone lifts this accuracy")
     if leak == LEAKY_NO_VERDICT:
         return text
     effect = "could explain" if leak == LEAK_INCONCLUSIVE else "works against"
@@ -91,12 +96,39 @@ def set_aside_line(entry: dict, several: bool, lead: str = "") -> str:
     return f"{label}{lead}{what}: {entry['why']}"
 
 
+#: what marks a ranking or verdict line of an INCONCLUSIVE study
+NOT_A_FINDING = "[not a finding] "
+
+
+def not_finding(summary: dict) -> str:
+    """What a ranking or verdict table's title starts with when its study is INCONCLUSIVE (report.status)."""
+    return "" if findings(summary) else "NOT A FINDING (the study is INCONCLUSIVE): "
+
+
+def status_lines(summary: dict) -> list[str]:
+    """The study's first answer, whether it can answer: "INCONCLUSIVE: reason" and "fix: ..." lines per
+    configuration that cannot (labelled when the run holds several), then what that makes of its rankings and
+    verdicts; [] when every configuration can."""
+    lines = []
+    for part in parts_of(summary):
+        if part.get("status") != INCONCLUSIVE:
+            continue
+        prefix = label_prefix(summary, part)
+        lines += [f"{prefix}INCONCLUSIVE: {reason}" for reason in part["reasons"]]
+        lines += [f"{prefix}fix: {fix}" for fix in part["fix"]]
+        lines.append(f"{prefix}so its rankings and verdicts below are not findings (each marked "
+                     f"{NOT_A_FINDING.strip()}), and its mask-only controls are untestable, not \"not leaky\"")
+    return lines
+
+
 def head_lines(summary: dict) -> list[str]:
-    """What to know before the verdicts: which configuration is reported and the others with the command that
+    """What to know before the verdicts: whether the study can answer (status_lines), which configuration is
+    reported and the others with the command that
     reports each, the configurations when several are reported, what was set aside and why, and each
     configuration's warnings (random near chance, a weak or undertrained model)."""
     parts = parts_of(summary)
-    lines = [f"reported: {summary['answered']}"] if summary.get("answered") else []
+    lines = status_lines(summary)
+    lines += [f"reported: {summary['answered']}"] if summary.get("answered") else []
     lines += [f"also in this run directory: [{o['label']}] {o['cells']} cells: `{o['report']}`"
               for o in summary.get("others", [])]
     if len(parts) > 1:
@@ -117,7 +149,7 @@ def verdict_lines(summary: dict) -> list[str]:
     to it), a line per leaky control of random, and a ranking line per mode and fill."""
     lines = head_lines(summary)
     for part in parts_of(summary):
-        prefix = label_prefix(summary, part)
+        prefix = label_prefix(summary, part) + ("" if findings(part) else NOT_A_FINDING)
         lines += [prefix + line for line in _part_lines(part)]
     return lines
 

@@ -69,9 +69,10 @@ def listing(run_dir) -> dict:
     user's, or None), id, differs (the settings whose values differ between the configurations: display name ->
     value), known (every text that selects it besides its id), head, cells_done, cells (in its grids; None
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
-    uses: what pruning it frees), first, last, command], "damaged": [configuration records that cannot be read:
-    file, why], "models": [base models no configuration uses: id, bytes, model, seed (None where its meta is
-    damaged)], "ranks": [rank stores no configuration uses: method, id, bytes]}."""
+    uses: what pruning it frees), first, last, command, adopted (its base model's record of adopted weights, or
+    None)], "damaged": [configuration records that cannot be read: file, why], "models": [base models no
+    configuration uses: id, bytes, model, seed (None where its meta is damaged), adopted], "ranks": [rank stores
+    no configuration uses: method, id, bytes]}."""
     run, head, found, _, damaged = _state(run_dir)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()
@@ -94,17 +95,24 @@ def listing(run_dir) -> dict:
             "cells": len(grid) if grid is not None else None, "bytes": sum(sizes.values()),
             "own_bytes": sum(n for artifact, n in sizes.items() if artifact not in others_models | others_ranks),
             "first": (c.record or {}).get("first") or c.first, "last": (c.record or {}).get("last") or c.last,
-            "command": (c.record or {}).get("command")})
+            "command": (c.record or {}).get("command"),
+            "adopted": _meta(run, base).get("adopted") if base in models else None})
     for mid in models:
         if mid not in used_models:
-            try:
-                meta = run.model_meta(mid)
-            except UserError:  # damaged: listed all the same, so that it can be pruned
-                meta = {}
-            out["models"].append({"id": mid, "bytes": size[mid], "model": meta.get("model"), "seed": meta.get("seed")})
+            meta = _meta(run, mid)
+            out["models"].append({"id": mid, "bytes": size[mid], "model": meta.get("model"), "seed": meta.get("seed"),
+                                  "adopted": meta.get("adopted")})
     out["ranks"] = [{"method": m, "id": rid, "bytes": size[(m, rid)]} for m, rid in sorted(stores)
                     if (m, rid) not in used_ranks]
     return out
+
+
+def _meta(run, model_id: str) -> dict:
+    """A kept base model's meta.json, or {} where it is damaged (listed all the same, so that it can be pruned)."""
+    try:
+        return run.model_meta(model_id)
+    except UserError:
+        return {}
 
 
 def ls_lines(run_dir, found: dict | None = None) -> list[str]:
@@ -118,12 +126,14 @@ def ls_lines(run_dir, found: dict | None = None) -> list[str]:
         lines.append(f"{'*' if c['head'] else ' '} {c['id'][:SHOWN_CHARS]:<10} [{c['label'] or 'the only one'}] "
                      f"cells {cells}, {_mib(c['bytes'])} ({_mib(c['own_bytes'])} its own), requested {_when(c['first'])}"
                      + (f" .. {_when(c['last'])}" if _when(c["last"]) != _when(c["first"]) else "")
-                     + f": {c['command'] or 'made before run-directory format 2'}")
+                     + f": {c['command'] or 'made before run-directory format 2'}"
+                     + (f"; base model {_adopted(c['adopted'])}" if c.get("adopted") else ""))
     for d in found["damaged"]:
         lines.append(f"! damaged configuration record {d['file']} (`roarfast prune {d['file']}` removes it): {d['why']}")
     for m in found["models"]:
-        lines.append(f"  base model {m['id'][:SHOWN_CHARS]} ({m['model'] or 'its meta.json is damaged'}, seed "
-                     f"{m['seed']}, {_mib(m['bytes'])}): no configuration uses it")
+        made = _adopted(m["adopted"]) if m.get("adopted") else f"seed {m['seed']}"
+        lines.append(f"  base model {m['id'][:SHOWN_CHARS]} ({m['model'] or 'its meta.json is damaged'}, {made}, "
+                     f"{_mib(m['bytes'])}): no configuration uses it")
     for r in found["ranks"]:
         lines.append(f"  ranks of {r['method']} {r['id'][:SHOWN_CHARS]} ({_mib(r['bytes'])}): no configuration uses "
                      f"them")
@@ -176,6 +186,11 @@ def prune(run_dir, names, dry_run: bool = False) -> list[str]:
     lines.append("prune: kept everything a kept configuration or HEAD uses"
                  + (" (--dry-run: nothing was removed)" if dry_run else ""))
     return lines
+
+
+def _adopted(adopted: dict) -> str:
+    """"adopted weights FILE (sha256 ...), not trained here": a base model of weights trained elsewhere."""
+    return f"adopted weights {adopted['file']} (sha256 {adopted['file_sha256'][:12]}), not trained here"
 
 
 def _mib(size: int) -> str:

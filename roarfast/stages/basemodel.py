@@ -212,19 +212,25 @@ def base_meta(spec, ds, recipe, device, seed: int, result) -> dict:
 def adopted_meta(spec, ds, adopted: Adopted, device, val_acc: float, test_acc: float, seconds: float) -> dict:
     """The meta saved beside adopted weights: what the network is and the data it is for (_model_meta), where the
     weights came from (`adopted`: the file, its sha256, the weights' digest that makes the id), what they reach
-    on this data, and that nothing was trained (no seed, no recipe, 0 epochs)."""
+    on this data, the normalization they are used with (every stage feeds them images normalized with this
+    dataset's mean and std: a model trained with other statistics sees shifted inputs), and that nothing was
+    trained (no seed, no recipe, 0 epochs)."""
     return {**_model_meta(spec, ds, device), "seed": None, "recipe": None,
             "adopted": {"file": adopted.file, "file_sha256": adopted.file_sha256,
                         "weights_sha256": adopted.weights_sha256},
+            "normalization": {"mean": list(ds.mean), "std": list(ds.std),
+                              "source": f"{ds.name}'s training split, as every stage normalizes the images"},
             "val_acc": val_acc, "test_acc": test_acc, "best_epoch": None, "epochs": 0, "seconds": seconds,
             "history": []}
 
 
 def _model_meta(spec, ds, device) -> dict:
     """What every base model's meta says: the network (model, its source hash, shapes), the data it is for
-    (dataset, its fingerprint and normalization, classes), the device and the versions."""
+    (dataset, its options, the folder it was read from, its fingerprint and normalization, classes), the device
+    and the versions."""
     return {"model": spec.name, "model_source_sha256": spec.source_sha256, "num_classes": ds.num_classes,
             "image_size": ds.image_size, "in_channels": ds.channels, "dataset": ds.name, "dataset_options": ds.options,
+            "data_dir": ds.data_dir,
             "dataset_fingerprint": ds.fingerprint, "mean": list(ds.mean), "std": list(ds.std),
             "classes": ds.train.classes, "device": str(device),
             "versions": {"torch": torch.__version__, "roarfast": __version__}}

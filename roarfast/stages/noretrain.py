@@ -2,9 +2,12 @@
 or least-relevant-first (LeRF) fraction of pixels is replaced (Samek et al. 2017); `road` is both with
 ROAD's imputation fill (Rong et al. 2022) instead of the dataset mean. One no-retrain measurement per
 method x mode x fraction in results.sqlite (no seed, no epochs, no validation accuracy): test accuracy,
-and the mean probability of the class the model predicted on the unmodified image in its extras.
+and the mean probability of the class the model predicted on the unmodified image in its extras. Random is
+evaluated beside the methods asked for where its test ranks are stored (an estimator's MoRF or LeRF curve is read
+against random's); where they are not, a note names the command that makes them.
 """
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -22,11 +25,14 @@ from roarfast.common.options import check_fractions, check_positive, check_subse
 from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
 from roarfast.rundir.directory import RunDir
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class NoRetrainOptions:
     """`metrics` (morf, lerf, road) at `fractions` for `methods` (comma-separated; default every method
-    with test ranks), `batch_size` images a pass (default: by device). Each value is checked here, once."""
+    with test ranks; random is added where stored, the baseline), `batch_size` images a pass (default: by
+    device). Each value is checked here, once."""
 
     metrics: tuple = tuple(NO_RETRAIN_METRICS)
     fractions: tuple = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -37,6 +43,22 @@ class NoRetrainOptions:
         object.__setattr__(self, "metrics", check_subset("--metric", self.metrics, tuple(NO_RETRAIN_METRICS)))
         object.__setattr__(self, "fractions", check_fractions(self.fractions))
         check_positive("--batch-size", self.batch_size, optional=True)
+
+
+#: the baseline every no-retrain evaluation carries
+RANDOM = "random"
+
+
+def missing_ranks(root, missing: list) -> str:
+    """The one line of an evaluation whose test ranks are missing, with the extract command that makes exactly
+    them (random's among them: the baseline); with no ranks at all, the estimators must be named."""
+    if not missing:
+        return (f"no complete test ranks in {root}: run `roarfast extract --run-dir {root} --method "
+                f"ESTIMATORS,{RANDOM} --split test` first, naming the estimators to evaluate ({RANDOM} is the "
+                f"baseline MoRF and LeRF are read against)")
+    baseline = f" ({RANDOM} is the baseline MoRF and LeRF are read against)" if RANDOM in missing else ""
+    return (f"no complete test ranks in {root} for {', '.join(missing)}{baseline}: run `roarfast extract --run-dir "
+            f"{root} --method {','.join(missing)} --split test` first")
 
 
 def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=None, dataset_options=None,
@@ -51,10 +73,16 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
     store = run.rank_store
     stored = store.methods("test")
     methods = list(parse_list(options.methods)) if options.methods else sorted(stored)
+    if methods and RANDOM not in methods:  # MoRF/LeRF of an estimator mean something only beside random's
+        if RANDOM in stored:
+            methods.append(RANDOM)
+        else:
+            log.warning("note: no test ranks of %s in %s, so MoRF/LeRF have no baseline to be read against: "
+                        "`roarfast extract --run-dir %s --method %s --split test` makes them", RANDOM, run.root,
+                        run.root, RANDOM)
     missing = [m for m in methods if m not in stored]
     if not methods or missing:
-        raise UserError(f"no complete test ranks in {run.root} for {', '.join(missing) or 'any method'}: run "
-                        f"`roarfast extract --run-dir {run.root}` first")
+        raise UserError(missing_ranks(run.root, missing))
     model, meta = run.load_base_model(ds, device)
     ckpt_sha = run.base_checkpoint_sha256()
     run.check_writable()

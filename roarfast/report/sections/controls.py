@@ -6,6 +6,7 @@ from functools import partial
 
 from roarfast.modes import MODES, cell_mode, control_mode
 from roarfast.report.figures import curves_of, decorate, draw_curve, figure_legend, offsets, panel_fractions, pyplot
+from roarfast.report.analysis import untestable
 from roarfast.report.load import method_order
 from roarfast.report.sections import Figure, Table, register
 from roarfast.report.text import p_text, pct
@@ -22,7 +23,7 @@ def tables(summary: dict) -> list:
         methods = sorted({e["method"] for e in entries}, key=method_order)
         rows = [[m] + [leak_cell(cells.get((m, f))) for f in fractions] for m in methods]
         title = (f"Mask-only controls of the {cell_mode(mode).upper()} cells: accuracy against chance "
-                 f"({pct(summary['chance'])}), one-sided p")
+                 f"({pct(summary['chance'])}), one-sided p Holm-corrected over the configuration's controls")
         out.append(Table(title, ["method"] + [f"{f:.0%}" for f in fractions], rows))
     return out
 
@@ -31,8 +32,10 @@ def leak_cell(e: dict | None) -> str:
     if e is None:
         return "-"
     if e["leaky"] is None:
-        return f"{pct(e['mean'])} (not tested)"
-    return f"{pct(e['mean'])}" + (" LEAKY" if e["leaky"] else "") + f" (p={p_text(e['p'])}, n={e['n']})"
+        return f"{pct(e['mean'])} (" + ("untestable: the cells did not leave chance" if untestable(e) else
+                                        "not tested") + ")"
+    return (f"{pct(e['mean'])}" + (" LEAKY" if e["leaky"] else "")
+            + f" (Holm p={p_text(e['p_holm'])}, p={p_text(e['p'])}, n={e['n']})")
 
 
 def figures(summary: dict, context, run) -> list:

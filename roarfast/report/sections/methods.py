@@ -8,11 +8,15 @@ from roarfast.report.sections.run import SHORT_TRAINING_SHARE, WEAK_BASE_SHARE
 
 
 def numbers(loaded, summary: dict) -> dict:
-    return {"alpha": stats.ALPHA, "leak_margin": stats.LEAK_MARGIN, "near_chance": NEAR_CHANCE,
+    return {"alpha": stats.ALPHA, "leak_margin": stats.LEAK_MARGIN, "learned_margin": stats.LEARNED_MARGIN,
+            "near_chance": NEAR_CHANCE,
             "weak_base_share": WEAK_BASE_SHARE, "short_training_share": SHORT_TRAINING_SHARE,
             "tests": {"interval": stats.T_INTERVAL, "verdict": stats.WELCH, "ranking": stats.AUC_TEXT,
-                      "leakage": f"{stats.LEAK_T}; with one seed or no spread: {stats.LEAK_BINOMIAL}; leaky when "
-                                 f"p < {stats.ALPHA} and the control beats chance by >= {stats.LEAK_MARGIN:.0%}",
+                      "leakage": f"{stats.LEAK_T}; with one seed or no spread: {stats.LEAK_BINOMIAL}; the p-values "
+                                 f"Holm-corrected over every control of the configuration (they are read together, "
+                                 f"as the verdicts are); leaky when the corrected p < {stats.ALPHA} and the control "
+                                 f"beats chance by >= {stats.LEAK_MARGIN:.0%}",
+                      "at_chance": f"a learner is {stats.AT_CHANCE_TEXT}",
                       "degenerate": "no spread in both groups: equal means give p = 1, different means p = 0"}}
 
 
@@ -32,6 +36,10 @@ def lines(summary: dict) -> list:
          f"the lift and stands, while the leak could explain a \"no different\" or \"worse\"; in KAR (higher is "
          f"better) the leak could explain a \"better than random\", while \"no different\" or \"worse\" "
          f"stand. A control that could not be tested is counted as untested, never as not leaky."),
+        (f"Whether the study can answer, decided first: it is INCONCLUSIVE when random's least-modified cells "
+         f"(its group of highest accuracy; with no random cells, the best of any estimator) or the base model are "
+         f"at chance: {tests['at_chance']}. Then its rankings and verdicts are shown as not findings, and a control "
+         f"not found leaky is untestable: a learner that learned nothing cannot show leakage."),
         (f"Configurations: cells are compared only with cells of their own configuration (everything their "
          f"rows record but the method's own ranks: data, model, recipe, the shared rank settings); a run "
          f"directory holding several reports each apart under a label saying what differs, and within one "

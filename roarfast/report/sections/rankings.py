@@ -8,7 +8,7 @@ from roarfast.modes import LOWER_IS_BETTER, MODES
 from roarfast.report.analysis import accuracies
 from roarfast.report.load import method_order, mode_order
 from roarfast.report.sections import Table, register
-from roarfast.report.text import interval_text, ranked_by, title_fill
+from roarfast.report.text import interval_text, not_finding, ranked_by, title_fill
 
 
 def numbers(loaded, summary: dict) -> dict:
@@ -54,7 +54,8 @@ def tables(summary: dict) -> list:
         measure = "AUC" if len(r["fractions"]) > 1 else "accuracy"
         rows = [[str(i + 1), e["method"], interval_text(e), str(e["n"])] for i, e in enumerate(r["entries"])]
         rows += [["-", m, "not ranked: a fraction or seed missing", "-"] for m in r["incomplete"]]
-        out.append(Table(f"Ranking, {title_fill(r['mode'], r['fill'])}: {ranked_by(r['fractions'])}, {better} is "
+        out.append(Table(f"{not_finding(summary)}Ranking, {title_fill(r['mode'], r['fill'])}: "
+                         f"{ranked_by(r['fractions'])}, {better} is "
                          f"better", ["rank", "method", f"{measure} [95% interval]", "seeds"], rows))
     return out
 

@@ -6,7 +6,8 @@ much, cells so much shorter-trained than the base model that the gap to it is mo
 
 from roarfast import stats
 from roarfast.modes import LOWER_IS_BETTER, MODES
-from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, NEAR_CHANCE, NO_CONTROL, NOT_LEAKY, UNTESTED
+from roarfast.report.analysis import (LEAK_INCONCLUSIVE, LEAK_STANDS, NEAR_CHANCE, NO_CONTROL, NOT_LEAKY, UNTESTED,
+                                      untestable)
 from roarfast.report.sections import Lines, Table, register
 from roarfast.report.text import pct
 
@@ -25,6 +26,9 @@ def numbers(loaded, summary: dict) -> dict:
     context = loaded.context
     measured = {"data": _data(loaded), "base": _training(context.meta.get("recipe"), context.meta.get("model")),
                 "cells": _cells_training(loaded)}
+    measured["base"].update(adopted=context.meta.get("adopted"), normalization=normalization(context.meta))
+    measured.update(estimators=estimators(loaded.cells), versions=versions(loaded.retrained),
+                    threads=sorted({c["threads"] for c in loaded.cells if c.get("threads") is not None}))
     return {"datasets": sorted({c["dataset"] for c in loaded.cells}),
             "models": sorted({c["model"] for c in loaded.cells}),
             "chance_source": context.chance_source,
@@ -38,12 +42,40 @@ def _data(loaded) -> dict:
     """The data the cells were trained on: canvas, channels, classes (the base meta's, else the dataset's) and
     the image counts (the opened dataset's; the test split's also as the cells recorded it)."""
     meta, ds = loaded.context.meta, loaded.context.dataset
+    options = meta.get("dataset_options")
     out = {"canvas": meta.get("image_size"), "channels": meta.get("in_channels"),
-           "classes": meta.get("num_classes"), "train": None, "validation": None, "test": loaded.context.n_test}
+           "classes": meta.get("num_classes"), "train": None, "validation": None, "test": loaded.context.n_test,
+           "path": meta.get("data_dir"), "options": options}
     if ds is not None:
         out.update(canvas=ds.image_size, channels=ds.channels, classes=ds.num_classes,
-                   train=len(ds.train) - len(ds.val_index), validation=len(ds.val_index), test=len(ds.test))
+                   train=len(ds.train) - len(ds.val_index), validation=len(ds.val_index), test=len(ds.test),
+                   path=ds.data_dir or out["path"], options=ds.options)
+    # the validation split and a num_train / num_test subset are drawn with val_seed (roarfast.data.registry)
+    out["subset_seed"] = (out["options"] or {}).get("val_seed")
     return out
+
+
+def estimators(cells: list) -> dict:
+    """{method: the parameters its ranks were made with (and their seed, where they draw)}, from the cells'
+    configs (none recorded before schema v5: {})."""
+    out = {}
+    for c in cells:
+        ranks = (c.get("config") or {}).get("ranks")
+        if ranks is not None and c["method"] not in out:
+            out[c["method"]] = {**(ranks.get("parameters") or {}),
+                                **({"seed": ranks["seed"]} if ranks.get("seed") is not None else {})}
+    return dict(sorted(out.items()))
+
+
+def versions(rows: list) -> list:
+    """The distinct version records ({python, roarfast, torch, numpy, cuda}) of the rows, with their counts:
+    [{"versions": {...}, "cells": n}], most cells first."""
+    found = {}
+    for r in rows:
+        if r.get("versions"):
+            key = tuple(sorted(r["versions"].items()))
+            found[key] = found.get(key, 0) + 1
+    return [{"versions": dict(k), "cells": n} for k, n in sorted(found.items(), key=lambda kv: -kv[1])]
 
 
 def _training(recipe: dict | None, model) -> dict:
@@ -52,6 +84,33 @@ def _training(recipe: dict | None, model) -> dict:
     recipe = recipe or {}
     precision = (recipe["amp"] or "fp32") if "amp" in recipe else None
     return {"model": model, **{key: recipe.get(key) for key in TRAINING}, "precision": precision}
+
+
+def normalization(meta: dict) -> dict | None:
+    """{mean, std, source} the base model's inputs are normalized with: its meta's record (adopted weights), else
+    the dataset statistics its meta holds; None when it holds neither."""
+    if meta.get("normalization"):
+        return meta["normalization"]
+    if meta.get("mean") is not None and meta.get("std") is not None:
+        return {"mean": meta["mean"], "std": meta["std"], "source": "the training split's statistics"}
+    return None
+
+
+def base_text(training: dict) -> str:
+    """The base model as the table says it: adopted weights by their file and sha256 (no recipe: nothing was
+    trained here), else how it was trained."""
+    adopted = training.get("adopted")
+    if not adopted:
+        return training_text(training)
+    return (f"{training.get('model') or 'model unknown'}, adopted weights {adopted['file']} (sha256 "
+            f"{adopted['file_sha256']}), not trained here")
+
+
+def _normalization_text(norm: dict | None) -> str:
+    if not norm:
+        return ""
+    values = " and ".join(f"{k} ({', '.join(f'{v:.3g}' for v in norm[k])})" for k in ("mean", "std"))
+    return f"; inputs normalized with {values}" + (f", {norm['source']}" if norm.get("source") else "")
 
 
 def _cells_training(loaded) -> dict:
@@ -76,7 +135,8 @@ def counts(controls: list, verdicts: list) -> dict:
     drawn = [e for e in verdicts if e["p_holm"] is not None]
     return {"controls": {"all": len(controls), "tested": sum(c["leaky"] is not None for c in controls),
                          "leaky": sum(bool(c["leaky"]) for c in controls),
-                         "untested": sum(c["leaky"] is None for c in controls)},
+                         "untested": sum(c["leaky"] is None and not untestable(c) for c in controls),
+                         "untestable": sum(untestable(c) for c in controls)},
             "verdicts": {"all": len(verdicts), "drawn": len(drawn),
                          "significant": sum(e["p_holm"] < stats.ALPHA for e in drawn),
                          "not_significant": sum(e["p_holm"] >= stats.ALPHA for e in drawn),
@@ -110,11 +170,15 @@ def warnings(summary: dict, measured: dict) -> list[str]:
                    f"{WEAK_BASE_SHARE:.0%} of the way to 100%; the estimators explain a model that learned little, so "
                    f"the verdicts say little about them on a well-trained model")
     cells_epochs, base_epochs = measured["cells"]["epochs"], measured["base"]["epochs"]
-    if base is not None and random and cells_epochs and base_epochs \
-            and cells_epochs <= SHORT_TRAINING_SHARE * base_epochs:
+    adopted = measured["base"].get("adopted")
+    # adopted weights trained elsewhere, for epochs not known here: their accuracy alone is read
+    shorter = adopted or (cells_epochs and base_epochs and cells_epochs <= SHORT_TRAINING_SHARE * base_epochs)
+    if base is not None and random and cells_epochs and shorter:
         best = max(random, key=lambda g: g["mean"])
+        trained = "the base model's weights were adopted (trained elsewhere)" if adopted else \
+            f"the base model {base_epochs}"
         if best["mean"] < chance + (base - chance) / 2:
-            out.append(f"mostly undertraining: the cells train {cells_epochs} epochs, the base model {base_epochs}; "
+            out.append(f"mostly undertraining: the cells train {cells_epochs} epochs, {trained}; "
                        f"even random's least-modified cells ({best['mode'].upper()} {best['fraction']:.0%}: "
                        f"{pct(best['mean'])}) stay far below the base model ({pct(base)}), so the gap between the "
                        f"base-model line and the curves is mostly the shorter training, not the removal: read the "
@@ -127,12 +191,17 @@ def table(summary: dict) -> list:
     data = measured["data"]
     n_cells = sum(len(g["seeds"]) for g in summary["groups"])
     rows = [["data", _data_text(summary["datasets"], data)],
-            ["base model", (f"{training_text(measured['base'])}: test {pct(base['test_acc'])}, "
-                            f"validation {pct(base['val_acc'])}")],
+            ["base model", (f"{base_text(measured['base'])}: test {pct(base['test_acc'])}, "
+                            f"validation {pct(base['val_acc'])}"
+                            + (_normalization_text(measured["base"].get("normalization"))
+                               if measured["base"].get("adopted") else ""))],
             ["retrained cells", f"{training_text(measured['cells'])}, each from scratch"],
+            ["estimators (their parameters)", _estimators_text(measured["estimators"])],
             ["fills", ", ".join(summary["fills"]) or "-"],
             ["chance", f"{pct(summary['chance'])} ({summary['chance_source']})"],
             ["finished cells (with controls)", str(n_cells)],
+            ["versions", _versions_text(measured["versions"])],
+            ["CPU threads per cell", ", ".join(str(t) for t in measured["threads"]) or "not recorded"],
             *_count_rows(summary["counts"])]
     out = [Table("What was measured", ["", ""], rows)]
     if summary["warnings"]:
@@ -145,7 +214,29 @@ def _data_text(datasets: list, data: dict) -> str:
               if data["canvas"] else "canvas unknown")
     counts = " / ".join(f"{'-' if data[k] is None else f'{data[k]:,}'} {k}" for k in ("train", "validation", "test"))
     classes = f"{data['classes']} classes" if data["classes"] else "classes unknown"
-    return f"{', '.join(datasets)}: {canvas}; {classes}; images {counts}"
+    text = f"{', '.join(datasets)}: {canvas}; {classes}; images {counts}"
+    options = {k: v for k, v in (data.get("options") or {}).items() if k != "val_seed"}
+    if options:
+        text += "; options " + ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
+    if data.get("subset_seed") is not None:
+        text += f"; validation split and subset drawn with seed {data['subset_seed']}"
+    return text + (f"; read from {data['path']}" if data.get("path") else "")
+
+
+def _estimators_text(found: dict) -> str:
+    if not found:
+        return "not recorded (rows before schema v5)"
+    return "; ".join(f"{m} " + (", ".join(f"{k}={v}" for k, v in sorted(p.items())) or "(no parameters)")
+                     for m, p in found.items())
+
+
+def _versions_text(found: list) -> str:
+    if not found:
+        return "not recorded"
+    texts = [", ".join(f"{k} {v}" for k, v in sorted(f["versions"].items()) if v) for f in found]
+    if len(texts) == 1:
+        return texts[0]
+    return "; ".join(f"{t} ({f['cells']} cells)" for t, f in zip(texts, found)) + ": they DIFFER between cells"
 
 
 def _count_rows(counted: dict) -> list:
@@ -154,6 +245,8 @@ def _count_rows(counted: dict) -> list:
     controls, verdicts = counted["controls"], counted["verdicts"]
     untested = (f"; {controls['untested']} untested (chance or the test split's size unknown)"
                 if controls["untested"] else "")
+    untested += (f"; {controls['untestable']} untestable (the cells did not leave chance: a learner that learned "
+                 f"nothing cannot show leakage)" if controls.get("untestable") else "")
     not_drawn = verdicts["all"] - verdicts["drawn"]
     tested = (f"{verdicts['drawn']} tested: {verdicts['significant']} significant after Holm, "
               f"{verdicts['not_significant']} not significant; their controls: {verdicts['control_not_leaky']} not "
@@ -161,7 +254,8 @@ def _count_rows(counted: dict) -> list:
               f"leaky and could explain the verdict, {verdicts['no_control']} none tested")
     if not_drawn:
         tested += f"; {not_drawn} not drawn (one seed or no random)"
-    leaky = f"{controls['tested']} tested: {controls['leaky']} leaky, {controls['tested'] - controls['leaky']} not leaky"
+    leaky = (f"{controls['tested']} tested: {controls['leaky']} leaky, "
+             f"{controls['tested'] - controls['leaky']} not leaky")
     return [["mask-only controls", leaky + untested], ["verdicts against random", tested]]
 
 

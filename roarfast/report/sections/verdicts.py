@@ -6,7 +6,7 @@ from collections import defaultdict
 from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED
 from roarfast.report.load import method_order
 from roarfast.report.sections import Table, register
-from roarfast.report.text import p_text, significance, title_fill
+from roarfast.report.text import not_finding, p_text, significance, title_fill
 
 #: what a verdict table's cell adds per leak reading
 LEAK_CELL = {NO_CONTROL: "; no control", UNTESTED: "; control untested", LEAK_STANDS: "; LEAKY control, stands",
@@ -23,7 +23,8 @@ def tables(summary: dict) -> list:
         cells = {(e["method"], e["fraction"]): e for e in entries}
         methods = sorted({e["method"] for e in entries}, key=method_order)
         rows = [[m] + [verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
-        out.append(Table(f"Verdict against random, {title_fill(mode, fill)} (Holm-corrected p; beside a leaky "
+        out.append(Table(f"{not_finding(summary)}Verdict against random, {title_fill(mode, fill)} "
+                         f"(Holm-corrected p; beside a leaky "
                          f"control a verdict stands, or the leak could explain it, by the leak's direction: Methods)",
                          ["method"] + [f"{f:.0%}" for f in fractions], rows))
     return out
