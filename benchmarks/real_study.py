@@ -90,11 +90,11 @@ def numbers_page(summary: dict, args, seconds: float, command: str) -> str:
 
 
 def readme_snippet(summary: dict, args, seconds: float, command: str, figure: str, page: str) -> str:
-    """What the README shows beside the figure: the command and its cost, the rankings and the verdicts at 50%,
-    how visible each fill's holes are; the whole of it is on the numbers page."""
+    """What the README shows beside the figure (which stays under 1,500 words): the command and its cost, the
+    rankings, how visible each fill's holes are; the verdicts and the rest are on the numbers page."""
     from roarfast.report.text import verdict_lines
 
-    shown = [line for line in verdict_lines(summary) if line.startswith("ranking") or " 50% " in line]
+    shown = [line for line in verdict_lines(summary) if line.startswith("ranking")]
     holes = [f"{r['fill']} {r['accuracy']:.0%}" for r in summary.get("fill_leakage") or [] if r["fraction"] == 0.5]
     return "\n".join([
         f"![ROAR and KAR on CIFAR-10 (JPEG q75), dataset-mean fill and ROAD fill]({figure})", "",
