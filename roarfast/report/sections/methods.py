@@ -42,8 +42,10 @@ def lines(summary: dict) -> list:
          f"not found leaky is untestable: a learner that learned nothing cannot show leakage."),
         (f"Configurations: cells are compared only with cells of their own configuration (everything their "
          f"rows record but the method's own ranks: data, model, recipe, the shared rank settings); a run "
-         f"directory holding several reports each apart under a label saying what differs, and within one "
-         f"only each method's newest ranks count. Warnings: random is near chance when less than "
+         f"directory holding several reports each apart under its name: the one given with --name (or "
+         f"Study(name=...)), else the label it got when it was made (what differs from the configuration "
+         f"requested before it), which never changes; its id, its name and every label it was shown with select "
+         f"it. Within one configuration only each method's newest ranks count. Warnings: random is near chance when less than "
          f"{100 * summary['near_chance']:g} points above it; the base model is weak when it beats chance by less than "
          f"{summary['weak_base_share']:.0%} of the way to 100%; the gap to the base model is called mostly "
          f"undertraining when the cells train at most {summary['short_training_share']:.0%} of its epochs and "
