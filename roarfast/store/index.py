@@ -244,10 +244,9 @@ class RankStore:
                 + repair_command(method, self.run_dir, "remakes them for the current model")
             )
         self._check_files(directory, manifest)
-        maps = np.load(directory / MAPS, mmap_mode="r", allow_pickle=False) if manifest["maps"] else None
-        # rows read by pread as they are asked for (RowReader): a cell's memory stays that of its batches
-        return RankRecord(method=method, split=split, reader=RowReader(directory / RANKS), maps=maps,
-                          manifest=manifest, directory=directory, run_dir=self.run_dir)
+        # rows read by pread as they are asked for (RowReader), nothing mapped: a cell's memory stays its batches'
+        return RankRecord(method=method, split=split, reader=RowReader(directory / RANKS), manifest=manifest,
+                          directory=directory, run_dir=self.run_dir)
 
     def _manifests(self):
         """(method, split, manifest) of every store under the root, sorted; the method is the full name its

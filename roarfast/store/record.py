@@ -10,7 +10,8 @@ Rows are read from the file with os.pread, the rows asked for and no more (RowRe
 a map's pages count in the process's resident memory once touched and stay there until memory runs short, so a
 cell that read its ranks through one held about as many bytes as the store (2 bytes a pixel a training image at
 224 px: 128 GB at ImageNet's size). A reader holds no file open between reads and nothing mapped: a record kept by
-a long-lived worker costs its manifest alone. `ranks` maps the file for those who ask for the whole array.
+a long-lived worker costs its manifest alone. `ranks` (and `maps`) map the file for those who ask for the whole
+array.
 """
 
 import logging
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from roarfast.errors import UserError
-from roarfast.store.layout import RANKS, chunk_checksum, npy_header, repair_command
+from roarfast.store.layout import MAPS, RANKS, chunk_checksum, npy_header, repair_command
 
 log = logging.getLogger(__name__)
 
@@ -96,15 +97,14 @@ class RankRecord:
 
     `reader` (a RowReader of `ranks.npy`, [N, H, W] or [N, C, H, W], uint16|int32): read it through `rows` (or
     call `verify` first), which check the chunks they touch; `shape` and `dtype` are its; `ranks` maps the whole
-    file read-only on first use (for callers that want the array itself; unverified, like any reader of the map);
-    `maps` (float16, not verified: pictures only) or None; `manifest` the manifest dict; `directory` the store's
-    folder.
+    file read-only at each access (for callers that want the array itself; unverified, like any reader of the
+    map); `maps` likewise (float16, not verified: pictures only) or None; `manifest` the manifest dict;
+    `directory` the store's folder.
     """
 
     method: str
     split: str
     reader: RowReader
-    maps: np.ndarray | None
     manifest: dict
     directory: Path | None = None
     run_dir: Path | None = None  # named in the repair command of a failed check
@@ -117,6 +117,13 @@ class RankRecord:
     @property
     def dtype(self) -> np.dtype:
         return self.reader.dtype
+
+    @property
+    def maps(self) -> np.ndarray | None:
+        """The float16 maps as a read-only memory map (mapped at each access), or None where none were kept."""
+        if not self.manifest["maps"]:
+            return None
+        return np.load(self.reader.path.parent / MAPS, mmap_mode="r", allow_pickle=False)
 
     @property
     def ranks(self) -> np.ndarray:
