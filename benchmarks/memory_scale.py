@@ -138,8 +138,9 @@ def table(results: list) -> str:
         peak = phases[at]
         evals = [p["rss"] for name, p in phases.items() if name.startswith("evaluate")]
         base = first.setdefault(result["checkout"], result)
-        growth = "-" if base is result else (
-            f"{(peak['rss'] - max(p['rss'] for p in base['phases'].values())) / (result['train'] - base['train']) / 1024:,.0f} KiB")
+        base_peak = max(p["rss"] for p in base["phases"].values())
+        growth = "-" if base is result else \
+            f"{(peak['rss'] - base_peak) / (result['train'] - base['train']) / 1024:,.0f} KiB"
         lines.append(f"| {result['checkout']} | {result['train']:,} / {result['val']} / {result['test']} | "
                      f"{mib(peak['rss'])} | {mib(peak['anon'])} | {mib(peak['file'])} | {at} | "
                      f"{mib(max(evals)) if evals else '-'} | {growth} |")
@@ -172,7 +173,8 @@ def main():
             print(json.dumps(result), flush=True)
     text = table(results)
     header = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-              f"{os.getloadavg()[0]:.1f}; {args.model} at {args.side} px; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+              f"{os.getloadavg()[0]:.1f}; {args.model} at {args.side} px; "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     (out / "memory.json").write_text(json.dumps({"header": header, "results": results}, indent=2))
     print(header)
     print(text)

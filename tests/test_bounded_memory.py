@@ -1,6 +1,7 @@
 """Memory bounded by the work, not the dataset: a rank store's rows are read as a batch asks for them (those rows
 and no more, nothing left mapped), and a streamed split's mask-only control reads one batch's rows at a time
-instead of its whole store, yielding what the same loader yields with the ranks in memory."""
+instead of its whole store, yielding what the same loader yields with the ranks in memory; a dry run's peak for a
+worker stops growing with the dataset once its batches are full, and counts an evaluation's tensors alive at once."""
 
 import os
 from pathlib import Path
@@ -12,6 +13,8 @@ import torch
 
 from roarfast.data.base import FileSet, ImageSet
 from roarfast.data.loader import pattern_loader
+from roarfast.planning.costs import CPU_HEAP_FACTOR, Target, evaluation_bytes, training_memory
+from roarfast.recipe import Recipe
 from roarfast.store import RankStore
 from roarfast.store import record as record_module
 
@@ -73,3 +76,40 @@ def test_a_streamed_control_reads_one_batch_of_rows_at_a_time(record):
         torch.testing.assert_close(x, x_held, rtol=0, atol=0)
         assert torch.equal(y, y_held)
     assert taken and max(taken) <= BATCH and sum(taken) == N  # each row read once, a batch's rows a read
+
+
+class _Split:
+    def __init__(self, n: int):
+        self.n, self.shape = n, (3, 224, 224)
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _outline(images: int):
+    """A dry run's outline of a 224-px tree of `images` train images (a tenth held out) and a tenth as many test."""
+    return SimpleNamespace(train=_Split(images), test=_Split(images // 10), val_images=images // 10,
+                           train_index=range(images - images // 10), channels=3, image_size=224)
+
+
+def test_a_workers_planned_peak_stops_growing_at_its_batches():
+    shape = SimpleNamespace(parameters=1_000_000, activation_bytes=4e6)
+    target = Target("cpu", torch.device("cpu"), None, 16 * 2**30)  # the canvases of 200,000 images do not fit
+    recipe = Recipe(batch_size=128, eval_batch_size=512)
+    peak = {n: training_memory(shape, recipe, _outline(n), target, evaluation=10e6)
+            for n in (2_000, 200_000, 2_000_000)}
+    assert peak[200_000] == peak[2_000_000]  # streamed: the batches, not the dataset
+    assert peak[2_000] < peak[200_000]  # 200 images an evaluation batch where the split is smaller than 512
+    # the evaluation batch is the peak here: 512 images x 10 MB x the CPU heap's factor, over 128 x 4 MB
+    assert peak[200_000] > 512 * 10e6 * CPU_HEAP_FACTOR
+
+
+def test_an_evaluations_live_tensors_are_counted_as_they_are_freed():
+    from torch import nn
+
+    spec = SimpleNamespace(build=lambda classes, side, channels: nn.Sequential(
+        nn.Conv2d(channels, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * side * side, classes)))
+    data = SimpleNamespace(num_classes=10, image_size=8, channels=3)
+    # the input (3 x 8 x 8), then the convolution's output and the ReLU's alive together (4 x 8 x 8 each); the
+    # convolution's output is freed before the linear layer's small output is made
+    assert evaluation_bytes(spec, data) == (3 * 64 + 2 * 4 * 64) * 4

@@ -265,11 +265,12 @@ def evaluation_bytes(spec, data) -> float | None:
     from roarfast.planning.estimate import _meta_model
 
     class LiveBytes(TorchDispatchMode):
-        """Each operation's new outputs counted until they are freed (a view of a live tensor is no new memory)."""
+        """Each operation's new outputs counted until they are freed (a view of a live tensor, or of one of
+        `known`'s storages, the weights and the input, is no new memory)."""
 
-        def __init__(self):
+        def __init__(self, known: set):
             super().__init__()
-            self.live, self.now, self.peak = {}, 0, 0
+            self.known, self.live, self.now, self.peak = known, {}, 0, 0
 
         @classmethod
         def _should_skip_dynamo(cls) -> bool:  # as estimate._Flops: spares importing torch's compiler
@@ -278,8 +279,8 @@ def evaluation_bytes(spec, data) -> float | None:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             for tensor in tree_flatten(out)[0]:
-                if isinstance(tensor, torch.Tensor) and tensor.untyped_storage()._cdata not in self.live:
-                    key = tensor.untyped_storage()._cdata
+                key = tensor.untyped_storage()._cdata if isinstance(tensor, torch.Tensor) else None
+                if key is not None and key not in self.live and key not in self.known:
                     self.live[key] = tensor.untyped_storage().nbytes()
                     self.now += self.live[key]
                     weakref.finalize(tensor, self.free, key)
@@ -292,7 +293,8 @@ def evaluation_bytes(spec, data) -> float | None:
     try:
         model = _meta_model(spec, data).eval()
         x = torch.empty(EVAL_TRACED_IMAGES, data.channels, data.image_size, data.image_size, device="meta")
-        with torch.no_grad(), LiveBytes() as live:
+        known = {t.untyped_storage()._cdata for t in (*model.parameters(), *model.buffers(), x)}
+        with torch.no_grad(), LiveBytes(known) as live:
             model(x)
     except Exception:  # noqa: BLE001 - a plug-in model may do anything in its forward: its memory is unknown
         return None
