@@ -1,7 +1,7 @@
 """Memory of one streamed ROAR cell as the dataset grows (issue 39 item 3): a generated JPEG tree at each size in
 --images (streamed: `--data-option stream=true`), its random ranks, then one cell (random, ROAR 0.7, one epoch,
 seed 0) trained in a fresh process that samples its own memory every 20 ms, tagged by phase (loading the data,
-the training loop, each evaluation), split into anonymous memory (what the process allocated) and file-backed
+the training steps before the first evaluation, each evaluation, what follows one), split into anonymous memory (what the process allocated) and file-backed
 pages (libraries, and before issue 39 the rank store's memory map). Peak RSS per size, its growth per training
 image between the sizes, and which phase and kind of memory grew.
 
@@ -58,12 +58,11 @@ def sample():
 
 def tagged(function, name):
     def run(*args, **kwargs):
-        before = phase[0]
         phase[0] = name if isinstance(name, str) else name(args)
         try:
             return function(*args, **kwargs)
-        finally:
-            phase[0] = before
+        finally:  # the heap keeps what an evaluation freed: later samples are not the training steps'
+            phase[0] = "after an evaluation"
     return run
 
 threading.Thread(target=sample, daemon=True).start()

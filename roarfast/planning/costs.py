@@ -8,12 +8,13 @@ training, an extraction or an earlier dry run left, else a short measured step);
 (`--plan-device h100`), from the FLOPs of the same steps' shapes (counted on the meta device) at the share of a
 stated peak that measured steps reached (SHARE: the airbench model's on an H200). Peak memory is what one worker
 needs (a process training one cell, or extracting one chunk), whatever the number of workers: the weights,
-gradients, momentum and EMA copy of a training (float32); then the larger of a training step's activations kept
-for its backward at the recipe's batch and an evaluation batch's (the recipe's eval_batch_size images, or the
-validation or test split where smaller, through a forward without gradients: evaluation_bytes), counted in float32
-and halved under 16-bit autocast; the batches in flight of a streamed tree (STREAMED_IMAGE_BYTES), or the canvases
-when the data fits in half the device's memory; on a CPU, the process itself (PROCESS_BYTES). A cell reads its rank
-rows per batch, so no term grows with the dataset beyond its batches. An extraction's: the weights and the
+gradients, momentum and EMA copy of a training (float32); then a training step's activations kept for its backward
+at the recipe's batch and an evaluation batch's (the recipe's eval_batch_size images, or the validation or test
+split where smaller, through a forward without gradients: evaluation_bytes), counted in float32 and halved under
+16-bit autocast: on a GPU the larger of the two, on a CPU both, times CPU_HEAP_FACTOR (its heap keeps them); the
+canvases when the data fits in half the device's memory (what stream=auto holds; counted even where stream=true
+streams them), else the batches in flight (streamed_image_bytes); on a CPU, the process itself (PROCESS_BYTES). A
+cell reads its rank rows per batch, so no term grows with the dataset beyond its batches. An extraction's: the weights and the
 activations of one pass of its rows (and, on a CPU, the process).
 """
 
@@ -47,7 +48,7 @@ FLOAT_BYTES = 4
 #: process's): torch, roarfast's kernels and DALI loaded, 0.5 GiB RSS measured (torch 2.14, DALI 2.4, 2026-11-27;
 #: benchmarks/memory_scale.py's "load data" phase)
 PROCESS_BYTES = 0.5 * 2**30
-#: a CPU process's heap at an evaluation's peak over the bytes of its tensors alive then (evaluation_bytes): glibc
+#: a CPU process's heap at its peak over the bytes of the tensors alive then (activations, evaluation_bytes): glibc
 #: keeps freed blocks for reuse
 #: (roarfast.common.memory) and torch's aligned blocks fragment it; measured for an evaluation batch at 224 px
 #: (2026-11-27, benchmarks/RESULTS.md, "Memory per worker"): ResNet-18 10.5 MiB an image against 6.7 MiB of
@@ -231,8 +232,9 @@ class Costing:
 
 def training_memory(shape, recipe, data, target: Target, evaluation: float | None = None) -> float | None:
     """Peak bytes of one worker training at `recipe`'s batch (a StepShape `shape`; None: unknown): weights,
-    gradients, momentum and the EMA copy; the larger of a batch's activations and an evaluation batch's
-    (`evaluation`: evaluation_bytes, per image; None: not counted); the canvases where they fit
+    gradients, momentum and the EMA copy; a batch's activations and an evaluation batch's (`evaluation`:
+    evaluation_bytes, per image; None: not counted), the larger of the two on a GPU, both on a CPU (times
+    CPU_HEAP_FACTOR); the canvases where they fit
     (IN_MEMORY_SHARE), else the streamed batches in flight; on a CPU, the process."""
     if shape is None:
         return None
@@ -241,9 +243,11 @@ def training_memory(shape, recipe, data, target: Target, evaluation: float | Non
     batch = min(recipe.batch_size, len(data.train_index))
     # an evaluation batch: eval_batch_size images, or the whole validation (or test) split where it is smaller
     evaluated = min(recipe.eval_batch_size, max(data.val_images, len(data.test)))
+    step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
     cpu = getattr(target.device, "type", None) == "cpu"
-    heap = CPU_HEAP_FACTOR if cpu else 1.0
-    steps = max(batch * shape.activation_bytes, evaluated * (evaluation or 0) * heap) * half
+    # a CPU heap keeps the training step's freed blocks, which an evaluation batch's larger ones do not fit: the two
+    # add up there (7.2 GB at 1,000 images, 10.8 at 4,000 for ResNet-18 at 224 px); a GPU's allocator frees its cache
+    steps = CPU_HEAP_FACTOR * (step + evaluating) if cpu else max(step, evaluating)
     # late: loads torch, and --help imports this module
     from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
 
