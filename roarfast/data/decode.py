@@ -110,7 +110,8 @@ def canvas_batches(decoder: str, split_dir: Path, files: list[str], plan: list[n
             batch = {"images": torch.stack([image for image, _ in samples]),
                      "index": torch.as_tensor(np.asarray(rows), dtype=torch.int64)}
             if ranks is not None:
-                batch["ranks"] = torch.from_numpy(np.stack([np.asarray(ranks[i]) for i in rows]))
+                # the batch's rows alone: from a record's file (its RowReader) or the array given
+                batch["ranks"] = torch.from_numpy(np.ascontiguousarray(ranks[np.asarray(rows, dtype=np.int64)]))
             if with_digest:
                 batch["digest"] = torch.from_numpy(np.stack([np.frombuffer(sha, dtype=np.uint8) for _, sha in samples]))
             yield batch

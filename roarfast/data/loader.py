@@ -34,8 +34,10 @@ class DeviceLoader:
     Args:
         images (Tensor[N, C, H, W]): uint8. labels (Tensor[N]): int64.
         mean, std: per channel in [0, 1] pixel space.
-        ranks (Tensor[N, H, W] or Tensor[N, C, H, W], the RankRecord holding them (read whole), or None):
-            per-image ranks from the rank store; None = no masking.
+        ranks (Tensor[N, H, W] or Tensor[N, C, H, W], the RankRecord holding them, or None): per-image ranks
+            from the rank store; None = no masking. A RankRecord is read whole, unless `rows_per_batch`: then
+            each batch reads its own rows from the store (a streamed dataset's mask-only control, whose
+            canvases are one white image: its memory stays that of a batch, whatever the split's size).
         fraction: share of units removed (keep=False, ROAR) or kept (keep=True, KAR).
         fill: what replaces the removed units: a Fill, a fill's name (roarfast.fills.FILLS), per-channel values
             in the normalized space, or None (the dataset mean).
@@ -48,8 +50,9 @@ class DeviceLoader:
     """
 
     def __init__(self, images, labels, mean, std, device, *, ranks=None, fraction: float = 0.0, keep: bool = False,
-                 fill=None, out_dtype=torch.float32, channels_last: bool = False):
-        if ranks is not None and not isinstance(ranks, torch.Tensor):
+                 fill=None, out_dtype=torch.float32, channels_last: bool = False, rows_per_batch: bool = False):
+        self.record = ranks if rows_per_batch and ranks is not None and not isinstance(ranks, torch.Tensor) else None
+        if ranks is not None and not isinstance(ranks, torch.Tensor) and self.record is None:
             ranks = ranks.tensor()
         if ranks is not None and (ranks.shape[0] != images.shape[0] or ranks.shape[-2:] != images.shape[-2:]):
             raise ValueError(f"ranks should be Tensor[{images.shape[0]}, {images.shape[2]}, {images.shape[3]}] "
@@ -57,7 +60,7 @@ class DeviceLoader:
         self.device = torch.device(device)
         self.images = _resident(images, self.device)
         self.labels = labels.to(self.device)
-        self.ranks = ranks.to(self.device) if ranks is not None else None
+        self.ranks = ranks.to(self.device) if ranks is not None and self.record is None else None
         self.fraction = fraction
         self.keep = keep
         self.fill = resolve_fill(fill)
@@ -80,6 +83,10 @@ class DeviceLoader:
 
     def _prepare(self, images: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """uint8 `images` (those at `index`, on the device) masked by their ranks, filled and normalized."""
+        if self.record is not None:  # this batch's rows, read (and verified) from the store
+            rows = self.record.rows(index).to(self.device, non_blocking=True)
+            return self.fill.apply(images, rows, self.fraction, self.keep, mean=self.mean, std=self.std, ids=index,
+                                   out_dtype=self.out_dtype, channels_last=self.channels_last)
         if self.ranks is None:
             return ops.mask_normalize(images, None, mean=self.mean, std=self.std, out_dtype=self.out_dtype,
                                       channels_last=self.channels_last)
@@ -90,7 +97,7 @@ class DeviceLoader:
         """Whether the whole split is prepared here: its fill asks for it (a fill that costs more than a copy,
         like road's solve: once per image and fraction, not once per epoch), or the copy is small and the
         images are on their device (not in pinned host memory for want of room there)."""
-        if len(self) == 0:
+        if len(self) == 0 or self.record is not None:
             return False
         if self.ranks is not None and self.fill.whole_split_chunk is not None:
             return True
@@ -155,11 +162,12 @@ def pattern_loader(ds, split: str, device, *, ranks, fraction: float, keep: bool
     """The mask-only control of a ROAR/KAR cell: every image of `split` is its removal pattern alone, 1
     where a unit is kept and -1 where it is replaced (the same mask kernel on a constant white canvas, no
     file decoded), so a model trained on it measures how much the pattern tells about the class.
-    ranks: Tensor or RankRecord; options: out_dtype, channels_last."""
+    ranks: Tensor or RankRecord (a streamed split's read a batch's rows at a time); options: out_dtype,
+    channels_last."""
     part = ds.split(split)
     c, h, w = part.shape
     device = torch.device(device)
     white = torch.full((1, c, h, w), 255, dtype=torch.uint8, device=device).expand(len(part), c, h, w)
     # (255/255 - 0.5) / 0.5 = 1 where kept; the fill, -1, where replaced
     return DeviceLoader(white, part.labels, (0.5,) * c, (0.5,) * c, device, ranks=ranks, fraction=fraction, keep=keep,
-                        fill=(-1.0,) * c, **options)
+                        fill=(-1.0,) * c, rows_per_batch=isinstance(part, FileSet), **options)

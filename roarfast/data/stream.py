@@ -32,7 +32,8 @@ class StreamLoader:
         files (FileSet): the split (load_imagefolder(..., stream=True)); its canvas options decide the decode.
         mean, std: per channel in [0, 1] pixel space.
         ranks (RankRecord, or ndarray/Tensor[N, H, W] or [N, C, H, W], or None): ranks of the split, row i =
-            sample i; read one row per sample (a RankRecord's memory map stays on disk). None = no masking.
+            sample i; read one row per sample (a RankRecord's rows by pread, as each batch needs them: nothing of
+            the store stays in memory). None = no masking.
         fraction, keep, fill, out_dtype, channels_last: as for DeviceLoader.
         num_threads: DALI CPU threads (default: all cores).
     """
@@ -46,7 +47,7 @@ class StreamLoader:
         self.classes = files.classes
         self.resize, self.crop, self.decoder = files.canvas["resize"], files.canvas["crop"], files.canvas["decoder"]
         self.ranks = None if ranks is None else self._check_ranks(ranks, self.crop)
-        # a RankRecord's rows are verified (checksums, range) before a batch reads them from its memory map
+        # a RankRecord's rows are verified (checksums, range) before a batch reads them from its file
         self.record = ranks if callable(getattr(ranks, "verify", None)) else None
         self.device = torch.device(device)
         self.labels = files.labels.to(self.device)
@@ -58,13 +59,14 @@ class StreamLoader:
         self.num_threads = num_threads or os.cpu_count() or 1
 
     def _check_ranks(self, ranks, crop: int) -> np.ndarray:
-        """ranks as a numpy array (a memory map stays one) after checking it matches the split's files."""
+        """ranks as a numpy array, or a record's RowReader (rows read from its file as a batch asks for them),
+        after checking it matches the split's files."""
         record = callable(getattr(ranks, "verify", None))  # a rank store's record (roarfast.store.RankRecord)
         source = f"ranks of {ranks.method!r}/{ranks.split!r}" if record else "ranks"
-        array = ranks.ranks if record else ranks
+        array = ranks.reader if record else ranks
         if isinstance(array, torch.Tensor):
             array = array.detach().cpu().numpy()
-        if not isinstance(array, np.ndarray):
+        if not (isinstance(array, np.ndarray) or record):
             raise ValueError(f"ranks should be a RankRecord, numpy array or Tensor, got {type(ranks).__name__}")
         n = len(self.files)
         if array.ndim not in (3, 4) or array.shape[0] != n or array.shape[-2:] != (crop, crop) or (

@@ -6,15 +6,21 @@ extraction split between them, each at best 1/N of the time; cells one per worke
 The seconds on this machine's device come from measured step times (roarfast.planning.estimate: the step-time record a
 training, an extraction or an earlier dry run left, else a short measured step); on a device that is not here
 (`--plan-device h100`), from the FLOPs of the same steps' shapes (counted on the meta device) at the share of a
-stated peak that measured steps reached (SHARE: the airbench model's on an H200). Peak memory: the weights,
-gradients, momentum and EMA copy of a training (float32), the activations a step keeps for its backward at the
-recipe's batch (counted in float32, halved under 16-bit autocast), the canvases when the data fits in half the
-device's memory (a tree that does not is streamed); an extraction's: the weights and the activations of one pass
-of its rows.
+stated peak that measured steps reached (SHARE: the airbench model's on an H200). Peak memory is what one worker
+needs (a process training one cell, or extracting one chunk), whatever the number of workers: the weights,
+gradients, momentum and EMA copy of a training (float32); then a training step's activations kept for its backward
+at the recipe's batch and an evaluation batch's (the recipe's eval_batch_size images, or the validation or test
+split where smaller, through a forward without gradients: evaluation_bytes), counted in float32 and halved under
+16-bit autocast: on a GPU the larger of the two, on a CPU both, times CPU_HEAP_FACTOR (its heap keeps them); the
+canvases when the data fits in half the device's memory (what stream=auto holds; counted even where stream=true
+streams them), else the batches in flight (streamed_image_bytes); on a CPU, the process itself (PROCESS_BYTES). A
+cell reads its rank rows per batch, so no term grows with the dataset beyond its batches. An extraction's: the weights and the
+activations of one pass of its rows (and, on a CPU, the process).
 """
 
 import math
 import os
+import weakref
 from dataclasses import dataclass
 
 from roarfast.planning import step_times
@@ -38,6 +44,25 @@ SHARE["fp16"] = SHARE["bf16"]
 SHARE[None] = SHARE["bf16"]
 #: bytes of a float32 value: weights, gradients, momentum and EMA are kept in it
 FLOAT_BYTES = 4
+#: resident memory of a worker process before its work, counted where the device is the CPU (its memory is the
+#: process's): torch, roarfast's kernels and DALI loaded, 0.5 GiB RSS measured (torch 2.14, DALI 2.4, 2026-11-27;
+#: benchmarks/memory_scale.py's "load data" phase)
+PROCESS_BYTES = 0.5 * 2**30
+#: a CPU process's heap at its peak over the bytes of the tensors alive then (activations, evaluation_bytes): glibc
+#: keeps freed blocks for reuse
+#: (roarfast.common.memory) and torch's aligned blocks fragment it; measured for an evaluation batch at 224 px
+#: (2026-11-27, benchmarks/RESULTS.md, "Memory per worker"): ResNet-18 10.5 MiB an image against 6.7 MiB of
+#: tensors alive, ResNet-50 19.5 against 10.5 (common/memory.py saw 1.5-1.85x for extraction's passes)
+CPU_HEAP_FACTOR = 1.85
+#: images an evaluation's memory is traced with on the meta device (its tensors scale with the batch)
+EVAL_TRACED_IMAGES = 4
+
+
+def streamed_image_bytes(channels: int, side: int) -> int:
+    """Bytes one image of a streamed batch holds besides the network: its uint8 canvas and int32-sized rank row
+    twice (the decoder's queue holds the next batch decoded), the masked float32 canvas and its augmented copy."""
+    pixels = side * side
+    return 2 * (channels * pixels + 4 * pixels) + 2 * FLOAT_BYTES * channels * pixels
 
 
 @dataclass(frozen=True)
@@ -141,7 +166,15 @@ class Costing:
         return Cost(None if times is None else training_seconds(times, recipe, self.data),
                     "its step could not be traced" if times is None else times.source,
                     f"{len(self.data.train_index):,} images x {recipe.epochs} epochs",
-                    training_memory(self.shape(spec), recipe, self.data, self.target))
+                    training_memory(self.shape(spec), recipe, self.data, self.target,
+                                    self.evaluation(spec) if self.shape(spec) is not None else None))
+
+    def evaluation(self, spec) -> float | None:
+        """evaluation_bytes of `spec` on the data's canvas, traced once (None: it cannot be traced)."""
+        key = ("evaluation", spec.name, spec.source_sha256)
+        if key not in self._shapes:
+            self._shapes[key] = evaluation_bytes(spec, self.data)
+        return self._shapes[key]
 
     def cells(self, count: int, measured: float | None, rates: str, spec, recipe) -> Cost:
         """The cost of `count` cells of `spec` with `recipe`: `measured` seconds (the rates measured in the run
@@ -177,6 +210,8 @@ class Costing:
             passes = max(traced) / (2 * shape.eval_flops)
             rows = max(batch, min(batch * math.ceil(passes), params.max_chunk_elements // math.prod(data.train.shape)))
         peak = extraction_memory(shape, rows, precision) if flops else 0
+        if peak is not None and device.type == "cpu":
+            peak += PROCESS_BYTES
         untraced = [method for method, count in flops.items() if count is None]
         kept = None if self.target.peak is not None else step_times.read(step_times.key(
             "extraction", device, spec if selection.explained else None, data,
@@ -195,23 +230,84 @@ class Costing:
         return Cost(sum(flops.values()) * images / rate, f"their FLOPs at {source}", work, peak, stored)
 
 
-def training_memory(shape, recipe, data, target: Target) -> float | None:
-    """Peak bytes of training at `recipe`'s batch (a StepShape `shape`; None: unknown): weights, gradients,
-    momentum and the EMA copy, a batch's activations, and the canvases where they fit (IN_MEMORY_SHARE)."""
+def training_memory(shape, recipe, data, target: Target, evaluation: float | None = None) -> float | None:
+    """Peak bytes of one worker training at `recipe`'s batch (a StepShape `shape`; None: unknown): weights,
+    gradients, momentum and the EMA copy; a batch's activations and an evaluation batch's (`evaluation`:
+    evaluation_bytes, per image; None: not counted), the larger of the two on a GPU, both on a CPU (times
+    CPU_HEAP_FACTOR); the canvases where they fit
+    (IN_MEMORY_SHARE), else the streamed batches in flight; on a CPU, the process."""
     if shape is None:
         return None
     copies = 4 if recipe.ema_decay is not None else 3
-    activations = shape.activation_bytes * (0.5 if recipe.amp in ("bf16", "fp16") else 1.0)
+    half = 0.5 if recipe.amp in ("bf16", "fp16") else 1.0
+    batch = min(recipe.batch_size, len(data.train_index))
+    # an evaluation batch: eval_batch_size images, or the whole validation (or test) split where it is smaller
+    evaluated = min(recipe.eval_batch_size, max(data.val_images, len(data.test)))
+    step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
+    cpu = getattr(target.device, "type", None) == "cpu"
+    # a CPU heap keeps the training step's freed blocks, which an evaluation batch's larger ones do not fit: the two
+    # add up there (7.2 GB at 1,000 images, 10.8 at 4,000 for ResNet-18 at 224 px); a GPU's allocator frees its cache
+    steps = CPU_HEAP_FACTOR * (step + evaluating) if cpu else max(step, evaluating)
     # late: loads torch, and --help imports this module
     from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
 
     data_bytes = data_size(data)
-    held = data_bytes if target.memory and data_bytes <= IN_MEMORY_SHARE * target.memory else 0
-    return shape.parameters * FLOAT_BYTES * copies + min(recipe.batch_size, len(data.train_index)) * activations + held
+    held = data_bytes if target.memory and data_bytes <= IN_MEMORY_SHARE * target.memory else \
+        max(batch, evaluated) * streamed_image_bytes(data.channels, data.image_size)
+    process = PROCESS_BYTES if cpu else 0
+    return shape.parameters * FLOAT_BYTES * copies + steps + held + process
+
+
+def evaluation_bytes(spec, data) -> float | None:
+    """float32 bytes per image that a forward without gradients holds at its peak (its input and every tensor
+    alive at once), traced on the meta device; None for a model that cannot be traced there."""
+    # late: loads torch, and --help imports this module
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    from roarfast.planning.estimate import _meta_model
+
+    class LiveBytes(TorchDispatchMode):
+        """Each operation's new outputs counted until they are freed (a view of a live tensor, or of one of
+        `known`'s storages, the weights and the input, is no new memory)."""
+
+        def __init__(self, known: set):
+            super().__init__()
+            self.known, self.live, self.now, self.peak = known, {}, 0, 0
+
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:  # as estimate._Flops: spares importing torch's compiler
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for tensor in tree_flatten(out)[0]:
+                key = tensor.untyped_storage()._cdata if isinstance(tensor, torch.Tensor) else None
+                if key is not None and key not in self.live and key not in self.known:
+                    self.live[key] = tensor.untyped_storage().nbytes()
+                    self.now += self.live[key]
+                    weakref.finalize(tensor, self.free, key)
+            self.peak = max(self.peak, self.now)
+            return out
+
+        def free(self, key) -> None:
+            self.now -= self.live.pop(key, 0)
+
+    try:
+        model = _meta_model(spec, data).eval()
+        x = torch.empty(EVAL_TRACED_IMAGES, data.channels, data.image_size, data.image_size, device="meta")
+        known = {t.untyped_storage()._cdata for t in (*model.parameters(), *model.buffers(), x)}
+        with torch.no_grad(), LiveBytes(known) as live:
+            model(x)
+    except Exception:  # noqa: BLE001 - a plug-in model may do anything in its forward: its memory is unknown
+        return None
+    return live.peak / EVAL_TRACED_IMAGES + x[0].numel() * FLOAT_BYTES
 
 
 def extraction_memory(shape, rows: int, precision) -> float | None:
-    """Peak bytes of an extraction pass of `rows` images (its weights and the activations of the pass)."""
+    """Peak bytes of an extraction pass of `rows` images (its weights and the activations of the pass; the caller
+    adds the process on a CPU)."""
     if shape is None:
         return None
     return shape.parameters * FLOAT_BYTES + rows * shape.activation_bytes * (0.5 if precision else 1.0)

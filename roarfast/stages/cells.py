@@ -166,7 +166,7 @@ class CellTrainer:
         self.progress = progress
         self.store = run.ranks_for(self.rank_ids)
         self._records = {}  # method -> (train RankRecord, test RankRecord): stamps compared, verified chunks noted
-        self._loaded = {}  # method -> (train ranks, test ranks): what a cell reads
+        self._loaded = {}  # {method: (train ranks, test ranks)}, the last method's alone: what a cell reads
 
     def _rank_records(self, method: str):
         if method not in self._records:
@@ -177,10 +177,12 @@ class CellTrainer:
 
     def _ranks(self, method: str):
         """(train ranks, test ranks): a streamed dataset's records, whose rows its batches read (and verify)
-        as they need them; else the whole tensors, each chunk verified once (check_ranks may have)."""
+        as they need them, nothing of them held between batches; else the whole tensors, each chunk verified
+        once (check_ranks may have), of one method at a time (cells run by method: the next method's replace
+        them, so a process that trains many cells holds one method's ranks, not every method's)."""
         if method not in self._loaded:
             records = self._rank_records(method)
-            self._loaded[method] = records if self.ds.streamed else tuple(r.tensor() for r in records)
+            self._loaded = {method: records if self.ds.streamed else tuple(r.tensor() for r in records)}
         return self._loaded[method]
 
     def check_ranks(self, methods) -> None:
@@ -193,7 +195,7 @@ class CellTrainer:
             if not self.ds.streamed:  # read whole by every cell anyway: checked before the first one
                 train.verify()
                 test.verify()
-            self.fill_object.check_ranks(train.ranks.shape, f"{method}'s")
+            self.fill_object.check_ranks(train.shape, f"{method}'s")
 
     def ranks_params(self, method: str):
         """The parameters the method's ranks were made with (or will be: `provenance`), or None when unknown."""

@@ -31,7 +31,7 @@ from roarfast.store.layout import (
     repair_command,
     write_manifest,
 )
-from roarfast.store.record import RankRecord
+from roarfast.store.record import RankRecord, RowReader
 from roarfast.store.writer import RankWriter
 from roarfast.version import __version__
 
@@ -244,10 +244,9 @@ class RankStore:
                 + repair_command(method, self.run_dir, "remakes them for the current model")
             )
         self._check_files(directory, manifest)
-        ranks = np.load(directory / RANKS, mmap_mode="r", allow_pickle=False)
-        maps = np.load(directory / MAPS, mmap_mode="r", allow_pickle=False) if manifest["maps"] else None
-        return RankRecord(method=method, split=split, ranks=ranks, maps=maps, manifest=manifest, directory=directory,
-                          run_dir=self.run_dir)
+        # rows read by pread as they are asked for (RowReader), nothing mapped: a cell's memory stays its batches'
+        return RankRecord(method=method, split=split, reader=RowReader(directory / RANKS), manifest=manifest,
+                          directory=directory, run_dir=self.run_dir)
 
     def _manifests(self):
         """(method, split, manifest) of every store under the root, sorted; the method is the full name its

@@ -1,13 +1,21 @@
 """A complete rank store read back (RankRecord), and the integrity check of every read.
 
-Every read of rank rows goes through RankRecord.rows (or .verify, for a reader of the memory map), which
-checks each chunk it touches once per record: its checksum, and that every rank lies in [0, units) (units =
-H*W pixels, or C*H*W values). A chunk that fails names the file, the chunk and the repair (`roarfast
-extract --force`). Chunks written before checksums existed have none: their range is checked and a note
-says, once, that they are not otherwise verified.
+Every read of rank rows goes through RankRecord.rows (or .verify, for a reader of `reader`), which checks each
+chunk it touches once per record: its checksum, and that every rank lies in [0, units) (units = H*W pixels, or
+C*H*W values). A chunk that fails names the file, the chunk and the repair (`roarfast extract --force`). Chunks
+written before checksums existed have none: their range is checked and a note says, once, that they are not
+otherwise verified.
+
+Rows are read from the file with os.pread, the rows asked for and no more (RowReader), never through a memory map:
+a map's pages count in the process's resident memory once touched and stay there until memory runs short, so a
+cell that read its ranks through one held about as many bytes as the store (2 bytes a pixel a training image at
+224 px: 128 GB at ImageNet's size). A reader holds no file open between reads and nothing mapped: a record kept by
+a long-lived worker costs its manifest alone. `ranks` (and `maps`) map the file for those who ask for the whole
+array.
 """
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +23,7 @@ import numpy as np
 import torch
 
 from roarfast.errors import UserError
-from roarfast.store.layout import RANKS, chunk_checksum, repair_command
+from roarfast.store.layout import MAPS, RANKS, chunk_checksum, npy_header, repair_command
 
 log = logging.getLogger(__name__)
 
@@ -23,23 +31,104 @@ log = logging.getLogger(__name__)
 _NOTED_UNVERIFIED = set()
 
 
+class RowReader:
+    """The rows of a C-order .npy array on disk, read by os.pread as they are indexed: `reader[i]` one row
+    (ndarray[...]), `reader[index]` (an int sequence, array or slice) those rows stacked, in the order given.
+    Array-like enough for the loaders: `shape`, `dtype`, `ndim`, len()."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        shape, self.dtype, self.offset = npy_header(self.path)
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index) -> np.ndarray:
+        if isinstance(index, (int, np.integer)):
+            return self.take([int(index)])[0]
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.shape[0])
+            if step == 1:
+                return self.span(start, stop)
+            index = range(start, stop, step)
+        return self.take(index)
+
+    def span(self, start: int, stop: int) -> np.ndarray:
+        """Rows start..stop-1 in one read."""
+        count = max(0, stop - start)
+        out = np.empty((count, *self.shape[1:]), dtype=self.dtype)
+        with open(self.path, "rb", buffering=0) as f:
+            self._read_into(f.fileno(), out, start)
+        return out
+
+    def take(self, index) -> np.ndarray:
+        """The rows `index` (ints in [-N, N)), stacked in that order; a run of consecutive rows is one read."""
+        rows = np.asarray(index, dtype=np.int64).reshape(-1)
+        n = self.shape[0]
+        if rows.size and (rows.min() < -n or rows.max() >= n):
+            raise IndexError(f"rows out of range for {n} rows of {self.path}")
+        rows = np.where(rows < 0, rows + n, rows)
+        out = np.empty((rows.size, *self.shape[1:]), dtype=self.dtype)
+        if not rows.size:
+            return out
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        with open(self.path, "rb", buffering=0) as f:
+            for part, at in zip(np.split(np.arange(rows.size), breaks), np.r_[0, breaks]):
+                self._read_into(f.fileno(), out[at:at + part.size], int(rows[at]))
+        return out
+
+    def _read_into(self, fd: int, out: np.ndarray, start: int) -> None:
+        view = memoryview(out.reshape(-1).view(np.uint8))
+        done, position = 0, self.offset + start * self.row_bytes
+        while done < len(view):
+            got = os.preadv(fd, [view[done:]], position + done)
+            if got <= 0:
+                raise UserError(f"{self.path} ends before row {start + (done // max(1, self.row_bytes))}: the file is "
+                                f"shorter than its header says")
+            done += got
+
+
 @dataclass
 class RankRecord:
     """A complete store, read back.
 
-    `ranks` (ndarray[N, H, W] or [N, C, H, W], uint16|int32) is a read-only memory map: read it through
-    `rows` (or call `verify` first), which check the chunks they touch; `maps` likewise (float16, not
-    verified: pictures only) or None; `manifest` the manifest dict; `directory` the store's folder.
+    `reader` (a RowReader of `ranks.npy`, [N, H, W] or [N, C, H, W], uint16|int32): read it through `rows` (or
+    call `verify` first), which check the chunks they touch; `shape` and `dtype` are its; `ranks` maps the whole
+    file read-only at each access (for callers that want the array itself; unverified, like any reader of the
+    map); `maps` likewise (float16, not verified: pictures only) or None; `manifest` the manifest dict;
+    `directory` the store's folder.
     """
 
     method: str
     split: str
-    ranks: np.ndarray
-    maps: np.ndarray | None
+    reader: RowReader
     manifest: dict
     directory: Path | None = None
     run_dir: Path | None = None  # named in the repair command of a failed check
     _verified: set = field(default_factory=set, repr=False)
+
+    @property
+    def shape(self) -> tuple:
+        return self.reader.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.reader.dtype
+
+    @property
+    def maps(self) -> np.ndarray | None:
+        """The float16 maps as a read-only memory map (mapped at each access), or None where none were kept."""
+        if not self.manifest["maps"]:
+            return None
+        return np.load(self.reader.path.parent / MAPS, mmap_mode="r", allow_pickle=False)
+
+    @property
+    def ranks(self) -> np.ndarray:
+        """The whole array as a read-only memory map (mapped at each access: nothing stays mapped by the record)."""
+        return np.load(self.reader.path, mmap_mode="r", allow_pickle=False)
 
     def tensor(self):
         """All ranks of the split as a CPU Tensor[N, ...] (read into memory, every chunk verified)."""
@@ -47,23 +136,19 @@ class RankRecord:
 
     def rows(self, index=None):
         """Ranks of the rows `index` (None = all; int, slice, or int sequence/array/Tensor) as a CPU Tensor,
-        after `verify(index)`."""
+        after `verify(index)`: read from the file, those rows alone."""
         if index is None:
             index = slice(None)
         elif hasattr(index, "detach"):
             index = index.detach().cpu().numpy()
         self.verify(index)
-        rows = self.ranks[index]
-        # Slices of the read-only map are views: copy them so the tensor owns writable memory.
-        if isinstance(rows, np.memmap) or not rows.flags.writeable:
-            rows = np.array(rows)
-        return torch.from_numpy(rows)
+        return torch.from_numpy(self.reader[index])
 
     def verify(self, index=None) -> None:
         """Checks every chunk holding a row of `index` (None = all; as `rows` takes it) not checked yet:
         its checksum where one was recorded, and that each rank lies in [0, units). Raises UserError
-        naming the file, the chunk and the repair."""
-        n, size = self.ranks.shape[0], self.manifest["chunk_size"]
+        naming the file, the chunk and the repair. Reads one chunk at a time."""
+        n, size = self.shape[0], self.manifest["chunk_size"]
         if index is None:
             chunks = range(-(-n // size))
         else:
@@ -77,7 +162,7 @@ class RankRecord:
 
     def _verify_chunk(self, chunk: int) -> None:
         start = chunk * self.manifest["chunk_size"]
-        rows = self.ranks[start:start + self.manifest["chunk_size"]]
+        rows = self.reader.span(start, min(self.shape[0], start + self.manifest["chunk_size"]))
         path = (self.directory or Path(".")) / RANKS
         repair = repair_command(self.method, self.run_dir)
         expected = (self.manifest.get("checksums") or [None] * (chunk + 1))[chunk]
@@ -86,7 +171,7 @@ class RankRecord:
                 _NOTED_UNVERIFIED.add(path)
                 log.warning("note: %s was written before rank checksums: only its ranks' range is checked; %s", path,
                             repair_command(self.method, self.run_dir, "rewrites it with checksums"))
-        elif chunk_checksum(np.ascontiguousarray(rows)) != expected:
+        elif chunk_checksum(rows) != expected:
             raise UserError(f"{path}: chunk {chunk} (rows {start}-{start + rows.shape[0] - 1}) does not match the "
                             f"checksum recorded when it was written (the file changed on disk); {repair}")
         units = int(np.prod(rows.shape[1:]))

@@ -1,0 +1,183 @@
+"""Memory of one streamed ROAR cell as the dataset grows (issue 39 item 3): a generated JPEG tree at each size in
+--images (streamed: `--data-option stream=true`), its random ranks, then one cell (random, ROAR 0.7, one epoch,
+seed 0) trained in a fresh process that samples its own memory every 20 ms, tagged by phase (loading the data,
+the training steps before the first evaluation, each evaluation, what follows one), split into anonymous memory (what the process allocated) and file-backed
+pages (libraries, and before issue 39 the rank store's memory map). Peak RSS per size, its growth per training
+image between the sizes, and which phase and kind of memory grew.
+
+    python benchmarks/memory_scale.py --out /tmp/roarfast-memory [--images 1000,4000] [--side 224]
+        [--model scale_run:small_net] [--checkout /path/to/another/roarfast]
+
+--checkout runs the cells with another checkout's roarfast (the trees, base model and ranks are made by this
+one), to measure before and after a change. Everything is written under --out, never in the repository.
+
+The default network is benchmarks/scale_run.py's small_net (about 11 MFLOP a 224-px image): the run measures what
+the data costs, which a large network's compute would make slow on a few CPU cores. `--model resnet18` (the
+default model at 224 px) shows the evaluation batch: the recipe's eval_batch_size images (512) go through the
+network at once, about 10.5 MiB each for ResNet-18 at 224 px in float32 on a CPU, so up to 512 validation or test
+images the peak grows with the dataset, and beyond it does not.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_S = 0.02
+
+#: the cell's process: RSS, anonymous and file-backed peaks per phase, as JSON on its last line
+TRACER = r'''
+import json, os, re, sys, threading, time
+run_dir, model = sys.argv[1], sys.argv[2] or None
+from roarfast.common.memory import keep_freed_memory
+keep_freed_memory()  # as every stage that trains does
+import torch
+from roarfast.rundir.directory import RunDir
+from roarfast.stages.cells import Cell, CellOptions, CellTrainer, cell_recipe
+from roarfast.train import classifier
+
+phase, peaks = ["start"], {}
+
+def rollup():
+    text = open("/proc/self/smaps_rollup").read()
+    field = lambda name: int(re.search(name + r":\s+(\d+)", text).group(1)) * 1024
+    return field("Rss"), field("Anonymous")
+
+def sample():
+    while True:
+        rss, anon = rollup()
+        best = peaks.get(phase[0])
+        if best is None or rss > best["rss"]:
+            peaks[phase[0]] = {"rss": rss, "anon": anon, "file": rss - anon}
+        time.sleep(SAMPLE_S)
+
+def tagged(function, name):
+    def run(*args, **kwargs):
+        phase[0] = name if isinstance(name, str) else name(args)
+        try:
+            return function(*args, **kwargs)
+        finally:  # the heap keeps what an evaluation freed: later samples are not the training steps'
+            phase[0] = "after an evaluation"
+    return run
+
+threading.Thread(target=sample, daemon=True).start()
+run = RunDir(run_dir)
+phase[0] = "load data"
+ds = run.open_dataset(None, None, None)
+spec, recipe = cell_recipe(run, ds, "cpu", CellOptions(model=model, epochs=1))
+trainer = CellTrainer(run, ds, spec, recipe, "dataset-mean", "cpu")
+trainer.check_ranks(["random"])
+classifier.member_accuracies = tagged(classifier.member_accuracies, lambda args: f"evaluate {len(args[2])} images")
+phase[0] = "train"
+started = time.perf_counter()
+trainer.train(Cell("random", "roar", 0.7, 0))
+seconds = time.perf_counter() - started
+time.sleep(3 * SAMPLE_S)
+print(json.dumps({"phases": peaks, "train": len(ds.train), "val": len(ds.val_index), "test": len(ds.test),
+                  "eval_batch": recipe.eval_batch_size, "batch": recipe.batch_size, "cell_s": round(seconds, 1)}))
+'''.replace("SAMPLE_S", repr(SAMPLE_S))
+
+
+def prepare(out: Path, images: int, side: int, model: str) -> Path:
+    """The tree of `images` JPEGs, a run directory with small_net's untrained weights adopted (or `model` trained for
+    no epoch: adopted the same way) and random's ranks; returns the run directory (made once)."""
+    import torch
+
+    import scale_run
+    from roarfast.rundir.checkpoint import weights_bytes
+
+    tree, run = out / f"tree-{images}-{side}", out / f"run-{images}-{side}-{model.replace(':', '_')}"
+    scale_run.generate_tree(tree, images, side)
+    if (run / "ready").exists():
+        return run
+    torch.manual_seed(0)
+    weights = out / f"untrained-{side}-{model.replace(':', '_')}.safetensors"
+    if model == scale_run.MODEL:
+        net = scale_run.small_net(scale_run.CLASSES, side, 3)
+    else:
+        from roarfast.models import resolve_model
+
+        net = resolve_model(model).build(scale_run.CLASSES, side, 3)
+    weights.write_bytes(weights_bytes(net, model))
+    data = ["--dataset", "imagefolder", "--data-dir", str(tree), "--data-option", "stream=true", "--model", model]
+    for args in (["train", "--weights", str(weights)], ["extract", "--method", "random", "--batch-size", "64"]):
+        subprocess.run([sys.executable, "-m", "roarfast.cli", args[0], "--run-dir", str(run), *data, *args[1:],
+                        "--no-progress"], check=True, stdout=subprocess.DEVNULL)
+    (run / "ready").write_text("")
+    return run
+
+
+def measure(run: Path, model: str, checkout: Path) -> dict:
+    """One cell in a fresh process importing `checkout`'s roarfast: its phases' peaks (bytes) and sizes."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(ROOT / "benchmarks")])}
+    model_arg = model if model.count(":") else ""  # a plug-in is named again; a built-in is the run's own
+    done = subprocess.run([sys.executable, "-c", TRACER, str(run), model_arg], env=env, check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def mib(value: float) -> str:
+    return f"{value / 2**20:,.0f}"
+
+
+def table(results: list) -> str:
+    """Markdown: per checkout and size the peak RSS (anonymous / file-backed), the phase at the peak, the largest
+    evaluation's peak, and the growth per training image from the first size."""
+    lines = ["| roarfast | images (train / val / test) | peak RSS MiB | anonymous | file-backed | at | evaluation peak "
+             "| growth per training image |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    first = {}
+    for result in results:
+        phases = result["phases"]
+        at = max(phases, key=lambda name: phases[name]["rss"])
+        peak = phases[at]
+        evals = [p["rss"] for name, p in phases.items() if name.startswith("evaluate")]
+        base = first.setdefault(result["checkout"], result)
+        base_peak = max(p["rss"] for p in base["phases"].values())
+        growth = "-" if base is result else \
+            f"{(peak['rss'] - base_peak) / (result['train'] - base['train']) / 1024:,.0f} KiB"
+        lines.append(f"| {result['checkout']} | {result['train']:,} / {result['val']} / {result['test']} | "
+                     f"{mib(peak['rss'])} | {mib(peak['anon'])} | {mib(peak['file'])} | {at} | "
+                     f"{mib(max(evals)) if evals else '-'} | {growth} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="where the trees and runs go (not the repository)")
+    parser.add_argument("--images", default="1000,4000", help="comma-separated tree sizes (train + test images)")
+    parser.add_argument("--side", type=int, default=224)
+    parser.add_argument("--model", default="scale_run:small_net")
+    parser.add_argument("--checkout", type=Path, action="append", default=[],
+                        help="another checkout whose roarfast trains the cells too (repeatable)")
+    args = parser.parse_args()
+    out = args.out.resolve()
+    if out.is_relative_to(ROOT):
+        raise SystemExit(f"--out {out} lies in the repository: give a folder outside it (e.g. /tmp/roarfast-memory)")
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")])
+    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+    sizes = [int(size) for size in args.images.split(",")]
+    runs = {size: prepare(out, size, args.side, args.model) for size in sizes}
+    results = []
+    for checkout in [*(path.resolve() for path in args.checkout), ROOT]:
+        for size in sizes:
+            result = measure(runs[size], args.model, checkout)
+            result["checkout"] = "this" if checkout == ROOT else str(checkout)
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    text = table(results)
+    header = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+              f"{os.getloadavg()[0]:.1f}; {args.model} at {args.side} px; "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    (out / "memory.json").write_text(json.dumps({"header": header, "results": results}, indent=2))
+    print(header)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Memory bounded by the work, not the dataset: a rank store's rows are read as a batch asks for them (those rows
+and no more, nothing left mapped), and a streamed split's mask-only control reads one batch's rows at a time
+instead of its whole store, yielding what the same loader yields with the ranks in memory; a dry run's peak for a
+worker stops growing with the dataset once its batches are full, and counts an evaluation's tensors alive at once."""
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from roarfast.data.base import FileSet, ImageSet
+from roarfast.data.loader import pattern_loader
+from roarfast.planning.costs import CPU_HEAP_FACTOR, Target, evaluation_bytes, training_memory
+from roarfast.recipe import Recipe
+from roarfast.store import RankStore
+from roarfast.store import record as record_module
+
+N, SIDE, CHUNK, BATCH = 40, 8, 8, 5
+
+
+@pytest.fixture
+def record(tmp_path):
+    """A complete store of N random rank rows of SIDE x SIDE pixels in chunks of CHUNK, read back."""
+    rng = np.random.default_rng(0)
+    ranks = np.stack([rng.permutation(SIDE * SIDE) for _ in range(N)]).reshape(N, SIDE, SIDE).astype(np.uint16)
+    store = RankStore(tmp_path)
+    writer = store.open_writer("random", "train", shape=ranks.shape, dtype="uint16", chunk_size=CHUNK, params={},
+                               checkpoint_sha256=None, dataset_fingerprint="d" * 64)
+    for chunk in range(N // CHUNK):
+        start, stop = writer.chunk_rows(chunk)
+        writer.write_chunk(chunk, torch.from_numpy(ranks[start:stop]))
+    writer.close()
+    return store.read("random", "train"), ranks
+
+
+def test_rows_read_those_rows_alone_and_leave_nothing_mapped(record, monkeypatch):
+    rec, ranks = record
+    reads = []
+    real = os.preadv
+
+    def counted(fd, buffers, offset):
+        reads.append(sum(len(b) for b in buffers))
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(record_module.os, "preadv", counted)
+    rec.verify()  # every chunk checked, one chunk a read
+    assert max(reads) <= CHUNK * SIDE * SIDE * 2
+    reads.clear()
+    index = [33, 3, 4, 5, 17]
+    np.testing.assert_array_equal(rec.rows(torch.tensor(index)).numpy(), ranks[index])
+    assert sum(reads) == len(index) * SIDE * SIDE * 2  # the five rows, no page of the rest
+    maps = Path("/proc/self/maps")
+    if maps.exists():  # a map's touched pages would count in the process's resident memory
+        assert str(rec.directory / "ranks.npy") not in maps.read_text()
+
+
+def test_a_streamed_control_reads_one_batch_of_rows_at_a_time(record):
+    rec, ranks = record
+    labels = torch.arange(N) % 3
+    streamed = FileSet(root=Path("/nonexistent"), files=[f"{i}.jpg" for i in range(N)], labels=labels,
+                       classes=["a", "b", "c"], shape=(3, SIDE, SIDE), canvas={}, digest="0" * 64)
+    held = ImageSet(images=torch.zeros(N, 3, SIDE, SIDE, dtype=torch.uint8), labels=labels, masks=None,
+                    classes=["a", "b", "c"])
+    taken = []
+    take = rec.reader.take
+    rec.reader.take = lambda index: taken.append(len(index)) or take(index)
+    on_disk = pattern_loader(SimpleNamespace(split=lambda name: streamed), "train", "cpu", ranks=rec, fraction=0.4)
+    in_memory = pattern_loader(SimpleNamespace(split=lambda name: held), "train", "cpu",
+                               ranks=torch.from_numpy(ranks), fraction=0.4)
+    assert on_disk.ranks is None and on_disk.prepared is None and not taken  # nothing of the store read ahead
+    order = torch.randperm(N, generator=torch.Generator().manual_seed(0))
+    for (x, y), (x_held, y_held) in zip(on_disk.batches(order, BATCH), in_memory.batches(order, BATCH), strict=True):
+        torch.testing.assert_close(x, x_held, rtol=0, atol=0)
+        assert torch.equal(y, y_held)
+    assert taken and max(taken) <= BATCH and sum(taken) == N  # each row read once, a batch's rows a read
+
+
+class _Split:
+    def __init__(self, n: int):
+        self.n, self.shape = n, (3, 224, 224)
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _outline(images: int):
+    """A dry run's outline of a 224-px tree of `images` train images (a tenth held out) and a tenth as many test."""
+    return SimpleNamespace(train=_Split(images), test=_Split(images // 10), val_images=images // 10,
+                           train_index=range(images - images // 10), channels=3, image_size=224)
+
+
+def test_a_workers_planned_peak_stops_growing_at_its_batches():
+    shape = SimpleNamespace(parameters=1_000_000, activation_bytes=4e6)
+    target = Target("cpu", torch.device("cpu"), None, 16 * 2**30)  # the canvases of 200,000 images do not fit
+    recipe = Recipe(batch_size=128, eval_batch_size=512)
+    peak = {n: training_memory(shape, recipe, _outline(n), target, evaluation=10e6)
+            for n in (2_000, 200_000, 2_000_000)}
+    assert peak[200_000] == peak[2_000_000]  # streamed: the batches, not the dataset
+    assert peak[2_000] < peak[200_000]  # 200 images an evaluation batch where the split is smaller than 512
+    # the evaluation batch is the peak here: 512 images x 10 MB x the CPU heap's factor, over 128 x 4 MB
+    assert peak[200_000] > 512 * 10e6 * CPU_HEAP_FACTOR
+
+
+def test_an_evaluations_live_tensors_are_counted_as_they_are_freed():
+    from torch import nn
+
+    spec = SimpleNamespace(build=lambda classes, side, channels: nn.Sequential(
+        nn.Conv2d(channels, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * side * side, classes)))
+    data = SimpleNamespace(num_classes=10, image_size=8, channels=3)
+    # the input (3 x 8 x 8), then the convolution's output and the ReLU's alive together (4 x 8 x 8 each); the
+    # convolution's output is freed before the linear layer's small output is made
+    assert evaluation_bytes(spec, data) == (3 * 64 + 2 * 4 * 64) * 4
