@@ -13,7 +13,7 @@ from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_opti
 from roarfast.models import MODELS
 
 #: the modules of roarfast.models that implement no built-in: the declarations and the resolver
-_MODEL_PLUMBING = {"registry", "spec"}
+_MODEL_PLUMBING = {"registry", "spec", "probe"}  # probe: a model checked before training, no model
 
 
 def _modules(package, skip=()) -> set[str]:

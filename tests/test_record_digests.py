@@ -118,14 +118,18 @@ def test_a_flipped_dataset_json_is_refused_by_the_commands_that_read_it(run):
                         f"artifact stays where it is)")
 
 
-def test_a_flipped_stage_time_is_refused_by_the_report(run):
+def test_a_flipped_stage_time_is_left_out_of_the_report_in_one_note(run, caplog):
     run.record_stage_time("train", 12.5)
     run.record_stage_time("extract", {"grad": 3.25})
     assert run.stage_times() == {"train": 12.5, "extract": {"grad": 3.25}}
     flip_digit(run.stage_times_path, '"train": ')
-    line = fails_with_one_line(command("report", run))
-    assert line == (f"Error: {run.stage_times_path} does not match the sha256 recorded in it when it was written (the "
-                    f"file changed on disk); remove it (the next sweep records the stage times again) or restore it")
+    # a damaged stages.json must not block the report (nothing else depends on the times): they are left out
+    with caplog.at_level("WARNING"):
+        cli_ok(*command("report", run))
+    assert (f"the stage times are left out: {run.stage_times_path} does not match the sha256 recorded in it when it "
+            f"was written (the file changed on disk); remove it (the next sweep records the stage times again) or "
+            f"restore it") in caplog.text
+    assert run.stage_times() is None
 
 
 def test_records_written_before_digests_are_read_with_a_note(tmp_path, caplog):

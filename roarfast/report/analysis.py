@@ -103,7 +103,7 @@ def cells_epochs(loaded) -> int | None:
         epochs = (configuration.settings["config"].get("recipe") or {}).get("epochs")
         if epochs is not None:
             return epochs
-    epochs = {c["epochs"] for c in loaded.cells if c["epochs"] is not None}
+    epochs = {c.get("epochs") for c in loaded.cells if c.get("epochs") is not None}  # a frame's cells may lack it
     return epochs.pop() if len(epochs) == 1 else None
 
 
