@@ -79,8 +79,11 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
     assert f"done: 0, to do: {CELLS}" in result.stdout
     assert re.search(r"ETA: \S+: cells \S+ \(a (step measured|training here)", result.stdout), result.stdout
     assert not results(run_dir).exists()
+    # 1 epoch of 384 images is a few optimizer steps: the dry run warns, and the sweep says so again before training
+    assert "the cells would train" in result.stdout, result.stdout
     result = cli("sweep", "--run-dir", str(run_dir), *GRID)
     assert result.returncode == 0, result.stderr
+    assert re.search(r"^\[sweep\] warning: the cells would train \d+ optimizer steps", result.stdout, re.M), result.stdout
     finished = [LINE.match(line).group(1) for line in result.stdout.splitlines() if LINE.match(line)]
     assert len(finished) == CELLS and "sobel roar-mask 0.5 seed 0" in finished
     # the sweep's ETA starts from the dry run's estimate: known before the first cell, and after every one

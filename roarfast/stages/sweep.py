@@ -29,7 +29,7 @@ from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
 from roarfast.planning import step_times
 from roarfast.planning.estimate import StepTimes, training_seconds
-from roarfast.planning.preview import outline_of, preview_sweep
+from roarfast.planning.preview import learning_warnings, outline_of, preview_sweep
 from roarfast.execution.registry import make_executor
 from roarfast.results import RETRAIN, open_results
 from roarfast.rundir.directory import RunDir
@@ -79,6 +79,9 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     base = _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
     ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor)
     model, recipe = cell_recipe(run, ds, device, grid, base=base)
+    # what the dry run warns of, said again before the cells train (a sweep run without a dry run first)
+    for warning in learning_warnings(run, outline_of(ds), model.name, recipe, run.model_meta(base), run.models()):
+        echo(f"[sweep] warning: {warning}")
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
     trainer.check_ranks(selection.names)
