@@ -44,7 +44,8 @@ def test_unknown_class_lists_captum_classes():
         parse_methods("captum:Salency")
 
 
-@pytest.mark.parametrize("name, why", [("NoiseTunnel", "sg-"), ("NeuronGradient", "class logit")])
+@pytest.mark.parametrize("name, why", [("NoiseTunnel", "sg-"), ("NeuronGradient", "class logit"),
+                                       ("GradientAttribution", "base class"), ("Attribution", "base class")])
 def test_unsupported_classes_say_why(name, why):
     with pytest.raises(UserError, match=why):
         parse_methods(f"captum:{name}")

@@ -58,6 +58,9 @@ def attribution_class(name: str):
         known = sorted(n for n in dir(attr) if inspect.isclass(getattr(attr, n))
                        and issubclass(getattr(attr, n), attr.Attribution))
         raise UserError(f"captum:{name} is not a captum.attr attribution class; captum.attr has: {' '.join(known)}")
+    if not callable(getattr(cls, "attribute", None)):  # Attribution, GradientAttribution, ...: bases, nothing to call
+        raise UserError(f"captum:{name} is a base class of Captum's attributions, with no attribute() to call: name "
+                        f"one of its subclasses (`roarfast list estimators` lists them)")
     if name in UNSUPPORTED:
         raise UserError(f"captum:{name} is not supported: {UNSUPPORTED[name]}")
     foreign = tuple(getattr(attr, base) for base in ("NeuronAttribution", "LLMAttribution", "LLMGradientAttribution")
