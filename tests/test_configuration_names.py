@@ -5,6 +5,7 @@ as the dry run reads."""
 
 import functools
 import hashlib
+from types import SimpleNamespace
 from dataclasses import dataclass
 
 import pytest
@@ -16,6 +17,9 @@ from roarfast.execution.executors import Progress
 from roarfast.planning.grid import Grid, Plan, describe_plan
 from roarfast.planning.preview import Preview
 from roarfast.report.configurations import assemble
+from roarfast.report.render import _blocks
+from roarfast.report.sections import Lines, Table
+from roarfast.report.text import titled
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB, load
 from roarfast.rundir.configurations import configurations, request, settings_of
 from roarfast.rundir.directory import RunDir
@@ -230,3 +234,15 @@ def test_the_report_lists_the_other_configurations_with_what_differs_against_the
     assert table.rows == [["sixteen", "9be03d11", "4", "roarfast sweep", "this report", "16", "eeeeeeee"],
                           ["fastnet on embedded", "1452c0ab", "2", "-", "`roarfast report --config 1452c0ab`", "2",
                            "dddddddd"]]
+
+
+def test_the_report_shows_an_object_by_what_it_is_in_its_lines_and_tables():
+    name = "object:partial.mix-f983f37c"
+    part = {"configuration": {"titles": {name: "mix(w=0.1)", "grad": "grad"}}}
+    assert titled(f"ROAR 50% {name}: better than random", part) == "ROAR 50% mix(w=0.1): better than random"
+    assert titled("ROAR 50% grad: no different", part) == "ROAR 50% grad: no different"  # a built-in as it is
+    assert titled(0.5, part) == 0.5  # numbers untouched
+    section = SimpleNamespace(name="rankings", blocks=lambda summary: [
+        Table("ranking", ["method", "AUC"], [[name, "40.1%"]]), Lines("verdicts", [f"{name}: better"])])
+    table, lines = _blocks(section, part)
+    assert table.rows == [["mix(w=0.1)", "40.1%"]] and lines.lines == ["mix(w=0.1): better"]

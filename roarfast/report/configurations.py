@@ -71,7 +71,8 @@ class Configuration:
         return {"label": self.label, "name": self.name, "config": self.settings, "differs": self.differs,
                 "first": self.first, "last": self.last, "slug": self.slug, "id": self.id,
                 "command": None if self.record is None else self.record["command"],
-                "ranks": None if self.record is None else self.record["ranks"]}
+                "ranks": None if self.record is None else self.record["ranks"],
+                "titles": (self.record or {}).get("titles") or {}}
 
 
 def assemble(records: list, rows: list) -> list[Configuration]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from roarfast.report.analysis import parts_of
 from roarfast.report.sections import RUN, Lines, Table
 from roarfast.report.tables import PAPER_SECTIONS, latex_document, markdown_document
+from roarfast.report.text import titled
 
 #: the files a report writes besides its figures, in the order written
 REPORT_FILES = ("cells.csv", "summary.json", "index.md", "index.html", "tables.tex", "tables.md")
@@ -60,7 +61,14 @@ def _blocks(section, summary: dict) -> list:
     wrong = [type(b).__name__ for b in blocks if not isinstance(b, (Table, Lines))]
     if wrong:
         raise TypeError(f"report section {section.name!r} gave {', '.join(wrong)}: blocks are Table or Lines")
-    return blocks
+    return [_titled(b, summary) for b in blocks]
+
+
+def _titled(block, summary: dict):
+    """`block` with Python objects shown by what they are (text.titled), not by their recorded names."""
+    if isinstance(block, Table):
+        return dataclasses.replace(block, rows=[[titled(cell, summary) for cell in row] for row in block.rows])
+    return dataclasses.replace(block, lines=[titled(line, summary) for line in block.lines])
 
 
 def paper_tables(sections: list, summary: dict) -> list:

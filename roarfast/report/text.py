@@ -143,6 +143,18 @@ def head_lines(summary: dict) -> list[str]:
     return lines
 
 
+def titled(text, part: dict):
+    """`text` (a line or a table cell) with each Python object's recorded name (`object:partial.mix-f983f37c`)
+    shown as what the object is (`mix(w=0.1)`: the title its configuration record keeps); keys stay names."""
+    titles = (part.get("configuration") or {}).get("titles") or {}
+    if not isinstance(text, str):
+        return text
+    for name, title in titles.items():
+        if title and name != title and name.startswith("object:"):
+            text = text.replace(name, title)
+    return text
+
+
 def verdict_lines(summary: dict) -> list[str]:
     """The head lines (head_lines), then per configuration (each line labelled with it when the run holds
     several) one line per estimator x mode x fraction verdict (with what its mask-only control's leak does
@@ -150,7 +162,7 @@ def verdict_lines(summary: dict) -> list[str]:
     lines = head_lines(summary)
     for part in parts_of(summary):
         prefix = label_prefix(summary, part) + ("" if findings(part) else NOT_A_FINDING)
-        lines += [prefix + line for line in _part_lines(part)]
+        lines += [prefix + titled(line, part) for line in _part_lines(part)]
     return lines
 
 
