@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from roarfast.common.atomic import write_record
-from roarfast.common.plugins import object_name, object_title
+from roarfast.common.plugins import object_name, object_title, shown_method
 from roarfast.errors import UserError
 from roarfast.execution.executors import Progress
 from roarfast.planning.grid import Grid, Plan, describe_plan
@@ -157,6 +157,8 @@ def test_python_objects_are_named_by_what_they_are():
     from roarfast.rundir.configurations import _titles
 
     assert _titles({name: "x", "random": "y"}) == {name: "mix(w=0.1)"}
+    # and what a dry run's or a sweep's lines show
+    assert shown_method(name) == "mix(w=0.1)" and shown_method("random") == "random"
 
 
 def test_results_load_says_which_configuration_each_cell_is_of(tmp_path):

@@ -167,6 +167,11 @@ def recorded_title(name: str) -> str | None:
     return _TITLES.get(name)
 
 
+def shown_method(name: str) -> str:
+    """A method as a line shows it: an object named in this process by what it is (`mix(w=0.1)`), else its name."""
+    return _TITLES.get(name) or name
+
+
 def _plain(value) -> bool:
     """Whether `value` tells instances apart in a title: a number, text, a flag, or a short tuple of them."""
     if value is None or isinstance(value, (bool, int, float, str)):

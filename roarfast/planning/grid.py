@@ -10,6 +10,7 @@ from roarfast.errors import UserError
 from roarfast.rundir.configurations import grid_of
 from roarfast.modes import MODES, is_control
 from roarfast.common.options import MAX_SEEDS, check_positive, check_seed
+from roarfast.common.plugins import shown_method
 from roarfast.common.progress import format_duration
 from roarfast.recipe import Recipe, default_model
 from roarfast.planning.step_times import STEP_FIELDS
@@ -213,7 +214,7 @@ def describe_grid(plan: Plan, grid: Grid) -> tuple[str, str]:
     controls = sum(cell.control for cell, _ in plan.cells)
     seeds = range(grid.first_seed, grid.first_seed + grid.seeds)
     controlled = seeds if grid.control_seeds is None else seeds[:grid.control_seeds]
-    shape = (f"methods {', '.join(plan.methods)} x modes {', '.join(grid.modes)} x fractions "
+    shape = (f"methods {', '.join(map(shown_method, plan.methods))} x modes {', '.join(grid.modes)} x fractions "
              f"{', '.join(f'{f:g}' for f in grid.fractions)} x seeds {_span(seeds)} = {len(plan.cells) - controls} cells"
              + (f" + {controls} mask-only controls (seeds {_span(controlled)})" if controls else ", no controls"))
     progress = (f"done: {len(plan.done)}, to do: {len(plan.todo)}"

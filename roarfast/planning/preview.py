@@ -30,6 +30,7 @@ from roarfast.methods.selection import Selection
 from roarfast import stats
 from roarfast.modes import MODES
 from roarfast.common.options import check_positive
+from roarfast.common.plugins import shown_method
 from roarfast.planning.costs import Cost, Costing, Target, gib, hours, plan_target
 from roarfast.common.progress import format_duration
 from roarfast.recipe import Recipe
@@ -221,9 +222,10 @@ class Preview:
 
     def _ranks_text(self) -> str:
         kept = [m for m in self.plan.methods if m not in self.remade]
-        text = (f"to extract: {', '.join(self.remade)}" + _took(self.stages, "ranks")) if self.remade else \
-            "to extract: none"
-        return text + (f"; reused: {', '.join(f'{m} {_short(self.rank_ids.get(m))}' for m in kept)}" if kept else "")
+        text = (f"to extract: {', '.join(map(shown_method, self.remade))}" + _took(self.stages, "ranks")) \
+            if self.remade else "to extract: none"
+        reused = ', '.join(f'{shown_method(m)} {_short(self.rank_ids.get(m))}' for m in kept)
+        return text + (f"; reused: {reused}" if kept else "")
 
     def _cost_text(self, cost) -> str:
         if not cost.work:
