@@ -190,7 +190,8 @@ class Study:
         results(kind="no-retrain")."""
         options = NoRetrainOptions(metrics=tuple(metrics), fractions=tuple(fractions), methods=methods)
         with self._records():
-            run_noretrain(self.run_dir, options, dataset_obj=self.dataset, device=self.device, progress=self.progress)
+            run_noretrain(self.run_dir, options, dataset_obj=self.dataset, device=self.device, progress=self.progress,
+                          seed=self.seed)
         return self.results(kind="no-retrain")
 
     def leakage(self, fills=(DEFAULT_FILL, ROAD_FILL), fractions=(0.3, 0.5, 0.7), method: str = "random",

@@ -296,7 +296,7 @@ def evaluate(run_dir, device, seed, progress, dataset, data_dir, data_option, me
     options = _options(NoRetrainOptions, metrics=parse_list(metrics), fractions=tuple(fractions), methods=methods,
                        batch_size=batch_size)
     rows = run_noretrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
-                         device=device, progress=progress)
+                         device=device, progress=progress, seed=seed)
     click.echo(no_retrain_table(rows))
 
 

@@ -24,6 +24,9 @@ from roarfast.modes import NO_RETRAIN_METRICS
 from roarfast.common.options import check_fractions, check_positive, check_subset, parse_list
 from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
 from roarfast.rundir.directory import RunDir
+from roarfast.methods.selection import Selection
+from roarfast.stages.cells import cell_estimators
+from roarfast.stages.extract import ExtractOptions, run_extract
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +65,9 @@ def missing_ranks(root, missing: list) -> str:
 
 
 def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=None, dataset_options=None,
-                  device="auto", progress=True, dataset_obj=None) -> list:
-    """Measures every (method, metric mode, fraction) not yet in results.sqlite; returns their rows.
+                  device="auto", progress=True, dataset_obj=None, seed=0) -> list:
+    """Measures every (method, metric mode, fraction) not yet in results.sqlite; returns their rows. Random's test
+    ranks, the baseline, are made here (of `seed`) when the estimators are named without them.
     Every argument is checked before anything is written."""
     run = RunDir(run_dir)
     upgrade(run)
@@ -74,12 +78,15 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
     stored = store.methods("test")
     methods = list(parse_list(options.methods)) if options.methods else sorted(stored)
     if methods and RANDOM not in methods:  # MoRF/LeRF of an estimator mean something only beside random's
-        if RANDOM in stored:
-            methods.append(RANDOM)
-        else:
-            log.warning("note: no test ranks of %s in %s, so MoRF/LeRF have no baseline to be read against: "
-                        "`roarfast extract --run-dir %s --method %s --split test` makes them", RANDOM, run.root,
-                        run.root, RANDOM)
+        if RANDOM not in stored:  # model-free, seconds: made here rather than leaving the estimators unanchored
+            log.warning("note: %s's test ranks (the baseline MoRF and LeRF are read against) are extracted first",
+                        RANDOM)
+            extract = ExtractOptions(splits=("test",))
+            run_extract(run.root, extract, dataset_obj=ds, device=device, seed=seed, progress=progress,
+                        selection=Selection.of(cell_estimators(RANDOM), extract, seed))
+            store = run.rank_store  # HEAD's ranks now name random's
+            stored = store.methods("test")
+        methods.append(RANDOM)
     missing = [m for m in methods if m not in stored]
     if not methods or missing:
         raise UserError(missing_ranks(run.root, missing))
