@@ -3,8 +3,8 @@ or least-relevant-first (LeRF) fraction of pixels is replaced (Samek et al. 2017
 ROAD's imputation fill (Rong et al. 2022) instead of the dataset mean. One no-retrain measurement per
 method x mode x fraction in results.sqlite (no seed, no epochs, no validation accuracy): test accuracy,
 and the mean probability of the class the model predicted on the unmodified image in its extras. Random is
-evaluated beside the methods asked for where its test ranks are stored (an estimator's MoRF or LeRF curve is read
-against random's); where they are not, a note names the command that makes them.
+evaluated beside the methods asked for (an estimator's MoRF or LeRF curve is read against random's); its test
+ranks are extracted first where they are missing (no model, seconds).
 """
 
 import logging
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class NoRetrainOptions:
     """`metrics` (morf, lerf, road) at `fractions` for `methods` (comma-separated; default every method
-    with test ranks; random is added where stored, the baseline), `batch_size` images a pass (default: by
+    with test ranks; random is added, the baseline), `batch_size` images a pass (default: by
     device). Each value is checked here, once."""
 
     metrics: tuple = tuple(NO_RETRAIN_METRICS)
