@@ -23,7 +23,7 @@ def figure_accuracy(summary: dict, fill: str):
     if not modes:
         return None
     colors = method_colors(summary)
-    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes) + 2.5, 4.8), squeeze=False,
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.8), squeeze=False,
                              layout="constrained")
     for ax, mode in zip(axes[0], modes):
         accuracy_panel(ax, summary, mode, fill, colors, f"{mode.upper()} (fill {fill})")

@@ -57,7 +57,7 @@ def figure_controls(summary: dict):
     cols = min(4, len(panels))
     rows = -(-len(panels) // cols)
     leaky = {(e["method"], e["mode"]) for e in summary["leakage"] if e["leaky"]}
-    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols + 2.5, 3.6 * rows), squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.6 * rows), squeeze=False,
                              layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)

@@ -48,7 +48,7 @@ def figure_ensembles(summary: dict, fill: str):
     if not panels:
         return None
     colors = method_colors(summary)
-    fig, axes = plt.subplots(len(modes), len(panels), figsize=(5.2 * len(panels) + 2.5, 4.2 * len(modes)),
+    fig, axes = plt.subplots(len(modes), len(panels), figsize=(5.2 * len(panels), 4.2 * len(modes)),
                              squeeze=False, layout="constrained")
     for row, mode in enumerate(modes):
         curves = curves_of(summary, mode, fill)

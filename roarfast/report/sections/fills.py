@@ -26,7 +26,7 @@ def figure_fills(summary: dict):
     leakage = defaultdict(list)
     for row in summary.get("fill_leakage") or []:
         leakage[row["fill"]].append(row)
-    fig, axes = plt.subplots(len(fills), len(modes), figsize=(6.0 * len(modes) + 2.5, 4.5 * len(fills)),
+    fig, axes = plt.subplots(len(fills), len(modes), figsize=(6.0 * len(modes), 4.5 * len(fills)),
                              squeeze=False, layout="constrained")
     for row, fill in enumerate(fills):
         for col, mode in enumerate(modes):
