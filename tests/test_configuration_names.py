@@ -16,7 +16,7 @@ from roarfast.errors import UserError
 from roarfast.execution.executors import Progress
 from roarfast.planning.grid import Grid, Plan, describe_plan
 from roarfast.planning.preview import Preview
-from roarfast.report.configurations import assemble
+from roarfast.rundir.catalog import assemble
 from roarfast.report.render import _blocks
 from roarfast.report.sections import Lines, Table
 from roarfast.report.text import titled

@@ -12,7 +12,7 @@ import pytest
 
 from roarfast.report import write_report
 from roarfast.report.analysis import parts_of
-from roarfast.report.configurations import UNRECORDED
+from roarfast.rundir.catalog import UNRECORDED
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.results.schema import row_digest
@@ -200,7 +200,7 @@ def row(method="random", epochs=2, lr=0.1, dataset="embedded", fingerprint=FINGE
 
 
 def labels(rows) -> list:
-    from roarfast.report.configurations import split
+    from roarfast.rundir.catalog import split
 
     return [(c.label, len(c.rows)) for c in split(rows)]
 

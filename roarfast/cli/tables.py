@@ -5,11 +5,13 @@ configurations of a run directory (`roarfast ls --long`)."""
 import math
 
 from roarfast.rundir.labels import value_text
-from roarfast.stats import accuracy_over_seeds
 
 
 def retrain_table(rows) -> str:
     """Test accuracy per method (rows) and mode x fraction (columns), mean +- std over seeds."""
+    # late: roarfast.stats loads scipy (1.6 s), which `ls` and `prune` (this module's other tables) never need
+    from roarfast.stats import accuracy_over_seeds
+
     summary = accuracy_over_seeds(rows)
     if not summary:
         return "no cells"

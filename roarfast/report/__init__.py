@@ -8,7 +8,7 @@ index.html, beside cells.csv and summary.json). What the page holds is the list 
 Writes `<run_dir>/report/` by default, built in a temporary directory beside it and swapped in whole
 (roarfast.common.atomic.replace_dir), so a kill or a full disk leaves the previous report whole; can be rerun at
 any time, also while a sweep is writing. A run directory holding several configurations of the cells
-(roarfast.report.configurations) has each reported apart. From Python: `report = write_report(run_dir)`;
+(roarfast.rundir.catalog) has each reported apart. From Python: `report = write_report(run_dir)`;
 `report.index_html`, `report.verdict_lines()`, `report.summary` (with several configurations, each one's
 numbers in summary["configurations"]: roarfast.report.analysis.parts_of lists them either way).
 """

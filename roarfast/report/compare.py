@@ -20,7 +20,7 @@ from roarfast.common.atomic import check_writable
 from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.modes import MODES
 from roarfast.report.analysis import accuracies, measured
-from roarfast.report.configurations import described, flatten, named, short
+from roarfast.rundir.catalog import described, flatten, named, short
 from roarfast.report.load import ALL, load_run, method_order, mode_order
 from roarfast.report.sections import Table
 from roarfast.report.sections.rankings import seed_aucs

@@ -1,5 +1,5 @@
 """The report's first step: a run directory's measurements read once into plain data (LoadedRun) — one
-Loaded per configuration of the retraining cells (roarfast.report.configurations: cells of two are never
+Loaded per configuration of the retraining cells (roarfast.rundir.catalog: cells of two are never
 compared), each with its finished cells (within a configuration, each method's newest ranks only), the raw
 rows the no-retrain and fill-leakage sections and the rank agreement need, and its context: the base model's
 meta, chance from the dataset, the stage times; and what was set aside, and why.
@@ -17,7 +17,7 @@ from roarfast.errors import UserError
 from roarfast.common.fingerprint import canonical_json
 from roarfast.rundir.configurations import configurations
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
-from roarfast.report.configurations import Configuration, assemble, named, ranks_change, report_command
+from roarfast.rundir.catalog import Configuration, assemble, named, ranks_change, report_command
 from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
 from roarfast.stats import chance_rate
 

@@ -13,7 +13,7 @@ from roarfast.rundir.configurations import claims, configurations, grid_cells
 from roarfast.rundir.ids import SHOWN_CHARS
 from roarfast.rundir.migrate import upgrade
 from roarfast.rundir.pruning import carry_out, finish, intent
-from roarfast.report.configurations import assemble, named
+from roarfast.rundir.catalog import assemble, named
 from roarfast.results import RETRAIN, open_results
 from roarfast.rundir.claims import owner_alive
 from roarfast.rundir.directory import RunDir
@@ -27,7 +27,7 @@ def _size(path: Path) -> int:
 
 
 def _state(run_dir, writing: bool = False):
-    """(RunDir, HEAD, configurations (report.configurations.assemble: records and the rows no record claims),
+    """(RunDir, HEAD, configurations (rundir.catalog.assemble: records and the rows no record claims),
     every retraining row, the damaged configuration records [(path, why)]) of `run_dir`, read as it is (migrated
     first when `writing`); a prune a kill left unfinished is finished first."""
     run = RunDir(run_dir)
@@ -141,7 +141,7 @@ def ls_lines(run_dir, found: dict | None = None) -> list[str]:
 
 
 def prune(run_dir, names, dry_run: bool = False) -> list[str]:
-    """Removes the configurations `names` names (labels or id prefixes: report.configurations.named; a damaged
+    """Removes the configurations `names` names (labels or id prefixes: rundir.catalog.named; a damaged
     record by its file's name): their records, and their rows, rank stores and base models that no other
     configuration nor HEAD uses; with `dry_run`, removes nothing. A configuration whose cells a live process
     has claimed is refused (one line naming it), and so is a link on the way, before anything is removed; the

@@ -20,7 +20,7 @@ its figures follow its blocks. Every module of this package is imported at the f
 (roarfast.common.resolver's package discovery), which runs its `register`.
 
 A section sees one configuration of the cells at a time (`scope=CONFIGURATION`, the default): a run
-directory holding several (roarfast.report.configurations) has each analysed, drawn and shown apart, its
+directory holding several (roarfast.rundir.catalog) has each analysed, drawn and shown apart, its
 titles carrying the configuration's label, so no section can compare cells of two. What is the same in
 every configuration is shown once. A section about the whole run (the configurations themselves, the
 notes) registers with `scope=RUN`.

@@ -5,7 +5,7 @@ by name or label, with a column per setting that differs between them: no verdic
 aside, and why."""
 
 from roarfast.report.analysis import parts_of
-from roarfast.report.configurations import short
+from roarfast.rundir.catalog import short
 from roarfast.report.sections import RUN, Lines, Table, register
 from roarfast.report.text import set_aside_line
 

@@ -1,4 +1,5 @@
-"""What makes cells comparable, for the report: the configurations of a run directory's retraining cells.
+"""What makes cells comparable, for the report, `ls`, `prune` and `compare`: the configurations of a run
+directory's retraining cells (records, no statistics: light enough for `ls`).
 
 A configuration recorded by the request that made its cells (roarfast.rundir.configurations) is its settings
 (dataset, model, recipe, the data's fingerprint, the model's source, the base model, the ranking's settings)
