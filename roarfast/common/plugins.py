@@ -169,7 +169,7 @@ def recorded_title(name: str) -> str | None:
 
 def shown_method(name: str) -> str:
     """A method as a line shows it: an object named in this process by what it is (`mix(w=0.1)`), else its name."""
-    return _TITLES.get(name) or name
+    return recorded_title(name) or name
 
 
 def _plain(value) -> bool:

@@ -20,7 +20,8 @@ from roarfast.common.atomic import check_writable
 from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.modes import MODES
 from roarfast.report.analysis import accuracies, measured
-from roarfast.rundir.catalog import described, flatten, named, short
+from roarfast.rundir.catalog import flatten, named, short
+from roarfast.rundir.labels import describe
 from roarfast.report.load import ALL, load_run, method_order, mode_order
 from roarfast.report.sections import Table
 from roarfast.report.sections.rankings import seed_aucs
@@ -201,10 +202,17 @@ def _labels(sides: list, several: bool) -> list:
     return out
 
 
+def _described(c) -> dict:
+    """{display name: value} of a side's configuration, as its label and `ls --long` name them (labels.describe);
+    rows no record claims: their flattened settings."""
+    if c is None:
+        return {}
+    return describe(c.record) if c.record is not None else flatten(c.settings or {})
+
+
 def _differs(sides: list, several: bool) -> dict:
     """{setting: [value per side, as labels write it]} of every recorded setting whose value differs."""
-    flat = [flatten(described(part.configuration) or {}) if part.configuration is not None else {}
-            for _, part in sides]
+    flat = [_described(part.configuration) for _, part in sides]
     names = sorted({n for f in flat for n in f})
     out = {"run directory": [str(run.root) for run, _ in sides]} if several else {}
     for name in names:

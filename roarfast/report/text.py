@@ -149,9 +149,8 @@ def titled(text, part: dict):
     titles = (part.get("configuration") or {}).get("titles") or {}
     if not isinstance(text, str):
         return text
-    for name, title in titles.items():
-        if title and name != title and name.startswith("object:"):
-            text = text.replace(name, title)
+    for name, title in titles.items():  # only objects have titles (rundir.configurations._titles)
+        text = text.replace(name, title)
     return text
 
 

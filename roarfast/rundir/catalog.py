@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from roarfast.common.fingerprint import canonical_json
-from roarfast.rundir.configurations import METHOD_OWN_RANKS, claims, settings_of
+from roarfast.rundir.configurations import claims, settings_of
 from roarfast.rundir.ids import SHOWN_CHARS, digest_id
 from roarfast.rundir.labels import differs, known_as, select, shown, value_text
 
@@ -111,16 +111,6 @@ def _split(rows: list) -> list[Configuration]:
         key = None if settings is None else _canonical(settings)
         found.setdefault(key, Configuration(settings)).rows.append(row)
     return sorted(found.values(), key=lambda c: (c.settings is not None, c.first))
-
-
-def described(c: Configuration) -> dict | None:
-    """What a configuration's label is read from: its settings, and for a recorded one its methods, their own
-    ranks' provenance and its base model's seed and epochs."""
-    if c.record is None:
-        return c.settings
-    return {**c.settings, **(c.record.get("about") or {}), "methods": ",".join(sorted(c.record["ranks"])),
-            "ranks of": {m: {k: v for k, v in (p or {}).items() if k in METHOD_OWN_RANKS}
-                         for m, p in c.record.get("provenance", {}).items()}}
 
 
 def _label(configurations: list) -> None:
