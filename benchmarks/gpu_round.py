@@ -6,6 +6,10 @@ extension is used), on CIFAR-10's JPEGs packed to travel (benchmarks/cifar_gpu.p
             its first --reference-runs runs (TTA accuracy, its own timer), then stopped: the target for airbench
   airbench  the airbench model with its recipe (bf16, batch 1,024, TTA): test accuracy and synchronized
             seconds per training, ReLU (the built-in) and GELU, --seeds each after one untimed training
+  gap       roarfast's airbench against airbench94's choices, one difference at a time (benchmarks/airbench_gap.py)
+            and a profile of one training
+  in-a-row  --cells ROAR cells one after another in one process, eager and compiled (--ways): each cell's
+            seconds, so a compilation's cost and any recompilation show
   grouped   K cells trained one at a time vs together (loop, fused, streams, compiled; K in --sizes) with
             benchmarks/grouped.py: images/s, FLOPs per image-step from the model's shapes, TFLOP/s and the
             share of the H100's dense bf16 peak (989 TFLOP/s)
@@ -209,6 +213,43 @@ def part_airbench(args, ds) -> tuple[dict, str]:
     return dict(recipe=recipe.to_dict(), rows=rows), "\n".join(lines) + "\n"
 
 
+def part_gap(args, ds) -> tuple[dict, str]:
+    from benchmarks.airbench_gap import run_gap
+
+    return run_gap(ds, args.device, args.seeds, args.epochs, profile_out=args.out / "gap-profile.txt",
+                   sync=partial(sync, args.device))
+
+
+def part_in_a_row(args, ds) -> tuple[dict, str]:
+    """--cells ROAR cells trained one after another in this process, each alone, by each of --ways: every
+    cell's seconds (the first of a compiled way pays its compilation; a later slow one, a recompilation)."""
+    from benchmarks.grouped import random_maskings, train_way
+    from roarfast.recipe import effective_recipe
+    from roarfast.train import Run
+
+    recipe = effective_recipe(args.model, args.device, train_images=len(ds.train_index), image_size=ds.image_size,
+                              epochs=args.epochs or None)
+    maskings = random_maskings(ds, args.cells)
+    ways = ["alone", *[w for w in args.ways if w != "alone"]]
+    seconds, accs = {}, {}
+    for way in ways:
+        for i in range(args.cells):
+            took, acc = train_way(ds, args.model, recipe, args.device, way, [Run(seed=i, masking=maskings[i])])
+            seconds.setdefault(way, []).append(took)
+            accs.setdefault(way, []).append(acc[0][0])
+            print(f"{way} cell {i}: {took:.2f} s, test {acc[0][0]:.2%}", flush=True)
+    lines = [f"{args.cells} ROAR cells of {args.model} ({recipe.epochs} epochs each) one after another in one "
+             "process, each way (the first cell of a way pays its set-up or compilation):", "",
+             "| way | first cell s | later cells s, median (min-max) | x alone (later cells) | test acc, mean |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    later_alone = float(np.median(seconds["alone"][1:] or seconds["alone"]))
+    for way in ways:
+        later = seconds[way][1:] or seconds[way]
+        lines.append(f"| {way} | {seconds[way][0]:.2f} | {np.median(later):.2f} ({min(later):.2f}-{max(later):.2f}) | "
+                     f"{later_alone / float(np.median(later)):.2f} | {np.mean(accs[way]):.2%} |")
+    return dict(cell_seconds=seconds, test_acc=accs, recipe=recipe.to_dict()), "\n".join(lines) + "\n"
+
+
 def part_grouped(args, ds) -> tuple[dict, str]:
     from roarfast.models import resolve_model
     from roarfast.recipe import effective_recipe
@@ -299,7 +340,8 @@ def part_paper(args, ds) -> tuple[dict, str]:
     return result, "\n".join(lines) + "\n"
 
 
-PARTS = {"reference": part_reference, "airbench": part_airbench, "grouped": part_grouped, "paper": part_paper}
+PARTS = {"reference": part_reference, "airbench": part_airbench, "gap": part_gap, "in-a-row": part_in_a_row,
+         "grouped": part_grouped, "paper": part_paper}
 
 
 def main(argv=None):
@@ -315,6 +357,7 @@ def main(argv=None):
     parser.add_argument("--sizes", default="1,2,4,8")
     # fused+<mode> compiles once per K (a shape each): add it when a call has the minutes for it
     parser.add_argument("--ways", default="loop,fused,streams,loop+reduce-overhead")
+    parser.add_argument("--cells", type=int, default=12, help="the in-a-row part's cells per way")
     parser.add_argument("--grouped-epochs", type=int, default=2, help="epochs per cell in the grouped part")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=None, help="the paper sweep's --group-size")

@@ -40,6 +40,8 @@ class Recipe:
     alternate_flips: bool = False  # (with flip) a random half flipped in epoch 1, then each epoch the other half
     tta: int = 0  # test-time views averaged: 0 none, 1 + the mirror image, 2 + 1-pixel shifts of both
     bias_lr_scale: float | None = None  # 1-D parameters: lr x this, decayed as much per step as the weights
+    pad: str = "zero"  # what the training and test-time shifts bring in at the border: "zero" or "reflect"
+    select: str = "val"  # the model kept: "val" the epoch with the best validation accuracy, "last" the last epoch
 
     def replace(self, **changes) -> "Recipe":
         return dataclasses.replace(self, **changes)
@@ -57,9 +59,17 @@ class Recipe:
 
 
 #: Recipe fields added after results were recorded, with their defaults (Recipe.to_dict)
-LATER_FIELDS = {"schedule": "cosine", "lookahead": False, "alternate_flips": False, "tta": 0, "bias_lr_scale": None}
+LATER_FIELDS = {"schedule": "cosine", "lookahead": False, "alternate_flips": False, "tta": 0, "bias_lr_scale": None,
+                "pad": "zero", "select": "val"}
 #: Recipe.schedule choices
 SCHEDULES = ("cosine", "linear")
+#: Recipe.pad choices. "zero" is the dataset mean once normalized, so a shift brings in no pixel of the image
+#: (what a ROAR cell's masked images need: a reflected border would copy pixels next to removed ones);
+#: "reflect" is airbench94's, for a comparison on unmodified images
+PADS = ("zero", "reflect")
+#: Recipe.select choices. "last" keeps the last epoch's model as airbench94 and the ROAR paper do; with it a
+#: training needs no held-out images
+SELECTIONS = ("val", "last")
 
 
 #: a model roarfast has not tuned (package.module:factory, timm:<name>, an object) trains with the recipe
@@ -191,7 +201,7 @@ RECIPE_FIELDS = {
     "warmup": _number(0, 1), "ema_decay": _number(0, 1, low_open=True, high_open=True, optional=True), "flip": _flag,
     "translate": _integer(0), "amp": _amp, "channels_last": _flag, "eval_batch_size": _integer(1),
     "schedule": _choice(SCHEDULES), "lookahead": _flag, "alternate_flips": _flag, "tta": _choice((0, 1, 2)),
-    "bias_lr_scale": _number(0, low_open=True, optional=True),
+    "bias_lr_scale": _number(0, low_open=True, optional=True), "pad": _choice(PADS), "select": _choice(SELECTIONS),
 }
 
 

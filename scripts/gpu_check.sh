@@ -15,6 +15,7 @@
 #   estimate         benchmarks/throughput.py --estimate paper (GPU-measured rates)
 #   airbench-reference  benchmarks/gpu_round.py --parts reference: airbench94's published script, 5 runs, same images
 #   airbench-cifar   benchmarks/gpu_round.py --parts airbench: the airbench model on the CIFAR-10 pack, ReLU and GELU
+#   airbench-gap     benchmarks/gpu_round.py --parts gap: airbench94's choices added one at a time, a profile
 #   grouped          benchmarks/gpu_round.py --parts grouped: K cells one at a time vs together, share of peak
 #   paper            benchmarks/gpu_round.py --parts paper: `roarfast sweep --preset paper` (resumes across calls;
 #                    its run directory is runs/gpu-round-paper), then the report; ROARFAST_GROUP_SIZE sets its
@@ -34,7 +35,7 @@ RESULTS=${1:-$PWD/gpu-results}
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 BUDGET=${ROARFAST_GPU_BUDGET:-560}
-STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate,airbench-reference,airbench-cifar,grouped,paper},"
+STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate,airbench-reference,airbench-cifar,airbench-gap,grouped,paper},"
 wanted() { [[ "$STAGES" == *",$1,"* ]]; }
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -42,7 +43,7 @@ SUMMARY=$RESULTS/summary.txt
 : > "$SUMMARY"
 pack_results() {  # the device tool brings back at most 8 files: one archive, the summary, the extension
   [ -n "${OUT:-}" ] || return 0
-  tar -czf "$OUT/gpu-results.tar.gz" --exclude='*.npy' --exclude='*.safetensors' --exclude='*.jpg' \
+  tar -czf "$OUT/gpu-results.tar.gz" --exclude='*.npy' --exclude='*.safetensors' --exclude='*.jpg' --exclude='*.pt' \
     --exclude='*.so' -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")"
   cp "$SUMMARY" "$OUT/summary.txt"
   cp "$RESULTS/gpu-round/summary.md" "$OUT/gpu-round.md" 2>/dev/null || true
@@ -126,11 +127,13 @@ if [ -f .device-data/cifar10-jpeg.npz ]; then
   # item 1); the script travels as .device-data/airbench94.py (copied there before the call)
   stage airbench-reference 150 $PY "${ROUND[@]}" --parts reference --reference-runs 5
   stage airbench-cifar 150 $PY "${ROUND[@]}" --parts airbench --seeds 5
+  # what closes the gap to airbench94, one of its choices at a time, and a profile of one training
+  stage airbench-gap 240 $PY "${ROUND[@]}" --parts gap --seeds 5
   stage grouped 330 $PY "${ROUND[@]}" --parts grouped
   left=$((BUDGET - SECONDS - 20))
   stage paper 560 $PY "${ROUND[@]}" --parts paper --seconds "$left" \
     ${ROARFAST_GROUP_SIZE:+--group-size "$ROARFAST_GROUP_SIZE"} --sweep-args="${ROARFAST_SWEEP_ARGS:-}"
-elif wanted airbench-reference || wanted airbench-cifar || wanted grouped || wanted paper; then
+elif wanted airbench-reference || wanted airbench-cifar || wanted airbench-gap || wanted grouped || wanted paper; then
   echo "airbench-cifar, grouped, paper: SKIPPED (no .device-data/cifar10-jpeg.npz: see benchmarks/cifar_gpu.py pack)" \
     | tee -a "$SUMMARY"
 fi

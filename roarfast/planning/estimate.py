@@ -92,7 +92,7 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
         y = torch.randint(0, data.num_classes, (n,), device=device)
         loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
         precision = autocast(device, recipe)
-        shifts = Augment(flip=recipe.flip, translate=recipe.translate) if recipe.flip or recipe.translate else None
+        shifts = Augment(flip=recipe.flip, translate=recipe.translate, pad=recipe.pad) if recipe.flip or recipe.translate else None
         generator = torch.Generator(device=device).manual_seed(0)
 
         def step():

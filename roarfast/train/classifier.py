@@ -5,7 +5,8 @@ the run's own generator. Model: built under the run's seed, fitted to its first 
 (below). Optimizer and schedule: SGD with Nesterov momentum, warmup then cosine decay (or airbench's
 piecewise-linear schedule and bias learning rate). The loop: autocast, fp16 loss scaling, an EMA of the
 weights or airbench's lookahead. Evaluation and selection: each epoch's validation accuracy, the best epoch's
-weights kept and tested at the end, with the recipe's test-time views (roarfast.train.views).
+weights (or, recipe.select "last", the last epoch's) kept and tested at the end, with the recipe's test-time
+views (roarfast.train.views).
 
 Every setting is the Recipe's (roarfast.recipe.effective_recipe); what is fixed is named here with its reason.
 A model's part of a run is a `Member` and what a step updates a `TrainState`, so the one loop `train_states`
@@ -68,7 +69,8 @@ class TrainResult:
 def train_classifier(dataset, model, recipe: Recipe, device, seed: int = 0, masking: Masking | None = None,
                      progress: bool = True) -> TrainResult:
     """Trains `model` (what roarfast.models.resolve_model takes: a name, an import path, a ModelSpec) from
-    scratch on dataset's train split minus val, selects the epoch with the best val accuracy, and reports
+    scratch on dataset's train split minus val, selects the epoch with the best val accuracy (recipe.select
+    "last": the last epoch; an empty val split is then allowed, and never evaluated), and reports
     that model's test accuracy. With `masking`, every train, val and test image is masked
     (ops.mask_normalize) before augmentation.
 
@@ -280,7 +282,7 @@ def train_states(states: list[TrainState], dataset, recipe: Recipe, steps: Steps
     and its error kept there (state -> exception) while the others go on."""
     rank, world = distributed()
     flip = recipe.flip and not recipe.alternate_flips  # alternating flips: chosen per image below, not drawn
-    spec = Augment(flip=flip, translate=recipe.translate) if (flip or recipe.translate) else None
+    spec = Augment(flip=flip, translate=recipe.translate, pad=recipe.pad) if (flip or recipe.translate) else None
     images = steps.per_epoch * steps.batch_size
     alive = list(states)
 
@@ -411,7 +413,7 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
         x = batches[0][0] if members == 1 else torch.cat([x for x, _ in batches], 1)
         y = torch.stack([y for _, y in batches], 1)  # [B, K]
         with autocast(device, recipe):
-            logits = tta_logits(model, x, tta)
+            logits = tta_logits(model, x, tta, recipe.pad)
         logits = logits.unsqueeze(1) if members == 1 else member_logits(logits, members)
         correct += (logits.argmax(2) == y).sum(0)
     model.train(was_training)
@@ -429,10 +431,10 @@ class Selection:
     epoch: int = 0
     weights: dict | None = None
 
-    def offer(self, val_acc: float, epoch: int, model) -> None:
+    def offer(self, val_acc: float, epoch: int, model, always: bool = False) -> None:
         """Keeps `model`'s weights (an nn.Module, or a function returning its state dict) when `val_acc` beats
-        the best so far (the earliest epoch wins a tie)."""
-        if val_acc > self.val_acc:
+        the best so far (the earliest epoch wins a tie), or `always`."""
+        if always or val_acc > self.val_acc:
             state = model.state_dict() if isinstance(model, torch.nn.Module) else model()
             self.val_acc, self.epoch = val_acc, epoch
             self.weights = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
@@ -447,7 +449,15 @@ def end_epoch(state: TrainState, epoch: int, val_index: torch.Tensor, tallies: l
     selected = state.evaluated
     average_buffers(selected, distributed()[1])
     members = state.members
-    val_accs = member_accuracies(selected, [m.loaders["train"] for m in members], val_index, state.recipe)
+    if val_index.numel():
+        val_accs = member_accuracies(selected, [m.loaders["train"] for m in members], val_index, state.recipe)
+    elif state.recipe.select == "last":
+        val_accs = [math.nan] * len(members)
+    else:
+        raise UserError("an empty validation split leaves nothing to select the epoch by: train with "
+                        "--recipe select=last")
+    # "last": only the final epoch is offered, and kept whatever its accuracy (no copy of the others' weights)
+    offered = state.recipe.select != "last" or epoch == state.recipe.epochs
     entries = []
     for k, (member, tally, val_acc) in enumerate(zip(members, tallies, val_accs)):
         entry = {"epoch": epoch, "lr": state.optimizer.param_groups[0]["lr"],
@@ -455,10 +465,10 @@ def end_epoch(state: TrainState, epoch: int, val_index: torch.Tensor, tallies: l
                  "train_acc": float(all_reduce_sum(tally.correct)) / images,
                  "val_acc": val_acc, "seconds": time.perf_counter() - started}
         member.history.append(entry)
-        if len(members) == 1:
-            member.selection.offer(val_acc, epoch, selected)
-        else:
-            member.selection.offer(val_acc, epoch, lambda k=k: member_weights(selected.state_dict(), k, len(members)))
+        weights = selected if len(members) == 1 else (
+            lambda k=k: member_weights(selected.state_dict(), k, len(members)))
+        if offered:
+            member.selection.offer(val_acc, epoch, weights, always=state.recipe.select == "last")
         entries.append(entry)
     return entries
 

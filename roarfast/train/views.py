@@ -20,10 +20,11 @@ def alternate_flips(batches, flips: torch.Tensor | None, epoch: int):
         yield x, y
 
 
-def tta_logits(model, x: torch.Tensor, level: int) -> torch.Tensor:
+def tta_logits(model, x: torch.Tensor, level: int, pad: str = "zero") -> torch.Tensor:
     """model's logits on x (Tensor[B, C, H, W]) averaged over test-time views: level 0 x alone; 1 x and its
     mirror image; 2 half of that plus a quarter each of the same on x shifted TTA_SHIFT pixels down-right and
-    up-left (zero padding, the dataset mean once normalized, as the training shifts pad)."""
+    up-left, the border padded as the training shifts pad (`pad`: "zero", the dataset mean once normalized,
+    or "reflect")."""
     if level == 0:
         return model(x)
 
@@ -34,7 +35,7 @@ def tta_logits(model, x: torch.Tensor, level: int) -> torch.Tensor:
     if level == 1:
         return out
     s = TTA_SHIFT
-    padded = torch.nn.functional.pad(x, (s, s, s, s))
+    padded = torch.nn.functional.pad(x, (s, s, s, s), mode="reflect" if pad == "reflect" else "constant")
     h, w = x.shape[2:]
     shifted = [padded[:, :, :h, :w], padded[:, :, 2 * s:2 * s + h, 2 * s:2 * s + w]]
     layout = torch.channels_last if x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
