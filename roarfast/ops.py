@@ -255,8 +255,29 @@ def noise(x: torch.Tensor, n: int, noise_level: float, seed: int, offset: int = 
     return torch.ops.roarfast.noise.default(x, n, float(noise_level), seed, offset)
 
 
+def noise_per_image(x: torch.Tensor, n: int, noise_level: float, seeds, offset: int = 0) -> torch.Tensor:
+    """noise with a key per image, in one call: image b's samples are exactly those of
+    noise(x[b:b+1], n, noise_level, seeds[b], offset), so the noise of an image does not depend on the batch it
+    is drawn in (SmoothGrad's draws are keyed per image: roarfast.methods.draws).
+
+    Args:
+        x (Tensor[B, C, H, W]): float32, float16 or bfloat16.
+        seeds: B integers, each in [-2**63, 2**64) (a sequence, or an int64 Tensor[B] of their 64 bits).
+
+    Returns:
+        noisy (Tensor[n*B, C, H, W]): sample-major, as noise's.
+    """
+    if not isinstance(seeds, torch.Tensor):
+        seeds = list(seeds)
+        bad = [s for s in seeds if not -2**63 <= s < 2**64]
+        if bad:
+            raise ValueError(f"seeds should be in [-2**63, 2**64), got {bad[0]}")
+        seeds = torch.tensor([s - 2**64 if s >= 2**63 else s for s in seeds], dtype=torch.int64)
+    return torch.ops.roarfast.noise.default(x, n, float(noise_level), 0, offset, seeds.to(x.device))
+
+
 @torch.library.register_fake("roarfast::noise")
-def _noise_fake(x, n, noise_level, seed, offset=0):
+def _noise_fake(x, n, noise_level, seed, offset=0, seeds=None):
     return x.new_empty((n * x.shape[0], *x.shape[1:]))
 
 

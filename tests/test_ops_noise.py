@@ -232,3 +232,57 @@ def test_noise_bad_arguments_name_the_argument(args, message):
 def test_noise_seed_out_of_range():
     with pytest.raises(ValueError, match="seed should be in"):
         ops.noise(torch.zeros(1, 1, 2, 2), 1, 0.1, seed=2**64)
+
+
+# ------------------------------------------------------------------------------------ a key per image, one call
+
+def per_image_by_hand(x, n, level, seeds, offset):
+    """noise_per_image as its definition says: each image alone under its own key, laid out sample-major."""
+    alone = [ops.noise(x[b:b + 1], n, level, seed, offset=offset) for b, seed in enumerate(seeds)]
+    return torch.stack(alone, 1).reshape(n * x.shape[0], *x.shape[1:])
+
+
+KEYS = [0, 2**40 + 7, 2**64 - 1, -12345, 2**63]  # zero, large, the top of the range, negative, the sign bit
+
+
+@pytest.mark.parametrize("sample", noise_samples(), ids=sample_id)
+def test_noise_per_image_is_each_image_alone(sample):
+    x, n, level, _, offset = sample
+    seeds = KEYS[:x.shape[0]]
+    assert_same_bits(ops.noise_per_image(x, n, level, seeds, offset), per_image_by_hand(x, n, level, seeds, offset))
+    torch.library.opcheck(torch.ops.roarfast.noise.default,
+                          (x, n, level, 0, offset, torch.tensor([s - 2**64 if s >= 2**63 else s for s in seeds])))
+
+
+def test_noise_per_image_does_not_depend_on_the_batch():
+    """An image's noise under its key is the same bits in any batch, at any position, beside any images."""
+    x = torch.randn(5, 3, 9, 7, generator=torch.Generator().manual_seed(4))
+    whole = ops.noise_per_image(x, 3, 0.2, KEYS, offset=2).view(3, 5, -1)
+    order = [3, 0, 4]
+    part = ops.noise_per_image(x[order], 3, 0.2, [KEYS[i] for i in order], offset=2).view(3, 3, -1)
+    assert_same_bits(part, whole[:, order])
+    same_key = ops.noise_per_image(x[:2], 1, 1.0, [7, 7]).view(2, -1)
+    z = [(same_key[b] - x[b].flatten()) / (x[b].max() - x[b].min()) for b in range(2)]
+    torch.testing.assert_close(z[0], z[1], rtol=1e-4, atol=1e-4)  # one key, one draw, scaled by each range
+    other_key = ops.noise_per_image(x[:2], 1, 1.0, [7, 8]).view(2, -1)
+    assert not torch.allclose(other_key[1], same_key[1])
+
+
+@pytest.mark.parametrize("seeds,error,message", [
+    ([1, 2, 3], RuntimeError, "one key per image"),
+    ([2**64], ValueError, "seeds should be in"),
+    (torch.tensor([1.0, 2.0]), RuntimeError, "seeds should be int64"),
+    (torch.tensor([[1, 2]]), RuntimeError, r"seeds should be \[B\]"),
+], ids=["count", "range", "dtype", "dim"])
+def test_noise_per_image_bad_keys(seeds, error, message):
+    with pytest.raises(error, match=message):
+        ops.noise_per_image(torch.zeros(2, 1, 2, 2), 1, 0.1, seeds)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("sample", noise_samples(), ids=sample_id)
+def test_noise_per_image_cuda_matches_cpu(sample):
+    x, n, level, _, offset = sample
+    seeds = KEYS[:x.shape[0]]
+    cpu = ops.noise_per_image(x, n, level, seeds, offset)
+    assert_same_bits(ops.noise_per_image(x.cuda(), n, level, seeds, offset).cpu(), cpu)

@@ -10,7 +10,8 @@
 
 namespace roarfast {
 
-NoisePlan plan_noise(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset) {
+NoisePlan plan_noise(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset,
+                     const std::optional<at::Tensor>& seeds) {
   check_dim(x, "x", 4, "[B,C,H,W]");
   const auto dtype = x.scalar_type();
   TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
@@ -26,6 +27,15 @@ NoisePlan plan_noise(const at::Tensor& x, int64_t n, double noise_level, int64_t
   TORCH_CHECK(plan.groups <= UINT32_MAX, "x should have at most 2^34 elements per image, got ", plan.image_elems);
   TORCH_CHECK(plan.batch <= UINT32_MAX, "x should have at most 2^32 images, got ", plan.batch);
   plan.seed = static_cast<uint64_t>(seed);
+  if (seeds.has_value()) {
+    check_dim(*seeds, "seeds", 1, "[B]");
+    TORCH_CHECK(seeds->scalar_type() == at::kLong, "seeds should be int64, got ", seeds->scalar_type());
+    TORCH_CHECK(seeds->size(0) == plan.batch, "seeds should hold one key per image (", plan.batch, "), got ",
+                seeds->size(0));
+    TORCH_CHECK(seeds->device() == x.device(), "seeds should be on x's device (", x.device(), "), got ",
+                seeds->device());
+    plan.seeds = seeds->contiguous();
+  }
   plan.offset = static_cast<uint64_t>(offset);
   plan.x = x.contiguous();
   plan.out = at::empty({n * plan.batch, x.size(1), x.size(2), x.size(3)}, plan.x.options());
@@ -39,5 +49,5 @@ NoisePlan plan_noise(const at::Tensor& x, int64_t n, double noise_level, int64_t
 }  // namespace roarfast
 
 TORCH_LIBRARY_FRAGMENT(roarfast, m) {
-  m.def("noise(Tensor x, int n, float noise_level, int seed, int offset=0) -> Tensor");
+  m.def("noise(Tensor x, int n, float noise_level, int seed, int offset=0, Tensor? seeds=None) -> Tensor");
 }

@@ -3,6 +3,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+
 namespace roarfast {
 
 // What a noise call will do, worked out once from the arguments by plan_noise.
@@ -15,10 +17,13 @@ struct NoisePlan {
   int64_t groups;       // ceil(image_elems / 4): one Philox block each
   uint64_t seed;
   uint64_t offset;
+  at::Tensor seeds;  // int64 [B] on x's device, or undefined: image b keyed by seeds[b] (its counter's image 0)
 };
 
-NoisePlan plan_noise(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset);
+NoisePlan plan_noise(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset,
+                     const std::optional<at::Tensor>& seeds);
 
-at::Tensor noise_cpu(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset);
+at::Tensor noise_cpu(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset,
+                     const std::optional<at::Tensor>& seeds);
 
 }  // namespace roarfast

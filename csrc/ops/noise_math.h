@@ -133,4 +133,11 @@ ROARFAST_HD void noise_group(const T* src, T* dst, int64_t image_elems, int64_t 
   for (int64_t j = 0; j < count; ++j) dst[first + j] = static_cast<T>(static_cast<float>(src[first + j]) + sigma * z[j]);
 }
 
+// The key and the counter's image word of image b: a call's one seed and b, or with a key per image
+// (seeds != nullptr) that key and 0, so image b's noise is what a call on it alone under seeds[b] draws.
+ROARFAST_HD void noise_key(const int64_t* seeds, uint64_t seed, int64_t b, uint64_t& key, uint32_t& image) {
+  key = seeds != nullptr ? static_cast<uint64_t>(seeds[b]) : seed;
+  image = seeds != nullptr ? 0u : static_cast<uint32_t>(b);
+}
+
 }  // namespace roarfast

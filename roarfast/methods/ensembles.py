@@ -24,10 +24,8 @@ def noise_stream(base: str) -> int:
 def noisy_samples(batch, params, base: str, samples: int, offset: int = 0) -> torch.Tensor:
     """Samples offset .. offset+samples-1 of every image of `batch`, sample-major: Tensor[samples*B, C, H, W]
     (row s*B + b: image b's sample offset+s)."""
-    x = batch.x
-    per_image = [ops.noise(x[row:row + 1], samples, params.noise_level, seed, offset=offset)
-                 for row, seed in enumerate(image_seeds(batch, params, noise_stream(base)))]
-    return torch.stack(per_image, 1).view(samples * x.shape[0], *x.shape[1:])
+    return ops.noise_per_image(batch.x, samples, params.noise_level, image_seeds(batch, params, noise_stream(base)),
+                               offset=offset)
 
 
 def smoothgrad_statistics(model, batch, target, params, base: str) -> tuple:

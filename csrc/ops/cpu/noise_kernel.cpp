@@ -113,10 +113,12 @@ void noise_image(const T* __restrict__ src, T* __restrict__ dst, int64_t image_e
 
 }  // namespace
 
-at::Tensor noise_cpu(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset) {
-  NoisePlan plan = plan_noise(x, n, noise_level, seed, offset);
+at::Tensor noise_cpu(const at::Tensor& x, int64_t n, double noise_level, int64_t seed, int64_t offset,
+                     const std::optional<at::Tensor>& seeds) {
+  NoisePlan plan = plan_noise(x, n, noise_level, seed, offset, seeds);
   if (plan.out.numel() == 0) return plan.out;
   const float* sigma = plan.sigma.const_data_ptr<float>();
+  const int64_t* keys = plan.seeds.defined() ? plan.seeds.const_data_ptr<int64_t>() : nullptr;
   const bool avx2 = use_avx2();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.x.scalar_type(), "noise_cpu", [&] {
     const scalar_t* src = plan.x.const_data_ptr<scalar_t>();
@@ -124,8 +126,11 @@ at::Tensor noise_cpu(const at::Tensor& x, int64_t n, double noise_level, int64_t
     at::parallel_for(0, n * plan.batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const int64_t s = row / plan.batch, b = row - s * plan.batch;
-        noise_image(src + b * plan.image_elems, dst + row * plan.image_elems, plan.image_elems, plan.groups,
-                    static_cast<uint32_t>(b), plan.offset + static_cast<uint64_t>(s), plan.seed, sigma[b], avx2);
+        uint64_t key;
+        uint32_t image;
+        noise_key(keys, plan.seed, b, key, image);
+        noise_image(src + b * plan.image_elems, dst + row * plan.image_elems, plan.image_elems, plan.groups, image,
+                    plan.offset + static_cast<uint64_t>(s), key, sigma[b], avx2);
       }
     });
   });
