@@ -16,6 +16,7 @@
 #   airbench-reference  benchmarks/gpu_round.py --parts reference: airbench94's published script, 5 runs, same images
 #   airbench-cifar   benchmarks/gpu_round.py --parts airbench: the airbench model on the CIFAR-10 pack, ReLU and GELU
 #   airbench-gap     benchmarks/gpu_round.py --parts gap: airbench94's choices added one at a time, a profile
+#   compiled-cells   benchmarks/gpu_round.py --parts in-a-row: 10 cells in a row, eager and compiled, each timed
 #   grouped          benchmarks/gpu_round.py --parts grouped: K cells one at a time vs together, share of peak
 #   paper            benchmarks/gpu_round.py --parts paper: `roarfast sweep --preset paper` (resumes across calls;
 #                    its run directory is runs/gpu-round-paper), then the report; ROARFAST_GROUP_SIZE sets its
@@ -35,7 +36,7 @@ RESULTS=${1:-$PWD/gpu-results}
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 BUDGET=${ROARFAST_GPU_BUDGET:-560}
-STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate,airbench-reference,airbench-cifar,airbench-gap,grouped,paper},"
+STAGES=",${ROARFAST_GPU_STAGES:-build,cuda-tests,memcheck,racecheck,bench-ops,cifar-real,run-e2e,retrain-cells,bench-throughput,estimate,airbench-reference,airbench-cifar,airbench-gap,compiled-cells,grouped,paper},"
 wanted() { [[ "$STAGES" == *",$1,"* ]]; }
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -129,11 +130,13 @@ if [ -f .device-data/cifar10-jpeg.npz ]; then
   stage airbench-cifar 150 $PY "${ROUND[@]}" --parts airbench --seeds 5
   # what closes the gap to airbench94, one of its choices at a time, and a profile of one training
   stage airbench-gap 240 $PY "${ROUND[@]}" --parts gap --seeds 5
+  # what a compiled step costs to compile per process, and whether later cells recompile: before it is a default
+  stage compiled-cells 240 $PY "${ROUND[@]}" --parts in-a-row --cells 10 --ways loop+reduce-overhead,loop+default
   stage grouped 330 $PY "${ROUND[@]}" --parts grouped
   left=$((BUDGET - SECONDS - 20))
   stage paper 560 $PY "${ROUND[@]}" --parts paper --seconds "$left" \
     ${ROARFAST_GROUP_SIZE:+--group-size "$ROARFAST_GROUP_SIZE"} --sweep-args="${ROARFAST_SWEEP_ARGS:-}"
-elif wanted airbench-reference || wanted airbench-cifar || wanted airbench-gap || wanted grouped || wanted paper; then
+elif wanted airbench-reference || wanted airbench-cifar || wanted airbench-gap || wanted compiled-cells || wanted grouped || wanted paper; then
   echo "airbench-cifar, grouped, paper: SKIPPED (no .device-data/cifar10-jpeg.npz: see benchmarks/cifar_gpu.py pack)" \
     | tee -a "$SUMMARY"
 fi
