@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from roarfast.data.base import FileSet, ImageSet
+from roarfast.errors import UserError
 from roarfast.data.loader import pattern_loader
 from roarfast.planning.costs import CPU_HEAP_FACTOR, Target, evaluation_bytes, training_memory
 from roarfast.recipe import Recipe
@@ -55,6 +56,26 @@ def test_rows_read_those_rows_alone_and_leave_nothing_mapped(record, monkeypatch
     maps = Path("/proc/self/maps")
     if maps.exists():  # a map's touched pages would count in the process's resident memory
         assert str(rec.directory / "ranks.npy") not in maps.read_text()
+
+
+def test_a_chunk_is_checked_a_few_rows_at_a_time_and_damage_still_found(record, monkeypatch):
+    rec, ranks = record
+    reads, real = [], os.preadv
+
+    def counted(fd, buffers, offset):
+        reads.append(sum(len(b) for b in buffers))
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(record_module, "VERIFY_ROWS", 3)
+    monkeypatch.setattr(record_module.os, "preadv", counted)
+    rec.verify()  # chunks of 8 rows, read 3 rows at a time: the checksum of the pieces is the chunk's
+    assert max(reads) == 3 * SIDE * SIDE * 2 and sum(reads) == ranks.nbytes
+    path = rec.directory / "ranks.npy"
+    data = bytearray(path.read_bytes())
+    data[-SIDE * SIDE * 2 * 10 + 4] ^= 1  # row 30 (chunk 3) changed, its ranks still in range
+    path.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="chunk 3 .*does not match the checksum"):
+        RankStore(rec.directory.parent.parent).read("random", "train").verify()
 
 
 def test_a_streamed_control_reads_one_batch_of_rows_at_a_time(record):
