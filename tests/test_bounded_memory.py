@@ -14,7 +14,9 @@ import torch
 from roarfast.data.base import FileSet, ImageSet
 from roarfast.errors import UserError
 from roarfast.data.loader import pattern_loader
-from roarfast.planning.costs import CPU_HEAP_FACTOR, Target, evaluation_bytes, training_memory
+from roarfast.data.stream import DECODE_BATCH
+from roarfast.planning.costs import (CPU_HEAP_FACTOR, INDEX_BYTES, Target, evaluation_bytes, streamed_bytes,
+                                     training_memory)
 from roarfast.recipe import Recipe
 from roarfast.store import RankStore
 from roarfast.store import record as record_module
@@ -107,22 +109,40 @@ class _Split:
         return self.n
 
 
-def _outline(images: int):
-    """A dry run's outline of a 224-px tree of `images` train images (a tenth held out) and a tenth as many test."""
+def _outline(images: int, streamed=None):
+    """A dry run's outline of a 224-px tree of `images` train images (a tenth held out) and a tenth as many test,
+    read with stream=`streamed` (None: auto)."""
     return SimpleNamespace(train=_Split(images), test=_Split(images // 10), val_images=images // 10,
-                           train_index=range(images - images // 10), channels=3, image_size=224)
+                           train_index=range(images - images // 10), channels=3, image_size=224, streamed=streamed)
+
+
+SHAPE = SimpleNamespace(parameters=1_000_000, activation_bytes=4e6)
+CPU = Target("cpu", torch.device("cpu"), None, 16 * 2**30)  # the canvases of 200,000 images do not fit
 
 
 def test_a_workers_planned_peak_stops_growing_at_its_batches():
-    shape = SimpleNamespace(parameters=1_000_000, activation_bytes=4e6)
-    target = Target("cpu", torch.device("cpu"), None, 16 * 2**30)  # the canvases of 200,000 images do not fit
     recipe = Recipe(batch_size=128, eval_batch_size=512)
-    peak = {n: training_memory(shape, recipe, _outline(n), target, evaluation=10e6)
-            for n in (2_000, 200_000, 2_000_000)}
-    assert peak[200_000] == peak[2_000_000]  # streamed: the batches, not the dataset
+    peak = {n: training_memory(SHAPE, recipe, _outline(n), CPU, evaluation=10e6) for n in (2_000, 200_000, 2_000_000)}
+    # streamed: the batches, not the dataset; its labels and indices alone grow, INDEX_BYTES an image
+    assert peak[2_000_000] - peak[200_000] == INDEX_BYTES * (2_200_000 - 220_000)
     assert peak[2_000] < peak[200_000]  # 200 images an evaluation batch where the split is smaller than 512
     # the evaluation batch is the peak here: 512 images x 10 MB x the CPU heap's factor, over 128 x 4 MB
     assert peak[200_000] > 512 * 10e6 * CPU_HEAP_FACTOR
+
+
+def test_a_streamed_tree_is_planned_as_its_batches_even_where_it_would_fit():
+    recipe = Recipe(batch_size=128, eval_batch_size=512)
+    canvases = 3 * 224 * 224  # uint8, both splits
+    streamed = {n: training_memory(SHAPE, recipe, _outline(n, True), CPU, evaluation=10e6) for n in (6_000, 20_000)}
+    held = {n: training_memory(SHAPE, recipe, _outline(n, False), CPU, evaluation=10e6) for n in (6_000, 20_000)}
+    # stream=true: 20,000 images' canvases (3 GiB) fit in half of 16 GiB, yet only the indices grow with the images
+    assert streamed[20_000] - streamed[6_000] == INDEX_BYTES * 15_400
+    # stream=false holds the canvases: they grow by their bytes, and the batches they replace are the streamed ones
+    assert held[20_000] - held[6_000] == (canvases + INDEX_BYTES) * 15_400
+    batches = streamed_bytes(3, 224, 128, 512, DECODE_BATCH)
+    assert held[20_000] - streamed[20_000] == canvases * 22_000 - batches
+    # auto holds what fits half the memory, as a load with stream=auto would
+    assert training_memory(SHAPE, recipe, _outline(20_000), CPU, evaluation=10e6) == held[20_000]
 
 
 def test_an_evaluations_live_tensors_are_counted_as_they_are_freed():
