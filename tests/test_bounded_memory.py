@@ -154,3 +154,51 @@ def test_an_evaluations_live_tensors_are_counted_as_they_are_freed():
     # the input (3 x 8 x 8), then the convolution's output and the ReLU's alive together (4 x 8 x 8 each); the
     # convolution's output is freed before the linear layer's small output is made
     assert evaluation_bytes(spec, data) == (3 * 64 + 2 * 4 * 64) * 4
+
+
+def test_a_streamed_cell_reads_a_batch_of_rank_rows_at_a_time_and_keeps_no_store_open(tmp_path, monkeypatch):
+    """A long-lived worker's cell on a streamed tree: every read of rank rows is a batch's (or a check's
+    VERIFY_ROWS), never the split's; afterwards the trainer it keeps holds the records alone, and no store is
+    mapped or open in the process."""
+    from PIL import Image
+
+    from roarfast.data import load_dataset
+    from roarfast.rundir.directory import RunDir
+    from roarfast.stages.basemodel import TrainOptions, run_train
+    from roarfast.stages.cells import Cell, CellOptions, CellTrainer, cell_recipe
+    from roarfast.stages.extract import ExtractOptions, run_extract
+    from roarfast.store.record import RankRecord, RowReader
+
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 12), ("val", 3)):
+        for label, name in enumerate(("red", "green", "blue")):
+            (tmp_path / "tree" / split / name).mkdir(parents=True)
+            for i in range(count):
+                pixels = rng.integers(0, 120, (36, 40, 3), dtype=np.uint8)
+                pixels[..., label] += 120
+                Image.fromarray(pixels).save(tmp_path / "tree" / split / name / f"{i}.jpg")
+    ds = load_dataset("imagefolder", tmp_path / "tree", resize=36, crop=32, device="cpu", stream=True)
+    run_dir = tmp_path / "run"
+    run_train(run_dir, TrainOptions(model="fastnet", epochs=1, batch_size=8), dataset_obj=ds, device="cpu",
+              progress=False)
+    run_extract(run_dir, ExtractOptions(methods="random", batch_size=8), dataset_obj=ds, device="cpu", progress=False)
+    run = RunDir(run_dir)
+    spec, recipe = cell_recipe(run, ds, "cpu", CellOptions(epochs=1, recipe={"batch_size": 4, "eval_batch_size": 5}))
+    trainer = CellTrainer(run, ds, spec, recipe, "dataset-mean", "cpu")
+    read, real = [], RowReader.__getitem__
+
+    def counted(reader, index):
+        rows = real(reader, index)
+        read.append(1 if isinstance(index, (int, np.integer)) else len(rows))
+        return rows
+
+    monkeypatch.setattr(record_module, "VERIFY_ROWS", 6)
+    monkeypatch.setattr(RowReader, "__getitem__", counted)
+    monkeypatch.setattr(RowReader, "span", lambda reader, start, stop: counted(reader, range(start, stop)))
+    trainer.train(Cell("random", "roar", 0.5, 0))
+    assert read and max(read) <= 6 < len(ds.train)  # one image's row a sample (DALI's source), a check's 6 rows
+    assert all(isinstance(r, RankRecord) for r in trainer._loaded["random"])  # kept: records, not their rows
+    stores = [str(path) for path in run_dir.rglob("ranks.npy")]
+    assert stores and not any(store in Path("/proc/self/maps").read_text() for store in stores)
+    fds = Path("/proc/self/fd")
+    assert not {os.path.realpath(fd) for fd in fds.iterdir() if fd.exists()} & set(stores)
