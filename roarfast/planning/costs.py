@@ -14,7 +14,7 @@ split where smaller, through a forward without gradients: evaluation_bytes), cou
 16-bit autocast: on a GPU the larger of the two, on a CPU both, times CPU_HEAP_FACTOR (its heap keeps them); the
 canvases where the data is held in memory (stream=false, or stream=auto where they fit in half the device's
 memory), else the streamed batches and the decoder's pieces (streamed_bytes); INDEX_BYTES per image of the dataset
-(labels and indices: the only term that grows with it); on a CPU, the process itself (PROCESS_BYTES). A cell reads
+(labels and indices: the only term that grows with it); on a CPU, the process itself (process_bytes). A cell reads
 its rank rows per batch, so no other term grows with the dataset. An extraction's: the weights and the activations
 of one pass of its rows, the chunk's ranks (and maps) it gathers before the writer takes them, the decoder's
 pieces of a streamed split (and, on a CPU, the process).
@@ -50,6 +50,10 @@ FLOAT_BYTES = 4
 #: process's): torch, roarfast's kernels and DALI loaded, 0.5 GiB RSS measured (torch 2.14, DALI 2.4, 2026-11-27;
 #: benchmarks/memory_scale.py's "load data" phase)
 PROCESS_BYTES = 0.5 * 2**30
+#: what a CPU worker adds once it decodes a streamed tree: the decoder's libraries (DALI's: 140 MiB of file-backed
+#: pages) and its threads' buffers and heaps; 300 MiB is the training phase's resident memory less the load's and the
+#: terms counted here, for a small network at 224 px (2026-11-27, benchmarks/RESULTS.md, "Memory per worker")
+DECODER_PROCESS_BYTES = 300 * 2**20
 #: a CPU process's heap at its peak over the bytes of the tensors alive then (activations, evaluation_bytes): glibc
 #: keeps freed blocks for reuse
 #: (roarfast.common.memory) and torch's aligned blocks fragment it; measured for an evaluation batch at 224 px
@@ -226,7 +230,7 @@ class Costing:
         if peak is not None:  # the chunk's ranks (and maps) gathered for the writer, the data, the process on a CPU
             largest = max(len(data.train if split == "train" else data.test) for split in options.splits)
             chunk = min(options.chunk_rows, largest) * stored / images if images else 0
-            peak += chunk + data_held(data, self.target, batch, batch) + (PROCESS_BYTES if device.type == "cpu" else 0)
+            peak += chunk + data_held(data, self.target, batch, batch) + process_bytes(data, self.target)
         untraced = [method for method, count in flops.items() if count is None]
         kept = None if self.target.peak is not None else step_times.read(step_times.key(
             "extraction", device, spec if selection.explained else None, data,
@@ -262,8 +266,27 @@ def training_memory(shape, recipe, data, target: Target, evaluation: float | Non
     # a CPU heap keeps the training step's freed blocks, which an evaluation batch's larger ones do not fit: the two
     # add up there (7.2 GB at 1,000 images, 10.8 at 4,000 for ResNet-18 at 224 px); a GPU's allocator frees its cache
     steps = CPU_HEAP_FACTOR * (step + evaluating) if cpu else max(step, evaluating)
-    process = PROCESS_BYTES if cpu else 0
-    return shape.parameters * FLOAT_BYTES * copies + steps + data_held(data, target, batch, evaluated) + process
+    return shape.parameters * FLOAT_BYTES * copies + steps + data_held(data, target, batch, evaluated) + \
+        process_bytes(data, target)
+
+
+def streams(data, target: Target) -> bool:
+    """Whether a worker streams the data: as the outline's `streamed` says (the stream option it was read with),
+    else as stream=auto decides, when its canvases would take more than IN_MEMORY_SHARE of the target's memory."""
+    # late: loads torch, and --help imports this module
+    from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
+
+    streamed = getattr(data, "streamed", None)
+    return streamed if streamed is not None else not (
+        target.memory and data_size(data) <= IN_MEMORY_SHARE * target.memory)
+
+
+def process_bytes(data, target: Target) -> float:
+    """The worker process's own memory where the device is the CPU (its memory is the process's): PROCESS_BYTES,
+    and DECODER_PROCESS_BYTES where it streams the data; 0 on a GPU (the plan's peak is then device memory)."""
+    if getattr(target.device, "type", None) != "cpu":
+        return 0
+    return PROCESS_BYTES + (DECODER_PROCESS_BYTES if streams(data, target) else 0)
 
 
 def data_held(data, target: Target, batch: int, evaluated: int) -> float:
@@ -271,14 +294,10 @@ def data_held(data, target: Target, batch: int, evaluated: int) -> float:
     pass): the canvases where the data is held in memory (stream=false; stream=auto where they fit
     IN_MEMORY_SHARE of the target's memory), else streamed_bytes; and INDEX_BYTES per image of the dataset."""
     # late: loads torch, and --help imports this module
-    from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
     from roarfast.data.stream import DECODE_BATCH
 
-    data_bytes = data_size(data)
-    streamed = getattr(data, "streamed", None)  # a preview's outline says; None: by size, as stream=auto decides
-    if streamed is None:
-        streamed = not (target.memory and data_bytes <= IN_MEMORY_SHARE * target.memory)
-    held = streamed_bytes(data.channels, data.image_size, batch, evaluated, DECODE_BATCH) if streamed else data_bytes
+    held = streamed_bytes(data.channels, data.image_size, batch, evaluated, DECODE_BATCH) if streams(data, target) \
+        else data_size(data)
     return held + INDEX_BYTES * (len(data.train) + len(data.test))
 
 
