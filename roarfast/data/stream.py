@@ -119,6 +119,7 @@ class StreamLoader:
             if augment_spec is not None:
                 x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
             yield (x, self.labels[index], index) if with_index else (x, self.labels[index])
+            del x  # this frame's hold on the batch: the next is made while the caller may already have let go
         decoded.close()
 
     def _masked(self, batch: dict) -> tuple:

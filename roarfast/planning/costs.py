@@ -261,8 +261,12 @@ def training_memory(shape, recipe, data, target: Target, evaluation: float | Non
     batch = min(recipe.batch_size, len(data.train_index))
     # an evaluation batch: eval_batch_size images, or the whole validation (or test) split where it is smaller
     evaluated = min(recipe.eval_batch_size, max(data.val_images, len(data.test)))
-    step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
     cpu = getattr(target.device, "type", None) == "cpu"
+    # on a CPU a split of more than one evaluation batch leaves two batches' blocks in the heap: a batch's tensors
+    # are made before the last one's freed blocks, which smaller ones have taken from, can hold them (measured at
+    # 2,000 images in batches of 512: twice one batch's, and no more for more batches)
+    evaluated *= 2 if cpu and max(data.val_images, len(data.test)) > recipe.eval_batch_size else 1
+    step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
     # a CPU heap keeps the training step's freed blocks, which an evaluation batch's larger ones do not fit: the two
     # add up there (7.2 GB at 1,000 images, 10.8 at 4,000 for ResNet-18 at 224 px); a GPU's allocator frees its cache
     steps = CPU_HEAP_FACTOR * (step + evaluating) if cpu else max(step, evaluating)
