@@ -1,21 +1,26 @@
-"""Memory of one streamed ROAR cell as the dataset grows (issue 39 item 3): a generated JPEG tree at each size in
---images (streamed: `--data-option stream=true`), its random ranks, then one cell (random, ROAR 0.7, one epoch,
-seed 0) trained in a fresh process that samples its own memory every 20 ms, tagged by phase (loading the data,
-the training steps before the first evaluation, each evaluation, what follows one), split into anonymous memory (what the process allocated) and file-backed
-pages (libraries, and before issue 39 the rank store's memory map). Peak RSS per size, its growth per training
-image between the sizes, and which phase and kind of memory grew.
+"""Memory of one streamed ROAR cell, and of an extraction, as the dataset grows (issue 39 item 3): a generated JPEG
+tree at each size in --images (streamed: `--data-option stream=true`), generated once under --out, its random ranks,
+then one cell (random, ROAR 0.7, one epoch, seed 0) trained in a fresh process that samples its own memory every
+20 ms, tagged by phase (loading the data, the training steps, each evaluation, what follows one), split into
+anonymous memory (what the process allocated) and file-backed pages (libraries, and before issue 39 the rank store's
+memory map), and its exact peak (VmHWM) at the end. Peak RSS per size, its growth per training image from the
+size before, and which phase and kind of memory holds it. Then, at each size in --extract-images, `roarfast
+extract --method grad` (chunks of 512, 64 images a pass) in a fresh process: its peak RSS (the chunk's, plus the
+process and the writer).
 
-    python benchmarks/memory_scale.py --out /tmp/roarfast-memory [--images 1000,4000] [--side 224]
-        [--model scale_run:small_net] [--checkout /path/to/another/roarfast]
+    python benchmarks/memory_scale.py --out /tmp/roarfast-memory [--images 1000,4000,20000] [--side 224]
+        [--extract-images 1000,4000] [--model scale_run:small_net] [--checkout /path/to/another/roarfast]
 
 --checkout runs the cells with another checkout's roarfast (the trees, base model and ranks are made by this
-one), to measure before and after a change. Everything is written under --out, never in the repository.
+one), to measure before and after a change. Everything is written under --out, never in the repository; each
+size's result is printed (a JSON line) as it comes, and memory.json holds them all.
 
 The default network is benchmarks/scale_run.py's small_net (about 11 MFLOP a 224-px image): the run measures what
-the data costs, which a large network's compute would make slow on a few CPU cores. `--model resnet18` (the
-default model at 224 px) shows the evaluation batch: the recipe's eval_batch_size images (512) go through the
-network at once, about 10.5 MiB each for ResNet-18 at 224 px in float32 on a CPU, so up to 512 validation or test
-images the peak grows with the dataset, and beyond it does not.
+the data costs, which a large network's compute would make slow on a few CPU cores; `--model fastnet-small` (or any
+built-in) trains a built-in instead. `--model resnet18` (the default model at 224 px) shows the evaluation batch:
+the recipe's eval_batch_size images (512 on a CPU) go through the network at once, about 10.5 MiB each for
+ResNet-18 at 224 px in float32 on a CPU, so up to 512 validation or test images the peak grows with the dataset,
+and beyond it does not.
 """
 
 import argparse
@@ -78,7 +83,9 @@ started = time.perf_counter()
 trainer.train(Cell("random", "roar", 0.7, 0))
 seconds = time.perf_counter() - started
 time.sleep(3 * SAMPLE_S)
-print(json.dumps({"phases": peaks, "train": len(ds.train), "val": len(ds.val_index), "test": len(ds.test),
+status = open("/proc/self/status").read()
+hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) * 1024
+print(json.dumps({"phases": peaks, "hwm": hwm, "train": len(ds.train), "val": len(ds.val_index), "test": len(ds.test),
                   "eval_batch": recipe.eval_batch_size, "batch": recipe.batch_size, "cell_s": round(seconds, 1)}))
 '''.replace("SAMPLE_S", repr(SAMPLE_S))
 
@@ -121,35 +128,68 @@ def measure(run: Path, model: str, checkout: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def extraction(run: Path, size: int, side: int, model: str, checkout: Path) -> dict:
+    """`roarfast extract --method grad --force` on the run of `size` images in a fresh process (`checkout`'s
+    roarfast), under /usr/bin/time: its peak RSS (bytes) and seconds."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(ROOT / "benchmarks")])}
+    tree = run.parent / f"tree-{size}-{side}"
+    command = ["/usr/bin/time", "-f", "%M %e", sys.executable, "-m", "roarfast.cli", "extract", "--run-dir", str(run),
+               "--dataset", "imagefolder", "--data-dir", str(tree), "--data-option", "stream=true", "--model", model,
+               "--method", "grad", "--force", "--batch-size", "64", "--chunk-images", "512", "--no-progress"]
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    kib, seconds = done.stderr.strip().splitlines()[-1].split()
+    return {"extract": size, "peak": int(kib) * 1024, "seconds": float(seconds)}
+
+
 def mib(value: float) -> str:
     return f"{value / 2**20:,.0f}"
 
 
 def table(results: list) -> str:
-    """Markdown: per checkout and size the peak RSS (anonymous / file-backed), the phase at the peak, the largest
-    evaluation's peak, and the growth per training image from the first size."""
-    lines = ["| roarfast | images (train / val / test) | peak RSS MiB | anonymous | file-backed | at | evaluation peak "
-             "| growth per training image |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    first = {}
+    """Markdown: per checkout and size the exact peak RSS (VmHWM), the sampled peaks of its phases (the data
+    loaded, the training steps, the largest evaluation), anonymous and file-backed memory at the peak, and the
+    growth of the peak per training image from the size before."""
+    lines = ["| roarfast | images (train / val / test) | eval batch | peak RSS MiB | load data | training steps "
+             "| largest evaluation | anonymous / file-backed at the peak | growth per training image | cell s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    before = {}
     for result in results:
         phases = result["phases"]
         at = max(phases, key=lambda name: phases[name]["rss"])
-        peak = phases[at]
         evals = [p["rss"] for name, p in phases.items() if name.startswith("evaluate")]
-        base = first.setdefault(result["checkout"], result)
-        base_peak = max(p["rss"] for p in base["phases"].values())
-        growth = "-" if base is result else \
-            f"{(peak['rss'] - base_peak) / (result['train'] - base['train']) / 1024:,.0f} KiB"
-        lines.append(f"| {result['checkout']} | {result['train']:,} / {result['val']} / {result['test']} | "
-                     f"{mib(peak['rss'])} | {mib(peak['anon'])} | {mib(peak['file'])} | {at} | "
-                     f"{mib(max(evals)) if evals else '-'} | {growth} |")
+        steps = [p["rss"] for name, p in phases.items() if name == "train"]
+        last = before.get(result["checkout"])
+        growth = "-" if last is None else \
+            f"{(result['hwm'] - last['hwm']) / (result['train'] - last['train']) / 1024:,.1f} KiB"
+        before[result["checkout"]] = result
+        evaluated = min(result["eval_batch"], max(result["val"], result["test"]))
+        lines.append(f"| {result['checkout']} | {result['train']:,} / {result['val']:,} / {result['test']:,} | "
+                     f"{evaluated} | {mib(result['hwm'])} | {mib(phases.get('load data', {'rss': 0})['rss'])} | "
+                     f"{mib(max(steps)) if steps else '-'} | {mib(max(evals)) if evals else '-'} | "
+                     f"{mib(phases[at]['anon'])} / {mib(phases[at]['file'])} | {growth} | {result['cell_s']} |")
+    return "\n".join(lines)
+
+
+def extraction_table(results: list) -> str:
+    """Markdown: per checkout and size an extraction's peak RSS and its growth per image from the size before."""
+    lines = ["| roarfast | images | peak RSS MiB | growth per image | seconds |", "| --- | --- | --- | --- | --- |"]
+    before = {}
+    for result in results:
+        last = before.get(result["checkout"])
+        growth = "-" if last is None else \
+            f"{(result['peak'] - last['peak']) / (result['extract'] - last['extract']) / 1024:,.1f} KiB"
+        before[result["checkout"]] = result
+        lines.append(f"| {result['checkout']} | {result['extract']:,} | {mib(result['peak'])} | {growth} | "
+                     f"{result['seconds']:.0f} |")
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="where the trees and runs go (not the repository)")
-    parser.add_argument("--images", default="1000,4000", help="comma-separated tree sizes (train + test images)")
+    parser.add_argument("--images", default="1000,4000,20000", help="comma-separated tree sizes (train + test images)")
+    parser.add_argument("--extract-images", default="1000,4000",
+                        help="comma-separated tree sizes whose extraction is measured (empty: none)")
     parser.add_argument("--side", type=int, default=224)
     parser.add_argument("--model", default="scale_run:small_net")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
@@ -162,21 +202,32 @@ def main():
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")])
     sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
     sizes = [int(size) for size in args.images.split(",")]
-    runs = {size: prepare(out, size, args.side, args.model) for size in sizes}
-    results = []
-    for checkout in [*(path.resolve() for path in args.checkout), ROOT]:
+    extract_sizes = [int(size) for size in args.extract_images.split(",") if size]
+    runs = {size: prepare(out, size, args.side, args.model) for size in dict.fromkeys(sizes + extract_sizes)}
+    results, extractions = [], []
+    checkouts = [*(path.resolve() for path in args.checkout), ROOT]
+    for checkout in checkouts:
         for size in sizes:
             result = measure(runs[size], args.model, checkout)
             result["checkout"] = "this" if checkout == ROOT else str(checkout)
             results.append(result)
             print(json.dumps(result), flush=True)
-    text = table(results)
+    for checkout in checkouts:
+        for size in extract_sizes:
+            result = extraction(runs[size], size, args.side, args.model, checkout)
+            result["checkout"] = "this" if checkout == ROOT else str(checkout)
+            extractions.append(result)
+            print(json.dumps(result), flush=True)
     header = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f}; {args.model} at {args.side} px; "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    (out / "memory.json").write_text(json.dumps({"header": header, "results": results}, indent=2))
+    (out / "memory.json").write_text(json.dumps({"header": header, "results": results, "extractions": extractions},
+                                                indent=2))
     print(header)
-    print(text)
+    print(table(results))
+    if extractions:
+        print()
+        print(extraction_table(extractions))
 
 
 if __name__ == "__main__":

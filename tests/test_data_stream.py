@@ -189,3 +189,30 @@ def test_refuses_a_split_in_memory(tree):
     _, sets = tree
     with pytest.raises(ValueError, match="files should be a FileSet"):
         StreamLoader(sets["train"], MEAN, STD, "cpu")
+
+
+def test_a_large_batch_is_decoded_in_pieces_and_joined_unchanged(tree, monkeypatch):
+    """An evaluation-sized batch goes through the decoder DECODE_BATCH images at a time (its buffers hold a piece,
+    not the batch) and comes out as the one batch the in-memory loader gathers, augmentation included."""
+    from roarfast.data import stream as stream_module
+
+    streamed, sets = tree
+    train = sets["train"]
+    ranks = _ranks(train.images.shape[0])
+    widths, real = [], stream_module.canvas_batches
+
+    def recorded(decoder, split_dir, files, plan, *args, **kwargs):
+        widths.extend(len(rows) for rows in plan)
+        return real(decoder, split_dir, files, plan, *args, **kwargs)
+
+    monkeypatch.setattr(stream_module, "DECODE_BATCH", 4)
+    monkeypatch.setattr(stream_module, "canvas_batches", recorded)
+    memory = DeviceLoader(train.images, train.labels, MEAN, STD, "cpu", ranks=ranks, fraction=FRACTION, fill=FILL)
+    kw = dict(shuffle=True, augment_spec=Augment(flip=True, translate=2), with_index=True)
+    index = torch.arange(train.images.shape[0])
+    expected = list(memory.batches(index, 9, generator=torch.Generator().manual_seed(5), **kw))
+    got = list(_loader(streamed, "train", ranks).batches(index, 9, generator=torch.Generator().manual_seed(5), **kw))
+    assert widths == [4, 4, 1, 4, 4, 1, 2]  # batches of 9, 9 and 2 images, each in pieces of at most 4
+    assert [len(y) for _, y, _ in got] == [9, 9, 2]
+    for (x, y, rows), (x_ref, y_ref, rows_ref) in zip(got, expected, strict=True):
+        assert torch.equal(rows, rows_ref) and torch.equal(y, y_ref) and torch.equal(x, x_ref)

@@ -23,6 +23,12 @@ from roarfast.data.base import FileSet
 from roarfast.data.decode import DALI, canvas_batches
 from roarfast.fills import resolve_fill
 
+#: images the decoder takes at a time: a larger batch (an evaluation's, up to 512 on a CPU) is made first and each
+#: piece of this many decoded, masked and copied into it, so the decoder's buffers (which grow with the images it
+#: takes at once: DALI's CPU pipeline held about 1 MiB an image at 224 px) stay those of a piece whatever the batch
+#: (benchmarks/RESULTS.md, "Memory per worker"); the batch is the same tensor
+DECODE_BATCH = 16
+
 
 class StreamLoader:
     """One streamed split, decoded batch by batch (DALI; the mixed GPU decoder when `device` is CUDA, a
@@ -96,17 +102,36 @@ class StreamLoader:
         device_id = None if self.device.type == "cpu" or self.decoder != DALI else (
             torch.cuda.current_device() if self.device.index is None else self.device.index)
         memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
-        for batch in canvas_batches(self.decoder, self.split_dir, self.files, plan, self.resize, self.crop, device_id,
-                                    ranks=self.ranks, num_threads=self.num_threads):
-            images = batch["images"].to(self.device, non_blocking=True)
-            rows = batch["index"].to(self.device, non_blocking=True)
-            ranks = batch["ranks"].to(self.device, non_blocking=True) if self.ranks is not None else None
-            if ranks is None:
-                x = ops.mask_normalize(images, None, mean=self.mean, std=self.std, out_dtype=self.out_dtype,
-                                       channels_last=self.channels_last)
-            else:  # filled per batch, whatever the fill draws keyed by the sample (rows): alike every epoch
-                x = self.fill.apply(images, ranks, self.fraction, self.keep, mean=self.mean, std=self.std, ids=rows,
-                                    out_dtype=self.out_dtype, channels_last=self.channels_last)
+        pieces = [rows[start:start + DECODE_BATCH] for rows in plan for start in range(0, len(rows), DECODE_BATCH)]
+        decoded = canvas_batches(self.decoder, self.split_dir, self.files, pieces, self.resize, self.crop, device_id,
+                                 ranks=self.ranks, num_threads=self.num_threads)
+        for rows in plan:
+            if len(rows) <= DECODE_BATCH:
+                x, index = self._masked(next(decoded))
+            else:  # made first, each piece copied in as it comes: the batch and one piece at a time, no more
+                x = torch.empty((len(rows), len(self.mean), self.crop, self.crop), dtype=self.out_dtype,
+                                device=self.device).contiguous(memory_format=memory_format)
+                index = torch.as_tensor(rows, device=self.device)
+                for start in range(0, len(rows), DECODE_BATCH):
+                    piece, _ = self._masked(next(decoded))
+                    x[start:start + len(piece)] = piece
+                    del piece
             if augment_spec is not None:
                 x = augment(x, augment_spec, generator).contiguous(memory_format=memory_format)
-            yield (x, self.labels[rows], rows) if with_index else (x, self.labels[rows])
+            yield (x, self.labels[index], index) if with_index else (x, self.labels[index])
+            del x  # this frame's hold on the batch: the next is made while the caller may already have let go
+        decoded.close()
+
+    def _masked(self, batch: dict) -> tuple:
+        """(x, sample indices) of one decoded piece (canvas_batches' dict), masked and normalized; x is new memory,
+        so the decoder may reuse its buffers for the next piece."""
+        images = batch["images"].to(self.device, non_blocking=True)
+        rows = batch["index"].to(self.device, non_blocking=True).clone()  # the decoder's buffer: refilled next piece
+        ranks = batch["ranks"].to(self.device, non_blocking=True) if self.ranks is not None else None
+        if ranks is None:
+            x = ops.mask_normalize(images, None, mean=self.mean, std=self.std, out_dtype=self.out_dtype,
+                                   channels_last=self.channels_last)
+        else:  # filled per piece, whatever the fill draws keyed by the sample (rows): alike every epoch and batch
+            x = self.fill.apply(images, ranks, self.fraction, self.keep, mean=self.mean, std=self.std, ids=rows,
+                                out_dtype=self.out_dtype, channels_last=self.channels_last)
+        return x, rows

@@ -12,10 +12,12 @@ gradients, momentum and EMA copy of a training (float32); then a training step's
 at the recipe's batch and an evaluation batch's (the recipe's eval_batch_size images, or the validation or test
 split where smaller, through a forward without gradients: evaluation_bytes), counted in float32 and halved under
 16-bit autocast: on a GPU the larger of the two, on a CPU both, times CPU_HEAP_FACTOR (its heap keeps them); the
-canvases when the data fits in half the device's memory (what stream=auto holds; counted even where stream=true
-streams them), else the batches in flight (streamed_image_bytes); on a CPU, the process itself (PROCESS_BYTES). A
-cell reads its rank rows per batch, so no term grows with the dataset beyond its batches. An extraction's: the weights and the
-activations of one pass of its rows (and, on a CPU, the process).
+canvases where the data is held in memory (stream=false, or stream=auto where they fit in half the device's
+memory), else the streamed batches and the decoder's pieces (streamed_bytes); INDEX_BYTES per image of the dataset
+(labels and indices: the only term that grows with it); on a CPU, the process itself (process_bytes). A cell reads
+its rank rows per batch, so no other term grows with the dataset. An extraction's: the weights and the activations
+of one pass of its rows, the chunk's ranks (and maps) it gathers before the writer takes them, the decoder's
+pieces of a streamed split (and, on a CPU, the process).
 """
 
 import math
@@ -48,6 +50,10 @@ FLOAT_BYTES = 4
 #: process's): torch, roarfast's kernels and DALI loaded, 0.5 GiB RSS measured (torch 2.14, DALI 2.4, 2026-11-27;
 #: benchmarks/memory_scale.py's "load data" phase)
 PROCESS_BYTES = 0.5 * 2**30
+#: what a CPU worker adds once it decodes a streamed tree: the decoder's libraries (DALI's: 140 MiB of file-backed
+#: pages) and its threads' buffers and heaps; 300 MiB is the training phase's resident memory less the load's and the
+#: terms counted here, for a small network at 224 px (2026-11-27, benchmarks/RESULTS.md, "Memory per worker")
+DECODER_PROCESS_BYTES = 300 * 2**20
 #: a CPU process's heap at its peak over the bytes of the tensors alive then (activations, evaluation_bytes): glibc
 #: keeps freed blocks for reuse
 #: (roarfast.common.memory) and torch's aligned blocks fragment it; measured for an evaluation batch at 224 px
@@ -58,11 +64,22 @@ CPU_HEAP_FACTOR = 1.85
 EVAL_TRACED_IMAGES = 4
 
 
-def streamed_image_bytes(channels: int, side: int) -> int:
-    """Bytes one image of a streamed batch holds besides the network: its uint8 canvas and int32-sized rank row
-    twice (the decoder's queue holds the next batch decoded), the masked float32 canvas and its augmented copy."""
-    pixels = side * side
-    return 2 * (channels * pixels + 4 * pixels) + 2 * FLOAT_BYTES * channels * pixels
+#: bytes a worker keeps per image of the dataset, whatever its batches: the labels and sample indices of its splits
+#: (int64), an epoch's shuffled order and its plan of batches (int64 each), an alternating-flips draw (1 byte) and
+#: the rest, rounded up; 1 MiB for 20,000 images, 61 MiB for ImageNet's 1.33 M
+INDEX_BYTES = 48
+#: float32 canvases' worth of memory a streamed image in the decoder holds (DALI's CPU pipeline: its queue of file
+#: bytes, decoded, resized and cropped canvases and rank rows, and the masked piece; 5.2-5.8 MiB an image at 224 px,
+#: measured at 8 and 16 images a decode, 2026-11-27, benchmarks/RESULTS.md, "Memory per worker")
+DECODER_CANVASES = 9
+
+
+def streamed_bytes(channels: int, side: int, batch: int, evaluated: int, decode_batch: int) -> int:
+    """Bytes a streamed split holds besides the network: the training batch's masked float32 canvases and their
+    augmented copy, or the evaluation batch's (made whole, then filled a decoded piece at a time), whichever is
+    larger; and the decoder's pieces of `decode_batch` images (DECODER_CANVASES float32 canvases an image)."""
+    canvas = FLOAT_BYTES * channels * side * side
+    return max(2 * batch, evaluated) * canvas + min(decode_batch, max(batch, evaluated)) * DECODER_CANVASES * canvas
 
 
 @dataclass(frozen=True)
@@ -210,8 +227,10 @@ class Costing:
             passes = max(traced) / (2 * shape.eval_flops)
             rows = max(batch, min(batch * math.ceil(passes), params.max_chunk_elements // math.prod(data.train.shape)))
         peak = extraction_memory(shape, rows, precision) if flops else 0
-        if peak is not None and device.type == "cpu":
-            peak += PROCESS_BYTES
+        if peak is not None:  # the chunk's ranks (and maps) gathered for the writer, the data, the process on a CPU
+            largest = max(len(data.train if split == "train" else data.test) for split in options.splits)
+            chunk = min(options.chunk_rows, largest) * stored / images if images else 0
+            peak += chunk + data_held(data, self.target, batch, batch) + process_bytes(data, self.target)
         untraced = [method for method, count in flops.items() if count is None]
         kept = None if self.target.peak is not None else step_times.read(step_times.key(
             "extraction", device, spec if selection.explained else None, data,
@@ -234,8 +253,7 @@ def training_memory(shape, recipe, data, target: Target, evaluation: float | Non
     """Peak bytes of one worker training at `recipe`'s batch (a StepShape `shape`; None: unknown): weights,
     gradients, momentum and the EMA copy; a batch's activations and an evaluation batch's (`evaluation`:
     evaluation_bytes, per image; None: not counted), the larger of the two on a GPU, both on a CPU (times
-    CPU_HEAP_FACTOR); the canvases where they fit
-    (IN_MEMORY_SHARE), else the streamed batches in flight; on a CPU, the process."""
+    CPU_HEAP_FACTOR); the data held (data_held); on a CPU, the process."""
     if shape is None:
         return None
     copies = 4 if recipe.ema_decay is not None else 3
@@ -243,19 +261,48 @@ def training_memory(shape, recipe, data, target: Target, evaluation: float | Non
     batch = min(recipe.batch_size, len(data.train_index))
     # an evaluation batch: eval_batch_size images, or the whole validation (or test) split where it is smaller
     evaluated = min(recipe.eval_batch_size, max(data.val_images, len(data.test)))
-    step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
     cpu = getattr(target.device, "type", None) == "cpu"
+    # on a CPU a split of more than one evaluation batch leaves two batches' blocks in the heap: a batch's tensors
+    # are made before the last one's freed blocks, which smaller ones have taken from, can hold them (measured at
+    # 2,000 images in batches of 512: twice one batch's, and no more for more batches)
+    evaluated *= 2 if cpu and max(data.val_images, len(data.test)) > recipe.eval_batch_size else 1
+    step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
     # a CPU heap keeps the training step's freed blocks, which an evaluation batch's larger ones do not fit: the two
     # add up there (7.2 GB at 1,000 images, 10.8 at 4,000 for ResNet-18 at 224 px); a GPU's allocator frees its cache
     steps = CPU_HEAP_FACTOR * (step + evaluating) if cpu else max(step, evaluating)
+    return shape.parameters * FLOAT_BYTES * copies + steps + data_held(data, target, batch, evaluated) + \
+        process_bytes(data, target)
+
+
+def streams(data, target: Target) -> bool:
+    """Whether a worker streams the data: as the outline's `streamed` says (the stream option it was read with),
+    else as stream=auto decides, when its canvases would take more than IN_MEMORY_SHARE of the target's memory."""
     # late: loads torch, and --help imports this module
     from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
 
-    data_bytes = data_size(data)
-    held = data_bytes if target.memory and data_bytes <= IN_MEMORY_SHARE * target.memory else \
-        max(batch, evaluated) * streamed_image_bytes(data.channels, data.image_size)
-    process = PROCESS_BYTES if cpu else 0
-    return shape.parameters * FLOAT_BYTES * copies + steps + held + process
+    streamed = getattr(data, "streamed", None)
+    return streamed if streamed is not None else not (
+        target.memory and data_size(data) <= IN_MEMORY_SHARE * target.memory)
+
+
+def process_bytes(data, target: Target) -> float:
+    """The worker process's own memory where the device is the CPU (its memory is the process's): PROCESS_BYTES,
+    and DECODER_PROCESS_BYTES where it streams the data; 0 on a GPU (the plan's peak is then device memory)."""
+    if getattr(target.device, "type", None) != "cpu":
+        return 0
+    return PROCESS_BYTES + (DECODER_PROCESS_BYTES if streams(data, target) else 0)
+
+
+def data_held(data, target: Target, batch: int, evaluated: int) -> float:
+    """Bytes of data a worker holds at `batch` images a step and `evaluated` an evaluation (or an extraction's
+    pass): the canvases where the data is held in memory (stream=false; stream=auto where they fit
+    IN_MEMORY_SHARE of the target's memory), else streamed_bytes; and INDEX_BYTES per image of the dataset."""
+    # late: loads torch, and --help imports this module
+    from roarfast.data.stream import DECODE_BATCH
+
+    held = streamed_bytes(data.channels, data.image_size, batch, evaluated, DECODE_BATCH) if streams(data, target) \
+        else data_size(data)
+    return held + INDEX_BYTES * (len(data.train) + len(data.test))
 
 
 def evaluation_bytes(spec, data) -> float | None:

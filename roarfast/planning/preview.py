@@ -64,6 +64,7 @@ class DataOutline(Canvas):
     ground_truth: bool  # whether it has ground-truth masks (what oracle reads)
     recorded: Path | None = None
     listed: bool = False  # described by its loader's outline: no image decoded, so no fingerprint nor statistics
+    streamed: bool | None = None  # its splits stay on disk (stream=true), in memory (false); None: by size (auto)
 
     @property
     def train_index(self) -> range:
@@ -84,7 +85,7 @@ def outline_of(ds) -> DataOutline:
     return DataOutline(name=ds.name, fingerprint=ds.fingerprint, train=SplitOutline(len(ds.train), ds.train.shape),
                        test=SplitOutline(len(ds.test), ds.test.shape), val_images=len(ds.val_index),
                        num_classes=ds.num_classes, mean=tuple(ds.mean), std=tuple(ds.std),
-                       ground_truth=ds.train.masks is not None)
+                       ground_truth=ds.train.masks is not None, streamed=ds.streamed)
 
 
 def recorded_outline(run, dataset=None, data_dir=None, dataset_options=None) -> DataOutline | None:
@@ -105,7 +106,8 @@ def recorded_outline(run, dataset=None, data_dir=None, dataset_options=None) -> 
                        train=SplitOutline(record["images"]["train"], shape),
                        test=SplitOutline(record["images"]["test"], shape), val_images=record["images"]["validation"],
                        num_classes=meta["num_classes"], mean=tuple(meta["mean"]), std=tuple(meta["std"]),
-                       ground_truth=record["ground_truth"], recorded=run.dataset_path)
+                       ground_truth=record["ground_truth"], recorded=run.dataset_path,
+                       streamed=_streamed(record["options"]))
 
 
 def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> DataOutline | None:
@@ -123,7 +125,14 @@ def listed_outline(run, dataset=None, data_dir=None, dataset_options=None) -> Da
     return DataOutline(name=name, fingerprint=None, train=SplitOutline(found["train"], shape),
                        test=SplitOutline(found["test"], shape), val_images=found["validation"],
                        num_classes=found["classes"], mean=(0.5,) * shape[0], std=(0.25,) * shape[0],
-                       ground_truth=found["ground_truth"], listed=True)
+                       ground_truth=found["ground_truth"], listed=True, streamed=_streamed(options))
+
+
+def _streamed(options: dict) -> bool | None:
+    """Whether data read with `options` (a dataset's --data-option values) streams: its `stream` option where it
+    is true or false; None where it has none or it is auto (then the data's size decides)."""
+    stream = options.get("stream")
+    return stream if isinstance(stream, bool) else None
 
 
 @dataclass(repr=False)

@@ -63,6 +63,11 @@ class ExtractOptions:
         object.__setattr__(self, "method_args", check_method_args(self.method_args))
         check_choice("--amp", self.amp, AMP_CHOICES)
 
+    @property
+    def chunk_rows(self) -> int:
+        """Rows of a new store's chunk: chunk_images, else CHUNK_IMAGES."""
+        return self.chunk_images or CHUNK_IMAGES
+
 
 def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
                 seed=0, progress=True, model=None, dataset_obj=None, executor=None, selection=None):
@@ -201,7 +206,7 @@ def _open_writers(store, ds, selection, options: ExtractOptions, ckpt_sha) -> tu
             for method in selection.names:
                 writer = store.open_writer(
                     method, split, shape=rank_shape, dtype=ops.rank_dtype(math.prod(rank_shape[1:])),
-                    chunk_size=options.chunk_images or CHUNK_IMAGES, params=selection.ranks_identity(method),
+                    chunk_size=options.chunk_rows, params=selection.ranks_identity(method),
                     checkpoint_sha256=selection.ranks_checkpoint(method, ckpt_sha),
                     dataset_fingerprint=ds.fingerprint, keep_maps=options.keep_maps, force=options.force)
                 summary[(method, split)] = {"images": rank_shape[0], "seconds": 0.0, "nonfinite": 0,

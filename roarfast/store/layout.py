@@ -138,6 +138,12 @@ def chunk_checksum(data) -> str:
     return xxhash.xxh3_64_hexdigest(data)
 
 
+def chunk_hasher():
+    """CHECKSUM fed piece by piece (`update(bytes)`, then `hexdigest()`): the same digest as chunk_checksum of the
+    pieces joined, so a chunk is checked without holding it whole."""
+    return xxhash.xxh3_64()
+
+
 def repair_command(method: str, run_dir, does: str = "repairs it") -> str:
     """The command that writes `method`'s ranks anew, and what it `does`."""
     where = f" --run-dir {run_dir}" if run_dir is not None else ""
