@@ -16,7 +16,7 @@ from roarfast.rundir.checkpoint import recorded_model
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, resolve_fill
 from roarfast.rundir.configurations import about_of, request, settings_of
-from roarfast.rundir.ids import configuration_id
+from roarfast.rundir.records import ConfigurationRecord
 from roarfast.rundir.head import command
 from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
@@ -232,7 +232,7 @@ class CellTrainer:
 
     def configuration_id(self, methods) -> str:
         """The id of the configuration of these cells for `methods` (their shared settings, each rank id)."""
-        return configuration_id(self.settings(methods[0]), {m: self.rank_ids[m] for m in methods})
+        return ConfigurationRecord(self.settings(methods[0]), {m: self.rank_ids[m] for m in methods}).id
 
     def request(self, methods, grid: dict, asked: str, name: str | None = None) -> dict:
         """Records that the cells of `methods` and `grid` (roarfast.rundir.configurations.grid_of) were requested
