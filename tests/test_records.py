@@ -89,6 +89,19 @@ def test_a_run_directory_opened_for_writing_twice_is_upgraded_once(tmp_path, mon
     assert calls == [first.root, other.root] and again.root == first.root
 
 
+def test_a_writing_command_run_twice_in_one_process_upgrades_once(tmp_path, monkeypatch):
+    from roarfast.rundir.inventory import prune
+
+    calls = []
+    monkeypatch.setattr(writing, "upgrade", lambda run: calls.append(run.root))
+    monkeypatch.setattr(writing, "_UPGRADED", set())
+    _configuration(RunDir(tmp_path / "run"))
+    for _ in range(2):
+        with pytest.raises(UserError):  # opened for writing, then the name is looked up: no such configuration
+            prune(tmp_path / "run", ["no-such-name"])
+    assert calls == [tmp_path / "run"]
+
+
 def test_a_failed_upgrade_is_tried_again(tmp_path, monkeypatch):
     calls = []
 
@@ -114,7 +127,8 @@ def test_a_reader_writes_nothing_and_upgrades_nothing(tmp_path, monkeypatch):
     run = RunDir(tmp_path / "run")
     record, _ = _configuration(run)
     (run.root / "checkpoints" / "base").mkdir(parents=True)  # format 1's place: a writer would migrate it
-    monkeypatch.setattr(migrate, "upgrade", lambda run: pytest.fail("a reader upgraded"))
+    for where in (migrate, writing):
+        monkeypatch.setattr(where, "upgrade", lambda run: pytest.fail("a reader upgraded"))
     before = _snapshot(run.root)
     from roarfast.rundir.inventory import listing
 

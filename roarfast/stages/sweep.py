@@ -60,16 +60,16 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     grouping = default_grouping(device, group_size)
     check_workers(workers_per_cell, group_size, device, executor)
     options = extract_options or ExtractOptions()
-    if dry_run:  # a reader: the run directory as it is
-        preview = preview_sweep(RunDir(run_dir), grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
-                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=options,
-                                plan_device=plan_device, workers=plan_workers)
+    if selection is None:
+        selection = Selection.of(cell_estimators(grid.methods), options, seed)
+    if dry_run:  # a reader: the run directory as it is, and the selection the run would take
+        preview = preview_sweep(RunDir(run_dir), grid, selection, dataset=dataset, data_dir=data_dir,
+                                dataset_options=dataset_options, dataset_obj=dataset_obj, device=device, seed=seed,
+                                extract_options=options, plan_device=plan_device, workers=plan_workers)
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": [], "configuration": None}
     run = open_for_writing(run_dir)
-    if selection is None:
-        selection = Selection.of(cell_estimators(grid.methods), options, seed)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     grid, selection, note = grid.for_data(selection, ds.name, ds.train.masks is not None)
     if note:
