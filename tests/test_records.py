@@ -12,7 +12,7 @@ from roarfast.errors import UserError
 from roarfast.rundir import migrate, writing
 from roarfast.rundir.directory import RunDir
 from roarfast.rundir.head import FORMAT
-from roarfast.rundir.records import ConfigurationRecord, ModelRecord, RankStoreRecord
+from roarfast.rundir.records import CellRecord, ConfigurationRecord, ModelRecord, RankStoreRecord
 
 FP, OTHER = "ab" * 32, "cd" * 32
 
@@ -40,6 +40,19 @@ def test_an_adopted_meta_without_its_digest_keeps_main_s_id():
     # model_id_of read such a meta as adopted with no weights' digest: still an adopted model's id
     assert ModelRecord.from_record({"adopted": {"file": "x"}, "dataset_fingerprint": FP, "model": "m"}).id \
         == "3f73e85928038db7"
+
+
+def test_a_cell_s_record_is_its_row_s_config_and_its_id_the_row_s_config_hash():
+    fill = CellRecord({"epochs": 2}, FP, {"code": "1"}, "0123456789abcdef", "fedcba9876543210", "dataset-mean")
+    control = CellRecord({"epochs": 2}, FP, {"code": "1"}, "0123456789abcdef", "fedcba9876543210",
+                         model_source="ef" * 32)
+    # the configs main's CellTrainer wrote into results.sqlite, and their config_hash there
+    assert fill.to_record() == {"recipe": {"epochs": 2}, "dataset": FP, "ranks": {"code": "1"},
+                                "base": "0123456789abcdef", "rank_id": "fedcba9876543210", "fill": "dataset-mean"}
+    assert fill.id == "68e16e5c831f67fb3a05b1ddce41637ea6d0de3ecec1f7ff48b574f10198856d"
+    assert "fill" not in control.to_record() and control.to_record()["model_source"] == "ef" * 32
+    assert control.id == "3908b4a4fce41d55e31f80f43080cc308bd50dc693481a0a0660e8b1df5afdc0"
+    assert CellRecord.from_record(fill.to_record()) == fill and CellRecord.from_record(control.to_record()) == control
 
 
 def _configuration(run, record=ConfigurationRecord({"config": {"base": None}}, {"random": "0123456789abcdef"})):

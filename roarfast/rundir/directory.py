@@ -18,9 +18,10 @@ in it lives. No other module spells one of these paths. Every artifact lives und
 
 A run directory of format 1 (checkpoints/base, attributions/<method>/<split>, dataset.json) is read as it is
 by the readers (its artifacts' ids read off their records: roarfast.rundir.legacy) and migrated in place by
-the first command that writes (roarfast.rundir.migrate.upgrade).
+the first command that writes (roarfast.rundir.writing.open_for_writing, once per process).
 
-It also loads a base model for a dataset (refusing one trained on another dataset), reads ranks only when they
+Its base models', rank stores' and configurations' records are written and read back, verified, through
+`records` (roarfast.rundir.records: one record type per kind, one put, one get). It also loads a base model for a dataset (refusing one trained on another dataset), reads ranks only when they
 match their id, the dataset and their base model, checks that a stage can write before it spends compute, and
 keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
 the dataset records and stages.json carry digests: roarfast.common.fingerprint.seal), the repair named in the one

@@ -11,6 +11,9 @@ is read back are one definition:
   store's one writer): the method, its ranks' provenance, the base checkpoint's sha256 and the data's.
 - `ConfigurationRecord`: a configuration of cells (configurations/<id>.json): the settings its cells share
   (configurations.settings_of) and the rank id of each of its methods.
+- `CellRecord`: a retraining cell's configuration, the `config` of its results row (results.sqlite): the recipe,
+  the data, its ranks' provenance and id, the base model, the fill, a plug-in model's source. Its id is the row's
+  `config_hash` (the full sha256 of the same canonical JSON), which the rows have carried since results schema v5.
 
 `Records` (RunDir.records) is the one `put` and the one verifying `get` of these stored records: `get` checks
 the id's form, that it is the file's name, and that the record digests to it, and says what is wrong in one
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roarfast.common.atomic import refuse_link, write_record
-from roarfast.common.fingerprint import read_record
+from roarfast.common.fingerprint import config_hash, read_record
 from roarfast.errors import UserError
 from roarfast.rundir.checkpoint import META, read_meta, save_checkpoint
 from roarfast.rundir.head import FORMAT
@@ -138,7 +141,44 @@ class ConfigurationRecord:
         return "unrecorded" if settings is None else digest_id(settings)
 
 
-#: the record type of each kind
+@dataclass(frozen=True)
+class CellRecord:
+    """A retraining cell of `recipe` (Recipe.to_dict) on the data of `dataset_fingerprint`, masked by the ranks
+    `rank_id` of provenance `ranks` made from the base model `base`, filled with `fill` (None: a mask-only control,
+    which sees no pixel values), of a plug-in model of source hash `model_source` (None: a built-in)."""
+
+    recipe: dict
+    dataset_fingerprint: object
+    ranks: object
+    base: object
+    rank_id: object
+    fill: object = None
+    model_source: object = None
+
+    kind = "cell"
+    what = "cell"
+
+    @property
+    def id(self) -> str:
+        return config_hash(self.to_record())
+
+    def to_record(self) -> dict:
+        """The `config` of its results row."""
+        record = {"recipe": self.recipe, "dataset": self.dataset_fingerprint, "ranks": self.ranks, "base": self.base,
+                  "rank_id": self.rank_id}
+        if self.fill is not None:
+            record["fill"] = self.fill
+        if self.model_source is not None:
+            record["model_source"] = self.model_source
+        return record
+
+    @classmethod
+    def from_record(cls, config: dict) -> "CellRecord":
+        return cls(config["recipe"], config["dataset"], config["ranks"], config.get("base"), config.get("rank_id"),
+                   config.get("fill"), config.get("model_source"))
+
+
+#: the record type of each kind stored in a file of its own (a cell's is a column of its results row)
 KINDS = {kind.kind: kind for kind in (ModelRecord, RankStoreRecord, ConfigurationRecord)}
 #: the repair of a damaged configuration record
 CONFIGURATION_REPAIR = "restore it, or remove it: its cells stay in results.sqlite and the next request records it again"
@@ -185,8 +225,8 @@ class Records:
         record_type = KINDS[kind]
         if path is None:  # made only from an id of an id's form (rundir.ids.check_id: never "../x")
             path = self.path(kind, record_id, method, split)
-        named = path.stem if kind == ConfigurationRecord.kind else (path.parent.parent if kind == "ranks"
-                                                                     else path.parent).name
+        named = path.stem if kind == ConfigurationRecord.kind else (
+            path.parent.parent if kind == RankStoreRecord.kind else path.parent).name
         stored = self._read(kind, path, repair)
         if stored is None:
             return None
@@ -214,10 +254,10 @@ class Records:
         record = read_record(path, repair or CONFIGURATION_REPAIR)
         if record is None:
             return None
-        record.pop("format", None)
         if not (isinstance(record, dict) and isinstance(record.get("settings"), dict)
                 and isinstance(record.get("ranks"), dict) and isinstance(record.get("grids"), list)):
             raise UserError(f"{path} is not a configuration record; {repair or CONFIGURATION_REPAIR}")
+        record.pop("format", None)
         # every id it holds is of an id's form before anything is made of it (a path, a prune)
         check_id(record.get("id"), "configuration", path)
         for method, rid in record["ranks"].items():
