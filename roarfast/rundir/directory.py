@@ -21,9 +21,10 @@ by the readers (its artifacts' ids read off their records: roarfast.rundir.legac
 the first command that writes (roarfast.rundir.writing.open_for_writing, once per process).
 
 Its base models', rank stores' and configurations' records are written and read back, verified, through
-`records` (roarfast.rundir.records: one record type per kind, one put, one get). It also loads a base model for a dataset (refusing one trained on another dataset), reads ranks only when they
-match their id, the dataset and their base model, checks that a stage can write before it spends compute, and
-keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
+`records` (roarfast.rundir.record_store: one put, one verifying get of the record types of
+roarfast.rundir.records). It also loads a base model for a dataset (refusing one trained on another dataset),
+reads ranks only when they match their id, the dataset and their base model, checks that a stage can write
+before it spends compute, and keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
 the dataset records and stages.json carry digests: roarfast.common.fingerprint.seal), the repair named in the one
 line of a mismatch; every file it writes is replaced atomically, never through a link (roarfast.common.atomic).
 """
@@ -42,7 +43,8 @@ from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
 from roarfast.rundir.head import Head, read_head, updated, write_head
 from roarfast.rundir.ids import check_id, is_id
-from roarfast.rundir.records import ModelRecord, Records, RankStoreRecord
+from roarfast.rundir.record_store import Records
+from roarfast.rundir.records import ModelRecord, RankStoreRecord
 from roarfast.rundir.legacy import legacy_head, legacy_models, legacy_ranks, needs_migration
 from roarfast.models import MODELS
 from roarfast.common.plugins import is_import_path
