@@ -233,9 +233,9 @@ class Study:
         --plan-device), shared by `workers` workers (as --plan-workers); steps are measured once per machine
         (roarfast.planning.step_times)."""
         with self._records():
-            return preview_sweep(RunDir(self.run_dir), self.grid, dataset_obj=self.dataset, device=self.device,
-                                 seed=self.seed, extract_options=self.extract_options, plan_device=plan_device,
-                                 workers=workers)
+            return preview_sweep(RunDir(self.run_dir), self.grid, self.selection, dataset_obj=self.dataset,
+                                 device=self.device, seed=self.seed, extract_options=self.extract_options,
+                                 plan_device=plan_device, workers=workers)
 
     def __repr__(self) -> str:
         return "\n".join([f"Study({str(self.run_dir)!r}, device {self.device})",

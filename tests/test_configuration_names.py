@@ -24,7 +24,7 @@ from roarfast.results import RETRAIN, MeasurementKey, ResultsDB, load
 from roarfast.rundir.configurations import configurations, request, settings_of
 from roarfast.rundir.directory import RunDir
 from roarfast.rundir.head import FORMAT
-from roarfast.rundir.ids import configuration_id
+from roarfast.rundir.records import ConfigurationRecord
 from roarfast.rundir.labels import select
 
 
@@ -118,7 +118,7 @@ def test_a_record_made_before_labels_were_stored_gets_one_once(tmp_path):
         record = {"settings": settings(epochs=epochs), "ranks": {"random": rid("r")},
                   "provenance": provenance(["random"]), "grids": [], "first": first, "last": first,
                   "command": "roarfast sweep", "about": {}}
-        record["id"] = configuration_id(record["settings"], record["ranks"])
+        record["id"] = ConfigurationRecord(record["settings"], record["ranks"]).id
         run.configurations_root.mkdir(parents=True, exist_ok=True)
         write_record(run.configuration_path(record["id"]), {**record, "format": FORMAT})
         old.append(record["id"])

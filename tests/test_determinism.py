@@ -17,7 +17,7 @@ from roarfast.methods.ensembles import noisy_samples
 from roarfast.methods.selection import Selection
 from roarfast.models import build_model
 from roarfast.rundir.directory import RunDir
-from roarfast.rundir.ids import rank_id, rank_id_of
+from roarfast.rundir.records import RankStoreRecord
 from roarfast.stages.extract import ExtractOptions, run_extract
 
 pytestmark = pytest.mark.golden
@@ -154,10 +154,10 @@ def test_a_store_keyed_per_batch_keeps_its_id_stays_readable_and_a_new_one_is_ma
     run_extract(run_dir, options, dataset_obj=dataset, device="cpu", progress=False)
     run = RunDir(run_dir)
     old = run.rank_store.manifest("sg-sq-grad", "test")
-    old_id = rank_id_of(old)
+    old_id = RankStoreRecord.from_record(old).id
     assert "keying" not in old["params"]
-    assert old_id == rank_id("sg-sq-grad", before_keying(Selection.resolve("sg-sq", options), "sg-sq-grad"),
-                             old["checkpoint_sha256"], dataset.fingerprint)
+    assert old_id == RankStoreRecord("sg-sq-grad", before_keying(Selection.resolve("sg-sq", options), "sg-sq-grad"),
+                                     old["checkpoint_sha256"], dataset.fingerprint).id
     monkeypatch.undo()
     capsys.readouterr()
 

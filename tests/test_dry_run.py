@@ -52,9 +52,13 @@ def cpu_preview(run_dir, data=None, **grid):
     from roarfast.stages.extract import ExtractOptions
     from roarfast.planning.grid import preset_grid
     from roarfast.planning.preview import preview_sweep
+    from roarfast.methods.selection import Selection
+    from roarfast.stages.cells import cell_estimators
 
     settings = {"methods": "grad", "modes": ("roar",), "fractions": (0.5,), "seeds": 1, "epochs": 1, **grid}
-    return preview_sweep(RunDir(run_dir), preset_grid("quick", **settings), ExtractOptions(),
+    quick = preset_grid("quick", **settings)
+    selection = Selection.of(cell_estimators(quick.methods), ExtractOptions(), 0)  # as the sweep resolves them
+    return preview_sweep(RunDir(run_dir), quick, selection, ExtractOptions(),
                          dataset_options={"num_train": 200, "num_test": 60, **(data or {})}, device=torch.device("cpu"))
 
 
@@ -239,3 +243,33 @@ def test_the_quick_preset_leaves_oracle_out_where_the_data_has_no_masks_and_says
     assert f"[sweep] {said}" in out
     with ResultsDB(RunDir(tmp_path / "run").results_path) as db:
         assert sorted({row["method"] for row in db.rows()}) == ["grad", "random", "sg-sq-grad"]
+
+
+
+def test_a_dry_run_previews_the_selection_the_sweep_was_given_and_resolves_no_name_again(tmp_path, monkeypatch):
+    """Names resolved once: the dry run hands the Selection its caller (the CLI's sweep, a Study) resolved to the
+    preview, so it and the run it previews cannot disagree; a lookup of a name on the way fails the test."""
+    from types import SimpleNamespace
+
+    from roarfast.methods import selection as selection_module
+    from roarfast.methods.selection import Selection
+    from roarfast.planning.grid import preset_grid
+    from roarfast.stages import sweep as sweep_module
+    from roarfast.stages.cells import cell_estimators
+    from roarfast.stages.extract import ExtractOptions
+
+    grid = preset_grid("quick", methods="grad", modes=("roar",), fractions=(0.5,), seeds=1, epochs=1)
+    given = Selection.of(cell_estimators(grid.methods), ExtractOptions(), 0)
+
+    def looked_up(*args, **kwargs):
+        raise AssertionError("a name was resolved again")
+
+    previewed = []
+    monkeypatch.setattr(Selection, "of", looked_up)
+    monkeypatch.setattr(Selection, "resolve", looked_up)
+    monkeypatch.setattr(selection_module, "resolve_methods", looked_up)
+    monkeypatch.setattr(sweep_module, "preview_sweep", lambda run, grid, selection, **kw: previewed.append(
+        selection) or SimpleNamespace(lines=lambda: [], plan="the plan"))
+    out = sweep_module.run_sweep(tmp_path / "run", grid, selection=given, dry_run=True, device="cpu",
+                                 echo=lambda text: None)
+    assert previewed == [given] and out["plan"] == "the plan" and not (tmp_path / "run").exists()

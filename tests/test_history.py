@@ -13,7 +13,7 @@ from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import configurations
 from roarfast.rundir.head import Head, read_head, write_head
-from roarfast.rundir.ids import model_id_of, rank_id, rank_id_of
+from roarfast.rundir.records import ModelRecord, RankStoreRecord
 from roarfast.rundir.inventory import listing
 from roarfast.report.load import ALL, load_run
 from roarfast.results import RETRAIN, ResultsDB
@@ -237,7 +237,7 @@ def test_the_first_command_that_writes_migrates_it_and_reuses_what_it_holds(form
     again = cli_ok(*SWEEP, "--run-dir", str(format_1), *data(40), "--method", "random")
     assert line(again, "[sweep] base model: reusing") and line(again, "[sweep] done: 1, to do: 0")
     assert not run.legacy_base_checkpoint.exists() and not run.legacy_rank_root.exists()
-    assert not run.legacy_dataset_path.exists() and run.head().base == model_id_of(meta)
+    assert not run.legacy_dataset_path.exists() and run.head().base == ModelRecord.from_record(meta).id
     (row,) = retrain_rows(format_1)
     assert row["config"]["base"] == run.head().base and row["config"]["rank_id"] == run.head().ranks["random"]
     (record,) = configurations(run)
@@ -286,7 +286,7 @@ def test_a_base_model_s_id_is_what_its_meta_gives_and_a_renamed_one_is_refused(s
     shutil.copytree(swept[0], run_dir)
     run = RunDir(run_dir)
     base = run.head().base
-    assert model_id_of(run.model_meta(base)) == base
+    assert ModelRecord.from_record(run.model_meta(base)).id == base
     run.model_dir(base).rename(run.model_dir("0" * 16))
     write_head(run.head_path, Head(**{**run.head().to_dict(), "base": "0" * 16}))
     with pytest.raises(UserError, match="does not describe the base model 0000000000000000"):
@@ -299,8 +299,8 @@ def test_a_rank_store_s_id_is_its_manifest_s_and_a_moved_one_is_refused(swept, t
     run = RunDir(run_dir)
     rid = run.head().ranks["ig"]
     manifest = run.rank_store.manifest("ig", "test")
-    assert rank_id_of(manifest) == rid == rank_id("ig", manifest["params"], manifest["checkpoint_sha256"],
-                                                  manifest["dataset_fingerprint"])
+    assert RankStoreRecord.from_record(manifest).id == rid == RankStoreRecord(
+        "ig", manifest["params"], manifest["checkpoint_sha256"], manifest["dataset_fingerprint"]).id
     other = [i for method, i, _ in run.rank_stores() if method == "ig" and i != rid][0]
     shutil.rmtree(run.rank_dir("ig", other))
     run.rank_dir("ig", rid).rename(run.rank_dir("ig", other))

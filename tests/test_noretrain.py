@@ -117,7 +117,7 @@ def _hand_made_run(tmp_path, monkeypatch, make_model, test, ranks):
     """(run directory, dataset): make_model(dataset) saved as the base model of a dataset whose splits are
     both `test`, `ranks` (uint16 Tensor[N, SIDE, SIDE]) stored as the test ranks of method "grad"."""
     from roarfast.data.base import make_dataset
-    from roarfast.rundir.ids import rank_id
+    from roarfast.rundir.records import RankStoreRecord
     from roarfast.models import ModelSpec
 
     ds = make_dataset("hand-made", test, test, {})
@@ -127,7 +127,7 @@ def _hand_made_run(tmp_path, monkeypatch, make_model, test, ranks):
     run = RunDir(tmp_path / "run")
     base = run.save_base_model(model, {"model": "hand-made", "num_classes": len(test.classes), "image_size": SIDE,
                                        "in_channels": 3, "dataset_fingerprint": ds.fingerprint})
-    grad = rank_id("grad", {}, run.base_checkpoint_sha256(base), ds.fingerprint)
+    grad = RankStoreRecord("grad", {}, run.base_checkpoint_sha256(base), ds.fingerprint).id
     run.update_head("test", base=base, ranks={"grad": grad}, dataset=run.remember_dataset(ds))
     with run.rank_store.open_writer("grad", "test", shape=tuple(ranks.shape), dtype="uint16", chunk_size=len(ranks),
                                     params={}, checkpoint_sha256=run.base_checkpoint_sha256(),

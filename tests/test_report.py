@@ -236,11 +236,11 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
 
     from roarfast import ops
     from roarfast.data import load_dataset
-    from roarfast.rundir.ids import rank_id
+    from roarfast.rundir.records import RankStoreRecord
 
     run = RunDir(tmp_path / "run")
     ds = load_dataset("embedded", None, num_train=40, num_test=20)
-    ids = {method: rank_id(method, {}, None, ds.fingerprint) for method in ("random", "oracle")}
+    ids = {method: RankStoreRecord(method, {}, None, ds.fingerprint).id for method in ("random", "oracle")}
     run.update_head("test", dataset=run.remember_dataset(ds), ranks=ids)
     h, w = ds.test.shape[1:]
     ranks = {}

@@ -71,10 +71,10 @@ def rewrite_model(run: RunDir, **fields) -> None:
     """Changes fields of HEAD's base model's meta.json, sealed again, and moves the model to the id the new record
     gives (HEAD naming it), as anyone who can edit the files can: a meta that does not match its place is refused
     as damage before anything it names is looked at."""
-    from roarfast.rundir.ids import model_id_of
+    from roarfast.rundir.records import ModelRecord
 
     rewrite(run.base_meta_path, **fields)
-    new = model_id_of({k: v for k, v in json.loads(run.base_meta_path.read_text()).items()})
+    new = ModelRecord.from_record(json.loads(run.base_meta_path.read_text())).id
     run.base_checkpoint.rename(run.model_dir(new))
     rewrite(run.head_path, base=new)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from roarfast.stages.cells import Cell, CellOptions, cell_methods
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import grid_of
+from roarfast.rundir.records import ModelRecord
 from roarfast.modes import MODES, is_control
 from roarfast.common.options import MAX_SEEDS, check_positive, check_seed
 from roarfast.common.plugins import shown_method
@@ -90,7 +91,7 @@ def sweep_base(run, ds, grid: Grid, device, seed: int) -> tuple:
     grid.model when it names one (spec and recipe None: its meta says them); else the one of the id the grid's
     own settings make, reused where the run directory holds it, else trained beside the others."""
     # late: loads torch, and --help imports this module
-    from roarfast.stages.basemodel import TrainOptions, base_recipe, requested_id
+    from roarfast.stages.basemodel import TrainOptions, base_recipe
     from roarfast.models.probe import checked_model
 
     head = run.head()
@@ -101,7 +102,7 @@ def sweep_base(run, ds, grid: Grid, device, seed: int) -> tuple:
             return head.base, None, None
     spec = checked_model(grid.model or default_model(ds, device), ds)
     recipe = base_recipe(spec, ds, device, TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe))
-    return requested_id(spec, ds, recipe, seed), spec, recipe
+    return ModelRecord.trained(spec, ds, recipe, seed).id, spec, recipe
 
 
 def preset_grid(name: str, **overrides) -> Grid:

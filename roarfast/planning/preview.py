@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roarfast.stages.basemodel import TrainOptions, base_recipe, trained_at
-from roarfast.stages.cells import CellTrainer, cell_estimators, cell_recipe
+from roarfast.stages.cells import CellTrainer, cell_recipe
 from roarfast.rundir.checkpoint import recorded_model
 from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
 from roarfast.planning.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
 from roarfast.rundir.ids import SHOWN_CHARS
-from roarfast.methods.selection import Selection
 from roarfast import stats
 from roarfast.modes import MODES
 from roarfast.common.options import check_positive
@@ -252,12 +251,13 @@ class Preview:
         return f"{format_duration(self.eta)}" + (f": {parts}" if parts else " (nothing left to do)")
 
 
-def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
+def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
                   dataset_obj=None, device=None, seed: int = 0, plan_device: str | None = None,
                   workers: int = 1) -> Preview:
-    """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`extract_options`: an
-    ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on --plan-device `plan_device`
-    (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers."""
+    """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`selection`: the grid's estimators
+    as the sweep or the Study resolved them, a roarfast.methods.selection.Selection, looked up no further;
+    `extract_options`: an ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on
+    --plan-device `plan_device` (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers."""
     check_positive("--plan-workers", workers)
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
@@ -265,7 +265,6 @@ def preview_sweep(run, grid: Grid, extract_options, *, dataset=None, data_dir=No
         data = (recorded_outline(run, dataset, data_dir, dataset_options)
                 or listed_outline(run, dataset, data_dir, dataset_options)
                 or outline_of(run.open_dataset(dataset, data_dir, dataset_options)))
-    selection = Selection.of(cell_estimators(grid.methods), extract_options, seed)
     # as the sweep leaves out or refuses them
     grid, selection, note = grid.for_data(selection, data.name, data.ground_truth)
     target = plan_target(plan_device, device)

@@ -7,7 +7,7 @@ from roarfast.results.db import open_results
 from roarfast.results.measurement import KEY_COLUMNS, RETRAIN
 from roarfast.rundir.configurations import claims, configurations, settings_of
 from roarfast.rundir.directory import RunDir
-from roarfast.rundir.ids import digest_id
+from roarfast.rundir.records import ConfigurationRecord
 from roarfast.rundir.labels import known_as, select, shown
 
 #: the columns that say which configuration a row is a cell of
@@ -69,4 +69,4 @@ def _configurations_of(row: dict, records: list) -> list:
     if found:
         return found
     settings = settings_of(row)
-    return [("unrecorded" if settings is None else digest_id(settings), None)]
+    return [(ConfigurationRecord.unrecorded_id(settings), None)]

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from roarfast.common.fingerprint import canonical_json
 from roarfast.rundir.configurations import claims, settings_of
-from roarfast.rundir.ids import SHOWN_CHARS, digest_id
+from roarfast.rundir.ids import SHOWN_CHARS
+from roarfast.rundir.records import ConfigurationRecord
 from roarfast.rundir.labels import differs, known_as, select, shown, value_text
 
 #: the label of the rows that recorded no config, and of the one configuration recorded beside them
@@ -87,7 +88,7 @@ def assemble(records: list, rows: list) -> list[Configuration]:
     claimed = {id(row) for c in found for row in c.rows}
     legacy = _split([row for row in rows if id(row) not in claimed])
     for c in legacy:
-        c.id = "unrecorded" if c.settings is None else digest_id(c.settings)
+        c.id = ConfigurationRecord.unrecorded_id(c.settings)
     _label(legacy)
     if found and legacy:
         for c in legacy:

@@ -15,13 +15,11 @@ A results row belongs to configuration C when its settings are C's, its method i
 the one C names for it (`claims`).
 """
 
-from roarfast.common.atomic import refuse_link, write_record
+from roarfast.common.atomic import refuse_link
 from roarfast.common.plugins import recorded_title
 from roarfast.errors import UserError
-from roarfast.common.fingerprint import read_record
-from roarfast.rundir.head import FORMAT, now
-from roarfast.rundir.ids import check_id, configuration_id
-from roarfast.rundir.ids import configuration_id as identify
+from roarfast.rundir.head import now
+from roarfast.rundir.records import ConfigurationRecord
 from roarfast.rundir.labels import check_name, known_as, label, unique
 from roarfast.modes import control_mode
 
@@ -30,8 +28,6 @@ METHOD_OWN_RANKS = ("parameters", "code", "seed", "keying")
 #: a cell's config keys that are not part of its configuration: its method's ranks (their provenance and id,
 #: named by the configuration per method) and the fill (a dimension of every table; a control has none)
 PER_CELL = ("ranks", "rank_id", "fill")
-#: the repair of a damaged configuration record
-_REPAIR = "restore it, or remove it: its cells stay in results.sqlite and the next request records it again"
 #: marks a label computed for a record made before labels were stored (not in the file until a request writes it)
 _COMPUTED = "label computed"
 
@@ -64,7 +60,8 @@ def request(run, settings: dict, ranks: dict, provenance: dict, grid: dict, aske
     configuration goes or went by it).
     A new configuration gets its label now (what differs from HEAD's); the same configuration requested again
     keeps its record and label, its last time and its grids updated. Returns the record (with its "id")."""
-    cid = configuration_id(settings, ranks)
+    made = ConfigurationRecord(settings, ranks)
+    cid = made.id
     name = None if name is None else check_name(name)
     with run.claim("configurations"):
         records = configurations(run)
@@ -80,8 +77,7 @@ def request(run, settings: dict, ranks: dict, provenance: dict, grid: dict, aske
         if record is None:
             head = run.head().configuration
             before = next((r for r in records if r["id"] == head), records[-1] if records else None)
-            record = {"id": cid, "settings": settings, "ranks": dict(sorted(ranks.items())),
-                      "provenance": provenance, "titles": _titles(ranks), "grids": [], "first": time,
+            record = {**made.to_record(), "provenance": provenance, "titles": _titles(ranks), "grids": [], "first": time,
                       "about": about}
             record["label"] = unique(label(record, before), taken, len(records) + 1)
         if name is not None and name != record.get("name"):
@@ -90,14 +86,13 @@ def request(run, settings: dict, ranks: dict, provenance: dict, grid: dict, aske
         if grid not in record["grids"]:
             record["grids"].append(grid)
         record.update(last=time, command=asked, about=about)
-        run.configurations_root.mkdir(parents=True, exist_ok=True)
         _write(run, record)
     return record
 
 
 def _write(run, record: dict) -> None:
     record.pop(_COMPUTED, None)
-    write_record(run.configuration_path(record["id"]), {**record, "format": FORMAT})
+    run.records.put(ConfigurationRecord.from_record(record), record)
 
 
 def _titles(ranks: dict) -> dict:
@@ -134,14 +129,6 @@ def grid_cells(grids: list) -> set:
     return cells
 
 
-def read_configuration(path) -> dict | None:
-    """The verified configuration record at `path`, or None."""
-    record = read_record(path, _REPAIR)
-    if record is not None:
-        record.pop("format", None)
-    return record
-
-
 def configurations(run, damaged: list | None = None) -> list:
     """Every configuration record of RunDir `run`, oldest first (by when first requested), each with its label (one
     made before labels were stored: computed as when it was made, against the record before it). A record that
@@ -153,7 +140,7 @@ def configurations(run, damaged: list | None = None) -> list:
     found = []
     for path in sorted(root.glob("*.json")) if root.is_dir() else ():
         try:
-            found.append(_checked(path))
+            found.append(_checked(run, path))
         except UserError as err:
             if damaged is None:
                 raise
@@ -168,21 +155,7 @@ def configurations(run, damaged: list | None = None) -> list:
     return found
 
 
-def _checked(path) -> dict:
-    """The configuration record at `path`, verified: sealed, of the form a record has, its id its file's name
-    and the digest of what it records, every id in it of an id's form."""
-    if path.is_symlink():
-        raise UserError(f"{path} is a symbolic link; a configuration record is a file of its own: remove it")
-    record = read_configuration(path)
-    if not (isinstance(record, dict) and isinstance(record.get("settings"), dict)
-            and isinstance(record.get("ranks"), dict) and isinstance(record.get("grids"), list)):
-        raise UserError(f"{path} is not a configuration record; {_REPAIR}")
-    check_id(record.get("id"), "configuration", path)
-    for method, rid in record["ranks"].items():
-        check_id(rid, f"ranks of {method}", path)
-    base = (record["settings"].get("config") or {}).get("base")
-    if base is not None:
-        check_id(base, "base model", path)
-    if record["id"] != path.stem or identify(record["settings"], record["ranks"]) != path.stem:
-        raise UserError(f"{path} does not describe the configuration its name gives; {_REPAIR}")
-    return record
+def _checked(run, path) -> dict:
+    """The configuration record at `path`, verified (Records.get: sealed, of the form a record has, every id in it
+    of an id's form, its id its file's name and the digest of what it records)."""
+    return run.records.get(ConfigurationRecord.kind, path.stem, path=path)

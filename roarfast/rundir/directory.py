@@ -18,11 +18,13 @@ in it lives. No other module spells one of these paths. Every artifact lives und
 
 A run directory of format 1 (checkpoints/base, attributions/<method>/<split>, dataset.json) is read as it is
 by the readers (its artifacts' ids read off their records: roarfast.rundir.legacy) and migrated in place by
-the first command that writes (roarfast.rundir.migrate.upgrade).
+the first command that writes (roarfast.rundir.writing.open_for_writing, once per process).
 
-It also loads a base model for a dataset (refusing one trained on another dataset), reads ranks only when they
-match their id, the dataset and their base model, checks that a stage can write before it spends compute, and
-keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
+Its base models', rank stores' and configurations' records are written and read back, verified, through
+`records` (roarfast.rundir.record_store: one put, one verifying get of the record types of
+roarfast.rundir.records). It also loads a base model for a dataset (refusing one trained on another dataset),
+reads ranks only when they match their id, the dataset and their base model, checks that a stage can write
+before it spends compute, and keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
 the dataset records and stages.json carry digests: roarfast.common.fingerprint.seal), the repair named in the one
 line of a mismatch; every file it writes is replaced atomically, never through a link (roarfast.common.atomic).
 """
@@ -33,14 +35,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from roarfast.common.atomic import check_writable, refuse_link, write_record
-from roarfast.rundir.checkpoint import META, WEIGHTS, checkpoint_sha256, load_checkpoint, read_meta, save_checkpoint
+from roarfast.rundir.checkpoint import META, WEIGHTS, checkpoint_sha256, load_checkpoint
 from roarfast.rundir.claims import hold_lock
 from roarfast.data import load_dataset
 from roarfast.data.registry import DATASETS
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
 from roarfast.rundir.head import Head, read_head, updated, write_head
-from roarfast.rundir.ids import check_id, is_id, model_id_of, rank_id, rank_id_of
+from roarfast.rundir.ids import check_id, is_id
+from roarfast.rundir.record_store import Records
+from roarfast.rundir.records import ModelRecord, RankStoreRecord
 from roarfast.rundir.legacy import legacy_head, legacy_models, legacy_ranks, needs_migration
 from roarfast.models import MODELS
 from roarfast.common.plugins import is_import_path
@@ -65,6 +69,11 @@ class RunDir:
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.root)!r})"
+
+    @property
+    def records(self) -> Records:
+        """The one put and the one verifying get of its base models', rank stores' and configurations' records."""
+        return Records(self)
 
     # ------------------------------------------------------------------------------------------- paths
 
@@ -217,16 +226,10 @@ class RunDir:
 
     def model_meta(self, model_id: str | None) -> dict:
         """The verified meta.json of the base model `model_id` ({} when there is none); a UserError when it
-        does not match its id (a directory renamed, a record edited)."""
+        does not match its id (a directory renamed, a record edited): Records.get."""
         if model_id is None:
             return {}
-        where = self.model_path(model_id)
-        meta = read_meta(where, self._train_again)
-        if meta and model_id_of(meta) != model_id:
-            raise UserError(f"{where / META} does not describe the base model {model_id} (its record gives the id "
-                            f"{model_id_of(meta)}): the directory was renamed or the record edited; "
-                            f"{self._train_again}")
-        return meta
+        return self.records.get(ModelRecord.kind, model_id) or {}
 
     @property
     def base_checkpoint(self) -> Path:
@@ -243,16 +246,13 @@ class RunDir:
         return self.model_meta(self.head().base)
 
     @property
-    def _train_again(self) -> str:
+    def train_again(self) -> str:
         """The repair of a damaged base checkpoint."""
         return f"retrain the base model (`roarfast train --run-dir {self.root}`) or restore the file"
 
     def save_base_model(self, model, meta: dict) -> str:
-        """Saves `model` with `meta` as the base model of its id (read off `meta`: roarfast.rundir.ids), beside
-        the others; returns the id."""
-        model_id = model_id_of(meta)
-        save_checkpoint(self.model_dir(model_id), model, meta)
-        return model_id
+        """Saves `model` with `meta` as the base model of the id its meta gives (Records.put); returns the id."""
+        return self.records.put(ModelRecord.from_record(meta), meta, model=model)
 
     def check_base_model(self) -> None:
         """A UserError saying to train first when HEAD names no base model, or one that is not there."""
@@ -269,7 +269,7 @@ class RunDir:
             model_id = self.head().base
         where = self.model_path(model_id)
         self.model_meta(model_id)  # its id checked before the weights are read
-        model, meta = load_checkpoint(where, device=device, repair=self._train_again)
+        model, meta = load_checkpoint(where, device=device, repair=self.train_again)
         if meta.get("dataset_fingerprint") != ds.fingerprint:
             raise UserError(f"the base model in {where} was trained on dataset {meta.get('dataset_fingerprint')} but "
                             f"this dataset is {ds.fingerprint}; train one on it (`roarfast train --run-dir "
@@ -292,7 +292,7 @@ class RunDir:
     def base_checkpoint_sha256(self, model_id: str | None = None) -> str:
         """The hash of the weights of the base model `model_id` (default: HEAD's), verified against the one
         recorded when they were saved: what its ranks and no-retrain measurements are tied to."""
-        return checkpoint_sha256(self.model_path(model_id or self.head().base), self._train_again)
+        return checkpoint_sha256(self.model_path(model_id or self.head().base), self.train_again)
 
     # ------------------------------------------------------------------------------------------- ranks
 
@@ -345,10 +345,8 @@ class RunDir:
         current = self.base_checkpoint_sha256(base) if present else None
         store = self.ranks_for({method: rank_id})
         record = store.read(method, split, dataset_fingerprint=dataset_fingerprint, checkpoint_sha256=current)
-        if rank_id_of(record.manifest) != rank_id:
-            raise UserError(f"{record.directory} does not hold the ranks {rank_id} its place names (its manifest "
-                            f"gives {rank_id_of(record.manifest)}): moved or edited; "
-                            f"`roarfast extract --force --method {method} --run-dir {self.root}` makes them again")
+        self.records.get(RankStoreRecord.kind, rank_id, method, split, repair=f"`roarfast extract --force --method "
+                         f"{method} --run-dir {self.root}` makes them again")
         stamp = record.manifest["checkpoint_sha256"]
         if current is None and stamp is not None:
             raise UserError(f"ranks in {record.directory} were made with base checkpoint sha256 {stamp}, but "
@@ -362,8 +360,8 @@ class RunDir:
         makes them on the data of `fingerprint` from the base model `base` (default: HEAD's; read only where a
         method uses the model): its ranks' identity (Selection.ranks_identity), checkpoint and data."""
         checkpoint = self.base_checkpoint_sha256(base) if selection.needs_model else None
-        return {m: rank_id(m, selection.ranks_identity(m), selection.ranks_checkpoint(m, checkpoint), fingerprint)
-                for m in selection.names}
+        return {m: RankStoreRecord(m, selection.ranks_identity(m), selection.ranks_checkpoint(m, checkpoint),
+                                   fingerprint).id for m in selection.names}
 
     def ranks_to_make(self, selection, splits, fingerprint: str, base: str | None = None) -> list[str]:
         """The methods of `selection` whose ranks an extraction of `splits` would make: the store of their id

@@ -1,5 +1,6 @@
 """The identities of a run directory's artifacts: each is the first ID_CHARS hex of the sha256 of the canonical
-JSON of what made it, so an artifact made again from the same things has the same id (it is reused), and one
+JSON of what made it (`digest_id`, the one digest; what goes into it is each kind's record type:
+roarfast.rundir.records), so an artifact made again from the same things has the same id (it is reused), and one
 made from anything else has another (it is kept beside the first, never over it).
 
 - a base model: its dataset's fingerprint (a subset included), the model's name and source hash, the effective
@@ -43,47 +44,3 @@ def check_id(text, what: str, where) -> str:
 def digest_id(record) -> str:
     """The id of `record` (JSON-able): ID_CHARS hex of the sha256 of its canonical JSON."""
     return hashlib.sha256(canonical_json(record).encode()).hexdigest()[:ID_CHARS]
-
-
-def model_id(*, dataset_fingerprint, model, model_source, recipe: dict | None, seed) -> str:
-    """The id of the base model trained on the data of `dataset_fingerprint` as `model` (its source hash
-    `model_source`: None for a built-in) with the effective `recipe` (Recipe.to_dict) and `seed`."""
-    return digest_id({"dataset": dataset_fingerprint, "model": model, "model_source": model_source,
-                      "recipe": recipe, "seed": seed})
-
-
-def adopted_model_id(*, dataset_fingerprint, model, model_source, weights_sha256: str) -> str:
-    """The id of the base model `model` (its source hash `model_source`) adopted for the data of
-    `dataset_fingerprint` with the weights whose checkpoint file has sha256 `weights_sha256`: nothing was trained,
-    so no recipe or seed made it."""
-    return digest_id({"dataset": dataset_fingerprint, "model": model, "model_source": model_source,
-                      "weights": weights_sha256})
-
-
-def model_id_of(meta: dict) -> str:
-    """The id of the base model whose checkpoint meta is `meta` (roarfast.stages.basemodel.base_meta, or adopted_meta)."""
-    adopted = meta.get("adopted")
-    if isinstance(adopted, dict):
-        return adopted_model_id(dataset_fingerprint=meta.get("dataset_fingerprint"), model=meta.get("model"),
-                                model_source=meta.get("model_source_sha256"),
-                                weights_sha256=adopted.get("weights_sha256"))
-    return model_id(dataset_fingerprint=meta.get("dataset_fingerprint"), model=meta.get("model"),
-                    model_source=meta.get("model_source_sha256"), recipe=meta.get("recipe"), seed=meta.get("seed"))
-
-
-def rank_id(method: str, params: dict, checkpoint_sha256: str | None, dataset_fingerprint: str) -> str:
-    """The id of `method`'s ranks with provenance `params` (Selection.ranks_identity), made from the base checkpoint
-    of sha256 `checkpoint_sha256` (None: model-free) on the data of `dataset_fingerprint`."""
-    return digest_id({"method": method, "params": params, "checkpoint": checkpoint_sha256,
-                      "dataset": dataset_fingerprint})
-
-
-def rank_id_of(manifest: dict) -> str:
-    """The id of the rank store whose manifest (any split's) is `manifest`."""
-    return rank_id(manifest["method"], manifest["params"], manifest["checkpoint_sha256"],
-                   manifest["dataset_fingerprint"])
-
-
-def configuration_id(settings: dict, ranks: dict) -> str:
-    """The id of the configuration of cells sharing `settings` whose methods use the ranks {method: rank id}."""
-    return digest_id({"settings": settings, "ranks": ranks})

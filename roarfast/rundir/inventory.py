@@ -11,12 +11,12 @@ from pathlib import Path
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import claims, configurations, grid_cells
 from roarfast.rundir.ids import SHOWN_CHARS
-from roarfast.rundir.migrate import upgrade
 from roarfast.rundir.pruning import carry_out, finish, intent
 from roarfast.rundir.catalog import assemble, named
 from roarfast.results import RETRAIN, open_results
 from roarfast.rundir.claims import owner_alive
 from roarfast.rundir.directory import RunDir
+from roarfast.rundir.writing import forget, open_for_writing
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def _state(run_dir, writing: bool = False):
     if not run.root.is_dir():
         raise UserError(f"--run-dir {run.root}: no such run directory")
     if writing:
-        upgrade(run)  # finishes an interrupted prune too
+        run = open_for_writing(run_dir)  # finishes an interrupted prune too
     else:
         try:
             finish(run)
@@ -181,8 +181,12 @@ def prune(run_dir, names, dry_run: bool = False) -> list[str]:
               for m, rid in gone_ranks]
     lines += [f"prune: {verb} base model {mid[:SHOWN_CHARS]} ({_mib(_size(models[mid]))})" for mid in gone_models]
     if not dry_run:
-        carry_out(run, intent([t.id for t in targets if t.record is not None], broken, gone_ranks, gone_models,
-                              gone_rows, head=any(t.id == head.configuration for t in targets)))
+        try:
+            carry_out(run, intent([t.id for t in targets if t.record is not None], broken, gone_ranks, gone_models,
+                                  gone_rows, head=any(t.id == head.configuration for t in targets)))
+        except BaseException:
+            forget(run)  # interrupted here: the next writer in this process finishes it, as a new process would
+            raise
     lines.append("prune: kept everything a kept configuration or HEAD uses"
                  + (" (--dry-run: nothing was removed)" if dry_run else ""))
     return lines

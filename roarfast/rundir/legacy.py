@@ -12,7 +12,7 @@ from roarfast.rundir.checkpoint import META, read_meta
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
 from roarfast.rundir.head import Head
-from roarfast.rundir.ids import model_id_of, rank_id_of
+from roarfast.rundir.records import ModelRecord, RankStoreRecord
 from roarfast.store.layout import SPLITS, dir_name, read_manifest
 
 #: a migration's plan (roarfast.rundir.migrate), written before anything moves, removed once everything has
@@ -42,7 +42,7 @@ def legacy_models(run) -> dict:
     if not (where / META).is_file():
         return {}
     try:
-        return {model_id_of(read_meta(where)): where}
+        return {ModelRecord.from_record(read_meta(where)).id: where}
     except UserError:
         return {}  # damaged: the migration sets it aside, a reader finds no base model there
 
@@ -65,7 +65,7 @@ def legacy_stores(run) -> list:
             if manifest is not None:
                 method = manifest.get("method")
                 method = method if isinstance(method, str) and dir_name(method) == method_dir.name else method_dir.name
-                found.append((method, rank_id_of(manifest), method_dir, split_dir.name))
+                found.append((method, RankStoreRecord.from_record(manifest).id, method_dir, split_dir.name))
     return found
 
 

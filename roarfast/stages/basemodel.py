@@ -20,13 +20,12 @@ from roarfast.data.loader import split_loader
 from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import sha256_file
-from roarfast.rundir.ids import adopted_model_id, model_id, rank_id
-from roarfast.rundir.migrate import upgrade
+from roarfast.rundir.records import ModelRecord, RankStoreRecord
 from roarfast.common.memory import keep_freed_memory
 from roarfast.common.options import check_choice, check_positive
 from roarfast.models.probe import checked_model, checkpoint_bytes
 from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
-from roarfast.rundir.directory import RunDir
+from roarfast.rundir.writing import open_for_writing
 from roarfast.planning.step_times import remember_training
 from roarfast.train import train_classifier
 from roarfast.train.classifier import accuracy
@@ -69,8 +68,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     reused, trained, val_acc, test_acc, best_epoch, epochs, seconds, checkpoint, adopted: the meta's record of
     adopted weights or None)."""
     keep_freed_memory()
-    run = RunDir(run_dir)
-    upgrade(run)
+    run = open_for_writing(run_dir)
     device = join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     spec = checked_model(options.model or default_model(ds, device), ds)
@@ -80,7 +78,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
         model_id = adopted.id
     else:
         recipe = base_recipe(spec, ds, device, options)
-        model_id = requested_id(spec, ds, recipe, seed)
+        model_id = ModelRecord.trained(spec, ds, recipe, seed).id
     reused = model_id in run.models()
     if not reused:
         run.check_writable()  # before the claim's lock file is written; the estimate is checked before training
@@ -110,7 +108,8 @@ def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -
         echo(f"base model: training a new one beside the {kept} kept (other data, model, recipe or seed)")
     result = train_classifier(ds, spec, recipe, device, seed=seed, progress=progress)
     if distributed()[0] == 0:
-        run.save_base_model(result.model, base_meta(spec, ds, recipe, device, seed, result))
+        record = ModelRecord.trained(spec, ds, recipe, seed)
+        run.records.put(record, base_meta(spec, ds, record, device, result), model=result.model)
     if distributed()[1] == 1:  # what later dry runs estimate from (a data-parallel run's seconds are several devices')
         remember_training(device, spec, ds, recipe, result.seconds)
     if distributed()[1] > 1:
@@ -120,13 +119,16 @@ def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -
 @dataclass(frozen=True)
 class Adopted:
     """Weights adopted as a base model: the model holding them, the file they came from (absolute) and its
-    sha256, the digest of the weights as the checkpoint stores them, and the base model's id."""
+    sha256, and the base model's record (the digest of the weights as the checkpoint stores them)."""
 
     model: torch.nn.Module
     file: str
     file_sha256: str
-    weights_sha256: str
-    id: str
+    record: ModelRecord
+
+    @property
+    def id(self) -> str:
+        return self.record.id
 
 
 def adopted_model(spec, ds, path) -> Adopted:
@@ -138,10 +140,8 @@ def adopted_model(spec, ds, path) -> Adopted:
     fit_state_dict(model, state, path, f"--model {spec.name} on this data ({ds.num_classes} classes, "
                                        f"{ds.channels}x{ds.image_size}x{ds.image_size} images)")
     digest = hashlib.sha256(weights_bytes(model, spec.name)).hexdigest()
-    model_id = adopted_model_id(dataset_fingerprint=ds.fingerprint, model=spec.name, model_source=spec.source_sha256,
-                                weights_sha256=digest)
-    return Adopted(model, str(Path(path).expanduser().resolve()), sha256_file(Path(path).expanduser()), digest,
-                   model_id)
+    return Adopted(model, str(Path(path).expanduser().resolve()), sha256_file(Path(path).expanduser()),
+                   ModelRecord.of_weights(spec, ds, digest))
 
 
 def _adopt(run, adopted: Adopted, spec, ds, device, echo) -> None:
@@ -158,15 +158,8 @@ def _adopt(run, adopted: Adopted, spec, ds, device, echo) -> None:
     recipe = base_recipe(spec, ds, device, TrainOptions())
     val_acc = accuracy(model, split_loader(ds, "train", device), ds.val_index, recipe)
     test_acc = accuracy(model, split_loader(ds, "test", device), torch.arange(len(ds.test)), recipe)
-    run.save_base_model(model, adopted_meta(spec, ds, adopted, device, val_acc, test_acc,
-                                            time.perf_counter() - started))
-
-
-def requested_id(spec, ds, recipe, seed: int) -> str:
-    """The id of the base model `spec` trained on ds (its fingerprint) with `recipe` and `seed`: the one its meta
-    gives once saved (base_meta)."""
-    return model_id(dataset_fingerprint=ds.fingerprint, model=spec.name, model_source=spec.source_sha256,
-                    recipe=recipe.to_dict(), seed=seed)
+    meta = adopted_meta(spec, ds, adopted, device, val_acc, test_acc, time.perf_counter() - started)
+    run.records.put(adopted.record, meta, model=model)
 
 
 def head_after(run, model_id: str, fingerprint: str) -> dict:
@@ -183,7 +176,7 @@ def head_after(run, model_id: str, fingerprint: str) -> dict:
         manifest = store.manifest(method, "train") or store.manifest(method, "test")
         if manifest is not None:
             stamp = None if manifest["checkpoint_sha256"] is None else checkpoint
-            ranks[method] = rank_id(method, manifest["params"], stamp, fingerprint)
+            ranks[method] = RankStoreRecord(method, manifest["params"], stamp, fingerprint).id
     return {"ranks": ranks, "configuration": None}
 
 
@@ -201,10 +194,11 @@ def base_recipe(spec, ds, device, options: TrainOptions):
                             overrides=options.recipe)
 
 
-def base_meta(spec, ds, recipe, device, seed: int, result) -> dict:
-    """The meta saved beside the base checkpoint: what the network is and the data it is for (_model_meta), how
-    it was trained (seed, recipe) and what it reached (TrainResult's accuracies, epochs, time and history)."""
-    return {**_model_meta(spec, ds, device), "seed": seed, "recipe": recipe.to_dict(), "val_acc": result.val_acc,
+def base_meta(spec, ds, record: ModelRecord, device, result) -> dict:
+    """The meta saved beside the base checkpoint: what the network is and the data it is for (_model_meta), what
+    made it (`record`: ModelRecord.trained, its seed and recipe) and what it reached (TrainResult's accuracies,
+    epochs, time and history)."""
+    return {**_model_meta(spec, ds, device), **record.to_record(), "val_acc": result.val_acc,
             "test_acc": result.test_acc, "best_epoch": result.best_epoch, "epochs": result.epochs,
             "seconds": result.seconds, "history": result.history}
 
@@ -215,9 +209,9 @@ def adopted_meta(spec, ds, adopted: Adopted, device, val_acc: float, test_acc: f
     on this data, the normalization they are used with (every stage feeds them images normalized with this
     dataset's mean and std: a model trained with other statistics sees shifted inputs), and that nothing was
     trained (no seed, no recipe, 0 epochs)."""
-    return {**_model_meta(spec, ds, device), "seed": None, "recipe": None,
-            "adopted": {"file": adopted.file, "file_sha256": adopted.file_sha256,
-                        "weights_sha256": adopted.weights_sha256},
+    made = adopted.record.to_record()
+    return {**_model_meta(spec, ds, device), **made,
+            "adopted": {"file": adopted.file, "file_sha256": adopted.file_sha256, **made["adopted"]},
             "normalization": {"mean": list(ds.mean), "std": list(ds.std),
                               "source": f"{ds.name}'s training split, as every stage normalizes the images"},
             "val_acc": val_acc, "test_acc": test_acc, "best_epoch": None, "epochs": 0, "seconds": seconds,

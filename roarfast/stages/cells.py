@@ -16,7 +16,7 @@ from roarfast.rundir.checkpoint import recorded_model
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, resolve_fill
 from roarfast.rundir.configurations import about_of, request, settings_of
-from roarfast.rundir.ids import configuration_id
+from roarfast.rundir.records import CellRecord, ConfigurationRecord
 from roarfast.rundir.head import command
 from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
@@ -201,7 +201,8 @@ class CellTrainer:
         """The parameters the method's ranks were made with (or will be: `provenance`), or None when unknown."""
         if method in self.provenance:
             return self.provenance[method]
-        manifest = self.store.manifest(method, "train")
+        rid = self.rank_ids.get(method)
+        manifest = self.run.records.get("ranks", rid, method) if rid else None  # verified: the ranks of its id
         return None if manifest is None else manifest.get("params")
 
     def key(self, cell: Cell, ranks_params=None):
@@ -218,12 +219,9 @@ class CellTrainer:
         """The `config` of a results row of `method`'s cells (a mask-only control's when `control`)."""
         params = ranks_params if ranks_params is not None else self.ranks_params(method)
         # the control sees no pixel values, so the fill is not part of its configuration; the base model and the
-        # ranks' id are: a cell of another base model or other ranks is another cell
-        config = {"recipe": self.recipe.to_dict(), "dataset": self.ds.fingerprint, "ranks": params,
-                  "base": self.base, "rank_id": self.rank_ids.get(method), **({} if control else {"fill": self.fill})}
-        if self.model.source_sha256 is not None:  # a plug-in's source is part of what the cell trains
-            config["model_source"] = self.model.source_sha256
-        return config
+        # ranks' id are: a cell of another base model or other ranks is another cell; a plug-in's source too
+        return CellRecord(self.recipe.to_dict(), self.ds.fingerprint, params, self.base, self.rank_ids.get(method),
+                          None if control else self.fill, self.model.source_sha256).to_record()
 
     def settings(self, method: str) -> dict:
         """The settings the cells of `method` share with every cell of their configuration
@@ -232,7 +230,7 @@ class CellTrainer:
 
     def configuration_id(self, methods) -> str:
         """The id of the configuration of these cells for `methods` (their shared settings, each rank id)."""
-        return configuration_id(self.settings(methods[0]), {m: self.rank_ids[m] for m in methods})
+        return ConfigurationRecord(self.settings(methods[0]), {m: self.rank_ids[m] for m in methods}).id
 
     def request(self, methods, grid: dict, asked: str, name: str | None = None) -> dict:
         """Records that the cells of `methods` and `grid` (roarfast.rundir.configurations.grid_of) were requested

@@ -17,7 +17,6 @@ from roarfast.common.device import default_batch_size, resolve_device
 from roarfast.errors import UserError
 from roarfast.stages.extract_tasks import Chunk, Explainer, check_nameable, explained_model, task_settings
 from roarfast.stages.worker_view import driver_view
-from roarfast.rundir.migrate import upgrade
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.parameters import PARAMETERS, RANKING, check_method_args, parameter_fields
 from roarfast.methods.requirements import check_methods
@@ -26,7 +25,7 @@ from roarfast.common.options import check_choice, check_positive
 from roarfast.common.progress import format_duration, progress_bar
 from roarfast.execution.registry import make_executor
 from roarfast.recipe import AMP_CHOICES
-from roarfast.rundir.directory import RunDir
+from roarfast.rundir.writing import open_for_writing
 
 #: images per store chunk: the unit of resumption after a kill
 CHUNK_IMAGES = 512
@@ -83,8 +82,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     """
     keep_freed_memory()
     executor = make_executor(executor)
-    run = RunDir(run_dir)
-    upgrade(run)
+    run = open_for_writing(run_dir)
     device = resolve_device(device)
     if selection is None:
         selection = Selection.resolve(options.methods, options, seed)

@@ -16,12 +16,11 @@ import torch
 from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL, removed_pixels, resolve_fill
-from roarfast.rundir.migrate import upgrade
 from roarfast.methods import parse_methods
 from roarfast.modes import DETECT
 from roarfast.common.options import check_fractions, check_positive, check_subset
 from roarfast.results import DETECTOR, FILL_LEAKAGE, MeasurementKey, open_results
-from roarfast.rundir.directory import RunDir
+from roarfast.rundir.writing import open_for_writing
 
 #: the detector: three 3x3 convolutions (a 7x7 view of each pixel), this many channels wide
 DETECTOR_WIDTH = 16
@@ -109,8 +108,7 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
         (method,) = parse_methods(options.method)  # its stored name: sg-sq is stored as sg-sq-grad
     except ValueError as err:
         raise UserError(f"--method names one estimator: {err}") from None
-    run = RunDir(run_dir)
-    upgrade(run)
+    run = open_for_writing(run_dir)
     device = resolve_device(device)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     if ds.streamed:

@@ -19,11 +19,10 @@ from roarfast.data.loader import split_loader
 from roarfast.common.device import default_batch_size, resolve_device
 from roarfast.errors import UserError
 from roarfast.fills import resolve_fill
-from roarfast.rundir.migrate import upgrade
 from roarfast.modes import NO_RETRAIN_METRICS
 from roarfast.common.options import check_fractions, check_positive, check_subset, parse_list
 from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
-from roarfast.rundir.directory import RunDir
+from roarfast.rundir.writing import open_for_writing
 from roarfast.methods.selection import Selection
 from roarfast.stages.cells import cell_estimators
 from roarfast.stages.extract import ExtractOptions, run_extract
@@ -69,8 +68,7 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
     """Measures every (method, metric mode, fraction) not yet in results.sqlite; returns their rows. Random's test
     ranks, the baseline, are made here (of `seed`) when the estimators are named without them.
     Every argument is checked before anything is written."""
-    run = RunDir(run_dir)
-    upgrade(run)
+    run = open_for_writing(run_dir)
     run.check_base_model()
     device = resolve_device(device)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)

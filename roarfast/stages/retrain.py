@@ -11,12 +11,11 @@ from roarfast.errors import UserError
 from roarfast.execution.executors import check_workers, execute
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.rundir.configurations import grid_of
-from roarfast.rundir.migrate import upgrade
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.selection import Selection
 from roarfast.results import open_results
-from roarfast.rundir.directory import RunDir
+from roarfast.rundir.writing import open_for_writing
 from roarfast.train import default_grouping
 
 
@@ -38,8 +37,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     random); the request is recorded (its configuration, called `name` when given; HEAD) before any cell trains. Model-free ranks
     (random, sobel, oracle) are extracted here when missing; other methods need `roarfast extract` first."""
     keep_freed_memory()
-    run = RunDir(run_dir)
-    upgrade(run)
+    run = open_for_writing(run_dir)
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
     check_workers(workers_per_cell, group_size, device)

@@ -23,7 +23,6 @@ from roarfast.common.device import default_batch_size, resolve_device
 from roarfast.execution.executors import Progress, check_workers, execute
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.planning.grid import Grid, describe_plan, make_plan, sweep_base
-from roarfast.rundir.migrate import upgrade
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
@@ -33,6 +32,7 @@ from roarfast.planning.preview import learning_warnings, outline_of, preview_swe
 from roarfast.execution.registry import make_executor
 from roarfast.results import RETRAIN, open_results
 from roarfast.rundir.directory import RunDir
+from roarfast.rundir.writing import open_for_writing
 from roarfast.planning.step_times import remember_extraction
 from roarfast.train import default_grouping
 
@@ -56,21 +56,20 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     keep_freed_memory()
     executor = make_executor(executor)
     executor.prepare()  # fail before any work when it cannot run (Ray missing)
-    run = RunDir(run_dir)
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
     check_workers(workers_per_cell, group_size, device, executor)
     options = extract_options or ExtractOptions()
-    if dry_run:
-        preview = preview_sweep(run, grid, dataset=dataset, data_dir=data_dir, dataset_options=dataset_options,
-                                dataset_obj=dataset_obj, device=device, seed=seed, extract_options=options,
-                                plan_device=plan_device, workers=plan_workers)
+    if selection is None:
+        selection = Selection.of(cell_estimators(grid.methods), options, seed)
+    if dry_run:  # a reader: the run directory as it is, and the selection the run would take
+        preview = preview_sweep(RunDir(run_dir), grid, selection, dataset=dataset, data_dir=data_dir,
+                                dataset_options=dataset_options, dataset_obj=dataset_obj, device=device, seed=seed,
+                                extract_options=options, plan_device=plan_device, workers=plan_workers)
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": [], "configuration": None}
-    upgrade(run)
-    if selection is None:
-        selection = Selection.of(cell_estimators(grid.methods), options, seed)
+    run = open_for_writing(run_dir)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     grid, selection, note = grid.for_data(selection, ds.name, ds.train.masks is not None)
     if note:

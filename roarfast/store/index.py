@@ -13,6 +13,7 @@ import numpy as np
 from roarfast.common.atomic import open_nofollow, refuse_link
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import canonical_json
+from roarfast.rundir.records import RankStoreRecord
 from roarfast.store.layout import (
     FORMAT,
     LOCK,
@@ -124,12 +125,14 @@ class RankStore:
             raise UserError(f"dataset_fingerprint must be a non-empty str, got {dataset_fingerprint!r}")
         if checkpoint_sha256 is not None and (not isinstance(checkpoint_sha256, str) or not checkpoint_sha256):
             raise UserError(f"checkpoint_sha256 must be a non-empty str or None, got {checkpoint_sha256!r}")
+        # what made the store, as its record type states it (roarfast.rundir.records): what the run directory's
+        # verifying get reads its id back from
+        made = RankStoreRecord(method, json.loads(canonical_json(params)), checkpoint_sha256,
+                               dataset_fingerprint).to_record()
         requested = {
-            "method": method,
+            "method": made.pop("method"),
             "split": split,
-            "params": json.loads(canonical_json(params)),
-            "checkpoint_sha256": checkpoint_sha256,
-            "dataset_fingerprint": dataset_fingerprint,
+            **made,
             "shape": list(_check_shape(shape)),
             "dtype": _dtype_name(dtype),
             "maps": bool(keep_maps),
