@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.rundir.directory import RunDir
 
-pytestmark = pytest.mark.slow
+# not marked slow: the main job, end to end, runs in the default test command (and CI) whatever else is left out
 
 
 @pytest.fixture(scope="module")
