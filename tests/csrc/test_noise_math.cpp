@@ -102,13 +102,33 @@ TEST(NoiseKernel, SigmaIsNoiseLevelTimesImageRange) {
   auto x = torch::zeros({2, 1, 3, 3});
   x[0][0][0][0] = 2.0f;  // range 2
   x[1][0][1][1] = -0.5f;  // range 0.5
-  const auto out = roarfast::noise_cpu(x, 1, 0.1, 42, 0);
+  const auto out = roarfast::noise_cpu(x, 1, 0.1, 42, 0, std::nullopt);
   auto unit = torch::zeros({2, 1, 3, 3});
   unit[0][0][0][0] = 1.0f;
   unit[1][0][0][0] = 1.0f;
-  const auto z = roarfast::noise_cpu(unit, 1, 1.0, 42, 0) - unit;
+  const auto z = roarfast::noise_cpu(unit, 1, 1.0, 42, 0, std::nullopt) - unit;
   EXPECT_TRUE(torch::allclose(out[0] - x[0], 0.2 * z[0], 1e-5, 1e-6));
   EXPECT_TRUE(torch::allclose(out[1] - x[1], 0.05 * z[1], 1e-5, 1e-6));
+}
+
+TEST(NoiseKernel, AKeyPerImageDrawsEachImageAsAlone) {
+  // with a key per image, image b's noise is that of a call on it alone under its key: bit for bit
+  const auto x = torch::randn({3, 2, 5, 3});
+  const auto keys = torch::tensor({int64_t{7}, int64_t{-3}, int64_t{1} << 40});
+  const auto keyed = roarfast::noise_cpu(x, 2, 0.3, 0, 4, keys).view({2, 3, 2, 5, 3});
+  for (int64_t b = 0; b < 3; ++b) {
+    const auto alone = roarfast::noise_cpu(x.narrow(0, b, 1), 2, 0.3, keys[b].item<int64_t>(), 4, std::nullopt);
+    EXPECT_TRUE(torch::equal(keyed.select(1, b), alone)) << "image " << b;
+  }
+  uint64_t key = 0;
+  uint32_t image = 9;
+  const int64_t seeds[] = {11, 12};
+  roarfast::noise_key(seeds, 5, 1, key, image);
+  EXPECT_EQ(key, 12u);
+  EXPECT_EQ(image, 0u);
+  roarfast::noise_key(nullptr, 5, 1, key, image);
+  EXPECT_EQ(key, 5u);
+  EXPECT_EQ(image, 1u);
 }
 
 }  // namespace
