@@ -2,7 +2,7 @@
 # The test command: set-up (venv, torch, extension build), the C++ unit tests, then pytest, then (the whole
 # suite asked for: no arguments) the determinism and golden tests again under a second CPU code path.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k mask`). With none, the tests marked `slow` (long
-# end-to-end trainings: about 9 minutes on 2 cores, which CI's 30-minute budget does not hold) are left out:
+# end-to-end trainings: 4 minutes on 2 quiet cores, beyond CI's 30-minute budget) are left out:
 # `bash scripts/test.sh -m slow` runs them. The main job's own end-to-end test (tests/test_session.py) is not slow.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
