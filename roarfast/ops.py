@@ -249,10 +249,14 @@ def noise(x: torch.Tensor, n: int, noise_level: float, seed: int, offset: int = 
     Returns:
         noisy (Tensor[n*B, C, H, W]): sample-major, dtype of x, computed in float32.
     """
+    return torch.ops.roarfast.noise.default(x, n, float(noise_level), _signed_key(seed, "seed"), offset)
+
+
+def _signed_key(seed: int, name: str) -> int:
+    """A noise key in [-2**63, 2**64) as the schema's signed int64: the key is its 64 bits."""
     if not -2**63 <= seed < 2**64:
-        raise ValueError(f"seed should be in [-2**63, 2**64), got {seed}")
-    seed = seed - 2**64 if seed >= 2**63 else seed  # the schema's int is signed; the key is its 64 bits
-    return torch.ops.roarfast.noise.default(x, n, float(noise_level), seed, offset)
+        raise ValueError(f"{name} should be in [-2**63, 2**64), got {seed}")
+    return seed - 2**64 if seed >= 2**63 else seed
 
 
 def noise_per_image(x: torch.Tensor, n: int, noise_level: float, seeds, offset: int = 0) -> torch.Tensor:
@@ -268,11 +272,7 @@ def noise_per_image(x: torch.Tensor, n: int, noise_level: float, seeds, offset: 
         noisy (Tensor[n*B, C, H, W]): sample-major, as noise's.
     """
     if not isinstance(seeds, torch.Tensor):
-        seeds = list(seeds)
-        bad = [s for s in seeds if not -2**63 <= s < 2**64]
-        if bad:
-            raise ValueError(f"seeds should be in [-2**63, 2**64), got {bad[0]}")
-        seeds = torch.tensor([s - 2**64 if s >= 2**63 else s for s in seeds], dtype=torch.int64)
+        seeds = torch.tensor([_signed_key(s, "seeds") for s in seeds], dtype=torch.int64)
     return torch.ops.roarfast.noise.default(x, n, float(noise_level), 0, offset, seeds.to(x.device))
 
 
