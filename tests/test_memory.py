@@ -118,3 +118,55 @@ def test_cli_command_respects_env_var():
 
 def test_run_extract_applies_it(tmp_path):
     assert_kept(probe("run_extract", tmp_path))
+
+
+# Frees a BLOCK in the middle of the heap (a small block after it keeps it from being the heap's top), then asks
+# release_freed_memory to hand it back, and reports the process's resident pages before and after.
+RELEASE = r"""
+import ctypes, json, os, sys
+from roarfast.common import memory
+state = memory.keep_freed_memory()
+block = int(sys.argv[1])
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = (ctypes.c_size_t,)
+libc.free.argtypes = (ctypes.c_void_p,)
+page = os.sysconf("SC_PAGE_SIZE")
+resident = lambda: int(open("/proc/self/statm").read().split()[1]) * page
+p = libc.malloc(block)
+guard = libc.malloc(4096)
+ctypes.memset(p, 1, block)
+libc.free(p)
+before = resident()
+memory.release_freed_memory()
+print(json.dumps({"state": state, "released": before - resident()}))
+"""
+
+
+def test_release_hands_a_freed_block_back_to_the_system():
+    # kept for reuse between batches, given back between chunks: the resident memory falls by the block
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop(memory.ENV_VAR, None)
+    out = subprocess.run([sys.executable, "-c", RELEASE, str(BLOCK)], env=env, capture_output=True, text=True,
+                         timeout=300, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["state"] == "on"
+    assert result["released"] >= 0.9 * BLOCK
+
+
+def test_release_does_nothing_where_the_process_did_not_tune(monkeypatch):
+    # glibc's own defaults stay untouched: no trim unless this process made the tuning
+    calls = []
+
+    class FakeLibc:
+        def malloc_trim(self, pad):
+            calls.append(pad)
+
+    monkeypatch.setattr(memory, "glibc", lambda: FakeLibc())
+    for state in (None, f"off ({memory.ENV_VAR}=0)", "not glibc (unchanged)"):
+        monkeypatch.setattr(memory, "_state", state)
+        memory.release_freed_memory()
+    assert calls == []
+    monkeypatch.setattr(memory, "_state", "on")
+    memory.release_freed_memory()
+    assert calls == [0]

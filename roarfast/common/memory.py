@@ -10,10 +10,19 @@ aligned blocks do not refit exactly into the holes they leave), 1.5-1.85x the un
 SmoothGrad at extract's CPU batch of 256 on 32px images. Other C libraries are left as they are.
 Setting ROARFAST_MALLOC_TUNING=0 leaves glibc's defaults (for comparison, or to share memory back).
 
+A heap that is never trimmed creeps over a long run, though: its blocks are reused only where they fit, so
+an allocation that finds no hole of its size extends the top, and the pages of every hole it left stay
+resident. An extraction of 18,000 images at 224 px held 1.9 GiB after 36 chunks for 0.18 GiB in use.
+`release_freed_memory` hands the free pages back (glibc's `malloc_trim`, which also frees whole pages inside
+the heap, not just its top) at points where little is in use: before each extraction chunk and each
+evaluation batch. The pages come back zero-filled on the next touch, once per chunk or evaluation batch
+instead of once per allocation.
+
 Imports nothing heavy: the CLI calls it before torch loads.
 """
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -49,12 +58,22 @@ def _apply() -> str:
         return "not glibc (unchanged)"
     libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     libc.mallopt.restype = ctypes.c_int
+    libc.malloc_trim.argtypes = (ctypes.c_size_t,)
     if not (libc.mallopt(M_MMAP_MAX, 0) and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
         raise RuntimeError("glibc's mallopt refused M_MMAP_MAX=0 / M_TRIM_THRESHOLD; set "
                            f"{ENV_VAR}=0 to run without the tuning")
     return "on"
 
 
+def release_freed_memory() -> None:
+    """Hands the heap's free pages back to the system where this process tuned glibc (a no-op otherwise, and
+    never a tuning of its own): call it between units of work (a chunk, an evaluation batch), when their
+    tensors are freed."""
+    if _state == "on":
+        glibc().malloc_trim(0)
+
+
+@functools.cache
 def glibc():
     """The process's C library when it is glibc (Linux with GNU libc), else None."""
     if not sys.platform.startswith("linux"):

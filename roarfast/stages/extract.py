@@ -255,6 +255,7 @@ def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool
                     ranks, maps, nonfinite = out[m]
                     writers[(m, chunk.split)].write_chunk(chunk.index, ranks, maps=maps)
                     summary[(m, chunk.split)]["nonfinite"] += nonfinite
+                del out, ranks, maps  # written: not held while the next chunk is computed
                 now = time.perf_counter()
                 for m in chunk.methods:
                     summary[(m, chunk.split)]["seconds"] += now - last

@@ -21,6 +21,7 @@ object store, spilled to disk when it fills), and no more tasks are in flight th
 """
 
 import json
+import math
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,7 @@ from roarfast.methods import ExplainBatch, compute_maps
 from roarfast.methods.compute import rank_maps
 from roarfast.methods.registry import resolve_methods
 from roarfast.methods.selection import Selection
+from roarfast.common.memory import release_freed_memory
 from roarfast.common.plugins import OBJECT_PREFIX, named_imports, user_named
 from roarfast.stages.worker_view import check_view, driver_data, this_node
 
@@ -81,22 +83,35 @@ class Explainer:
         c = part.shape[0]
         reduction = self.selection.reduction
         groups = _model_groups(self.models, self.selection.only(chunk.methods))
-        pieces = {m: ([], [], 0) for m in chunk.methods}
-        rows = torch.arange(chunk.start, chunk.stop)
-        for x, y, index in self.loaders[chunk.split].batches(rows, self.batch_size, with_index=True):
+        # the previous chunk's blocks go back to the system first, so that a long extraction's heap does not
+        # creep with the chunks it has done (roarfast.common.memory)
+        release_freed_memory()
+        # the chunk's tensors are made before its first batch, so that they take the holes the last chunk's left
+        # rather than holes between a batch's blocks
+        row = (c, *part.shape[1:]) if reduction == "value" else tuple(part.shape[1:])
+        shape = (chunk.stop - chunk.start, *row)
+        out = {m: [torch.empty(shape, dtype=ops.rank_dtype(math.prod(row))),
+                   torch.empty(shape, dtype=torch.float16) if self.keep_maps else None, 0] for m in chunk.methods}
+        done = 0
+        for x, y, index in self.loaders[chunk.split].batches(torch.arange(chunk.start, chunk.stop),
+                                                             self.batch_size, with_index=True):
             maps = _batch_maps(groups, self.params, part, x, y, index.cpu())
+            n = index.shape[0]
             for m in chunk.methods:
-                ranks, pictures, nonfinite = pieces[m]
                 # ranked per value, a one-value-per-pixel map (sobel, oracle) scores a pixel's channels alike
                 unit_maps = maps[m].expand(-1, c, -1, -1) if reduction == "value" else maps[m]
-                ranks.append(rank_maps(unit_maps, reduction).cpu())
+                out[m][0][done:done + n] = rank_maps(unit_maps, reduction)
                 if self.keep_maps:
-                    pictures.append(_picture_map(unit_maps, reduction).cpu())
-                pieces[m] = (ranks, pictures, nonfinite + int((~torch.isfinite(maps[m])).sum()))
+                    out[m][1][done:done + n] = _picture_map(unit_maps, reduction)
+                out[m][2] += int((~torch.isfinite(maps[m])).sum())
+            done += n
             if on_batch is not None:
-                on_batch(index.shape[0])
-        return {m: (torch.cat(ranks), torch.cat(pictures) if pictures else None, nonfinite)
-                for m, (ranks, pictures, nonfinite) in pieces.items()}
+                on_batch(n)
+            # freed before the loader makes the next batch, which then reuses their blocks
+            del x, y, index, maps, unit_maps
+        if done != shape[0]:  # an empty row would be written as ranks
+            raise RuntimeError(f"the loader gave {done} of chunk {chunk.index}'s {shape[0]} rows")
+        return {m: tuple(value) for m, value in out.items()}
 
 
 def _batch_maps(groups, params, part, x, y, index) -> dict:

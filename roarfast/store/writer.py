@@ -136,10 +136,10 @@ class RankWriter:
     def _write_rows(self, fd: int, offset: int, start: int, rows: np.ndarray, name: str) -> str:
         """pwrite `rows` at row `start` of the array `name` and wait until they are on disk; returns the
         checksum of the bytes written."""
-        data = np.ascontiguousarray(rows).tobytes()
+        data = memoryview(np.ascontiguousarray(rows)).cast("B")  # the array's own bytes: a chunk is not copied
         row_bytes = len(data) // rows.shape[0]
         position = offset + start * row_bytes
-        view = memoryview(data)
+        view = data
         try:
             while view:
                 written = os.pwrite(fd, view, position)
