@@ -6,10 +6,13 @@ anonymous memory (what the process allocated) and file-backed pages (libraries, 
 memory map), and its exact peak (VmHWM) at the end. Peak RSS per size, its growth per training image from the
 size before, and which phase and kind of memory holds it. Then, at each size in --extract-images, `roarfast
 extract --method grad` (chunks of 512, 64 images a pass) in a fresh process: its peak RSS (the chunk's, plus the
-process and the writer).
+process and the writer). With --extract-rounds N, the largest of those trees' train split is extracted N times in
+one process (as many chunks as a dataset N times larger) and its resident memory, peak and glibc heap are read
+after every chunk: whether a long extraction's memory settles or keeps growing.
 
     python benchmarks/memory_scale.py --out /tmp/roarfast-memory [--images 1000,4000,20000] [--side 224]
-        [--extract-images 1000,4000] [--model scale_run:small_net] [--checkout /path/to/another/roarfast]
+        [--extract-images 1000,4000] [--extract-rounds 3] [--model scale_run:small_net]
+        [--checkout /path/to/another/roarfast]
 
 --checkout runs the cells with another checkout's roarfast (the trees, base model and ranks are made by this
 one), to measure before and after a change. Everything is written under --out, never in the repository; each
@@ -90,6 +93,38 @@ print(json.dumps({"phases": peaks, "hwm": hwm, "train": len(ds.train), "val": le
 '''.replace("SAMPLE_S", repr(SAMPLE_S))
 
 
+#: one process extracting a split `rounds` times over (`extract --force`, as many chunks as a larger dataset's):
+#: after each chunk written, its RSS, exact peak (VmHWM) and glibc's main heap (its span and the bytes in use), as
+#: JSON on its last line
+ROUNDS_TRACER = r"""
+import ctypes, json, re, sys
+run_dir, tree, model, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+from roarfast.cli import main
+from roarfast.store import writer
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+samples = []
+write_chunk = writer.RankWriter.write_chunk
+
+def traced(self, *args, **kwargs):
+    write_chunk(self, *args, **kwargs)
+    status, heap = open("/proc/self/status").read(), libc.mallinfo2()
+    kib = lambda name: int(re.search(name + r":\s+(\d+)", status).group(1)) * 1024
+    samples.append({"rss": kib("VmRSS"), "hwm": kib("VmHWM"), "heap": heap.arena, "in_use": heap.uordblks})
+
+writer.RankWriter.write_chunk = traced
+for _ in range(rounds):
+    main(["extract", "--run-dir", run_dir, "--dataset", "imagefolder", "--data-dir", tree, "--data-option",
+          "stream=true", "--model", model, "--method", "grad", "--force", "--split", "train", "--batch-size", "64",
+          "--chunk-images", "512", "--no-progress"], standalone_mode=False)
+print(json.dumps(samples))
+"""
+
 def prepare(out: Path, images: int, side: int, model: str) -> Path:
     """The tree of `images` JPEGs, a run directory with small_net's untrained weights adopted (or `model` trained for
     no epoch: adopted the same way) and random's ranks; returns the run directory (made once)."""
@@ -141,6 +176,15 @@ def extraction(run: Path, size: int, side: int, model: str, checkout: Path) -> d
     return {"extract": size, "peak": int(kib) * 1024, "seconds": float(seconds)}
 
 
+def extraction_rounds(run: Path, size: int, side: int, model: str, rounds: int, checkout: Path) -> dict:
+    """The train split of the run of `size` images extracted `rounds` times in one process (`checkout`'s roarfast):
+    its samples after each chunk (ROUNDS_TRACER)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(ROOT / "benchmarks")])}
+    tree = run.parent / f"tree-{size}-{side}"
+    done = subprocess.run([sys.executable, "-c", ROUNDS_TRACER, str(run), str(tree), model, str(rounds)], env=env,
+                          check=True, capture_output=True, text=True)
+    return {"rounds": rounds, "size": size, "samples": json.loads(done.stdout.strip().splitlines()[-1])}
+
 def mib(value: float) -> str:
     return f"{value / 2**20:,.0f}"
 
@@ -184,12 +228,29 @@ def extraction_table(results: list) -> str:
     return "\n".join(lines)
 
 
+def rounds_table(results: list) -> str:
+    """Markdown: per checkout, at the end of each round (and at a third of the first), the chunks written, the RSS,
+    the peak RSS so far, the heap's span and the bytes in use in it."""
+    lines = ["| roarfast | chunks written | RSS MiB | peak RSS so far MiB | heap's span MiB | in use MiB |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for result in results:
+        samples = result["samples"]
+        per_round = len(samples) // result["rounds"]
+        for end in sorted({max(1, per_round // 3), *range(per_round, len(samples) + 1, per_round)}):
+            sample = samples[end - 1]
+            lines.append(f"| {result['checkout']} | {end} | {mib(sample['rss'])} | {mib(sample['hwm'])} | "
+                         f"{mib(sample['heap'])} | {mib(sample['in_use'])} |")
+    return "\n".join(lines)
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="where the trees and runs go (not the repository)")
-    parser.add_argument("--images", default="1000,4000,20000", help="comma-separated tree sizes (train + test images)")
+    parser.add_argument("--images", default="1000,4000,20000", help="comma-separated tree sizes (train + test images) whose cell is measured (empty: none)")
     parser.add_argument("--extract-images", default="1000,4000",
                         help="comma-separated tree sizes whose extraction is measured (empty: none)")
+    parser.add_argument("--extract-rounds", type=int, default=0,
+                        help="the largest --extract-images tree's train split extracted this many times in one "
+                             "process, its memory after each chunk (0: not run)")
     parser.add_argument("--side", type=int, default=224)
     parser.add_argument("--model", default="scale_run:small_net")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
@@ -201,7 +262,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")])
     sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-    sizes = [int(size) for size in args.images.split(",")]
+    sizes = [int(size) for size in args.images.split(",") if size]
     extract_sizes = [int(size) for size in args.extract_images.split(",") if size]
     runs = {size: prepare(out, size, args.side, args.model) for size in dict.fromkeys(sizes + extract_sizes)}
     results, extractions = [], []
@@ -218,16 +279,29 @@ def main():
             result["checkout"] = "this" if checkout == ROOT else str(checkout)
             extractions.append(result)
             print(json.dumps(result), flush=True)
+    rounds = []
+    if args.extract_rounds and extract_sizes:
+        for checkout in checkouts:
+            size = max(extract_sizes)
+            result = extraction_rounds(runs[size], size, args.side, args.model, args.extract_rounds, checkout)
+            result["checkout"] = "this" if checkout == ROOT else str(checkout)
+            rounds.append(result)
+            print(json.dumps({key: value for key, value in result.items() if key != "samples"}), flush=True)
     header = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
               f"{os.getloadavg()[0]:.1f}; {args.model} at {args.side} px; "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    (out / "memory.json").write_text(json.dumps({"header": header, "results": results, "extractions": extractions},
+    (out / "memory.json").write_text(json.dumps({"header": header, "results": results, "extractions": extractions,
+                                                "rounds": rounds},
                                                 indent=2))
     print(header)
-    print(table(results))
+    if results:
+        print(table(results))
     if extractions:
         print()
         print(extraction_table(extractions))
+    if rounds:
+        print()
+        print(rounds_table(rounds))
 
 
 if __name__ == "__main__":

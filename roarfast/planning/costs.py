@@ -11,7 +11,7 @@ needs (a process training one cell, or extracting one chunk), whatever the numbe
 gradients, momentum and EMA copy of a training (float32); then a training step's activations kept for its backward
 at the recipe's batch and an evaluation batch's (the recipe's eval_batch_size images, or the validation or test
 split where smaller, through a forward without gradients: evaluation_bytes), counted in float32 and halved under
-16-bit autocast: on a GPU the larger of the two, on a CPU both, times CPU_HEAP_FACTOR (its heap keeps them); the
+16-bit autocast: the larger of the two, on a CPU times CPU_HEAP_FACTOR (its heap keeps freed blocks); the
 canvases where the data is held in memory (stream=false, or stream=auto where they fit in half the device's
 memory), else the streamed batches and the decoder's pieces (streamed_bytes); INDEX_BYTES per image of the dataset
 (labels and indices: the only term that grows with it); on a CPU, the process itself (process_bytes). A cell reads
@@ -252,8 +252,8 @@ class Costing:
 def training_memory(shape, recipe, data, target: Target, evaluation: float | None = None) -> float | None:
     """Peak bytes of one worker training at `recipe`'s batch (a StepShape `shape`; None: unknown): weights,
     gradients, momentum and the EMA copy; a batch's activations and an evaluation batch's (`evaluation`:
-    evaluation_bytes, per image; None: not counted), the larger of the two on a GPU, both on a CPU (times
-    CPU_HEAP_FACTOR); the data held (data_held); on a CPU, the process."""
+    evaluation_bytes, per image; None: not counted), the larger of the two (on a CPU times CPU_HEAP_FACTOR); the
+    data held (data_held); on a CPU, the process."""
     if shape is None:
         return None
     copies = 4 if recipe.ema_decay is not None else 3
@@ -262,14 +262,11 @@ def training_memory(shape, recipe, data, target: Target, evaluation: float | Non
     # an evaluation batch: eval_batch_size images, or the whole validation (or test) split where it is smaller
     evaluated = min(recipe.eval_batch_size, max(data.val_images, len(data.test)))
     cpu = getattr(target.device, "type", None) == "cpu"
-    # on a CPU a split of more than one evaluation batch leaves two batches' blocks in the heap: a batch's tensors
-    # are made before the last one's freed blocks, which smaller ones have taken from, can hold them (measured at
-    # 2,000 images in batches of 512: twice one batch's, and no more for more batches)
-    evaluated *= 2 if cpu and max(data.val_images, len(data.test)) > recipe.eval_batch_size else 1
     step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
-    # a CPU heap keeps the training step's freed blocks, which an evaluation batch's larger ones do not fit: the two
-    # add up there (7.2 GB at 1,000 images, 10.8 at 4,000 for ResNet-18 at 224 px); a GPU's allocator frees its cache
-    steps = CPU_HEAP_FACTOR * (step + evaluating) if cpu else max(step, evaluating)
+    # a CPU heap keeps freed blocks, and torch's aligned blocks fragment it (CPU_HEAP_FACTOR); an evaluation hands
+    # the training steps' back first and each batch's after it (roarfast.common.memory), so a CPU worker holds the
+    # larger of the two, as a GPU's allocator does
+    steps = max(step, evaluating) * (CPU_HEAP_FACTOR if cpu else 1)
     return shape.parameters * FLOAT_BYTES * copies + steps + data_held(data, target, batch, evaluated) + \
         process_bytes(data, target)
 

@@ -410,8 +410,8 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
     members = len(loaders)
     correct = torch.zeros(members, dtype=torch.int64, device=device)
     shard = distributed()
-    # the training steps' freed blocks go back to the system before an evaluation's, and the evaluation's after
-    # it: a CPU process then holds the larger of the two, not both (roarfast.common.memory)
+    # the training steps' freed blocks go back to the system before an evaluation, and each evaluation batch's
+    # after it: a CPU process then holds one batch's blocks, not the holes of all it evaluated (roarfast.common.memory)
     release_freed_memory()
     for batches in zip(*(loader.batches(index, recipe.eval_batch_size, shard=shard) for loader in loaders)):
         x = batches[0][0] if members == 1 else torch.cat([x for x, _ in batches], 1)
@@ -420,8 +420,8 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
             logits = tta_logits(model, x, tta, recipe.pad)
         logits = logits.unsqueeze(1) if members == 1 else member_logits(logits, members)
         correct += (logits.argmax(2) == y).sum(0)
-        del batches, x, y, logits  # freed before the loaders make the next batch, which then reuses their blocks
-    release_freed_memory()
+        del batches, x, y, logits  # freed before the loaders make the next batch
+        release_freed_memory()
     model.train(was_training)
     return [float(c) / max(1, index.shape[0]) for c in all_reduce_sum(correct)]
 
