@@ -86,8 +86,8 @@ class Explainer:
         # the previous chunk's blocks go back to the system first, so that a long extraction's heap does not
         # creep with the chunks it has done (roarfast.common.memory)
         release_freed_memory()
-        # the chunk's tensors are made before its first batch, so that they take the holes the last chunk's left
-        # rather than holes between a batch's blocks
+        # a chunk's ranks (and maps) are made once, before its first batch, and filled batch by batch: one block a
+        # chunk that lives as long as the chunk, not a list of pieces and their join
         row = (c, *part.shape[1:]) if reduction == "value" else tuple(part.shape[1:])
         shape = (chunk.stop - chunk.start, *row)
         out = {m: [torch.empty(shape, dtype=ops.rank_dtype(math.prod(row))),
