@@ -178,12 +178,14 @@ def extraction(run: Path, size: int, side: int, model: str, checkout: Path) -> d
 
 def extraction_rounds(run: Path, size: int, side: int, model: str, rounds: int, checkout: Path) -> dict:
     """The train split of the run of `size` images extracted `rounds` times in one process (`checkout`'s roarfast):
-    its samples after each chunk (ROUNDS_TRACER)."""
+    its samples after each chunk (ROUNDS_TRACER) and its seconds, the process's start included."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(ROOT / "benchmarks")])}
     tree = run.parent / f"tree-{size}-{side}"
+    started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", ROUNDS_TRACER, str(run), str(tree), model, str(rounds)], env=env,
                           check=True, capture_output=True, text=True)
-    return {"rounds": rounds, "size": size, "samples": json.loads(done.stdout.strip().splitlines()[-1])}
+    return {"rounds": rounds, "size": size, "seconds": round(time.perf_counter() - started, 1),
+            "samples": json.loads(done.stdout.strip().splitlines()[-1])}
 
 def mib(value: float) -> str:
     return f"{value / 2**20:,.0f}"

@@ -170,3 +170,37 @@ def test_release_does_nothing_where_the_process_did_not_tune(monkeypatch):
     monkeypatch.setattr(memory, "_state", "on")
     memory.release_freed_memory()
     assert calls == [0]
+
+
+def test_a_long_runs_later_units_are_held_to_the_first_ones_peak(monkeypatch):
+    # the first chunk's batches set the ceiling; a later batch that ends above it hands the heap back, one below
+    # it does not (handing back after every batch would cost what the tuning saves)
+    released = []
+    monkeypatch.setattr(memory, "_state", "on")
+    monkeypatch.setattr(memory, "release_freed_memory", lambda: released.append("trim"))
+    readings = iter([100, 140, 120,  # the first unit: its highest, 140, becomes the ceiling
+                     130, 150, 139, 141])
+    heap = memory.ResidentCeiling(resident=lambda: next(readings))
+    heap.start_unit()
+    for _ in range(3):
+        heap.after_batch()
+    heap.end_unit()
+    assert heap.ceiling == 140 and released == ["trim"]  # the start of the unit only
+    heap.start_unit()
+    marks = []
+    for _ in range(4):
+        before = len(released)
+        heap.after_batch()
+        marks.append(len(released) > before)
+    heap.end_unit()
+    assert marks == [False, True, False, True]
+    assert heap.ceiling == 140  # set once: a crept heap never raises it
+
+
+def test_a_ceiling_does_nothing_where_the_process_did_not_tune(monkeypatch):
+    monkeypatch.setattr(memory, "_state", f"off ({memory.ENV_VAR}=0)")
+    heap = memory.ResidentCeiling(resident=lambda: pytest.fail("read the resident memory without the tuning"))
+    heap.start_unit()
+    heap.after_batch()
+    heap.end_unit()
+    assert heap.ceiling is None

@@ -31,7 +31,7 @@ from roarfast.data.augment import Augment
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
 from roarfast.modes import mode_of
-from roarfast.common.memory import release_freed_memory
+from roarfast.common.memory import HAND_BACK_BATCH_BYTES, release_freed_memory
 from roarfast.common.progress import progress_bar
 from roarfast.recipe import Recipe, autocast
 from roarfast.train.fused import fused_forward_loss, member_logits, member_weights, stack_weights
@@ -410,7 +410,7 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
     members = len(loaders)
     correct = torch.zeros(members, dtype=torch.int64, device=device)
     shard = distributed()
-    # the training steps' freed blocks go back to the system before an evaluation, and each evaluation batch's
+    # the training steps' freed blocks go back to the system before an evaluation, and a large evaluation batch's
     # after it: a CPU process then holds one batch's blocks, not the holes of all it evaluated (roarfast.common.memory)
     release_freed_memory()
     for batches in zip(*(loader.batches(index, recipe.eval_batch_size, shard=shard) for loader in loaders)):
@@ -420,8 +420,10 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
             logits = tta_logits(model, x, tta, recipe.pad)
         logits = logits.unsqueeze(1) if members == 1 else member_logits(logits, members)
         correct += (logits.argmax(2) == y).sum(0)
+        large = x.nbytes >= HAND_BACK_BATCH_BYTES
         del batches, x, y, logits  # freed before the loaders make the next batch
-        release_freed_memory()
+        if large:
+            release_freed_memory()
     model.train(was_training)
     return [float(c) / max(1, index.shape[0]) for c in all_reduce_sum(correct)]
 
