@@ -172,35 +172,36 @@ def test_release_does_nothing_where_the_process_did_not_tune(monkeypatch):
     assert calls == [0]
 
 
-def test_a_long_runs_later_units_are_held_to_the_first_ones_peak(monkeypatch):
-    # the first chunk's batches set the ceiling; a later batch that ends above it hands the heap back, one below
-    # it does not (handing back after every batch would cost what the tuning saves)
-    released = []
-    monkeypatch.setattr(memory, "_state", "on")
-    monkeypatch.setattr(memory, "release_freed_memory", lambda: released.append("trim"))
-    readings = iter([100, 140, 120,  # the first unit: its highest, 140, becomes the ceiling
-                     130, 150, 139, 141])
-    heap = memory.ResidentCeiling(resident=lambda: next(readings))
-    heap.start_unit()
-    for _ in range(3):
-        heap.after_batch()
-    heap.end_unit()
-    assert heap.ceiling == 140 and released == ["trim"]  # the start of the unit only
-    heap.start_unit()
-    marks = []
-    for _ in range(4):
-        before = len(released)
-        heap.after_batch()
-        marks.append(len(released) > before)
-    heap.end_unit()
-    assert marks == [False, True, False, True]
-    assert heap.ceiling == 140  # set once: a crept heap never raises it
+
+class _Batches:
+    """A loader of `n` random 3x8x8 images in batches, as member_accuracies reads one."""
+
+    device = __import__("torch").device("cpu")
+
+    def __init__(self, n):
+        import torch
+        self.x, self.y = torch.randn(n, 3, 8, 8), torch.zeros(n, dtype=torch.int64)
+
+    def batches(self, index, batch_size, shard=(0, 1)):
+        for start in range(0, index.shape[0], batch_size):
+            rows = index[start:start + batch_size]
+            yield self.x[rows], self.y[rows]
 
 
-def test_a_ceiling_does_nothing_where_the_process_did_not_tune(monkeypatch):
-    monkeypatch.setattr(memory, "_state", f"off ({memory.ENV_VAR}=0)")
-    heap = memory.ResidentCeiling(resident=lambda: pytest.fail("read the resident memory without the tuning"))
-    heap.start_unit()
-    heap.after_batch()
-    heap.end_unit()
-    assert heap.ceiling is None
+@pytest.mark.parametrize("threshold, hand_backs", [(1, 1 + 3), (2**40, 1)])
+def test_an_evaluation_hands_back_after_its_large_batches_only(monkeypatch, threshold, hand_backs):
+    # before the first batch always (the training steps' blocks), after a batch only when its inputs are large:
+    # small batches keep their blocks for the next, which re-faulting would slow
+    import torch
+    from roarfast.recipe import Recipe
+    from roarfast.train import classifier
+
+    calls = []
+    monkeypatch.setattr(classifier, "release_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(classifier, "HAND_BACK_BATCH_BYTES", threshold)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+    loader = _Batches(12)
+    accuracy = classifier.member_accuracies(model, [loader], torch.arange(12), Recipe(eval_batch_size=5))
+    assert len(calls) == hand_backs  # 12 images in batches of 5: three batches
+    with torch.no_grad():  # and the batches freed early are still all counted
+        assert accuracy == [int((model(loader.x).argmax(1) == 0).sum()) / 12]

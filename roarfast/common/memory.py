@@ -79,50 +79,6 @@ def release_freed_memory() -> None:
 HAND_BACK_BATCH_BYTES = 64 * 2**20
 
 
-class ResidentCeiling:
-    """Holds a long run of like units (an extraction's chunks) to the resident memory its first unit needed.
-
-    Handing the heap back once a unit is not enough for a long extraction: its heap's span grows as blocks find no
-    hole of their size, and a chunk's batches touch pages across it, so the pages one chunk holds creep with the
-    chunks before it. Handing them back after every batch would cost what the tuning saves. Instead the first
-    unit's highest resident memory after a batch becomes the ceiling; later, a batch that ends above it hands the
-    free pages back. The ceiling is the work's own (its model, batch and chunk), so it does not grow with the
-    dataset; the hand-backs stay rare until the heap has crept. A no-op where this process did not tune glibc."""
-
-    def __init__(self, resident=None):
-        self.resident = resident or resident_bytes
-        self.ceiling = None
-        self._first = 0
-
-    def start_unit(self) -> None:
-        """Before a unit: the last one's free pages go back."""
-        release_freed_memory()
-
-    def after_batch(self) -> None:
-        """After each batch of a unit: measured in the first unit, held to its highest in later ones."""
-        if _state != "on":
-            return
-        now = self.resident()
-        if self.ceiling is None:
-            self._first = max(self._first, now)
-        elif now > self.ceiling:
-            release_freed_memory()
-
-    def end_unit(self) -> None:
-        """After a unit: the first one's highest becomes the ceiling."""
-        if self.ceiling is None and self._first:
-            self.ceiling = self._first
-
-
-def resident_bytes() -> int:
-    """This process's resident memory (Linux: /proc/self/statm), 0 where it cannot be read."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 @functools.cache
 def glibc():
     """The process's C library when it is glibc (Linux with GNU libc), else None."""

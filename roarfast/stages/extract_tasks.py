@@ -33,7 +33,7 @@ from roarfast.methods import ExplainBatch, compute_maps
 from roarfast.methods.compute import rank_maps
 from roarfast.methods.registry import resolve_methods
 from roarfast.methods.selection import Selection
-from roarfast.common.memory import ResidentCeiling
+from roarfast.common.memory import release_freed_memory
 from roarfast.common.plugins import OBJECT_PREFIX, named_imports, user_named
 from roarfast.stages.worker_view import check_view, driver_data, this_node
 
@@ -67,14 +67,12 @@ def explained_model(model, device):
 class Explainer:
     """What computes a chunk's ranks: the dataset, the model as extraction runs it with its compiled twin (or
     None), the Selection and its MethodParams, the images per pass, the device and whether maps are kept; a
-    loader per split, made at its first chunk (an in-memory split may be normalized whole, once), and the resident
-    memory its first chunk needed (roarfast.common.memory.ResidentCeiling)."""
+    loader per split, made at its first chunk (an in-memory split may be normalized whole, once)."""
 
     def __init__(self, ds, models: tuple, selection, params, batch_size: int, device, keep_maps: bool):
         self.ds, self.models, self.selection, self.params = ds, models, selection, params
         self.batch_size, self.device, self.keep_maps = batch_size, device, keep_maps
         self.loaders = {}
-        self.heaps = {}  # a ResidentCeiling per split: its loader's first chunk sets it
 
     def ranks(self, chunk: Chunk, on_batch=None) -> dict:
         """{method: (ranks, maps or None, NaN/Inf map values)} of `chunk`'s rows in order (CPU tensors), its
@@ -85,10 +83,9 @@ class Explainer:
         c = part.shape[0]
         reduction = self.selection.reduction
         groups = _model_groups(self.models, self.selection.only(chunk.methods))
-        # the previous chunk's blocks go back to the system first, and a batch that leaves more resident than the
-        # first chunk did hands them back too: a long extraction holds what one chunk needs (roarfast.common.memory)
-        heap = self.heaps.setdefault(chunk.split, ResidentCeiling())
-        heap.start_unit()
+        # the previous chunk's blocks go back to the system first, so that a chunk holds the pages it touches, not
+        # those of every chunk before it (roarfast.common.memory)
+        release_freed_memory()
         # a chunk's ranks (and maps) are made once, before its first batch, and filled batch by batch: one block a
         # chunk that lives as long as the chunk, not a list of pieces and their join
         row = (c, *part.shape[1:]) if reduction == "value" else tuple(part.shape[1:])
@@ -112,8 +109,6 @@ class Explainer:
                 on_batch(n)
             # freed before the loader makes the next batch, which then reuses their blocks
             del x, y, index, maps, unit_maps
-            heap.after_batch()
-        heap.end_unit()
         if done != shape[0]:  # an empty row would be written as ranks
             raise RuntimeError(f"the loader gave {done} of chunk {chunk.index}'s {shape[0]} rows")
         return {m: tuple(value) for m, value in out.items()}
