@@ -14,9 +14,10 @@ A heap that is never trimmed creeps over a long run, though: a block is reused o
 allocation that finds no hole of its size extends the heap, and the pages of every hole stay resident (an
 extraction at 224 px: 0.14 GiB in use in a heap spanning 1.7 GiB after 108 chunks). `release_freed_memory`
 hands the free pages back (glibc's `malloc_trim`, which also frees whole pages inside the heap, not just its
-top) where little is in use: before each extraction chunk, before an evaluation and after each evaluation
-batch. Those pages come back zero-filled on their next touch, once per chunk or evaluation batch rather than
-once per allocation.
+top) where little is in use: before each extraction chunk, before an evaluation and after each large
+evaluation batch (HAND_BACK_BATCH_BYTES). Those pages come back zero-filled on their next touch, once per chunk
+or evaluation batch rather than once per allocation. An extraction's heap still creeps, more slowly
+(benchmarks/RESULTS.md, "a heap handed back between units of work").
 
 Imports nothing heavy: the CLI calls it before torch loads.
 """
