@@ -198,7 +198,8 @@ def test_an_evaluation_hands_back_after_its_large_batches_only(monkeypatch, thre
 
     calls = []
     monkeypatch.setattr(classifier, "release_freed_memory", lambda: calls.append(1))
-    monkeypatch.setattr(classifier, "HAND_BACK_BATCH_BYTES", threshold)
+    monkeypatch.setattr(memory, "release_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(memory, "HAND_BACK_BATCH_BYTES", threshold)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
     loader = _Batches(12)
     accuracy = classifier.member_accuracies(model, [loader], torch.arange(12), Recipe(eval_batch_size=5))

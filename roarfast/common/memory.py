@@ -74,10 +74,17 @@ def release_freed_memory() -> None:
         glibc().malloc_trim(0)
 
 
-#: an evaluation batch whose inputs take fewer bytes keeps its blocks for the next batch: handing them back would
-#: re-fault them every batch (the embedded dataset's 32-px batches of 512: 6 MiB of inputs, evaluated in a fraction
-#: of a second), and two such batches' blocks are little memory; a 224-px batch of 512 images takes 294 MiB
+#: a batch whose inputs take fewer bytes keeps its blocks for the next batch: handing them back would re-fault them
+#: every batch (the embedded dataset's 32-px batches of 512: 6 MiB of inputs, evaluated in a fraction of a second),
+#: and two such batches' blocks are little memory; a 224-px batch of 512 images takes 294 MiB
 HAND_BACK_BATCH_BYTES = 64 * 2**20
+
+
+def release_after_batch(input_bytes: int) -> None:
+    """release_freed_memory after a batch whose inputs took `input_bytes`, where they were large enough
+    (HAND_BACK_BATCH_BYTES) that the next batch's blocks would not fit the holes they leave."""
+    if input_bytes >= HAND_BACK_BATCH_BYTES:
+        release_freed_memory()
 
 
 @functools.cache

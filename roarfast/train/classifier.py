@@ -31,7 +31,7 @@ from roarfast.data.augment import Augment
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
 from roarfast.modes import mode_of
-from roarfast.common.memory import HAND_BACK_BATCH_BYTES, release_freed_memory
+from roarfast.common.memory import release_after_batch, release_freed_memory
 from roarfast.common.progress import progress_bar
 from roarfast.recipe import Recipe, autocast
 from roarfast.train.fused import fused_forward_loss, member_logits, member_weights, stack_weights
@@ -420,10 +420,9 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
             logits = tta_logits(model, x, tta, recipe.pad)
         logits = logits.unsqueeze(1) if members == 1 else member_logits(logits, members)
         correct += (logits.argmax(2) == y).sum(0)
-        large = x.nbytes >= HAND_BACK_BATCH_BYTES
+        input_bytes = x.nbytes
         del batches, x, y, logits  # freed before the loaders make the next batch
-        if large:
-            release_freed_memory()
+        release_after_batch(input_bytes)
     model.train(was_training)
     return [float(c) / max(1, index.shape[0]) for c in all_reduce_sum(correct)]
 
