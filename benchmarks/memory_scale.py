@@ -94,12 +94,13 @@ print(json.dumps({"phases": peaks, "hwm": hwm, "train": len(ds.train), "val": le
 
 
 #: one process extracting a split `rounds` times over (`extract --force`, as many chunks as a larger dataset's):
-#: after each chunk written, its RSS, exact peak (VmHWM) and glibc's main heap (its span and the bytes in use), as
-#: JSON on its last line
+#: after each chunk written, its RSS, exact peak (VmHWM), glibc's main heap (its span and the bytes in use) and the
+#: block cache's counters, as JSON on its last line
 ROUNDS_TRACER = r"""
 import ctypes, json, re, sys
 run_dir, tree, model, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 from roarfast.cli import main
+from roarfast.common import memory
 from roarfast.store import writer
 
 class MallInfo2(ctypes.Structure):
@@ -115,7 +116,12 @@ def traced(self, *args, **kwargs):
     write_chunk(self, *args, **kwargs)
     status, heap = open("/proc/self/status").read(), libc.mallinfo2()
     kib = lambda name: int(re.search(name + r":\s+(\d+)", status).group(1)) * 1024
-    samples.append({"rss": kib("VmRSS"), "hwm": kib("VmHWM"), "heap": heap.arena, "in_use": heap.uordblks})
+    sample = {"rss": kib("VmRSS"), "hwm": kib("VmHWM"), "heap": heap.arena, "in_use": heap.uordblks}
+    # the block cache's large blocks (a checkout that has one): in use, kept cached, and how many were mapped
+    stats = getattr(memory, "block_cache_stats", dict)()
+    if stats.get("installed"):
+        sample.update(blocks=stats["in_use_bytes"], cached=stats["cached_bytes"], maps=stats["maps"])
+    samples.append(sample)
 
 writer.RankWriter.write_chunk = traced
 for _ in range(rounds):
@@ -233,15 +239,18 @@ def extraction_table(results: list) -> str:
 def rounds_table(results: list) -> str:
     """Markdown: per checkout, at the end of each round (and at a third of the first), the chunks written, the RSS,
     the peak RSS so far, the heap's span and the bytes in use in it."""
-    lines = ["| roarfast | chunks written | RSS MiB | peak RSS so far MiB | heap's span MiB | in use MiB |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| roarfast | chunks written | RSS MiB | peak RSS so far MiB | heap's span MiB | in use MiB | "
+             "block cache: in use / cached MiB, mappings |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for result in results:
         samples = result["samples"]
         per_round = len(samples) // result["rounds"]
         for end in sorted({max(1, per_round // 3), *range(per_round, len(samples) + 1, per_round)}):
             sample = samples[end - 1]
+            blocks = (f"{mib(sample['blocks'])} / {mib(sample['cached'])}, {sample['maps']}" if "blocks" in sample
+                      else "-")
             lines.append(f"| {result['checkout']} | {end} | {mib(sample['rss'])} | {mib(sample['hwm'])} | "
-                         f"{mib(sample['heap'])} | {mib(sample['in_use'])} |")
+                         f"{mib(sample['heap'])} | {mib(sample['in_use'])} | {blocks} |")
     return "\n".join(lines)
 
 def main():

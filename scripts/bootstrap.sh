@@ -85,9 +85,10 @@ build_extension() {  # compiles roarfast._C; its log is build/roarfast-build.log
     log "the extension build failed; the whole log is build/roarfast-build.log"
     return 1
   fi
-  sed -n '/roarfast build configuration/,/unity_units/p' build/roarfast-build.log >&2
-  compiled=$(grep -oE "csrc/[A-Za-z0-9_/]+\.cu" build/roarfast-build.log | sort -u | tr "\n" " " || true)
-  log "built in $((SECONDS - started)) s; CUDA sources compiled: ${compiled:-none}"
+  sed -n '/roarfast build configuration/,/cuda_unity_units/p' build/roarfast-build.log >&2
+  # the kernels compile as unity units (build/unity/unity_cuda_N.cu, each #including some of csrc's .cu files)
+  compiled=$(grep -oE "unity_cuda_[0-9]+\.cu" build/roarfast-build.log | sort -u | tr "\n" " " || true)
+  log "built in $((SECONDS - started)) s; CUDA units compiled: ${compiled:-none}"
   echo "$src_stamp cuda=$want_cuda" > "$VENV/.roarfast-build"
 }
 build_pid=

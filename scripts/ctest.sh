@@ -16,5 +16,5 @@ if [ ! -e /usr/include/gtest/gtest.h ]; then
 fi
 cmake -S . -B cmake-build -G Ninja -DPython3_EXECUTABLE="$PY" >/dev/null
 cmake --build cmake-build -j "${MAX_JOBS:-2}"
-ctest --test-dir cmake-build --output-on-failure
+ctest --test-dir cmake-build --output-on-failure -j "${MAX_JOBS:-2}"
 PYTHON="$PY" bash scripts/check_aarch64.sh

@@ -142,3 +142,6 @@ def test_the_extension_is_built_from_unity_units_covering_every_source():
     cpp = list((ROOT / "csrc").rglob("*.cpp"))
     assert config["sources"] - config["cu_sources"] == len(cpp)
     assert 1 <= config["unity_units"] <= len(cpp)
+    if config["cuda"]:  # the kernels too: every .cu in some unit
+        assert config["cu_sources"] == len(list((ROOT / "csrc").rglob("*.cu")))
+        assert 1 <= config["cuda_unity_units"] <= config["cu_sources"]

@@ -410,8 +410,9 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
     members = len(loaders)
     correct = torch.zeros(members, dtype=torch.int64, device=device)
     shard = distributed()
-    # the training steps' freed blocks go back to the system before an evaluation, and a large evaluation batch's
-    # after it: a CPU process then holds one batch's blocks, not the holes of all it evaluated (roarfast.common.memory)
+    # the training steps' freed blocks go back to the system before an evaluation, a large evaluation batch's after
+    # it, and the evaluation's at its end: a CPU process then holds one batch's blocks, not those of the training
+    # steps and of every batch it evaluated (roarfast.common.memory)
     release_freed_memory()
     for batches in zip(*(loader.batches(index, recipe.eval_batch_size, shard=shard) for loader in loaders)):
         x = batches[0][0] if members == 1 else torch.cat([x for x, _ in batches], 1)
@@ -423,6 +424,7 @@ def member_accuracies(model, loaders: list, index, recipe: Recipe, tta: int = 0)
         input_bytes = x.nbytes
         del batches, x, y, logits  # freed before the loaders make the next batch
         release_after_batch(input_bytes)
+    release_freed_memory()
     model.train(was_training)
     return [float(c) / max(1, index.shape[0]) for c in all_reduce_sum(correct)]
 

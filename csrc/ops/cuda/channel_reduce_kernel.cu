@@ -10,7 +10,7 @@
 namespace roarfast {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kReduceThreads = 256;
 
 template <typename scalar_t>
 __global__ void reduce_channels_kernel(const scalar_t* __restrict__ scores, float* __restrict__ out, int64_t units,
@@ -30,11 +30,11 @@ at::Tensor reduce_channels_cuda(const at::Tensor& scores_in, c10::string_view re
   at::Tensor out = at::empty(plan.out_sizes, scores.options().dtype(at::kFloat));
   const int64_t units = plan.batch * plan.plane;
   if (units == 0) return out;
-  const int64_t resident = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kThreads;
-  const int grid = static_cast<int>(std::min((units + kThreads - 1) / kThreads, resident * 4));
+  const int64_t resident = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kReduceThreads;
+  const int grid = static_cast<int>(std::min((units + kReduceThreads - 1) / kReduceThreads, resident * 4));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, scores.scalar_type(), "reduce_channels_cuda", [&] {
-    reduce_channels_kernel<<<grid, kThreads, 0, stream>>>(scores.const_data_ptr<scalar_t>(), out.data_ptr<float>(),
+    reduce_channels_kernel<<<grid, kReduceThreads, 0, stream>>>(scores.const_data_ptr<scalar_t>(), out.data_ptr<float>(),
                                                           units, plan.channels, plan.plane, plan.reduce);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });

@@ -12,7 +12,7 @@
 namespace roarfast {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kEnsembleThreads = 256;
 
 template <typename scalar_t>
 __global__ void ensemble_update_kernel(const scalar_t* __restrict__ grads, int64_t n, int64_t elems, int64_t count,
@@ -31,8 +31,8 @@ __global__ void ensemble_finalize_kernel(const float* __restrict__ mean, const f
 }
 
 int grid_for(int64_t total) {
-  const int64_t resident = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kThreads;
-  return static_cast<int>(std::max<int64_t>(1, std::min((total + kThreads - 1) / kThreads, resident * 4)));
+  const int64_t resident = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kEnsembleThreads;
+  return static_cast<int>(std::max<int64_t>(1, std::min((total + kEnsembleThreads - 1) / kEnsembleThreads, resident * 4)));
 }
 
 }  // namespace
@@ -45,7 +45,7 @@ void ensemble_update_cuda(at::Tensor& mean, at::Tensor& m2, int64_t count, const
   const at::Tensor grads = grads_in.contiguous();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grads.scalar_type(), "ensemble_update_cuda", [&] {
-    ensemble_update_kernel<<<grid_for(elems), kThreads, 0, stream>>>(grads.const_data_ptr<scalar_t>(), n, elems, count,
+    ensemble_update_kernel<<<grid_for(elems), kEnsembleThreads, 0, stream>>>(grads.const_data_ptr<scalar_t>(), n, elems, count,
                                                                       mean.data_ptr<float>(), m2.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
@@ -59,7 +59,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ensemble_finalize_cuda(const at::
   at::Tensor sg_sq = at::empty(plan.out_sizes, mean.options());
   at::Tensor var = at::empty(plan.out_sizes, mean.options());
   if (plan.units == 0) return {sg, sg_sq, var};
-  ensemble_finalize_kernel<<<grid_for(plan.units), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+  ensemble_finalize_kernel<<<grid_for(plan.units), kEnsembleThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
       mean.const_data_ptr<float>(), m2.const_data_ptr<float>(), count, plan.units, plan.channels, plan.plane,
       plan.reduce, sg.data_ptr<float>(), sg_sq.data_ptr<float>(), var.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

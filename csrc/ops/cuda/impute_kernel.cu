@@ -15,7 +15,7 @@
 namespace roarfast {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kImputeThreads = 256;
 constexpr int kSolveThreads = 256;  // one block per plane; a multiple of the warp size
 
 // The sum of every thread's v, returned to every thread of the block (same order everywhere, so the
@@ -155,11 +155,11 @@ at::Tensor impute_stencil_cuda(const at::Tensor& v, const at::Tensor& removed) {
   at::Tensor out = at::zeros_like(plan.v, at::MemoryFormat::Contiguous);
   const int64_t total = out.numel();
   if (total == 0) return out;
-  const int grid = static_cast<int>(std::max<int64_t>(1, std::min((total + kThreads - 1) / kThreads,
-                                                                  resident_blocks(kThreads) * 4)));
+  const int grid = static_cast<int>(std::max<int64_t>(1, std::min((total + kImputeThreads - 1) / kImputeThreads,
+                                                                  resident_blocks(kImputeThreads) * 4)));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(plan.v.scalar_type(), "impute_stencil_cuda", [&] {
-    impute_stencil_kernel<<<grid, kThreads, 0, stream>>>(plan.v.const_data_ptr<scalar_t>(),
+    impute_stencil_kernel<<<grid, kImputeThreads, 0, stream>>>(plan.v.const_data_ptr<scalar_t>(),
                                                          plan.removed.const_data_ptr<bool>(),
                                                          out.data_ptr<scalar_t>(), total, plan.channels,
                                                          plan.height, plan.width);

@@ -19,7 +19,7 @@
 namespace roarfast {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kMaskThreads = 256;
 constexpr int64_t kMaxLutChannels = 32;  // 32 tables of 256 floats: 32 KiB, under the 48 KiB default
 
 // V elements of T moved by one aligned vector access (16 bytes of uint8 images; ranks and outputs follow).
@@ -152,12 +152,12 @@ struct Launch {
   dim3 block;
 };
 
-// Blocks of kThreads shaped to the image: x covers an image's groups (a warp's multiple), y the
+// Blocks of kMaskThreads shaped to the image: x covers an image's groups (a warp's multiple), y the
 // images (several small images per block); at most 4 waves of resident blocks, grid-stride beyond.
 Launch launch_for(int64_t groups, int64_t batch) {
-  const int64_t bx = groups >= kThreads ? kThreads : std::max<int64_t>(32, (groups + 31) / 32 * 32);
-  const int64_t by = kThreads / bx;
-  const int64_t cap = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kThreads * 4;
+  const int64_t bx = groups >= kMaskThreads ? kMaskThreads : std::max<int64_t>(32, (groups + 31) / 32 * 32);
+  const int64_t by = kMaskThreads / bx;
+  const int64_t cap = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kMaskThreads * 4;
   const int64_t gx = std::min((groups + bx - 1) / bx, cap);
   const int64_t gy = std::max<int64_t>(1, std::min({(batch + by - 1) / by, int64_t{65535}, std::max<int64_t>(1, cap / gx)}));
   return {dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by))};

@@ -11,7 +11,7 @@
 namespace roarfast {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kNoiseThreads = 256;
 
 template <typename scalar_t>
 __global__ void noise_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ dst,
@@ -38,11 +38,11 @@ at::Tensor noise_cuda(const at::Tensor& x, int64_t n, double noise_level, int64_
   NoisePlan plan = plan_noise(x, n, noise_level, seed, offset, seeds);
   if (plan.out.numel() == 0) return plan.out;
   const int64_t total_groups = n * plan.batch * plan.groups;
-  const int64_t resident = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kThreads;
-  const int grid = static_cast<int>(std::min((total_groups + kThreads - 1) / kThreads, resident * 4));
+  const int64_t resident = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 2048 / kNoiseThreads;
+  const int grid = static_cast<int>(std::min((total_groups + kNoiseThreads - 1) / kNoiseThreads, resident * 4));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.x.scalar_type(), "noise_cuda", [&] {
-    noise_kernel<<<grid, kThreads, 0, stream>>>(plan.x.const_data_ptr<scalar_t>(), plan.out.data_ptr<scalar_t>(),
+    noise_kernel<<<grid, kNoiseThreads, 0, stream>>>(plan.x.const_data_ptr<scalar_t>(), plan.out.data_ptr<scalar_t>(),
                                                 plan.sigma.const_data_ptr<float>(),
                                                 plan.seeds.defined() ? plan.seeds.const_data_ptr<int64_t>() : nullptr,
                                                 plan.batch, plan.image_elems,
