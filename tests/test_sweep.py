@@ -72,24 +72,37 @@ def test_grid_expands_cells_with_controls_and_presets_hold_the_paper_study():
     assert sum(c.control for c in paper.cells()) == 700
 
 
-def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path):
-    run_dir = copy_of(prepared, tmp_path)
-    result = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
-    assert result.returncode == 0, result.stderr
+@pytest.fixture(scope="module")
+def uninterrupted(prepared, tmp_path_factory) -> dict:
+    """The grid planned (a dry run), swept here without interruption, cells trained one at a time with the
+    defaults, then planned again: {"run_dir" (to read, not to change), "planned", "swept", "again"} (the commands'
+    results)."""
+    run_dir = copy_of(prepared, tmp_path_factory.mktemp("uninterrupted"), "reference")
+    planned = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    written_by_the_plan = results(run_dir).exists()
+    swept = cli("sweep", "--run-dir", str(run_dir), *GRID)
+    assert swept.returncode == 0, swept.stderr
+    again = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
+    return {"run_dir": run_dir, "planned": planned, "written_by_the_plan": written_by_the_plan, "swept": swept,
+            "again": again}
+
+
+def test_dry_run_plans_without_writing_then_reports_progress(uninterrupted):
+    run_dir, result = uninterrupted["run_dir"], uninterrupted["planned"]
     assert f"done: 0, to do: {CELLS}" in result.stdout
     assert re.search(r"ETA: \S+: cells \S+ \(a (step measured|training here)", result.stdout), result.stdout
-    assert not results(run_dir).exists()
+    assert not uninterrupted["written_by_the_plan"]
     # 1 epoch of 384 images is a few optimizer steps: the dry run warns, and the sweep says so again before training
     assert "the cells would train" in result.stdout, result.stdout
-    result = cli("sweep", "--run-dir", str(run_dir), *GRID)
-    assert result.returncode == 0, result.stderr
+    result = uninterrupted["swept"]
     assert re.search(r"^\[sweep\] warning: the cells would train \d+ optimizer steps", result.stdout, re.M), result.stdout
     finished = [LINE.match(line).group(1) for line in result.stdout.splitlines() if LINE.match(line)]
     assert len(finished) == CELLS and "sobel roar-mask 0.5 seed 0" in finished
     # the sweep's ETA starts from the dry run's estimate: known before the first cell, and after every one
     assert re.search(r"\[sweep\] ETA: \S+ \(estimated from the step times kept on this machine", result.stdout)
     assert "ETA unknown" not in result.stdout and "ETA: unknown" not in result.stdout, result.stdout
-    again = cli("sweep", "--run-dir", str(run_dir), *GRID, "--dry-run")
+    again = uninterrupted["again"]
     assert f"done: {CELLS}, to do: 0" in again.stdout and "ETA: 0s (nothing left to do)" in again.stdout
     # every row records what its control's leakage test needs, so the report never opens the dataset for it
     labels = load_dataset("embedded", num_train=384, num_test=128).test.labels.tolist()
@@ -99,11 +112,10 @@ def test_dry_run_plans_without_writing_then_reports_progress(prepared, tmp_path)
 
 
 @pytest.mark.parametrize("group", [[], ["--group-size", "3"]], ids=["alone", "groups-of-3"])
-def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuracies(prepared, tmp_path, group):
+def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuracies(prepared, uninterrupted, tmp_path,
+                                                                                   group):
     """Killed while a cell (or a group of cells trained together) trains, after one finished: the rerun trains
     what is left, and every row equals the uninterrupted run's, cells trained one at a time."""
-    reference = copy_of(prepared, tmp_path, "reference")
-    assert cli("sweep", "--run-dir", str(reference), *GRID).returncode == 0
     run_dir = copy_of(prepared, tmp_path, "killed")
     proc = subprocess.Popen([sys.executable, "-m", "roarfast.cli", "sweep", "--run-dir", str(run_dir), *GRID, *group],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -123,7 +135,7 @@ def test_kill_9_then_rerun_gives_one_row_per_cell_and_the_uninterrupted_accuraci
         assert 0 < len(db.rows(status="done")) < CELLS
     result = cli("sweep", "--run-dir", str(run_dir), *GRID, *group)
     assert result.returncode == 0, result.stderr
-    assert accuracies(run_dir) == accuracies(reference)
+    assert accuracies(run_dir) == accuracies(uninterrupted["run_dir"])
 
 
 def test_two_sweeps_split_the_grid_and_never_train_a_cell_twice(prepared, tmp_path):
@@ -163,10 +175,9 @@ def test_two_sweeps_on_a_fresh_run_directory_build_the_base_model_and_the_ranks_
     assert len(accuracies(run_dir)) == 2 * 2  # random and grad x 2 seeds, one row each
 
 
-def test_ray_executor_gives_the_local_rows_with_the_defaults(prepared, tmp_path):
+def test_ray_executor_gives_the_local_rows_with_the_defaults(prepared, uninterrupted, tmp_path):
     pytest.importorskip("ray")
-    local = copy_of(prepared, tmp_path, "local")
-    assert cli("sweep", "--run-dir", str(local), *GRID).returncode == 0
+    local = uninterrupted["run_dir"]
     on_ray = copy_of(prepared, tmp_path, "ray")
     result = cli("sweep", "--run-dir", str(on_ray), *GRID, "--executor", "ray")  # no --cpus-per-cell
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

@@ -18,6 +18,14 @@ void* map_block(std::size_t bytes) {
   return block == MAP_FAILED ? nullptr : block;
 }
 
+// `block` (of `had` bytes) made `bytes` long, its pages kept (mremap moves them if it must); a new block if it cannot
+void* resize_block(void* block, std::size_t had, std::size_t bytes) {
+  void* moved = mremap(block, had, bytes, MREMAP_MAYMOVE);
+  if (moved != MAP_FAILED) return moved;
+  munmap(block, had);
+  return map_block(bytes);
+}
+
 }  // namespace
 
 std::size_t BlockCache::size_class(std::size_t bytes) {
@@ -56,37 +64,26 @@ void* BlockCache::take(std::size_t bytes) {
   if (exact != by_class_.end()) {
     block = pop_locked(exact, true);
     stats_.cached_bytes -= cls;
+    stats_.cached_blocks -= 1;
     stats_.hits += 1;
-  } else if (!by_class_.empty() && !within_bound_locked(cls)) {
-    // a new block would take what is mapped past the bound: the nearest cached block is resized instead, the
-    // smallest larger one (it gives its tail back) or else the largest (it grows by the missing pages only)
-    auto nearest = by_class_.lower_bound(cls);
-    if (nearest == by_class_.end()) nearest = std::prev(by_class_.end());
-    const std::size_t had = nearest->first;
-    void* old = pop_locked(nearest, true);
-    stats_.cached_bytes -= had;
-    stats_.cached_blocks -= 1;
-    lock.unlock();  // the system call need not hold up other threads' takes and gives
-    block = mremap(old, had, cls, MREMAP_MAYMOVE);
-    if (block == MAP_FAILED) {
-      munmap(old, had);
-      block = map_block(cls);
-    }
-    lock.lock();
-    if (block == nullptr) return nullptr;
-    stats_.resizes += 1;
-    stats_.in_use_bytes += cls;
-    stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
-    return block;
-  }
-  if (block != nullptr) {
-    stats_.cached_blocks -= 1;
   } else {
-    lock.unlock();  // a new mapping outside the lock, as above
-    block = map_block(cls);
+    void* old = nullptr;
+    std::size_t had = 0;
+    if (!by_class_.empty() && !within_bound_locked(cls)) {
+      // a new block would take what is mapped past the bound: the nearest cached block is resized instead, the
+      // smallest larger one (it gives its tail back) or else the largest (it grows by the missing pages only)
+      auto nearest = by_class_.lower_bound(cls);
+      if (nearest == by_class_.end()) nearest = std::prev(by_class_.end());
+      had = nearest->first;
+      old = pop_locked(nearest, true);
+      stats_.cached_bytes -= had;
+      stats_.cached_blocks -= 1;
+    }
+    lock.unlock();  // the system calls need not hold up other threads' takes and gives
+    block = old == nullptr ? map_block(cls) : resize_block(old, had, cls);
     lock.lock();
     if (block == nullptr) return nullptr;
-    stats_.maps += 1;
+    (old == nullptr ? stats_.maps : stats_.resizes) += 1;
   }
   stats_.in_use_bytes += cls;
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
