@@ -39,7 +39,7 @@ struct BlockCacheStats {
   std::uint64_t hits = 0;         // takes served from the cache
   std::uint64_t maps = 0;         // takes that mapped a new block
   std::uint64_t resizes = 0;      // takes that resized a cached block of another class
-  std::uint64_t unmaps = 0;       // blocks unmapped (evicted, released, or over the bound when given back)
+  std::uint64_t unmaps = 0;       // cached blocks unmapped (the oldest past the bound, or by release())
 };
 
 class BlockCache {

@@ -8,7 +8,7 @@
 //
 // Operators (namespace roarfast_memory, apart from the kernels: `roarfast doctor` lists those):
 //   install_cpu_block_cache(int min_bytes) -> bool   (true when torch's CPU allocator is now this one)
-//   cpu_block_cache_stats() -> int[]                  (see stats_list below)
+//   cpu_block_cache_stats() -> int[]                  (named in order by memory.py's BLOCK_CACHE_STATS)
 //   release_cpu_block_cache() -> int                  (bytes unmapped)
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>

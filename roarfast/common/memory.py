@@ -79,7 +79,7 @@ def keep_freed_memory() -> str:
 
 
 def _apply() -> str:
-    if os.environ.get(ENV_VAR, "1").strip().lower() in ("0", "false", "off", "no"):
+    if _turned_off(ENV_VAR):
         return f"off ({ENV_VAR}={os.environ[ENV_VAR]})"
     libc = glibc()
     if libc is None:
@@ -97,8 +97,13 @@ def _apply() -> str:
     return "on"
 
 
+def _turned_off(name: str) -> bool:
+    """Whether the environment variable `name` says 0 / false / off / no (unset: on)."""
+    return os.environ.get(name, "1").strip().lower() in ("0", "false", "off", "no")
+
+
 def _block_cache_wanted() -> bool:
-    return os.environ.get(BLOCK_CACHE_ENV_VAR, "1").strip().lower() not in ("0", "false", "off", "no")
+    return not _turned_off(BLOCK_CACHE_ENV_VAR)
 
 
 def cache_large_blocks() -> str:
