@@ -6,6 +6,7 @@ never used; no room on the cache's disk, or a link at an entry's place, skips th
 import json
 import logging
 import os
+import shutil
 
 from pathlib import Path
 
@@ -32,10 +33,18 @@ def _tree(root, per_class=(7, 3), ext="jpg", size=16):
     return root
 
 
+def _disk(monkeypatch, total, free):
+    """The cache's disk, as room_for sees it, of `total` bytes with `free` of them free."""
+    monkeypatch.setattr(canvas_cache.shutil, "disk_usage",
+                        lambda path: shutil._ntuple_diskusage(total, total - free, free))
+
+
 @pytest.fixture
 def decoded(tmp_path, monkeypatch):
-    """The cache in tmp_path/cache; returns the list of split folders decoded into memory, one entry per decode."""
+    """The cache in tmp_path/cache, on a disk with room for it whatever the test machine's disk holds (CI's was
+    nine tenths full); returns the list of split folders decoded into memory, one entry per decode."""
     monkeypatch.setenv("ROARFAST_CACHE_DIR", str(tmp_path / "cache"))
+    _disk(monkeypatch, 1 << 40, 1 << 39)
     return split_calls(monkeypatch, "decode_split")
 
 
@@ -174,17 +183,25 @@ def test_a_damaged_entry_is_noted_and_decoded_again(tmp_path, decoded, caplog, d
     assert len(decoded) == 3
 
 
-def test_no_room_on_the_disk_skips_the_cache_in_one_line(tmp_path, decoded, monkeypatch, caplog):
-    import shutil
+@pytest.mark.parametrize("total, free, fits", [
+    (50 << 30, (5 << 30) + (1 << 20), True),  # a small disk: a tenth of it (5 GiB) stays free
+    (50 << 30, (5 << 30) - (1 << 20), False),
+    (2 << 40, 16 << 30, True),  # a large one nine tenths full (as CI's was): 8 GiB stays free, not 200 GiB
+    (2 << 40, 8 << 30, False),
+])
+def test_the_cache_leaves_a_tenth_of_its_disk_free_at_most_8_gib(tmp_path, monkeypatch, total, free, fits):
+    monkeypatch.setenv("ROARFAST_CACHE_DIR", str(tmp_path / "cache"))
+    _disk(monkeypatch, total, free)
+    assert canvas_cache.room_for(1 << 20, "a tree") is fits
 
+
+def test_no_room_on_the_disk_skips_the_cache_in_one_line(tmp_path, decoded, monkeypatch, caplog):
     root = _tree(tmp_path / "tree")
-    total = shutil.disk_usage(tmp_path).total
-    monkeypatch.setattr(canvas_cache.shutil, "disk_usage",
-                        lambda path: shutil._ntuple_diskusage(total, total - 1000, 1000))
+    _disk(monkeypatch, 50 << 30, 1000)
     with caplog.at_level(logging.WARNING):
         first = _load(root)
     notes = [r.getMessage() for r in caplog.records if "not cached" in r.getMessage()]
-    assert len(notes) == 1 and "the cache leaves 10% of its disk free" in notes[0] and "ROARFAST_CACHE_DIR" in notes[0]
+    assert len(notes) == 1 and "leaves 5,120 MiB of its disk free" in notes[0] and "ROARFAST_CACHE_DIR" in notes[0]
     assert _entries(tmp_path) == []
     _same(_load(root), first)
     assert decoded == ["train", "val"] * 2  # decoded again each time

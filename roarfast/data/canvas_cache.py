@@ -20,8 +20,9 @@ found mid-run could only stop the run. The map is copy-on-write, so nothing writ
 file, and the file is only ever replaced whole (a new file renamed over it), so a mapped file never changes
 under a reader once checked.
 
-Written only where it fits: the cache never leaves less than DISK_RESERVE of its disk free; otherwise, or when
-its folder cannot be written, one line says the canvases are not cached (the next command decodes again).
+Written only where it fits: the cache never leaves less than disk_reserve() of its disk free (a tenth of the
+disk, at most 8 GiB); otherwise, or when its folder cannot be written, one line says the canvases are not cached
+(the next command decodes again).
 """
 
 import logging
@@ -42,8 +43,11 @@ log = logging.getLogger(__name__)
 KIND = "imagefolder-canvas"
 ARRAY_SUFFIX = ".u8"
 #: share of the cache's disk a write never takes: a cache that filled the disk would fail the run directory's
-#: own writes, which matter more than a faster next load
-DISK_RESERVE = 0.1
+#: own writes, which matter more than a faster next load ...
+DISK_RESERVE_SHARE = 0.1
+#: ... up to this many bytes: a tenth of a large shared disk (200 GB of 2 TB) would refuse a 1-MiB entry with tens
+#: of GB free, and the run directory's large writes check their own room (roarfast.common.atomic.check_writable)
+DISK_RESERVE_CAP = 8 << 30
 #: bytes hashed per call: large enough to run at xxh3's full speed, small enough to keep the pages it touches few
 _BLOCK = 64 << 20
 
@@ -57,18 +61,25 @@ def array_digest(array: np.ndarray) -> str:
     return digest.hexdigest()
 
 
+def disk_reserve(total: int) -> int:
+    """Bytes the cache leaves free on a disk of `total` bytes: a tenth of it, at most DISK_RESERVE_CAP."""
+    return min(int(DISK_RESERVE_SHARE * total), DISK_RESERVE_CAP)
+
+
 def room_for(nbytes: int, what: str) -> bool:
-    """Whether `nbytes` of canvases fit the cache's disk with DISK_RESERVE of it left free; when not, one line
+    """Whether `nbytes` of canvases fit the cache's disk with disk_reserve() of it left free; when not, one line
     says so (naming `what`) and nothing is cached."""
     folder = cache.cache_root()
     while not folder.exists() and folder != folder.parent:  # the cache may not be made yet: its disk is the nearest
         folder = folder.parent
     usage = shutil.disk_usage(folder)
-    if usage.free - nbytes >= DISK_RESERVE * usage.total:
+    reserve = disk_reserve(usage.total)
+    if usage.free - nbytes >= reserve:
         return True
-    log.warning("note: the decoded canvases of %s (%s) are not cached: %s has %s free, and the cache leaves %d%% of "
-                "its disk free; the next command decodes them again (free space, or set ROARFAST_CACHE_DIR to "
-                "another disk)", what, _mib(nbytes), folder, _mib(usage.free), round(DISK_RESERVE * 100))
+    log.warning("note: the decoded canvases of %s (%s) are not cached: %s has %s free, and the cache leaves %s of "
+                "its disk free (a tenth of it, at most %s); the next command decodes them again (free space, or "
+                "set ROARFAST_CACHE_DIR to another disk)", what, _mib(nbytes), folder, _mib(usage.free),
+                _mib(reserve), _mib(DISK_RESERVE_CAP))
     return False
 
 
