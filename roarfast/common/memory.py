@@ -26,8 +26,9 @@ takes the last one's blocks, pages already faulted in; freeing leaves no hole; a
 1.5 times the peak of the bytes in use since the cache was last emptied (past it, a cached block is resized to the
 size asked for). Other libraries' large blocks are then mapped on their own by glibc (MMAP_THRESHOLD), so none
 leaves a hole in the heap either. `release_freed_memory` empties the cache (before and after an evaluation:
-training and evaluation use other shapes; and after a large evaluation batch); `trim_heap` leaves it (between extraction chunks, whose batches repeat
-the same shapes). ROARFAST_BLOCK_CACHE=0 keeps torch's own allocator (for comparison).
+training and evaluation use other shapes; and after a large evaluation batch); `trim_heap` leaves it (between
+extraction chunks, whose batches repeat the same shapes). ROARFAST_BLOCK_CACHE=0 keeps torch's own allocator (for
+comparison).
 
 Imports nothing heavy: the CLI calls it before torch loads.
 """
@@ -47,7 +48,9 @@ BLOCK_CACHE_ENV_VAR = "ROARFAST_BLOCK_CACHE"
 #: gradients: MiBs at 224 px, hundreds of KiB at 32 px); smaller ones stay on the heap, whose holes they fit
 BLOCK_CACHE_MIN_BYTES = 256 * 2**10
 #: with the block cache, glibc maps blocks of this size and up on their own (a torch block just under the cache's
-#: minimum, with its 64-byte header, stays below it)
+#: minimum, with its 64-byte header, stays below it). DALI's per-image scratch at 224 px (1 and 2.3 MiB) is then
+#: mapped afresh for each image, 7% of that extraction's time; a 4-MiB threshold kept it on the heap, 8% faster but
+#: with a 105-170 MiB higher peak (benchmarks/RESULTS.md), so the threshold stays here
 MMAP_THRESHOLD = BLOCK_CACHE_MIN_BYTES + 4096
 #: what torch.ops.roarfast_memory.cpu_block_cache_stats() returns, in its order (csrc/memory/cpu_allocator.cpp)
 BLOCK_CACHE_STATS = ("installed", "min_bytes", "in_use_bytes", "peak_in_use_bytes", "cached_bytes",
