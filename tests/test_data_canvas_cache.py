@@ -41,8 +41,8 @@ def _disk(monkeypatch, total, free):
 
 @pytest.fixture
 def decoded(tmp_path, monkeypatch):
-    """The cache in tmp_path/cache, on a disk with room for it whatever the test machine's disk holds (CI's was
-    nine tenths full); returns the list of split folders decoded into memory, one entry per decode."""
+    """The cache in tmp_path/cache, on a disk with room for it whatever the test machine's disk holds (CI's had
+    16 GiB free, under a tenth of it); returns the list of split folders decoded into memory, one per decode."""
     monkeypatch.setenv("ROARFAST_CACHE_DIR", str(tmp_path / "cache"))
     _disk(monkeypatch, 1 << 40, 1 << 39)
     return split_calls(monkeypatch, "decode_split")
@@ -186,7 +186,7 @@ def test_a_damaged_entry_is_noted_and_decoded_again(tmp_path, decoded, caplog, d
 @pytest.mark.parametrize("total, free, fits", [
     (50 << 30, (5 << 30) + (1 << 20), True),  # a small disk: a tenth of it (5 GiB) stays free
     (50 << 30, (5 << 30) - (1 << 20), False),
-    (2 << 40, 16 << 30, True),  # a large one nine tenths full (as CI's was): 8 GiB stays free, not 200 GiB
+    (2 << 40, 16 << 30, True),  # a large one nearly full (16 GiB free, as on CI): 8 GiB stays free, not 200
     (2 << 40, 8 << 30, False),
 ])
 def test_the_cache_leaves_a_tenth_of_its_disk_free_at_most_8_gib(tmp_path, monkeypatch, total, free, fits):
