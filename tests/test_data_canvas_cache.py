@@ -6,9 +6,9 @@ never used; no room on the cache's disk, or a link at an entry's place, skips th
 import json
 import logging
 import os
-import shutil
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -34,9 +34,10 @@ def _tree(root, per_class=(7, 3), ext="jpg", size=16):
 
 
 def _disk(monkeypatch, total, free):
-    """The cache's disk, as room_for sees it, of `total` bytes with `free` of them free."""
-    monkeypatch.setattr(canvas_cache.shutil, "disk_usage",
-                        lambda path: shutil._ntuple_diskusage(total, total - free, free))
+    """The cache's disk, as room_for sees it, of `total` bytes with `free` of them free (for canvas_cache only:
+    the rest of roarfast, the run directory's write checks included, still sees the real disk)."""
+    usage = SimpleNamespace(total=total, used=total - free, free=free)
+    monkeypatch.setattr(canvas_cache, "shutil", SimpleNamespace(disk_usage=lambda path: usage))
 
 
 @pytest.fixture
