@@ -43,7 +43,8 @@ def line(what: str, verified, unverified) -> None:
 
 
 def results(root: Path) -> None:
-    from roarfast.results import RETRAIN, MeasurementKey, ResultsDB, db
+    from roarfast.measurements import db
+    from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
     path = root / "results.sqlite"
     with ResultsDB(path) as out:
@@ -75,7 +76,7 @@ def results(root: Path) -> None:
 def checkpoints(root: Path) -> None:
     from safetensors.torch import load_file
 
-    from roarfast.rundir.checkpoint import checkpoint_sha256, load_checkpoint, recorded_model, save_checkpoint
+    from roarfast.records.checkpoint import checkpoint_sha256, load_checkpoint, recorded_model, save_checkpoint
     from roarfast.common.fingerprint import sha256_file
     from roarfast.models import build_model
 

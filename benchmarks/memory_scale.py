@@ -137,7 +137,7 @@ def prepare(out: Path, images: int, side: int, model: str) -> Path:
     import torch
 
     import scale_run
-    from roarfast.rundir.checkpoint import weights_bytes
+    from roarfast.records.checkpoint import weights_bytes
 
     tree, run = out / f"tree-{images}-{side}", out / f"run-{images}-{side}-{model.replace(':', '_')}"
     scale_run.generate_tree(tree, images, side)

@@ -164,7 +164,7 @@ def main():
     sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
     import torch
 
-    from roarfast.rundir.checkpoint import weights_bytes
+    from roarfast.records.checkpoint import weights_bytes
 
     log = out / "scale.log"
     log.write_text("")

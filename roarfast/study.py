@@ -30,7 +30,7 @@ from roarfast.stages.extract import ExtractOptions
 from roarfast.stages.fill_leakage import FillLeakageOptions, run_fill_leakage
 from roarfast.fills import DEFAULT_FILL, ROAD_FILL
 from roarfast.planning.grid import preset_grid
-from roarfast.rundir.head import set_command
+from roarfast.records.head import set_command
 from roarfast.rundir.inventory import listing
 from roarfast.rundir.labels import check_name
 from roarfast.methods.selection import Selection
@@ -39,13 +39,13 @@ from roarfast.common.options import check_positive, check_seed, check_types, par
 from roarfast.common.plugins import user_named
 from roarfast.planning.preview import preview_sweep
 from roarfast.models.probe import checked_model
-from roarfast.execution.base import Executor
+from roarfast.stages.executor import Executor
 from roarfast.execution.ray_cluster import ray_options
 from roarfast.execution.registry import make_executor
 from roarfast.report import write_report
 from roarfast.results import load
 from roarfast.rundir.directory import RunDir
-from roarfast.stages.sweep import run_sweep
+from roarfast.orchestration.sweep import run_sweep
 
 
 def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs, recipe,
@@ -103,7 +103,7 @@ class Study:
             base model of `model` (default: the dataset's) instead of training one, as `train --weights`: run()
             adopts it first; its ranks and cells go on from it.
         executor: "local" or "ray" (the ranks' chunks and the cells as tasks on a Ray cluster), as --executor; or
-            an Executor object (roarfast.execution.base: another backend).
+            an Executor object (roarfast.stages.executor: another backend).
         ray: the cluster and each task's resources, a roarfast.execution.ray_cluster.RayOptions or a dict of its fields
             (address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell): the ray executor's options.
         trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
@@ -231,7 +231,7 @@ class Study:
         whether it is reused (by id) or trained beside those kept, the ranks to extract and those reused, the grid, the cells done and to do in the run directory, and
         each stage's images, bytes on disk, peak memory and time, on this device or `plan_device` (as
         --plan-device), shared by `workers` workers (as --plan-workers); steps are measured once per machine
-        (roarfast.planning.step_times)."""
+        (roarfast.stages.step_times)."""
         with self._records():
             return preview_sweep(RunDir(self.run_dir), self.grid, self.selection, dataset_obj=self.dataset,
                                  device=self.device, seed=self.seed, extract_options=self.extract_options,

@@ -113,7 +113,7 @@ if [ -n "$build_pid" ] && ! wait "$build_pid"; then
 fi
 # A dry run's records of this machine: the default sweep's model traced once (its FLOPs and saved activations:
 # counting them on the meta device loads torch's compiler, seconds) and its steps timed, written to the cache that
-# every later dry run reads (roarfast/planning/step_times.py), so that a user's first dry run answers from them. Again when
+# every later dry run reads (roarfast/stages/step_times.py), so that a user's first dry run answers from them. Again when
 # the sources or the build change; a failure here only costs that speed, and says so.
 steps_stamp=$( (cat "$VENV/.roarfast-build"; find roarfast -name '*.py' | sort | xargs cat) | sha256sum | cut -c1-16)
 if [ "$(cat "$VENV/.roarfast-steps" 2>/dev/null)" != "$steps_stamp" ]; then

@@ -14,7 +14,7 @@ import torch
 from click.testing import CliRunner
 
 from roarfast import Study
-from roarfast.rundir.checkpoint import load_checkpoint
+from roarfast.records.checkpoint import load_checkpoint
 from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.ops import mask_normalize

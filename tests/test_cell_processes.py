@@ -16,7 +16,7 @@ from roarfast.execution.executors import execute
 from roarfast.planning.grid import Grid
 from roarfast.results import ResultsDB
 from roarfast.rundir.directory import RunDir
-from roarfast.stages.sweep import run_sweep
+from roarfast.orchestration.sweep import run_sweep
 
 DATA = ["--data-option", "num_train=384", "--data-option", "num_test=128"]
 #: random and sobel x roar x 0.5 x 2 seeds, a control for seed 0 of each: 6 cells

@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from roarfast.rundir.checkpoint import checkpoint_sha256, load_checkpoint, save_checkpoint
+from roarfast.records.checkpoint import checkpoint_sha256, load_checkpoint, save_checkpoint
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import sha256_file
 from roarfast.models import build_model

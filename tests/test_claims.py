@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from roarfast.rundir.claims import HEARTBEAT_STALE_S, _start_time, this_process
+from roarfast.records.claims import HEARTBEAT_STALE_S, _start_time, this_process
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 

@@ -63,9 +63,9 @@ def test_config_file_sets_defaults_and_flags_override(tmp_path, monkeypatch):
     def fake_run_demo(run_dir, **kwargs):
         seen.update(run_dir=str(run_dir), **kwargs)
 
-    import roarfast.stages.demo
+    import roarfast.orchestration.demo
 
-    monkeypatch.setattr(roarfast.stages.demo, "run_demo", fake_run_demo)
+    monkeypatch.setattr(roarfast.orchestration.demo, "run_demo", fake_run_demo)
     config = tmp_path / "c.yaml"
     config.write_text("run-dir: from-top-level\nseed: 3\nrun:\n  seed: 5\n  fraction: '0.2,0.4'\n")
     result = CliRunner().invoke(main, ["--config", str(config), "run"])
@@ -104,9 +104,9 @@ def test_doctor_says_what_precision_auto_trains_in_on_the_cpu(monkeypatch, nativ
 
 def test_run_without_fraction_uses_the_demo_default(monkeypatch):
     seen = {}
-    import roarfast.stages.demo
+    import roarfast.orchestration.demo
 
-    monkeypatch.setattr(roarfast.stages.demo, "run_demo", lambda run_dir, **kw: seen.update(kw))
+    monkeypatch.setattr(roarfast.orchestration.demo, "run_demo", lambda run_dir, **kw: seen.update(kw))
     result = CliRunner().invoke(main, ["run"])
     assert result.exit_code == 0, result.output
     assert seen["fractions"] is None

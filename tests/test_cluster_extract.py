@@ -13,7 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from roarfast.store.layout import read_manifest
+from roarfast.records.ranks import read_manifest
 from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, losing_node, ray_or_skip,
                            roarfast, start_roarfast, wait_for)
 

@@ -23,8 +23,8 @@ from roarfast.report.text import titled
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB, load
 from roarfast.rundir.configurations import configurations, request, settings_of
 from roarfast.rundir.directory import RunDir
-from roarfast.rundir.head import FORMAT
-from roarfast.rundir.records import ConfigurationRecord
+from roarfast.records.head import FORMAT
+from roarfast.records.kinds import ConfigurationRecord
 from roarfast.rundir.labels import select
 
 

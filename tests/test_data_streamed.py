@@ -142,7 +142,7 @@ def test_training_streamed_equals_training_in_memory(both):
 def test_extract_and_retrain_streamed_equal_in_memory(both, tmp_path, monkeypatch):
     from roarfast.stages import extract
     from roarfast.stages.extract import ExtractOptions, run_extract
-    from roarfast.stages.retrain import RetrainOptions, run_retrain
+    from roarfast.orchestration.retrain import RetrainOptions, run_retrain
     from roarfast.rundir.directory import RunDir
     from roarfast.stages.basemodel import TrainOptions, run_train
 

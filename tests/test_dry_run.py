@@ -254,7 +254,7 @@ def test_a_dry_run_previews_the_selection_the_sweep_was_given_and_resolves_no_na
     from roarfast.methods import selection as selection_module
     from roarfast.methods.selection import Selection
     from roarfast.planning.grid import preset_grid
-    from roarfast.stages import sweep as sweep_module
+    from roarfast.orchestration import sweep as sweep_module
     from roarfast.stages.cells import cell_estimators
     from roarfast.stages.extract import ExtractOptions
 

@@ -1,7 +1,7 @@
 """The embedded dataset's checks that `roarfast run` prints (verdicts against random are the report's:
 tests/test_report.py): each passes and fails on its margin, on the mean over seeds."""
 
-from roarfast.stages.demo import embedded_checks
+from roarfast.orchestration.demo import embedded_checks
 
 
 def row(method, mode, fraction, acc, seed=0):

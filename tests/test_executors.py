@@ -8,7 +8,7 @@ import pytest
 
 from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.errors import UserError
-from roarfast.execution.base import Executor
+from roarfast.stages.executor import Executor
 from roarfast.execution.executors import Progress, execute, execute_elsewhere
 from roarfast.stages.worker_view import NotShared
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
@@ -151,7 +151,7 @@ def test_a_group_ended_by_a_user_error_gives_every_claim_back(tmp_path):
 def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path, monkeypatch):
     """A claimant on another host (a driver whose node was lost) cannot be looked up from here: its cell is
     left to it, said once, until its heartbeat is older than HEARTBEAT_STALE_S; then it is taken over."""
-    from roarfast.rundir import claims
+    from roarfast.records import claims
     from roarfast.execution import executors
     from roarfast.execution import local
 
@@ -270,7 +270,7 @@ def test_retrain_looks_each_name_up_once(tmp_path, lookups, monkeypatch):
     it used to join them back into text that extract looked up again."""
     from roarfast.data import load_dataset
     from roarfast.rundir.directory import RunDir
-    from roarfast.stages import retrain
+    from roarfast.orchestration import retrain
     from tests.test_cluster_paths import untrained_base
 
     ds = load_dataset("embedded", num_train=10, num_test=20)

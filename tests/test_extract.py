@@ -52,7 +52,7 @@ def extract_quiet(run_dir, dataset, **options):
 
 def test_store_equals_ranking_the_maps_directly(run_dir, dataset):
     extract_quiet(run_dir, dataset, methods="grad,sg-sq,sobel")
-    from roarfast.rundir.checkpoint import load_checkpoint
+    from roarfast.records.checkpoint import load_checkpoint
 
     model, _ = load_checkpoint(RunDir(run_dir).base_checkpoint)
     store = RunDir(run_dir).rank_store

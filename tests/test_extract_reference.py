@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from roarfast import _reference, ops
-from roarfast.rundir.checkpoint import load_checkpoint
+from roarfast.records.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.stages.extract import ExtractOptions, explained_model, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps

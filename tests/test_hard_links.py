@@ -12,7 +12,7 @@ import pytest
 
 import roarfast.results
 from roarfast.common import atomic
-from roarfast.rundir.checkpoint import save_checkpoint
+from roarfast.records.checkpoint import save_checkpoint
 from roarfast.errors import UserError
 from roarfast.models import build_model
 from roarfast.results import ResultsDB

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import configurations
-from roarfast.rundir.head import Head, read_head, write_head
-from roarfast.rundir.records import ModelRecord, RankStoreRecord
+from roarfast.records.head import Head, read_head, write_head
+from roarfast.records.kinds import ModelRecord, RankStoreRecord
 from roarfast.rundir.inventory import listing
 from roarfast.report.load import ALL, load_run
 from roarfast.results import RETRAIN, ResultsDB
@@ -247,7 +247,7 @@ def test_the_first_command_that_writes_migrates_it_and_reuses_what_it_holds(form
 def test_rows_not_proven_to_come_from_the_migrated_base_model_stay_apart(format_1):
     import sqlite3
 
-    from roarfast.results.schema import row_digest
+    from roarfast.measurements.schema import row_digest
 
     run = RunDir(format_1)
     with sqlite3.connect(run.results_path) as raw:  # a cell that finished before the base model was saved

@@ -9,7 +9,7 @@ from roarfast import ops
 from roarfast.data import load_dataset
 from roarfast.data.loader import pattern_loader
 from roarfast.recipe import Recipe
-from roarfast.stages.retrain import RetrainOptions, run_retrain
+from roarfast.orchestration.retrain import RetrainOptions, run_retrain
 from roarfast.train import Masking, train_classifier
 
 RECIPE = Recipe(epochs=6, batch_size=32, lr=0.05, ema_decay=None)  # an EMA lags far behind in 66 steps

@@ -14,7 +14,7 @@ import pytest
 
 from roarfast.common import atomic
 from roarfast.common.atomic import replace_dir
-from roarfast.rundir.checkpoint import save_checkpoint
+from roarfast.records.checkpoint import save_checkpoint
 from roarfast.errors import UserError
 from roarfast.models import build_model
 from roarfast.results import ResultsDB
@@ -61,7 +61,7 @@ def trained_here(run) -> str:
     import torch
 
     from roarfast.stages.basemodel import TrainOptions, base_recipe
-    from roarfast.rundir.records import ModelRecord
+    from roarfast.records.kinds import ModelRecord
     from roarfast.data import load_dataset
     from roarfast.models.probe import checked_model
     from roarfast.recipe import default_model

@@ -117,12 +117,12 @@ def _hand_made_run(tmp_path, monkeypatch, make_model, test, ranks):
     """(run directory, dataset): make_model(dataset) saved as the base model of a dataset whose splits are
     both `test`, `ranks` (uint16 Tensor[N, SIDE, SIDE]) stored as the test ranks of method "grad"."""
     from roarfast.data.base import make_dataset
-    from roarfast.rundir.records import RankStoreRecord
+    from roarfast.records.kinds import RankStoreRecord
     from roarfast.models import ModelSpec
 
     ds = make_dataset("hand-made", test, test, {})
     model = make_model(ds)
-    monkeypatch.setattr("roarfast.rundir.checkpoint.resolve_model",
+    monkeypatch.setattr("roarfast.records.checkpoint.resolve_model",
                         lambda name, **_: ModelSpec("hand-made", lambda *args: model, builtin=True))
     run = RunDir(tmp_path / "run")
     base = run.save_base_model(model, {"model": "hand-made", "num_classes": len(test.classes), "image_size": SIDE,

@@ -15,10 +15,10 @@ from roarfast.common.atomic import write_record
 from roarfast.errors import UserError
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.rundir import pruning
-from roarfast.rundir.claims import this_process
+from roarfast.records.claims import this_process
 from roarfast.rundir.configurations import configurations
 from roarfast.rundir.directory import RunDir
-from roarfast.rundir.head import Head, write_head
+from roarfast.records.head import Head, write_head
 from roarfast.rundir.inventory import listing, prune
 from roarfast.rundir.migrate import upgrade
 from tests.test_cli_errors import cli_ok, fails_with_one_line

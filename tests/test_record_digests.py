@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from roarfast.rundir.checkpoint import read_meta
+from roarfast.records.checkpoint import read_meta
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import RECORD_DIGEST, read_record, seal
 from roarfast.results import RETRAIN, ResultsDB, load

@@ -11,8 +11,8 @@ from roarfast.common.atomic import write_record
 from roarfast.errors import UserError
 from roarfast.rundir import migrate, writing
 from roarfast.rundir.directory import RunDir
-from roarfast.rundir.head import FORMAT
-from roarfast.rundir.records import CellRecord, ConfigurationRecord, ModelRecord, RankStoreRecord
+from roarfast.records.head import FORMAT
+from roarfast.records.kinds import CellRecord, ConfigurationRecord, ModelRecord, RankStoreRecord
 
 FP, OTHER = "ab" * 32, "cd" * 32
 

@@ -17,7 +17,7 @@ from roarfast.report import write_report
 from roarfast.report.load import load_run
 from roarfast.report.sections import accuracy, controls, ensembles, examples, rankings
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
-from roarfast.results.schema import row_digest
+from roarfast.measurements.schema import row_digest
 from roarfast.rundir.directory import RunDir
 
 FRACTIONS = (0.1, 0.5, 0.9)
@@ -236,7 +236,7 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
 
     from roarfast import ops
     from roarfast.data import load_dataset
-    from roarfast.rundir.records import RankStoreRecord
+    from roarfast.records.kinds import RankStoreRecord
 
     run = RunDir(tmp_path / "run")
     ds = load_dataset("embedded", None, num_train=40, num_test=20)

@@ -15,7 +15,7 @@ from roarfast.report.analysis import parts_of
 from roarfast.rundir.catalog import UNRECORDED
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
-from roarfast.results.schema import row_digest
+from roarfast.measurements.schema import row_digest
 from roarfast.rundir.directory import RunDir
 from tests.test_cli_errors import TINY, cli_ok
 

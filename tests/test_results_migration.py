@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from roarfast.rundir.claims import this_process
+from roarfast.records.claims import this_process
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import config_hash
 from roarfast.results import (
@@ -22,7 +22,7 @@ from roarfast.results import (
     ResultsDB,
     open_results,
 )
-from roarfast.results.measurement import KEY_COLUMNS, key_values
+from roarfast.measurements.row import KEY_COLUMNS, key_values
 from roarfast.rundir.directory import RunDir
 
 #: the cells table of schema version 2, as roarfast wrote it before v3

@@ -8,7 +8,7 @@ import pytest
 
 from roarfast.stages.basemodel import TrainOptions, run_train
 from roarfast.data import load_dataset
-from roarfast.stages.retrain import RetrainOptions, run_retrain
+from roarfast.orchestration.retrain import RetrainOptions, run_retrain
 
 KEYS = ("kind", "dataset", "model", "method", "mode", "fill", "fraction", "seed", "config_hash")
 

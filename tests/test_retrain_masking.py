@@ -7,7 +7,7 @@ import torch
 
 from roarfast.data.base import ImageSet, make_dataset
 from roarfast.fills import resolve_fill
-from roarfast.stages.retrain import RetrainOptions, run_retrain
+from roarfast.orchestration.retrain import RetrainOptions, run_retrain
 from roarfast.rundir.directory import RunDir
 from tests.model_inputs import record_eval_inputs
 

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.rundir.head import Head, write_head
+from roarfast.records.head import Head, write_head
 from roarfast.rundir.directory import RunDir
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from roarfast import ops
-from roarfast.rundir.checkpoint import load_checkpoint
+from roarfast.records.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.stages.extract import ExtractOptions, explained_model, run_extract

@@ -47,7 +47,7 @@ def test_session_writes_checkpoint_store_and_results(session):
 def test_rerun_skips_finished_cells(session):
     run_dir, _ = session
     from roarfast.results import ResultsDB
-    from roarfast.stages.retrain import RetrainOptions, run_retrain
+    from roarfast.orchestration.retrain import RetrainOptions, run_retrain
 
     before = {r["method"]: r["finished"] for r in ResultsDB(RunDir(run_dir).results_path).rows()}
     rows = run_retrain(run_dir, RetrainOptions(fractions=(0.7,)), progress=False)
@@ -57,8 +57,8 @@ def test_rerun_skips_finished_cells(session):
 def test_embedded_benchmark_checks(session):
     run_dir, _ = session
     from roarfast.data import load_dataset
-    from roarfast.stages.demo import object_fraction
-    from roarfast.stages.retrain import RetrainOptions, run_retrain
+    from roarfast.orchestration.demo import object_fraction
+    from roarfast.orchestration.retrain import RetrainOptions, run_retrain
     from roarfast.stats import accuracy_over_seeds
 
     ds = load_dataset("embedded")

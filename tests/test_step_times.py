@@ -1,5 +1,5 @@
-"""The step-time record (roarfast.planning.step_times): seconds measured on this machine kept per device, model, canvas and
-step settings, so a dry run measures a model once; a real training's seconds win over a measured step's; a
+"""The step-time record (roarfast.stages.step_times): seconds measured on this machine kept per device, model, canvas
+and step settings, so a dry run measures a model once; a real training's seconds win over a measured step's; a
 damaged record is measured again, never used."""
 
 import logging
@@ -10,7 +10,7 @@ import torch
 
 from roarfast.planning import estimate
 
-from roarfast.planning import step_times
+from roarfast.stages import step_times
 from roarfast.models import resolve_model
 from roarfast.recipe import Recipe
 

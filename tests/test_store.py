@@ -90,7 +90,7 @@ KILLED_WRITER = textwrap.dedent(
     import os, sys, time
     import numpy as np
     import roarfast.store as store
-    import roarfast.store.layout as layout
+    import roarfast.records.ranks as manifests
 
     run_dir, marker, stall_at = sys.argv[1], sys.argv[2], sys.argv[3]
     ranks = np.load(run_dir + "/source.npy")
@@ -109,7 +109,7 @@ KILLED_WRITER = textwrap.dedent(
 
     if stall_at == "manifest":
         # Manifest writes: 1 at creation, then one per chunk; the 4th would mark chunk 2 done.
-        layout.write_record = stall_on_call(layout.write_record, 4)
+        manifests.write_record = stall_on_call(manifests.write_record, 4)
     else:
         # One data sync per chunk: the 3rd is chunk 2's, after its bytes were handed to the kernel.
         os.fdatasync = stall_on_call(os.fdatasync, 3)

@@ -11,7 +11,7 @@ import torch
 
 from roarfast import ops
 from roarfast.stages.basemodel import TrainOptions, run_train
-from roarfast.rundir.checkpoint import load_checkpoint
+from roarfast.records.checkpoint import load_checkpoint
 from roarfast.data import load_dataset
 from roarfast.data.augment import Augment
 from roarfast.data.loader import DeviceLoader, pattern_loader, split_loader

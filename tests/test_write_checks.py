@@ -113,7 +113,7 @@ def test_a_full_disk_while_recording_cells_keeps_the_rows_before(tmp_path, monke
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
 def test_a_refused_checkpoint_write_is_one_line(tmp_path, monkeypatch, code):
-    from roarfast.rundir import checkpoint
+    from roarfast.records import checkpoint
     def refused(path, data):
         raise OSError(code, os.strerror(code), str(path))
 

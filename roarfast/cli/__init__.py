@@ -22,7 +22,7 @@ from roarfast.cli.doctor import report_lines
 from roarfast.cli.listing import KINDS as LIST_KINDS, listing, listing_lines
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
 from roarfast.planning.grid import PRESETS, preset_grid
-from roarfast.rundir.head import set_command
+from roarfast.records.head import set_command
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.parameters import PARAMETERS
 from roarfast.methods.registry import method_forms
@@ -167,7 +167,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     # late: loads torch, and --help imports this module
     from roarfast.cli.tables import retrain_table
-    from roarfast.stages.retrain import RetrainOptions, run_retrain
+    from roarfast.orchestration.retrain import RetrainOptions, run_retrain
 
     options = _options(RetrainOptions, fractions=tuple(fractions), methods=methods, modes=parse_list(modes),
                        seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
@@ -232,7 +232,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     directory (cells are claimed before they are trained)."""
     # late: loads torch, and --help imports this module
     from roarfast.stages.extract import ExtractOptions
-    from roarfast.stages.sweep import run_sweep
+    from roarfast.orchestration.sweep import run_sweep
 
     if not dry_run and (plan_device is not None or plan_workers != 1):
         raise click.UsageError("--plan-device and --plan-workers cost a dry run: add --dry-run")
@@ -266,7 +266,7 @@ def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds,
     """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
     with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
     # late: loads torch, and --help imports this module
-    from roarfast.stages.demo import run_demo
+    from roarfast.orchestration.demo import run_demo
 
     run_demo(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
              epochs=epochs, dataset_options=data_option, name=name)

@@ -1,8 +1,8 @@
-"""The executors' one path for a cell's life in results.sqlite, whatever the backend (roarfast.execution.base):
-each cell claimed by this process before it is trained (roarfast.results: claims and heartbeats), then finished
-there in one transaction (recorded, or marked failed while the run goes on with the others: `Claims`), so
-`roarfast retrain` and `roarfast sweep` resume, share a run directory and fail alike; `execute`, what the stages
-call with the Executor they were given; and the one in-flight loop of the backends whose cells train in other
+"""The executors' one path for a cell's life in results.sqlite, whatever the backend (roarfast.stages.executor):
+each cell claimed by this process before it is trained (roarfast.measurements.db: claims and heartbeats), then
+finished there in one transaction (recorded, or marked failed while the run goes on with the others: `Claims`),
+so `roarfast retrain` and `roarfast sweep` resume, share a run directory and fail alike; `execute`, what the
+sweep and retrain call with the Executor they were given; and the one in-flight loop of the backends whose cells train in other
 processes (`execute_elsewhere`: local cell processes, Ray tasks).
 
 This process (on Ray: the driver) holds every claim and writes every row; workers and cell processes only
@@ -18,13 +18,14 @@ import torch
 
 from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.stages.worker_view import NotShared
-from roarfast.rundir.claims import HEARTBEAT_STALE_S
+from roarfast.records.claims import HEARTBEAT_STALE_S
 from roarfast.errors import UserError
 from roarfast.common.options import check_positive
 from roarfast.common.progress import format_duration, progress_bar
-from roarfast.execution.base import Executor
+from roarfast.stages.executor import Executor
 from roarfast.execution.registry import make_executor
-from roarfast.results import HEARTBEAT_S, ResultsDB, this_process
+from roarfast.measurements.db import ResultsDB
+from roarfast.records.claims import HEARTBEAT_S, this_process
 
 #: how often an executor waiting on cells that other processes train looks again
 POLL_S = 2.0

@@ -10,7 +10,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 import torch
 
 from roarfast.errors import UserError
-from roarfast.execution.base import Executor
+from roarfast.stages.executor import Executor
 from roarfast.execution.executors import (POLL_S, Claims, claim_group, device_type, execute_elsewhere, finish_group,
                                           train_claimed)
 from roarfast.execution.ray_cluster import local_threads

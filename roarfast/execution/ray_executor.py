@@ -11,7 +11,7 @@ import socket
 import torch
 
 from roarfast.errors import UserError
-from roarfast.execution.base import Executor
+from roarfast.stages.executor import Executor
 from roarfast.execution.executors import POLL_S, Claims, execute_elsewhere
 from roarfast.execution.ray_cluster import (RAY_TASK_RETRIES, WAIT_S, RayOptions, connect, import_ray, local_threads,
                                             ray_options, slots, task_resources)

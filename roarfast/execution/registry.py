@@ -9,7 +9,7 @@ CLI builds --executor's choices and help from here; a backend's module is import
 from roarfast.common.options import check_choice
 from roarfast.common.resolver import Entry, Resolver
 from roarfast.errors import UserError
-from roarfast.execution.base import Executor
+from roarfast.stages.executor import Executor
 
 #: the executor of a stage given none
 DEFAULT_EXECUTOR = "local"

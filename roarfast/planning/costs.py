@@ -25,10 +25,10 @@ import os
 import weakref
 from dataclasses import dataclass
 
-from roarfast.planning import step_times
+from roarfast.stages import step_times
 from roarfast.common.device import default_batch_size
 from roarfast.common.options import check_choice
-from roarfast.planning.step_times import device_label
+from roarfast.stages.step_times import device_label
 
 #: stated dense peaks (no sparsity) of the devices a plan may cost without having them, FLOP/s per precision
 #: (None: fp32), and their memory: NVIDIA's H100 SXM5 and H200 SXM datasheets (bf16/fp16 tensor cores 989 TFLOP/s

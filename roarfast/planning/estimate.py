@@ -2,7 +2,7 @@
 into a run directory, the caller's random numbers left as they were:
 
 - measured: a few training steps and an evaluation pass of a fresh model on random images of the dataset's
-  canvas (seconds per image), kept in the step-time record (roarfast.planning.step_times), so that this machine
+  canvas (seconds per image), kept in the step-time record (roarfast.stages.step_times), so that this machine
   measures a model on a canvas once; a record a real training left is read instead.
 - counted: a step's shape on the meta device (shapes only: nothing is computed, so a ResNet-50 at 224 px is
   traced in a fraction of a second): the FLOPs of a training step and an evaluation per image, the bytes of
@@ -21,7 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from roarfast.planning import step_times
+from roarfast.stages import step_times
 from roarfast.data.augment import Augment, augment
 from roarfast.methods import ExplainBatch, compute_maps
 from roarfast.recipe import autocast

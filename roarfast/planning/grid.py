@@ -8,13 +8,13 @@ from dataclasses import dataclass, field, replace
 from roarfast.stages.cells import Cell, CellOptions, cell_methods
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import grid_of
-from roarfast.rundir.records import ModelRecord
+from roarfast.records.kinds import ModelRecord
 from roarfast.modes import MODES, is_control
 from roarfast.common.options import MAX_SEEDS, check_positive, check_seed
 from roarfast.common.plugins import shown_method
 from roarfast.common.progress import format_duration
 from roarfast.recipe import Recipe, default_model
-from roarfast.planning.step_times import STEP_FIELDS
+from roarfast.stages.step_times import STEP_FIELDS
 
 #: estimators of the paper's study: three base estimators and their SmoothGrad ensembles, and the controls
 PAPER_METHODS = ("grad", "ig", "gb", "sg", "sg-sq", "var", "sg-ig", "sg-sq-ig", "var-ig", "sg-gb", "sg-sq-gb",
@@ -166,7 +166,7 @@ def make_plan(trainer, grid: Grid, db, methods: list[str]) -> Plan:
     reads it as it is), a cell its migration will prove is done."""
     # late: loads torch, and --help imports this module
     from roarfast.rundir.migrate import migrated_row
-    from roarfast.results import owner_alive
+    from roarfast.records.claims import owner_alive
 
     params = {m: trainer.ranks_params(m) for m in methods}
     plan = Plan(cells=[(cell, trainer.key(cell, params[cell.method]) if params[cell.method] else None)
@@ -185,9 +185,9 @@ def measured_rates(run, db, model: str, ds, recipe) -> dict:
     """{"cell" / "control": the mean seconds a cell of `recipe` on ds (a Dataset or a preview's outline) should
     take}, from the retrainings of `model` on this dataset done in the run directory (db: its results), each
     scaled from its own epochs and training images to these; only those trained with the same step settings
-    (roarfast.planning.step_times.STEP_FIELDS: batch, precision, augmentation), whose data the run directory records."""
+    (roarfast.stages.step_times.STEP_FIELDS: batch, precision, augmentation), whose data the run directory records."""
     # late: loads torch, and --help imports this module
-    from roarfast.results import RETRAIN
+    from roarfast.measurements.row import RETRAIN
 
     images = {ds.fingerprint: len(ds.train_index)}
     scaled = {}

@@ -6,7 +6,7 @@ ranks are made again are never done) and their configuration's id, and each stag
 images, bytes on disk, peak memory, device-hours, its time over N workers) on this machine's device or on a
 stated one: the cells from the rates measured in the run directory scaled to their epochs and images where
 there are any, else, as the other stages, from measured step times (roarfast.planning.estimate, kept per machine in
-roarfast.planning.step_times). Nothing is trained, extracted or written; the run directory is only read.
+roarfast.stages.step_times). Nothing is trained, extracted or written; the run directory is only read.
 
 A run directory that records its dataset (HEAD.json, written with the base model) is previewed from that
 record when the same dataset is asked for, and a fresh one from the dataset's outline where its loader gives
@@ -21,11 +21,11 @@ from pathlib import Path
 
 from roarfast.stages.basemodel import TrainOptions, base_recipe, trained_at
 from roarfast.stages.cells import CellTrainer, cell_recipe
-from roarfast.rundir.checkpoint import recorded_model
+from roarfast.records.checkpoint import recorded_model
 from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
 from roarfast.planning.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
-from roarfast.rundir.ids import SHOWN_CHARS
+from roarfast.records.ids import SHOWN_CHARS
 from roarfast import stats
 from roarfast.modes import MODES
 from roarfast.common.options import check_positive
@@ -33,7 +33,7 @@ from roarfast.common.plugins import shown_method
 from roarfast.planning.costs import Cost, Costing, Target, gib, hours, plan_target
 from roarfast.common.progress import format_duration
 from roarfast.recipe import Recipe
-from roarfast.results import open_results
+from roarfast.rundir.results import open_results
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class Preview:
     workers: int = 1
     stages: dict = field(default_factory=dict)  # "base model", "ranks", "cells" -> planning.Cost
     left_out: str | None = None  # the preset's methods the data cannot serve, said (Grid.for_data)
-    base_id: str | None = None  # the base model's id (roarfast.rundir.ids); None where the data is not read yet
+    base_id: str | None = None  # the base model's id (roarfast.records.ids); None where the data is not read yet
     kept_models: tuple = ()  # the ids of the base models the run directory keeps
     trained: str = ""  # when the reused base model was trained
     rank_ids: dict = field(default_factory=dict)  # {method: rank id} where known (the stores reused, at least)

@@ -18,7 +18,8 @@ from roarfast.common.fingerprint import canonical_json
 from roarfast.rundir.configurations import configurations
 from roarfast.modes import MODES, RETRAIN_MODES, control_mode, is_control
 from roarfast.rundir.catalog import Configuration, assemble, named, ranks_change, report_command
-from roarfast.results import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN, open_results
+from roarfast.measurements.row import FILL_LEAKAGE, KIND_MODES, NO_RETRAIN, RETRAIN
+from roarfast.rundir.results import open_results
 from roarfast.stats import chance_rate
 
 

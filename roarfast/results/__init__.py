@@ -1,26 +1,16 @@
-"""Results database: every measurement of a run directory in `<run_dir>/results.sqlite`, one row each, in
-the table `measurements` (README, "The whole benchmark").
+"""A run directory's results as a researcher reads them: `load` (a pandas DataFrame, each retraining row under the
+configuration it belongs to: .frame), and the names a notebook or a script needs to read or write results.sqlite
+itself (README, "The whole benchmark").
 
-A measurement is identified by explicit columns (MeasurementKey): its kind, dataset, model, method, mode,
-fill, fraction, seed and the hash of the rest of its configuration. Three kinds:
-- retrain: a retraining cell or its mask-only control (roarfast.stages.cells); model = the retrained network,
-  fill = NULL for a control (it sees no pixel values), epochs and val_acc of the training.
-- no-retrain: the base model on modified test images (roarfast.stages.noretrain, MoRF / LeRF / ROAD); seed,
-  epochs and val_acc NULL (nothing is trained or drawn); extra: mean_probability.
-- fill-leakage: a per-pixel detector finding the removed pixels after a fill (roarfast.stages.fill_leakage);
-  model = "detector", mode = "detect", test_acc = its pixel accuracy; extra: base_rate.
-
-The package by job: .measurement (the key and the metrics of a row, checked), .schema (the table and the
-migration of older files), .db (ResultsDB: claims, records, reads; open_results), .frame (`load`, for a
-notebook). The claimant identities and heartbeats of claims are roarfast.rundir.claims's; HEARTBEAT_S,
-HEARTBEAT_STALE_S, this_process and owner_alive are handed out here too for the callers that import them
-from here.
+results.sqlite is roarfast.measurements's (the key and metrics of a row, the schema and its migrations,
+ResultsDB's claims, records and reads); `open_results` opens a run directory's (roarfast.rundir.results), and the
+claimant identities and heartbeats of its claims are roarfast.records.claims's. This package sits above the run
+directory (its frame reads the configuration records and their labels); nothing in roarfast below the command
+line imports it.
 """
 
-from roarfast.rundir.claims import HEARTBEAT_S, HEARTBEAT_STALE_S, owner_alive, this_process
-from roarfast.results.db import ResultsDB, open_results
-from roarfast.results.frame import load
-from roarfast.results.measurement import (
+from roarfast.measurements.db import ResultsDB
+from roarfast.measurements.row import (
     DETECTOR,
     FILL_LEAKAGE,
     KEY_COLUMNS,
@@ -32,7 +22,10 @@ from roarfast.results.measurement import (
     MeasurementKey,
     runtime_versions,
 )
-from roarfast.results.schema import SCHEMA_VERSION
+from roarfast.measurements.schema import SCHEMA_VERSION
+from roarfast.records.claims import HEARTBEAT_S, HEARTBEAT_STALE_S, owner_alive, this_process
+from roarfast.results.frame import load
+from roarfast.rundir.results import open_results
 
 __all__ = ["DETECTOR", "FILL_LEAKAGE", "HEARTBEAT_S", "HEARTBEAT_STALE_S", "KEY_COLUMNS", "KINDS", "KIND_MODES",
            "METRIC_COLUMNS", "NO_RETRAIN", "RETRAIN", "SCHEMA_VERSION", "MeasurementKey", "ResultsDB", "load",

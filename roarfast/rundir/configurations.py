@@ -2,7 +2,7 @@
 `Study.run()`) asked of its cells, the settings they share (settings_of: dataset, model, recipe, the data's
 fingerprint, the model's source, the base model's id, the ranking's granularity and reduction) and, for each of
 its methods (random included), the id of the ranks its cells use. Its id is the digest of those two
-(roarfast.rundir.ids), so the same request made again is the same configuration (its cells are done), and a
+(roarfast.records.ids), so the same request made again is the same configuration (its cells are done), and a
 request that adds a method is another one that shares the cells of the first.
 
 Its record, configurations/<id>.json (sealed): the settings, the rank ids, each method's ranks' provenance
@@ -18,8 +18,8 @@ the one C names for it (`claims`).
 from roarfast.common.atomic import refuse_link
 from roarfast.common.plugins import recorded_title
 from roarfast.errors import UserError
-from roarfast.rundir.head import now
-from roarfast.rundir.records import ConfigurationRecord
+from roarfast.records.head import now
+from roarfast.records.kinds import ConfigurationRecord
 from roarfast.rundir.labels import check_name, known_as, label, unique
 from roarfast.modes import control_mode
 

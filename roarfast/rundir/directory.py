@@ -1,19 +1,19 @@
 """A run directory (`runs/<name>/`, laid out as below; format 2): the one object that knows where everything
 in it lives. No other module spells one of these paths. Every artifact lives under the id of what made it
-(roarfast.rundir.ids), so a run with other settings adds one beside the others and never replaces one.
+(roarfast.records.ids), so a run with other settings adds one beside the others and never replaces one.
 
-    HEAD.json           the latest request (roarfast.rundir.head): its dataset record, base model id, each
+    HEAD.json           the latest request (roarfast.records.head): its dataset record, base model id, each
                         method's rank id, its configuration's id, the command, the time
     datasets/<fp>.json  one record per dataset used (name, absolute data_dir, options, fingerprint, canvas,
                         image counts); fp: the fingerprint's first 16 hex
-    models/<id>/        a base model (model.safetensors + meta.json; roarfast.rundir.checkpoint)
+    models/<id>/        a base model (model.safetensors + meta.json; roarfast.records.checkpoint)
     ranks/<method>/<id>/<split>/   a rank store (roarfast.store)
     configurations/<id>.json       one per configuration of cells requested (roarfast.rundir.configurations)
     results.sqlite      every measurement (roarfast.results)
     stages.json         seconds per stage, merged by the sweep (the report's stage times)
     report/             the report's default output
     claims/             one lock file per thing built once for every process (a base model, a method's
-                        ranks, HEAD): RunDir.claim (roarfast.rundir.claims)
+                        ranks, HEAD): RunDir.claim (roarfast.records.claims)
     leakage.json        fill leakage before results schema v3; moved into results.sqlite when met
 
 A run directory of format 1 (checkpoints/base, attributions/<method>/<split>, dataset.json) is read as it is
@@ -21,8 +21,8 @@ by the readers (its artifacts' ids read off their records: roarfast.rundir.legac
 the first command that writes (roarfast.rundir.writing.open_for_writing, once per process).
 
 Its base models', rank stores' and configurations' records are written and read back, verified, through
-`records` (roarfast.rundir.record_store: one put, one verifying get of the record types of
-roarfast.rundir.records). It also loads a base model for a dataset (refusing one trained on another dataset),
+`records` (roarfast.records.access: one put, one verifying get of the record types of
+roarfast.records.kinds). It also loads a base model for a dataset (refusing one trained on another dataset),
 reads ranks only when they match their id, the dataset and their base model, checks that a stage can write
 before it spends compute, and keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
 the dataset records and stages.json carry digests: roarfast.common.fingerprint.seal), the repair named in the one
@@ -35,21 +35,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from roarfast.common.atomic import check_writable, refuse_link, write_record
-from roarfast.rundir.checkpoint import META, WEIGHTS, checkpoint_sha256, load_checkpoint
-from roarfast.rundir.claims import hold_lock
+from roarfast.records.checkpoint import META, WEIGHTS, checkpoint_sha256, load_checkpoint
+from roarfast.records.claims import hold_lock
 from roarfast.data import load_dataset
 from roarfast.data.registry import DATASETS
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
-from roarfast.rundir.head import Head, read_head, updated, write_head
-from roarfast.rundir.ids import check_id, is_id
-from roarfast.rundir.record_store import Records
-from roarfast.rundir.records import ModelRecord, RankStoreRecord
+from roarfast.records.head import Head, read_head, updated, write_head
+from roarfast.records.ids import check_id, is_id
+from roarfast.records.access import Records
+from roarfast.records.kinds import ModelRecord, RankStoreRecord
 from roarfast.rundir.legacy import legacy_head, legacy_models, legacy_ranks, needs_migration
 from roarfast.models import MODELS
 from roarfast.common.plugins import is_import_path
 from roarfast.common.resolver import BUILTIN
-from roarfast.store.layout import dir_name, read_manifest
+from roarfast.records.ranks import dir_name, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class RunDir:
     # --------------------------------------------------------------------------------------------- HEAD
 
     def head(self):
-        """The latest request (roarfast.rundir.head.Head, verified): HEAD.json, or what a run directory of
+        """The latest request (roarfast.records.head.Head, verified): HEAD.json, or what a run directory of
         format 1 says of it (roarfast.rundir.legacy), or an empty Head in a new one."""
         if self.head_path.is_symlink():  # every command reads and most write it: a link there is refused at once
             refuse_link(self.head_path)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import claims, configurations, grid_cells
-from roarfast.rundir.ids import SHOWN_CHARS
+from roarfast.records.ids import SHOWN_CHARS
 from roarfast.rundir.pruning import carry_out, finish, intent
 from roarfast.rundir.catalog import assemble, named
-from roarfast.results import RETRAIN, open_results
-from roarfast.rundir.claims import owner_alive
+from roarfast.measurements.row import RETRAIN
+from roarfast.rundir.results import open_results
+from roarfast.records.claims import owner_alive
 from roarfast.rundir.directory import RunDir
 from roarfast.rundir.writing import forget, open_for_writing
 

@@ -8,12 +8,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from roarfast.common.atomic import refuse_link
-from roarfast.rundir.checkpoint import META, read_meta
+from roarfast.records.checkpoint import META, read_meta
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
-from roarfast.rundir.head import Head
-from roarfast.rundir.records import ModelRecord, RankStoreRecord
-from roarfast.store.layout import SPLITS, dir_name, read_manifest
+from roarfast.records.head import Head
+from roarfast.records.kinds import ModelRecord, RankStoreRecord
+from roarfast.records.ranks import dir_name, read_manifest
+from roarfast.store.layout import SPLITS
 
 #: a migration's plan (roarfast.rundir.migrate), written before anything moves, removed once everything has
 PLAN = "migration.json"

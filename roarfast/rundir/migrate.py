@@ -11,15 +11,16 @@ import shutil
 from pathlib import Path
 
 from roarfast.common.atomic import write_record
-from roarfast.rundir.checkpoint import META
+from roarfast.records.checkpoint import META
 from roarfast.fills import DEFAULT_FILL
 from roarfast.rundir.configurations import about_of, grid_of, request, settings_of
-from roarfast.rundir.head import Head, write_head
+from roarfast.records.head import Head, write_head
 from roarfast.rundir.pruning import finish
 from roarfast.rundir.legacy import (MIGRATED, iso_time, legacy_head, legacy_models, legacy_stores, needs_migration,
                                      plan_path)
-from roarfast.results import RETRAIN, MeasurementKey, open_results
-from roarfast.store.layout import dir_name, read_manifest
+from roarfast.measurements.row import RETRAIN, MeasurementKey
+from roarfast.rundir.results import open_results
+from roarfast.records.ranks import dir_name, read_manifest
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,12 @@ from pathlib import Path
 from roarfast.common.atomic import write_record
 from roarfast.common.fingerprint import read_record
 from roarfast.errors import UserError
-from roarfast.results import MeasurementKey, open_results
-from roarfast.rundir.claims import owner_alive
-from roarfast.rundir.head import FORMAT
-from roarfast.rundir.ids import check_id
-from roarfast.store.layout import dir_name
+from roarfast.measurements.row import MeasurementKey
+from roarfast.rundir.results import open_results
+from roarfast.records.claims import owner_alive
+from roarfast.records.head import FORMAT
+from roarfast.records.ids import check_id
+from roarfast.records.ranks import dir_name
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The base-model stage (`roarfast train`): the classifier trained on the unmodified dataset, saved in the run
-directory under its id (roarfast.rundir.ids: its data's fingerprint, model, effective recipe and seed) with
+directory under its id (roarfast.records.ids: its data's fingerprint, model, effective recipe and seed) with
 the meta that later stages check it by (dataset fingerprint, model source, recipe, accuracies). A base model of
 that id already there is reused, and one of another id is trained beside the others: none is ever replaced.
 
@@ -15,18 +15,18 @@ from pathlib import Path
 
 import torch
 
-from roarfast.rundir.checkpoint import META, WEIGHTS, fit_state_dict, read_state_dict, weights_bytes
+from roarfast.records.checkpoint import META, WEIGHTS, fit_state_dict, read_state_dict, weights_bytes
 from roarfast.data.loader import split_loader
 from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import sha256_file
-from roarfast.rundir.records import ModelRecord, RankStoreRecord
+from roarfast.records.kinds import ModelRecord, RankStoreRecord
 from roarfast.common.memory import keep_freed_memory
 from roarfast.common.options import check_choice, check_positive
 from roarfast.models.probe import checked_model, checkpoint_bytes
 from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
 from roarfast.rundir.writing import open_for_writing
-from roarfast.planning.step_times import remember_training
+from roarfast.stages.step_times import remember_training
 from roarfast.train import train_classifier
 from roarfast.train.classifier import accuracy
 from roarfast.train.parallel import distributed, join_torchrun

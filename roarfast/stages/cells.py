@@ -12,17 +12,17 @@ the Ray workers all train cells through it, so a cell's configuration and its tr
 import time
 from dataclasses import dataclass
 
-from roarfast.rundir.checkpoint import recorded_model
+from roarfast.records.checkpoint import recorded_model
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, resolve_fill
 from roarfast.rundir.configurations import about_of, request, settings_of
-from roarfast.rundir.records import CellRecord, ConfigurationRecord
-from roarfast.rundir.head import command
+from roarfast.records.kinds import CellRecord, ConfigurationRecord
+from roarfast.records.head import command
 from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
 from roarfast.common.options import MAX_SEEDS, check_choice, check_fractions, check_positive
 from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
-from roarfast.planning.step_times import remember_training
+from roarfast.stages.step_times import remember_training
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class CellTrainer:
     def key(self, cell: Cell, ranks_params=None):
         """The results.sqlite key of `cell` (ranks_params: its ranks' parameters, read when None)."""
         # late: loads torch, and --help imports this module
-        from roarfast.results import RETRAIN, MeasurementKey
+        from roarfast.measurements.row import RETRAIN, MeasurementKey
 
         return MeasurementKey.of(kind=RETRAIN, dataset=self.ds.name, model=self.model_name, method=cell.method,
                                  mode=cell.measured_mode, fill=None if cell.control else self.fill,

@@ -1,5 +1,5 @@
 """The extract stage: attribution maps for every image of the train and test splits, ranked on the
-device and written chunk by chunk into the rank store of their id (roarfast.rundir.ids: the method's ranks'
+device and written chunk by chunk into the rank store of their id (roarfast.records.ids: the method's ranks'
 identity, the base checkpoint, the data), beside the stores of other ids (resumable; a no-op on a complete
 store, which is reused). The chunks left are computed here, or as Ray tasks on a cluster's nodes, and written
 here, by the store's one writer, as each comes back (roarfast.stages.extract_tasks says why).
@@ -23,7 +23,6 @@ from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
 from roarfast.common.options import check_choice, check_positive
 from roarfast.common.progress import format_duration, progress_bar
-from roarfast.execution.registry import make_executor
 from roarfast.recipe import AMP_CHOICES
 from roarfast.rundir.writing import open_for_writing
 
@@ -72,16 +71,15 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
                 seed=0, progress=True, model=None, dataset_obj=None, executor=None, selection=None):
     """Extracts `options.methods` for `options.splits` into run_dir's rank stores of their ids (RunDir.rank_ids),
     beside the others; HEAD's ranks of those methods become these. `executor`: where the chunks left are
-    computed (an Executor, or its name: roarfast.execution.registry.make_executor; None: here); on Ray each is a
-    task on the cluster, written here as it comes back. `selection`: the estimators as the caller resolved them
-    (a roarfast.methods.selection.Selection: a sweep's), else options.methods resolved here, once.
+    computed (an Executor, roarfast.stages.executor, made by the caller from the user's --executor; None: here);
+    on Ray each is a task on the cluster, written here as it comes back. `selection`: the estimators as the caller
+    resolved them (a roarfast.methods.selection.Selection: a sweep's), else options.methods resolved here, once.
 
     Returns {(method, split): {"images": N, "seconds": s, "nonfinite": count, "skipped": bool}}.
     The dataset defaults to the one `train` recorded in run_dir (RunDir.open_dataset).
     `model` / `dataset_obj` let a caller that already holds them (roarfast run) skip reloading.
     """
     keep_freed_memory()
-    executor = make_executor(executor)
     run = open_for_writing(run_dir)
     device = resolve_device(device)
     if selection is None:
@@ -94,10 +92,11 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         ckpt_sha = run.base_checkpoint_sha256()
         model = explained_model(model, device)
     selection.check_ground_truth(ds.name, ds.train.masks is not None)
-    if executor.remote:  # before any work: what a worker cannot rebuild
+    if executor is not None and executor.remote:  # before any work: what a worker cannot rebuild
         check_nameable(executor.name, ds.name, run.base_meta().get("model") if selection.needs_model else None,
                        selection.names)
-    cluster = executor.chunk_runner()  # before any work too: a cluster that cannot run a task says so
+    # before any work too: a cluster that cannot run a task says so
+    cluster = executor.chunk_runner() if executor is not None else None
 
     ids = run.rank_ids(selection, ds.fingerprint)
     store = run.ranks_for(ids)

@@ -19,7 +19,8 @@ from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL, removed_pixels, resol
 from roarfast.methods import parse_methods
 from roarfast.modes import DETECT
 from roarfast.common.options import check_fractions, check_positive, check_subset
-from roarfast.results import DETECTOR, FILL_LEAKAGE, MeasurementKey, open_results
+from roarfast.measurements.row import DETECTOR, FILL_LEAKAGE, MeasurementKey
+from roarfast.rundir.results import open_results
 from roarfast.rundir.writing import open_for_writing
 
 #: the detector: three 3x3 convolutions (a 7x7 view of each pixel), this many channels wide

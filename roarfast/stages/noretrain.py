@@ -21,7 +21,8 @@ from roarfast.errors import UserError
 from roarfast.fills import resolve_fill
 from roarfast.modes import NO_RETRAIN_METRICS
 from roarfast.common.options import check_fractions, check_positive, check_subset, parse_list
-from roarfast.results import NO_RETRAIN, MeasurementKey, open_results
+from roarfast.measurements.row import NO_RETRAIN, MeasurementKey
+from roarfast.rundir.results import open_results
 from roarfast.rundir.writing import open_for_writing
 from roarfast.methods.selection import Selection
 from roarfast.stages.cells import cell_estimators

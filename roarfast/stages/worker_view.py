@@ -14,7 +14,7 @@ from pathlib import Path
 
 from roarfast.common.fingerprint import sha256_file
 from roarfast.errors import UserError
-from roarfast.rundir.checkpoint import META
+from roarfast.records.checkpoint import META
 from roarfast.rundir.directory import RunDir
 
 #: what every refusal says to do

@@ -9,7 +9,8 @@ RunDir.rank_store).
 
 import importlib
 
-from roarfast.store.layout import CHECKSUM, FORMAT, MANIFEST, MAPS, MAPS_DTYPE, RANK_DTYPES, RANKS, SPLITS
+from roarfast.records.ranks import FORMAT, MANIFEST
+from roarfast.store.layout import CHECKSUM, MAPS, MAPS_DTYPE, RANK_DTYPES, RANKS, SPLITS
 
 #: the classes that read and write ranks, each imported when first asked for: they load torch, and the run
 #: directory's records (`roarfast ls`, `prune`) read the layout's manifests without it

@@ -1,7 +1,7 @@
 """Rank stores: under one root, `<root>/<method>/<split>/`, or at the places a run directory gives each method
 (RunDir.ranks_for: `ranks/<method>/<rank id>/<split>/`): opening a store's writer (new or resumed), reading a
 complete one back, and listing what is there (by the full method names the manifests hold: a long name's
-directory is bounded, layout.dir_name)."""
+directory is bounded, roarfast.records.ranks.dir_name)."""
 
 import fcntl
 import json
@@ -13,24 +13,19 @@ import numpy as np
 from roarfast.common.atomic import open_nofollow, refuse_link
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import canonical_json
-from roarfast.rundir.records import RankStoreRecord
+from roarfast.records.kinds import RankStoreRecord
+from roarfast.records.ranks import FORMAT, MANIFEST, dir_name, read_manifest, repair_command, write_manifest
 from roarfast.store.layout import (
-    FORMAT,
     LOCK,
-    MANIFEST,
     MAPS,
     MAPS_DTYPE,
     RANK_DTYPES,
     RANKS,
     SPLITS,
     chunk_count,
-    dir_name,
     done_count,
     now,
     npy_header,
-    read_manifest,
-    repair_command,
-    write_manifest,
 )
 from roarfast.store.record import RankRecord, RowReader
 from roarfast.store.writer import RankWriter
@@ -125,7 +120,7 @@ class RankStore:
             raise UserError(f"dataset_fingerprint must be a non-empty str, got {dataset_fingerprint!r}")
         if checkpoint_sha256 is not None and (not isinstance(checkpoint_sha256, str) or not checkpoint_sha256):
             raise UserError(f"checkpoint_sha256 must be a non-empty str or None, got {checkpoint_sha256!r}")
-        # what made the store, as its record type states it (roarfast.rundir.records): what the run directory's
+        # what made the store, as its record type states it (roarfast.records.kinds): what the run directory's
         # verifying get reads its id back from
         made = RankStoreRecord(method, json.loads(canonical_json(params)), checkpoint_sha256,
                                dataset_fingerprint).to_record()

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from roarfast.errors import UserError
-from roarfast.store.layout import MAPS, RANKS, chunk_hasher, npy_header, repair_command
+from roarfast.records.ranks import repair_command
+from roarfast.store.layout import MAPS, RANKS, chunk_hasher, npy_header
 
 log = logging.getLogger(__name__)
 

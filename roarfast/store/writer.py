@@ -12,9 +12,9 @@ import numpy as np
 
 from roarfast.common.atomic import open_nofollow
 from roarfast.errors import UserError, write_error
+from roarfast.records.ranks import MANIFEST, write_manifest
 from roarfast.store.layout import (
     CHECKSUM,
-    MANIFEST,
     MAPS,
     MAPS_DTYPE,
     RANKS,
@@ -25,7 +25,6 @@ from roarfast.store.layout import (
     npy_header,
     ranges_add,
     ranges_contain,
-    write_manifest,
 )
 
 

@@ -1,10 +1,11 @@
-"""The executor interface: where a stage's work runs. The sweep, retrain and extract receive an `Executor` (made
+"""The executor interface: where a stage's work runs. Extract, the sweep and retrain receive an `Executor` (made
 from the user's --executor by roarfast.execution.registry, the one place a name is read) and ask it, never its
 name: whether it refuses a way of training cells, to train the cells claimed by the one in-flight loop
 (roarfast.execution.executors), and who computes an extraction's chunks.
 
-A backend is one module of roarfast.execution (`local`, `ray_executor`) with a subclass, plus its entry in the
-registry. Light on purpose (no torch): the CLI builds --executor from the registry.
+It sits with the stages, below the backends: a backend is one module of roarfast.execution (`local`,
+`ray_executor`) with a subclass, plus its entry in the registry. Light on purpose (no torch): the CLI builds
+--executor from the registry.
 """
 
 from roarfast.errors import UserError

@@ -1,7 +1,7 @@
 """One record type per artifact kind of a run directory, and the one way they are written and read back.
 
 A record type holds the fields that define its artifact and nothing else; it yields the artifact's id (`.id`:
-roarfast.rundir.ids.digest_id of those fields, the one digest) and the part of the stored record that says
+roarfast.records.ids.digest_id of those fields, the one digest) and the part of the stored record that says
 them (`.to_record()`), and reads them back from a stored record (`from_record`), so what is written and what
 is read back are one definition:
 
@@ -15,14 +15,14 @@ is read back are one definition:
   the data, its ranks' provenance and id, the base model, the fill, a plug-in model's source. Its id is the row's
   `config_hash` (the full sha256 of the same canonical JSON), which the rows have carried since results schema v5.
 
-They are written and read back, verified, by roarfast.rundir.record_store.Records (RunDir.records). This module
+They are written and read back, verified, by roarfast.records.access.Records (RunDir.records). This module
 stays light (no numpy): the CLI's --help imports it through the grid.
 """
 
 from dataclasses import dataclass
 
 from roarfast.common.fingerprint import config_hash
-from roarfast.rundir.ids import digest_id
+from roarfast.records.ids import digest_id
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from roarfast.rundir.configurations import grid_of
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.selection import Selection
-from roarfast.results import open_results
+from roarfast.rundir.results import open_results
 from roarfast.rundir.writing import open_for_writing
 from roarfast.train import default_grouping
 
@@ -68,8 +68,8 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     cells = [(cell, trainer.key(cell)) for cell in options.expand(methods, seed, control=options.mask_only)]
     seeds = range(seed, seed + options.seeds)
     trainer.request(methods, grid_of(methods, options.modes, options.fractions, seeds,
-                                     seeds if options.mask_only else (), options.fill), "roarfast.stages.retrain.run_retrain()",
-                    name)
+                                     seeds if options.mask_only else (), options.fill),
+                    "roarfast.orchestration.retrain.run_retrain()", name)
     with open_results(run) as db:
         execute(trainer, cells, db, echo=lambda line: None, group_size=grouping.size, workers_per_cell=workers_per_cell)
         return [db.get(key) for _, key in cells]

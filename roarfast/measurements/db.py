@@ -3,7 +3,7 @@ measurement is written in one transaction, and a rerun skips those that are done
 busy timeout lets several processes (sweep workers) write the same file at once.
 
 Claims: before training a cell, a process claims it (`ResultsDB.claim`): the row becomes `running` with
-the claimant's identity and a heartbeat it refreshes while it trains (roarfast.rundir.claims). A cell claimed by
+the claimant's identity and a heartbeat it refreshes while it trains (roarfast.records.claims). A cell claimed by
 a live process is left alone; a claim whose process is gone (same host: no such process; another host: no
 heartbeat for HEARTBEAT_STALE_S) is taken over. So `kill -9` loses at most the cell in flight, and two
 sweeps on one run directory split the grid.
@@ -25,7 +25,6 @@ it (a reader, which writes only the -shm, is refused a symbolic link at results.
 
 import functools
 import json
-import logging
 import os
 import sqlite3
 import time
@@ -34,17 +33,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 from roarfast.common.atomic import refuse_link
-from roarfast.rundir.claims import owner_alive, this_process
+from roarfast.records.claims import owner_alive, this_process
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import canonical_json
 from roarfast.modes import DETECT
-from roarfast.results.measurement import (DETECTOR, FILL_LEAKAGE, FRACTION_DECIMALS, KEY_COLUMNS, MeasurementKey,
-                                          check_key, key_values, metric_values)
-from roarfast.results.schema import migrate, row_digest, transaction
-from roarfast.rundir.directory import RunDir
-from roarfast.rundir.legacy import LEAKAGE_REPAIR, fill_leakage_rows
-
-log = logging.getLogger(__name__)
+from roarfast.measurements.row import (DETECTOR, FILL_LEAKAGE, FRACTION_DECIMALS, KEY_COLUMNS, MeasurementKey,
+                                       check_key, key_values, metric_values)
+from roarfast.measurements.schema import migrate, row_digest, transaction
 
 BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
 RETRY_S = 0.02  # poll interval while another process holds the lock the busy handler does not cover
@@ -333,8 +328,8 @@ class ResultsDB:
     def import_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
         """Moves the rows of a fill-leakage file written before schema v3 (method, fill, fraction, accuracy,
         base_rate; `source` names it) in as done fill-leakage measurements: their seed and seconds were
-        never recorded (NULL)."""
-        with self._transaction():
+        never recorded (NULL); into the in-memory copy alone when opened read-only (the file stays as it is)."""
+        with transaction(self._conn) if self.readonly else self._transaction():
             self._insert_fill_leakage(rows, dataset, source)
 
     def _insert_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
@@ -443,29 +438,3 @@ def _decode(row: dict) -> dict:
     record["owner"] = json.loads(record["owner"]) if record.get("owner") else None
     record["config"] = json.loads(record["config"]) if record.get("config") else None
     return record
-
-
-def open_results(run, *, readonly: bool = False) -> ResultsDB:
-    """The results database of a run directory (a RunDir or its path), with the run directory's
-    leakage.json (fill leakage before schema v3) moved into it (into the in-memory copy only, when
-    `readonly`: ResultsDB(readonly=True))."""
-    run = run if isinstance(run, RunDir) else RunDir(run)
-    db = ResultsDB(run.results_path, readonly=readonly)
-    legacy = run.legacy_fill_leakage_path
-    rows = fill_leakage_rows(run)
-    if rows is not None:
-        log.warning("note: %s (fill leakage before results schema v3) is read unverified: its rows enter %s with "
-                    "digests of their content as found", legacy, run.results_path.name)
-        dataset = (run.dataset_record() or {}).get("name", "unknown")
-        try:
-            if readonly:  # into the copy in memory; the file and leakage.json stay as they are
-                with transaction(db._conn):
-                    db._insert_fill_leakage(rows, dataset, legacy.name)
-            else:
-                db.import_fill_leakage(rows, dataset, legacy.name)
-        except ValueError as err:  # a row's value out of its range (MeasurementKey's checks)
-            db.close()
-            raise UserError(f"{legacy}: a row cannot be read ({err}); {LEAKAGE_REPAIR}") from None
-        if not readonly:
-            legacy.unlink(missing_ok=True)  # another process may have moved it in at the same time
-    return db

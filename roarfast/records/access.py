@@ -1,5 +1,5 @@
 """The one `put` and the one verifying `get` of a run directory's records (RunDir.records): each kind's stored
-record (roarfast.rundir.records: a base model's meta.json, a rank store's manifest, a configuration's record)
+record (roarfast.records.kinds: a base model's meta.json, a rank store's manifest, a configuration's record)
 written atomically, and read back only when it is the one its name gives: the id of an id's form, its file's
 (or folder's) name, and the digest of what the record says; a UserError in one line naming the file otherwise.
 """
@@ -9,11 +9,11 @@ from pathlib import Path
 from roarfast.common.atomic import refuse_link, write_record
 from roarfast.common.fingerprint import read_record
 from roarfast.errors import UserError
-from roarfast.rundir.checkpoint import META, read_meta, save_checkpoint
-from roarfast.rundir.head import FORMAT
-from roarfast.rundir.ids import check_id, is_id
-from roarfast.rundir.records import KINDS, ConfigurationRecord, ModelRecord, RankStoreRecord
-from roarfast.store.layout import MANIFEST, read_manifest
+from roarfast.records.checkpoint import META, read_meta, save_checkpoint
+from roarfast.records.head import FORMAT
+from roarfast.records.ids import check_id, is_id
+from roarfast.records.kinds import KINDS, ConfigurationRecord, ModelRecord, RankStoreRecord
+from roarfast.records.ranks import MANIFEST, read_manifest
 
 #: the repair of a damaged configuration record
 CONFIGURATION_REPAIR = "restore it, or remove it: its cells stay in results.sqlite and the next request records it again"
@@ -58,7 +58,7 @@ class Records:
         base model or a rank store), and the digest of what the record says; None when there is none. A UserError
         naming the file, and `repair`, when the record is damaged or not the one its name gives."""
         record_type = KINDS[kind]
-        if path is None:  # made only from an id of an id's form (rundir.ids.check_id: never "../x")
+        if path is None:  # made only from an id of an id's form (roarfast.records.ids.check_id: never "../x")
             path = self.path(kind, record_id, method, split)
         named = path.stem if kind == ConfigurationRecord.kind else (
             path.parent.parent if kind == RankStoreRecord.kind else path.parent).name

@@ -18,7 +18,7 @@ from roarfast.execution.ray_cluster import local_threads
 from roarfast.report import write_report
 from roarfast.rundir.directory import RunDir
 from roarfast.stats import accuracy_over_seeds
-from roarfast.stages.sweep import run_sweep
+from roarfast.orchestration.sweep import run_sweep
 
 #: the embedded dataset's checks: oracle ROAR near chance, random far above, oracle KAR near unmodified
 CHANCE_MARGIN = 0.10

@@ -7,7 +7,7 @@ model the sweep names, if it names one), else the base model of the id its own s
 the ranks of the ids its settings make that the run directory lacks (a store of the same id is reused; on Ray,
 each chunk a task), records its configuration and HEAD, plans the grid against results.sqlite (roarfast.planning.grid: a
 cell's key holds its base model and its ranks' id) and runs the cells left through an executor
-(the Executor it is given: roarfast.execution.base); it returns once every cell of its grid is done. Nothing another
+(the Executor it is given: roarfast.stages.executor); it returns once every cell of its grid is done. Nothing another
 request made is replaced. Its estimators are resolved once, into the `Selection` that extract and the plan take.
 """
 
@@ -18,7 +18,7 @@ import torch
 
 from roarfast.stages.basemodel import TrainOptions, head_after, run_train, trained_at
 from roarfast.stages.cells import CellTrainer, cell_estimators, cell_recipe
-from roarfast.rundir.checkpoint import recorded_model
+from roarfast.records.checkpoint import recorded_model
 from roarfast.common.device import default_batch_size, resolve_device
 from roarfast.execution.executors import Progress, check_workers, execute
 from roarfast.stages.extract import ExtractOptions, run_extract
@@ -26,14 +26,15 @@ from roarfast.planning.grid import Grid, describe_plan, make_plan, sweep_base
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
-from roarfast.planning import step_times
+from roarfast.stages import step_times
 from roarfast.planning.estimate import StepTimes, training_seconds
 from roarfast.planning.preview import learning_warnings, outline_of, preview_sweep
 from roarfast.execution.registry import make_executor
-from roarfast.results import RETRAIN, open_results
+from roarfast.measurements.row import RETRAIN
+from roarfast.rundir.results import open_results
 from roarfast.rundir.directory import RunDir
 from roarfast.rundir.writing import open_for_writing
-from roarfast.planning.step_times import remember_extraction
+from roarfast.stages.step_times import remember_extraction
 from roarfast.train import default_grouping
 
 
@@ -84,7 +85,8 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
     trainer.check_ranks(selection.names)
-    record = trainer.request(selection.names, grid.record(selection.names), "roarfast.stages.sweep.run_sweep()", name)
+    record = trainer.request(selection.names, grid.record(selection.names), "roarfast.orchestration.sweep.run_sweep()",
+                             name)
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db, selection.names)
         plan.estimated = _estimated_rates(ds, model, recipe, device)
@@ -132,7 +134,8 @@ def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, ec
     recorded_model(meta, run.model_path(model_id))  # a changed model source is refused, both hashes named
     echo(f"[sweep] base model: reusing {meta['model']} {model_id[:8]} (trained {trained_at(run, model_id)}, "
          f"test {meta['test_acc']:.1%})")
-    run.update_head("roarfast.stages.sweep.run_sweep()", base=model_id, **head_after(run, model_id, ds.fingerprint))
+    run.update_head("roarfast.orchestration.sweep.run_sweep()", base=model_id,
+                    **head_after(run, model_id, ds.fingerprint))
     run.record_stage_time("train", meta.get("seconds", 0.0))
     return model_id
 
@@ -178,7 +181,7 @@ def _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, exe
 
 
 def _remember_extraction(run, ds, selection, options, device, seconds: float) -> None:
-    """Keeps the seconds per image of this extraction in the step-time record (roarfast.planning.step_times), which later
+    """Keeps the seconds per image of this extraction in the step-time record (roarfast.stages.step_times), which later
     dry runs read."""
     base = run.head().base
     spec = recorded_model(run.model_meta(base), run.model_path(base)) if selection.explained else None

@@ -1,6 +1,6 @@
 """HEAD.json: the record of a run directory's latest request, which the commands after it take as theirs (the
 dataset, the base model, each method's ranks, the configuration the report answers for). It names artifacts by
-their ids (roarfast.rundir.ids); it never holds one, so replacing it loses nothing. Sealed with its digest."""
+their ids (roarfast.records.ids); it never holds one, so replacing it loses nothing. Sealed with its digest."""
 
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from roarfast.common.atomic import write_record
 from roarfast.common.fingerprint import read_record
 from roarfast.errors import UserError
-from roarfast.rundir.ids import check_id
+from roarfast.records.ids import check_id
 
 #: the format of HEAD.json, of the configuration records and of the run directory they belong to (1: the run
 #: directory of checkpoints/base, attributions/<method>/<split> and dataset.json, before artifacts had ids)

@@ -20,7 +20,7 @@ from pathlib import Path
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL
 from roarfast.modes import NO_RETRAIN_METRICS, NO_RETRAIN_MODES, is_control
-from roarfast.results.measurement import NO_RETRAIN, RETRAIN
+from roarfast.measurements.row import NO_RETRAIN, RETRAIN
 
 log = logging.getLogger(__name__)
 
