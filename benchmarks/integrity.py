@@ -57,14 +57,14 @@ def results(root: Path) -> None:
                              "test_images": 10000, "test_chance": 0.1})
 
     def read(readonly, verified):
-        saved = db._check_integrity, db.ResultsDB._verified
+        saved = db.check_integrity, db.ResultsDB._verified
         if not verified:
-            db._check_integrity, db.ResultsDB._verified = (lambda conn, path: None), (lambda self, row: row)
+            db.check_integrity, db.ResultsDB._verified = (lambda conn, path: None), (lambda self, row: row)
         try:
             with ResultsDB(path, readonly=readonly) as opened:
                 return opened.rows()
         finally:
-            db._check_integrity, db.ResultsDB._verified = saved
+            db.check_integrity, db.ResultsDB._verified = saved
 
     size = path.stat().st_size / 2**20
     line(f"results.sqlite, {ROWS} rows ({size:.1f} MiB), opened read-only + every row", lambda: read(True, True),

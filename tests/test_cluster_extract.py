@@ -13,7 +13,8 @@ import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from roarfast.records.ranks import read_manifest
+from roarfast.records.access import Records
+from roarfast.records.ranks import MANIFEST, RankStoreRecord
 from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, losing_node, ray_or_skip,
                            roarfast, start_roarfast, wait_for)
 
@@ -58,6 +59,11 @@ def chunks_on_nodes(said: str) -> dict:
     return {part.split(" on node ")[1]: int(part.split(" on node ")[0]) for part in parts}
 
 
+def manifest(store):
+    """The manifest of the rank store `store` (`.../<split>`), read back verified (None before it exists)."""
+    return Records(store).get(RankStoreRecord, at=store / MANIFEST)
+
+
 def assert_stores_equal(run_dir, local, methods=METHODS.split(",")) -> None:
     """Every rank file of `methods` in run_dir equals the local extraction's byte for byte, and each store's
     manifest lists every chunk done once, with the local one's checksums."""
@@ -65,7 +71,7 @@ def assert_stores_equal(run_dir, local, methods=METHODS.split(",")) -> None:
         for ranks in sorted((local / "ranks" / method).rglob("ranks.npy")):
             twin = run_dir / ranks.relative_to(local)
             assert filecmp.cmp(ranks, twin, shallow=False), twin
-            here, there = read_manifest(twin.parent), read_manifest(ranks.parent)
+            here, there = manifest(twin.parent), manifest(ranks.parent)
             assert here["complete"] and here["chunks_done"] == [[0, len(here["checksums"])]]
             assert here["checksums"] == there["checksums"]
 
@@ -121,7 +127,7 @@ def test_a_relative_run_directory_is_extracted_into_by_every_node(prepared, two_
 
 def done_chunks(run_dir, method: str, split: str) -> int:
     """The chunks done in `method`'s store of `split` (0 before it exists)."""
-    manifests = [read_manifest(store) for store in (run_dir / "ranks" / method).glob(f"*/{split}")]
+    manifests = [manifest(store) for store in (run_dir / "ranks" / method).glob(f"*/{split}")]
     return sum(stop - start for manifest in manifests if manifest for start, stop in manifest["chunks_done"])
 
 

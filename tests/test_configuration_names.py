@@ -24,7 +24,7 @@ from roarfast.results import RETRAIN, MeasurementKey, ResultsDB, load
 from roarfast.rundir.configurations import configurations, request, settings_of
 from roarfast.rundir.directory import RunDir
 from roarfast.records.head import FORMAT
-from roarfast.records.kinds import ConfigurationRecord
+from roarfast.records.configuration import ConfigurationRecord
 from roarfast.rundir.labels import select
 
 

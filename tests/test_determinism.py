@@ -17,7 +17,7 @@ from roarfast.methods.ensembles import noisy_samples
 from roarfast.methods.selection import Selection
 from roarfast.models import build_model
 from roarfast.rundir.directory import RunDir
-from roarfast.records.kinds import RankStoreRecord
+from roarfast.records.ranks import RankStoreRecord
 from roarfast.stages.extract import ExtractOptions, run_extract
 
 pytestmark = pytest.mark.golden

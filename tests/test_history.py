@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import configurations
-from roarfast.records.head import Head, read_head, write_head
-from roarfast.records.kinds import ModelRecord, RankStoreRecord
+from roarfast.records.head import Head
+from roarfast.records.model import ModelRecord
+from roarfast.records.ranks import RankStoreRecord
 from roarfast.rundir.inventory import listing
 from roarfast.report.load import ALL, load_run
 from roarfast.results import RETRAIN, ResultsDB
@@ -276,7 +277,7 @@ def test_a_migration_killed_midway_is_finished_by_the_next_command_that_writes(f
     assert cli_ok("report", "--run-dir", str(format_1))  # a reader reads the half-migrated one as its plan says
     monkeypatch.undo()
     again = cli_ok(*SWEEP, "--run-dir", str(format_1), *data(40), "--method", "random")
-    assert line(again, "[sweep] done: 1, to do: 0") and not (run.claims_dir / legacy.PLAN).exists()
+    assert line(again, "[sweep] done: 1, to do: 0") and not legacy.plan_path(run).exists()
 
 
 # --------------------------------------------------------------------------------------------- units
@@ -288,7 +289,7 @@ def test_a_base_model_s_id_is_what_its_meta_gives_and_a_renamed_one_is_refused(s
     base = run.head().base
     assert ModelRecord.from_record(run.model_meta(base)).id == base
     run.model_dir(base).rename(run.model_dir("0" * 16))
-    write_head(run.head_path, Head(**{**run.head().to_dict(), "base": "0" * 16}))
+    run.records.put(Head(**{**run.head().to_dict(), "base": "0" * 16}))
     with pytest.raises(UserError, match="does not describe the base model 0000000000000000"):
         run.base_meta()
 
@@ -311,8 +312,8 @@ def test_a_rank_store_s_id_is_its_manifest_s_and_a_moved_one_is_refused(swept, t
 def test_head_is_sealed_and_a_link_at_its_place_is_refused(tmp_path):
     run = RunDir(tmp_path)
     assert run.head() == Head()
-    write_head(run.head_path, Head(base="a" * 16, ranks={"grad": "b" * 16}, configuration="c" * 16))
-    assert read_head(run.head_path).ranks == {"grad": "b" * 16}
+    run.records.put(Head(base="a" * 16, ranks={"grad": "b" * 16}, configuration="c" * 16))
+    assert run.head().ranks == {"grad": "b" * 16}
     run.head_path.write_text(run.head_path.read_text().replace("b" * 16, "d" * 16))
     with pytest.raises(UserError, match="HEAD.json does not match the sha256 recorded in it"):
         run.head()

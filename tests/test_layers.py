@@ -32,7 +32,7 @@ VIOLATIONS = [
     ("rundir/inventory.py", "import roarfast.results.frame", "roarfast.rundir.inventory", "roarfast.results.frame"),
     ("measurements/db.py", "def _reach_up():\n    from roarfast.rundir.directory import RunDir",
      "roarfast.measurements.db", "roarfast.rundir.directory"),
-    ("records/kinds.py", "import roarfast.store.index", "roarfast.records.kinds", "roarfast.store.index"),
+    ("records/ranks.py", "import roarfast.store.index", "roarfast.records.ranks", "roarfast.store.index"),
     ("train/masking.py", "from roarfast.store.record import RankRecord", "roarfast.train.masking",
      "roarfast.store.record"),
     ("common/options.py", "import roarfast.stats", "roarfast.common.options", "roarfast.stats"),

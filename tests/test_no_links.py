@@ -61,7 +61,7 @@ def trained_here(run) -> str:
     import torch
 
     from roarfast.stages.basemodel import TrainOptions, base_recipe
-    from roarfast.records.kinds import ModelRecord
+    from roarfast.records.model import ModelRecord
     from roarfast.data import load_dataset
     from roarfast.models.probe import checked_model
     from roarfast.recipe import default_model

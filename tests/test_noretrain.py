@@ -117,7 +117,7 @@ def _hand_made_run(tmp_path, monkeypatch, make_model, test, ranks):
     """(run directory, dataset): make_model(dataset) saved as the base model of a dataset whose splits are
     both `test`, `ranks` (uint16 Tensor[N, SIDE, SIDE]) stored as the test ranks of method "grad"."""
     from roarfast.data.base import make_dataset
-    from roarfast.records.kinds import RankStoreRecord
+    from roarfast.records.ranks import RankStoreRecord
     from roarfast.models import ModelSpec
 
     ds = make_dataset("hand-made", test, test, {})

@@ -18,7 +18,7 @@ from roarfast.rundir import pruning
 from roarfast.records.claims import this_process
 from roarfast.rundir.configurations import configurations
 from roarfast.rundir.directory import RunDir
-from roarfast.records.head import Head, write_head
+from roarfast.records.head import FORMAT, Head
 from roarfast.rundir.inventory import listing, prune
 from roarfast.rundir.migrate import upgrade
 from tests.test_cli_errors import cli_ok, fails_with_one_line
@@ -42,7 +42,7 @@ def run(swept, tmp_path):
     removes its record, its row, its rank store and the base model."""
     shutil.copytree(swept, tmp_path / "run")
     run = RunDir(tmp_path / "run")
-    write_head(run.head_path, Head(dataset=run.head().dataset))
+    run.records.put(Head(dataset=run.head().dataset))
     return run
 
 
@@ -85,7 +85,7 @@ def test_an_id_edited_to_reach_outside_is_refused_and_nothing_outside_is_removed
     assert f"removed the damaged configuration record {path.name}" in out
     assert victim.is_file() and not path.exists() and len(rows(run)) == 1
     # HEAD naming a base model by a path is refused in one line, never followed
-    write_head(run.head_path, Head(base="../../outside"))
+    write_record(run.head_path, {**Head(base="../../outside").to_dict(), "format": FORMAT})  # re-sealed by hand
     assert "the id of its base model, '../../outside', is not an id" in fails_with_one_line(
         ["ls", "--run-dir", str(run.root)])
     with pytest.raises(UserError, match="the dataset fingerprint '../../outside/victim' a record gives is not a"):

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import roarfast.errors
 import roarfast.results
 from roarfast.cli import main
-from roarfast.measurements.db import SNAPSHOT_TRIES
+from roarfast.measurements.sqlite import SNAPSHOT_TRIES
 from roarfast.rundir.directory import RunDir
 from tests.test_report_sections import fill_run
 from tests.test_write_checks import read_only

@@ -12,7 +12,10 @@ from roarfast.errors import UserError
 from roarfast.rundir import migrate, writing
 from roarfast.rundir.directory import RunDir
 from roarfast.records.head import FORMAT
-from roarfast.records.kinds import CellRecord, ConfigurationRecord, ModelRecord, RankStoreRecord
+from roarfast.records.configuration import ConfigurationRecord
+from roarfast.records.model import ModelRecord
+from roarfast.records.ranks import RankStoreRecord
+from roarfast.records.rows import CellRecord
 
 FP, OTHER = "ab" * 32, "cd" * 32
 

@@ -236,7 +236,7 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
 
     from roarfast import ops
     from roarfast.data import load_dataset
-    from roarfast.records.kinds import RankStoreRecord
+    from roarfast.records.ranks import RankStoreRecord
 
     run = RunDir(tmp_path / "run")
     ds = load_dataset("embedded", None, num_train=40, num_test=20)

@@ -71,7 +71,7 @@ def rewrite_model(run: RunDir, **fields) -> None:
     """Changes fields of HEAD's base model's meta.json, sealed again, and moves the model to the id the new record
     gives (HEAD naming it), as anyone who can edit the files can: a meta that does not match its place is refused
     as damage before anything it names is looked at."""
-    from roarfast.records.kinds import ModelRecord
+    from roarfast.records.model import ModelRecord
 
     rewrite(run.base_meta_path, **fields)
     new = ModelRecord.from_record(json.loads(run.base_meta_path.read_text())).id

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from roarfast.errors import UserError
-from roarfast.records.head import Head, write_head
+from roarfast.records.head import Head
 from roarfast.rundir.directory import RunDir
 
 
@@ -46,8 +46,8 @@ def test_dataset_spec_explicit_arguments_win_over_the_record(tmp_path):
     assert run.dataset_spec() == ("embedded", None, {})
     data = tmp_path / "data"
     data.mkdir()
-    write_head(run.head_path, Head(dataset={"name": "cifar10", "data_dir": str(data), "options": {"download": False},
-                                            "fingerprint": "f"}))
+    run.records.put(Head(dataset={"name": "cifar10", "data_dir": str(data), "options": {"download": False},
+                                  "fingerprint": "f"}))
     assert run.dataset_spec(options={"download": True}) == ("cifar10", str(data), {"download": True})
     assert run.dataset_spec("embedded") == ("embedded", None, {})
 

@@ -11,7 +11,8 @@ fill, fraction, seed and the hash of the rest of its configuration. Three kinds:
   model = "detector", mode = "detect", test_acc = its pixel accuracy; extra: base_rate.
 
 The package by job: .row (the key and the metrics of a row, checked), .schema (the table and the migration of
-older files), .db (ResultsDB: claims, records, reads, on the file's path). It imports the records (the claimant
-identities of roarfast.records.claims) and the building blocks, never the run directory: a run directory's
-file is opened by roarfast.rundir.results.open_results.
+older files), .sqlite (opening the file: links refused, its integrity checked, a reader's copy in memory), .db
+(ResultsDB: claims, records, reads, on the file's path). It imports the records (a row's config is one:
+roarfast.records.rows; the claimant identities of roarfast.records.claims) and the building blocks, never the run
+directory: a run directory's file is opened by roarfast.rundir.results.open_results.
 """

@@ -1,6 +1,7 @@
 """The operations on one results.sqlite: a measurement's row goes running -> done (or failed); a finished
 measurement is written in one transaction, and a rerun skips those that are done. SQLite in WAL mode with a
-busy timeout lets several processes (sweep workers) write the same file at once.
+busy timeout lets several processes (sweep workers) write the same file at once; opening the file (links refused,
+its integrity checked, a read-only copy in memory for a reader) is roarfast.measurements.sqlite's.
 
 Claims: before training a cell, a process claims it (`ResultsDB.claim`): the row becomes `running` with
 the claimant's identity and a heartbeat it refreshes while it trains (roarfast.records.claims). A cell claimed by
@@ -8,48 +9,33 @@ a live process is left alone; a claim whose process is gone (same host: no such 
 heartbeat for HEARTBEAT_STALE_S) is taken over. So `kill -9` loses at most the cell in flight, and two
 sweeps on one run directory split the grid.
 
-Read-only (`readonly=True`: the report, `load`): the file is copied into memory without writing a byte
-beside it (no WAL switch, no -wal/-shm files where no writer made them; a copy taken while a writer changed
-the file is taken again), and an older schema is migrated in that copy only, so a read-only run directory
-can be reported on, also while a sweep writes. Every SQLite failure (a damaged file, a full disk, a
-read-only directory) is a UserError naming the file.
+Read-only (`readonly=True`: the report, `load`): the file is read through a copy in memory, and an older schema
+is migrated in that copy only, so a read-only run directory can be reported on, also while a sweep writes. Every
+SQLite failure (a damaged file, a full disk, a read-only directory) is a UserError naming the file.
 
 Integrity: every row carries the digest of its columns (schema.row_digest, written with it in the same
 transaction) and every read checks it (rows, get, claim, and a write over an existing row), so a flipped
-byte in a metric or a key is refused in one line naming the file and the row, never read as data; opening a
-file runs SQLite's integrity check (`integrity_check` up to INTEGRITY_CHECK_MAX_BYTES, `quick_check`
-above), which finds a table and its key index that disagree. A results.sqlite (or its -wal, -shm or
--journal) that is a symbolic link, or a file with other hard links, is refused: SQLite would write through
-it (a reader, which writes only the -shm, is refused a symbolic link at results.sqlite, not a hard one).
+byte in a metric or a key is refused in one line naming the file and the row, never read as data. A row's
+config is a record (roarfast.records.rows), written and read back through the one put and get: what it says
+gives the row's config_hash.
 """
-
-import functools
 import json
-import os
 import sqlite3
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import quote
 
-from roarfast.common.atomic import refuse_link
-from roarfast.records.claims import owner_alive, this_process
 from roarfast.errors import UserError
-from roarfast.common.fingerprint import canonical_json
-from roarfast.modes import DETECT
 from roarfast.measurements.row import (DETECTOR, FILL_LEAKAGE, FRACTION_DECIMALS, KEY_COLUMNS, MeasurementKey,
                                        check_key, key_values, metric_values)
 from roarfast.measurements.schema import migrate, row_digest, transaction
+from roarfast.measurements.sqlite import BUSY_TIMEOUT_S, check_integrity, connect, damaged, snapshot, sqlite_errors
+from roarfast.modes import DETECT
+from roarfast.records.access import get, put
+from roarfast.records.claims import owner_alive, this_process
+from roarfast.records.rows import RowConfig, RowRecord
 
-BUSY_TIMEOUT_S = 60.0  # a writer waits this long for another process's transaction before failing
 RETRY_S = 0.02  # poll interval while another process holds the lock the busy handler does not cover
-#: up to this size an opened file gets SQLite's full integrity check (table against index: a few ms for
-#: thousands of rows, benchmarks/RESULTS.md "Verified reads"), above it the quick check (pages and rows only)
-INTEGRITY_CHECK_MAX_BYTES = 64 << 20
-#: the files SQLite writes beside a database
-_SIDE_FILES = ("-wal", "-shm", "-journal")
-#: times a read-only copy is taken before giving up on a file that a writer changes while each is taken
-SNAPSHOT_TRIES = 5
 
 #: the order of rows(): within a kind as schema v2 ordered its cells (the report's sums depend on it)
 _ORDER = "kind, dataset, model, method, mode, fraction, seed, config_hash"
@@ -61,150 +47,25 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _database_error(path: Path, err: sqlite3.DatabaseError) -> UserError:
-    """One line for an SQLite failure: the file, what went wrong and what to do."""
-    text = str(err)
-    if "full" in text:
-        remedy = "free space on its filesystem and rerun (the rows written before are kept)"
-    elif "readonly" in text or "unable to open" in text:
-        remedy = "its directory is not writable: choose a writable --run-dir"
-    elif "malformed" in text or "not a database" in text:
-        remedy = "restore it from a copy, or move it aside to measure again from scratch"
-    else:
-        remedy = "rerun; if it persists, check the file and its filesystem"
-    return UserError(f"{path}: {text}; {remedy}")
-
-
-def _sqlite_errors(method):
-    """The method with SQLite's failures turned into _database_error's one line."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.DatabaseError as err:
-            if isinstance(err, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
-                raise  # roarfast's own mistake, not the file's
-            raise _database_error(self.path, err) from None
-
-    return wrapper
-
-
-def _damaged(path: Path, what: str) -> UserError:
-    """One line for a results file whose content failed a check: what failed and the repair."""
-    return UserError(f"{path}: {what}; restore it from a copy, or move it aside to measure again from scratch")
-
-
-def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
-    """SQLite's integrity check of the database on `conn` (the file `path`): the full one where it is small
-    enough to be cheap, else the quick one; a UserError naming the first problem found."""
-    size = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
-    check = "integrity_check" if size <= INTEGRITY_CHECK_MAX_BYTES else "quick_check"
-    problem = conn.execute(f"PRAGMA {check}(1)").fetchone()[0]
-    if problem != "ok":
-        raise _damaged(path, f"SQLite's {check} failed ({' '.join(problem.split())})")  # one line
-
-
-def _refuse_links(path: Path, *, readonly: bool) -> None:
-    """Refuses what SQLite would write through (atomic.refuse_link's lines): a symbolic link at `path` or
-    beside it (its -wal, -shm, -journal), or a file there with other hard links. A reader only reads `path`
-    itself, so a hard link there is no matter to it, but a symbolic one is refused too: SQLite would create
-    the -wal and -shm beside the link's target, outside the run directory."""
-    if readonly and path.is_symlink():
-        raise UserError(f"refusing to read {path}: it is a symbolic link (to {os.readlink(path)}), and SQLite "
-                        f"would create its -wal and -shm beside the target, outside the run directory; put the file "
-                        f"itself there and rerun")
-    refuse_link(path, in_place=not readonly)
-    for suffix in _SIDE_FILES:
-        refuse_link(path.with_name(path.name + suffix), in_place=True)
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
-
-
-def _connect(path: Path, query: str, *, readonly: bool, **kwargs) -> sqlite3.Connection:
-    """sqlite3.connect to the database file `path` (`query`: the URI's parameters), its links refused
-    (_refuse_links) before SQLite opens it and again right after, before SQLite writes a byte (opening, it
-    reads only the header): SQLite opens the file itself and follows links (Python's sqlite3 cannot ask it for
-    O_NOFOLLOW), so `path` is also refused when another file took its place in between. No descriptor of
-    roarfast's own checks it: closing one would drop the POSIX locks SQLite holds on the file for this
-    process's other connections."""
-    _refuse_links(path, readonly=readonly)
-    before = _lstat(path)
-    conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}{query}", uri=True, **kwargs)
-    try:
-        _refuse_links(path, readonly=readonly)
-        after = _lstat(path)
-        if before is not None and (after is None or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino)):
-            raise UserError(f"{path} was replaced by another file while roarfast opened it; rerun")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _version(path: Path) -> tuple | None:
-    """What changes when `path` is written, replaced or removed, as lstat tells it."""
-    status = _lstat(path)
-    return None if status is None else (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
-                                        status.st_ctime_ns)
-
-
-def _snapshot(path: Path) -> sqlite3.Connection:
-    """An in-memory copy of the database at `path`, read without creating a file beside it where no writer
-    is. Where a writer's -wal file exists (rows may be there and not yet in the file), through SQLite's
-    read-only mode, which uses the writer's -wal and -shm under SQLite's locks; else as an immutable file,
-    which creates neither (a read-only directory could not hold them) but takes no lock either, so the copy
-    is kept only when no -wal appeared and the file did not change while it was read, and taken again
-    otherwise (a sweep's writer opening, checkpointing and closing meanwhile). The copy is taken in one
-    backup, so the reader sees one consistent state."""
-    if _lstat(path) is None:
-        raise UserError(f"{path} does not exist")
-    wal = path.with_name(path.name + "-wal")
-    for _ in range(SNAPSHOT_TRIES):
-        before, locked = _version(path), os.path.lexists(wal)
-        source = _connect(path, "?mode=ro" if locked else "?mode=ro&immutable=1", readonly=True,
-                          timeout=BUSY_TIMEOUT_S)
-        memory = sqlite3.connect(":memory:", isolation_level=None)
-        try:
-            source.backup(memory)
-        except sqlite3.DatabaseError:
-            memory.close()
-            if locked or _version(path) == before:
-                raise
-            continue  # read while a writer changed it: taken again
-        finally:
-            source.close()
-        if locked or (_version(path) == before and not os.path.lexists(wal)):
-            return memory
-        memory.close()
-    raise UserError(f"{path} changed each of the {SNAPSHOT_TRIES} times it was read (a writer checkpointing "
-                    f"it); rerun")
-
-
 class ResultsDB:
     """The results of one run directory; open one per process (connections do not cross processes).
-    `readonly=True` reads an in-memory copy (_snapshot): nothing is written next to the file, and writing
-    methods refuse."""
+    `readonly=True` reads an in-memory copy (roarfast.measurements.sqlite.snapshot): nothing is written next to
+    the file, and writing methods refuse."""
 
-    @_sqlite_errors
+    @sqlite_errors
     def __init__(self, path, *, readonly: bool = False):
         self.path = Path(path)
         self.readonly = readonly
         if readonly:
-            self._conn = _snapshot(self.path)
+            self._conn = snapshot(self.path)
             self._conn.row_factory = sqlite3.Row
-            _check_integrity(self._conn, self.path)
+            check_integrity(self._conn, self.path)
             migrate(self._conn, self.path, readonly=True)  # the copy only: the file keeps its version
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE takes the write lock up front,
         # so two writers never deadlock upgrading a read lock).
-        self._conn = _connect(self.path, "", readonly=False, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self._conn = connect(self.path, "", readonly=False, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         mode = self._enable_wal()
@@ -213,7 +74,7 @@ class ResultsDB:
                             f"filesystem? Choose a --run-dir on a local disk")
         # FULL: a finished measurement survives a power loss, at one fsync per row.
         self._conn.execute("PRAGMA synchronous = FULL")
-        _check_integrity(self._conn, self.path)
+        check_integrity(self._conn, self.path)
         migrate(self._conn, self.path)
 
     def _enable_wal(self) -> str:
@@ -234,11 +95,11 @@ class ResultsDB:
             raise UserError(f"{self.path} was opened read-only (roarfast.results.ResultsDB(readonly=True))")
         return transaction(self._conn)
 
-    @_sqlite_errors
+    @sqlite_errors
     def get(self, key: MeasurementKey) -> dict | None:
         """The measurement's row as `rows()` gives it, or None when it was never started."""
         row = self._row(check_key(key))
-        return None if row is None else _decode(row)
+        return None if row is None else self._decode(row)
 
     def _row(self, key: MeasurementKey) -> dict | None:
         """The verified row of `key` (with its rowid) as a dict, or None."""
@@ -249,7 +110,7 @@ class ResultsDB:
         """`row`, refused in one line naming the file and the row when it does not match its digest."""
         if row["row_sha256"] != row_digest(row):
             where = " ".join(f"{c}={row[c]}" for c in ("kind", "method", "mode", "fill", "fraction", "seed"))
-            raise _damaged(self.path, f"the row ({where}) does not match the sha256 written with it (the file "
+            raise damaged(self.path, f"the row ({where}) does not match the sha256 written with it (the file "
                                       f"changed on disk)")
         return row
 
@@ -269,7 +130,7 @@ class ResultsDB:
         """Marks a measurement failed with `error` (one line: the exception); a done one stays done."""
         self._upsert(check_key(key), {"status": "failed", "finished": _now(), "error": str(error)}, keep_done=True)
 
-    @_sqlite_errors
+    @sqlite_errors
     def claim(self, key: MeasurementKey, owner: dict | None = None) -> bool:
         """Claims `key` for `owner` (default: this process) in one transaction: True when the caller may
         train it now (it was new, failed, already ours, or held by a claimant that is gone); False when it
@@ -289,7 +150,7 @@ class ResultsDB:
                               "heartbeat": time.time(), "finished": None, "error": None}, keep_done=False)
         return True
 
-    @_sqlite_errors
+    @sqlite_errors
     def heartbeat(self, keys, owner: dict | None = None) -> None:
         """Refreshes the heartbeat of `owner`'s running claims among `keys`."""
         owner_json = json.dumps(owner or this_process(), sort_keys=True)
@@ -298,7 +159,7 @@ class ResultsDB:
                 self._conn.execute(f"UPDATE measurements SET heartbeat = ? WHERE {_WHERE_KEY} AND status = 'running' "
                                    f"AND owner = ?", [time.time(), *key_values(check_key(key)), owner_json])
 
-    @_sqlite_errors
+    @sqlite_errors
     def release(self, key: MeasurementKey, owner: dict | None = None) -> None:
         """Gives up `owner`'s running claim on `key` (an interrupted run): the row goes away, as if never
         started, unless someone else holds or finished it."""
@@ -307,7 +168,7 @@ class ResultsDB:
             self._conn.execute(f"DELETE FROM measurements WHERE {_WHERE_KEY} AND status = 'running' AND owner = ?",
                                [*key_values(check_key(key)), owner_json])
 
-    @_sqlite_errors
+    @sqlite_errors
     def record(self, key: MeasurementKey, metrics: dict) -> None:
         """Writes a finished measurement in one transaction, replacing any earlier row of the same key.
 
@@ -324,7 +185,7 @@ class ResultsDB:
                       finished=_now(), owner=None, heartbeat=None)
         self._upsert(key, values, keep_done=False)
 
-    @_sqlite_errors
+    @sqlite_errors
     def import_fill_leakage(self, rows: list, dataset: str, source: str) -> None:
         """Moves the rows of a fill-leakage file written before schema v3 (method, fill, fraction, accuracy,
         base_rate; `source` names it) in as done fill-leakage measurements: their seed and seconds were
@@ -342,7 +203,7 @@ class ResultsDB:
                               "extra": json.dumps({"base_rate": row["base_rate"]}), "finished": _now()},
                         keep_done=False)
 
-    @_sqlite_errors
+    @sqlite_errors
     def _upsert(self, key: MeasurementKey, values: dict, keep_done: bool) -> None:
         with self._transaction():
             self._write(key, values, keep_done)
@@ -351,8 +212,9 @@ class ResultsDB:
         """Inside a transaction: inserts the row of `key` with `values`, or updates those columns of its row
         (verified first; not a done row when keep_done), then writes the row's digest."""
         existing = self._row(key)
-        if key.config is not None:  # a key made by MeasurementKey.of: its configuration is written beside its hash
-            values = {**values, "config": canonical_json(key.config)}
+        values = dict(values)
+        if key.record is not None:  # a key made by MeasurementKey.of: what made it is written beside its hash
+            put(key.record, at=values)
         if existing is None:
             columns = [*KEY_COLUMNS, *values, "created"]
             rowid = self._conn.execute(f"INSERT INTO measurements ({', '.join(columns)}) "
@@ -368,7 +230,7 @@ class ResultsDB:
         row = self._conn.execute("SELECT * FROM measurements WHERE rowid = ?", (rowid,)).fetchone()
         self._conn.execute("UPDATE measurements SET row_sha256 = ? WHERE rowid = ?", (row_digest(dict(row)), rowid))
 
-    @_sqlite_errors
+    @sqlite_errors
     def rekey(self, pairs: list) -> None:
         """Gives each row of an old key its new key (same columns but config_hash, its config written beside it),
         in one transaction: a migration that records in a row's config what made it (its base model, its
@@ -378,13 +240,15 @@ class ResultsDB:
                 row = self._row(check_key(old))
                 if row is None or self._row(check_key(new)) is not None:
                     continue
+                columns = {"config_hash": new.config_hash}
+                put(new.record, at=columns)
                 self._conn.execute("UPDATE measurements SET config_hash = ?, config = ? WHERE rowid = ?",
-                                   (new.config_hash, canonical_json(new.config), row["rowid"]))
+                                   (columns["config_hash"], columns["config"], row["rowid"]))
                 fresh = self._conn.execute("SELECT * FROM measurements WHERE rowid = ?", (row["rowid"],)).fetchone()
                 self._conn.execute("UPDATE measurements SET row_sha256 = ? WHERE rowid = ?",
                                    (row_digest(dict(fresh)), row["rowid"]))
 
-    @_sqlite_errors
+    @sqlite_errors
     def delete(self, keys: list) -> int:
         """Removes the rows of `keys` (each verified first) in one transaction; returns how many there were."""
         removed = 0
@@ -396,7 +260,7 @@ class ResultsDB:
                     removed += 1
         return removed
 
-    @_sqlite_errors
+    @sqlite_errors
     def rows(self, **filters) -> list[dict]:
         """Rows as dicts (versions, extra and config decoded; config None where a row predates schema v5),
         ordered by key; filters on key columns or status, each a
@@ -417,8 +281,21 @@ class ResultsDB:
             clauses.append(f"({' OR '.join(matches)})")
             params.extend(values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        return [_decode(self._verified(dict(row)))
+        return [self._decode(self._verified(dict(row)))
                 for row in self._conn.execute(f"SELECT * FROM measurements{where} ORDER BY {_ORDER}", params)]
+
+    def _decode(self, row: dict) -> dict:
+        """A verified row: JSON columns decoded (its config through the one get: what it says gives the row's
+        config_hash), its digest and rowid left out."""
+        record = {key: value for key, value in row.items() if key not in ("row_sha256", "rowid")}
+        record["versions"] = json.loads(record["versions"]) if record["versions"] else None
+        record["extra"] = json.loads(record["extra"]) if record["extra"] else {}
+        record["owner"] = json.loads(record["owner"]) if record.get("owner") else None
+        try:
+            record["config"] = get(RowConfig, at=row, record_id=row["config_hash"], repair=RowRecord.repair)
+        except UserError as err:
+            raise UserError(f"{self.path}: {err}") from None
+        return record
 
     def close(self) -> None:
         self._conn.close()
@@ -428,13 +305,3 @@ class ResultsDB:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _decode(row: dict) -> dict:
-    """A verified row: JSON columns decoded, its digest and rowid left out."""
-    record = {key: value for key, value in row.items() if key not in ("row_sha256", "rowid")}
-    record["versions"] = json.loads(record["versions"]) if record["versions"] else None
-    record["extra"] = json.loads(record["extra"]) if record["extra"] else {}
-    record["owner"] = json.loads(record["owner"]) if record.get("owner") else None
-    record["config"] = json.loads(record["config"]) if record.get("config") else None
-    return record

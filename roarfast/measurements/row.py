@@ -6,8 +6,8 @@ import platform
 from dataclasses import dataclass, field
 
 from roarfast.fills import FILLS
-from roarfast.common.fingerprint import config_hash
 from roarfast.modes import DETECT, NO_RETRAIN_MODES, RETRAIN_MODES, is_control
+from roarfast.records.rows import RowConfig, RowRecord
 from roarfast.version import __version__
 
 RETRAIN, NO_RETRAIN, FILL_LEAKAGE = "retrain", "no-retrain", "fill-leakage"
@@ -33,9 +33,9 @@ class MeasurementKey:
     """What identifies one measurement in results.sqlite: its `kind` (retrain, no-retrain, fill-leakage),
     `method`'s ranks, `mode` and `fraction`, the `fill` of the removed pixels (None where no pixel value
     is seen: a mask-only control), the `seed` (None where nothing is drawn), on `dataset` with `model`,
-    and the rest of its configuration hashed as `config_hash`. `MeasurementKey.of` hashes a config and keeps
-    it as `config` (written into the row's `config` column, so every number says what made it; not part of
-    the key's identity: the hash is)."""
+    and the rest of its configuration hashed as `config_hash`. `MeasurementKey.of` keeps the record of what made
+    it (`record`, a roarfast.records.rows record: its id is the hash, its stored form the row's `config` column,
+    so every number says what made it; not part of the key's identity: the hash is)."""
 
     kind: str
     dataset: str
@@ -46,7 +46,7 @@ class MeasurementKey:
     fraction: float
     seed: int | None
     config_hash: str
-    config: dict | None = field(default=None, compare=False, hash=False, repr=False)
+    record: RowRecord | None = field(default=None, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
         if self.kind not in KIND_MODES:
@@ -74,10 +74,17 @@ class MeasurementKey:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         object.__setattr__(self, "fraction", round(float(self.fraction), FRACTION_DECIMALS))
 
+    @property
+    def config(self) -> dict | None:
+        """What made it, as its row's `config` column holds it (None for a key made from a hash alone)."""
+        return None if self.record is None else self.record.to_record()
+
     @classmethod
-    def of(cls, *, config: dict, **fields) -> "MeasurementKey":
-        """The key with `config` (recipe, fill, ranks' params, ...) folded into its hash and kept."""
-        return cls(**fields, config_hash=config_hash(config), config=config)
+    def of(cls, *, config, **fields) -> "MeasurementKey":
+        """The key of the measurement `config` made: a record of roarfast.records.rows (a cell's, ...), or a config
+        as a row holds it (a dict: recipe, fill, ranks' params, ...); its id is the key's hash, it is kept."""
+        record = config if isinstance(config, RowRecord) else RowConfig(config)
+        return cls(**fields, config_hash=record.id, record=record)
 
 
 def check_key(key) -> MeasurementKey:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from roarfast.stages.cells import Cell, CellOptions, cell_methods
 from roarfast.errors import UserError
 from roarfast.rundir.configurations import grid_of
-from roarfast.records.kinds import ModelRecord
+from roarfast.records.model import ModelRecord
 from roarfast.modes import MODES, is_control
 from roarfast.common.options import MAX_SEEDS, check_positive, check_seed
 from roarfast.common.plugins import shown_method

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from roarfast.common.atomic import open_nofollow
 
+#: the folder of a run directory's claim locks (and of what a kill may leave half done: a prune's intent)
+CLAIMS = "claims"
 #: a claimant refreshes its heartbeat this often while it trains a cell
 HEARTBEAT_S = 15.0
 #: a claim from another host whose heartbeat is older than this is taken over (its process cannot be

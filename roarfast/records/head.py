@@ -1,15 +1,16 @@
 """HEAD.json: the record of a run directory's latest request, which the commands after it take as theirs (the
 dataset, the base model, each method's ranks, the configuration the report answers for). It names artifacts by
-their ids (roarfast.records.ids); it never holds one, so replacing it loses nothing. Sealed with its digest."""
+their ids (roarfast.records.ids); it never holds one, so replacing it loses nothing. Sealed with its digest; a
+record kind a run directory keeps one of (`Head`), written and read back through the one put and get."""
 
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 
-from roarfast.common.atomic import write_record
-from roarfast.common.fingerprint import read_record
+from roarfast.common.atomic import refuse_link
 from roarfast.errors import UserError
 from roarfast.records.ids import check_id
+from roarfast.records.kind import Record
 
 #: the format of HEAD.json, of the configuration records and of the run directory they belong to (1: the run
 #: directory of checkpoints/base, attributions/<method>/<split> and dataset.json, before artifacts had ids)
@@ -22,7 +23,7 @@ _COMMAND = ContextVar("roarfast_command", default=None)
 
 
 @dataclass(frozen=True)
-class Head:
+class Head(Record):
     """The latest request: `dataset` (its record: RunDir.remember_dataset), `base` (the base model's id),
     `ranks` ({method: rank id}: the latest extraction of each method for that base model), `configuration` (the
     id of the configuration of its cells, None when it trained none), `command` and `time` (ISO, UTC)."""
@@ -34,8 +35,44 @@ class Head:
     command: str | None = None
     time: str | None = None
 
+    kind = "head"
+    what = "HEAD"
+    format = FORMAT
+    repair = REPAIR
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def to_record(self) -> dict:
+        return self.to_dict()
+
+    @classmethod
+    def from_record(cls, stored: dict) -> "Head":
+        return cls(**{k: stored.get(k) for k in cls.__dataclass_fields__ if k in stored})
+
+    @classmethod
+    def place(cls, record_id=None, where=None) -> tuple:
+        return ("HEAD.json",)
+
+    @classmethod
+    def read(cls, path, repair: str, run_dir) -> dict | None:
+        """The sealed record at `path`, every id it names of an id's form; a link there is refused at once (every
+        command reads it and most write it)."""
+        if path.is_symlink():
+            refuse_link(path)
+        stored = super().read(path, repair, run_dir)
+        if stored is None:
+            return None
+        head = cls.from_record(stored)
+        # a path is made from each id HEAD names: one edited to "../x" must never reach one
+        for what, value in (("base model", head.base), ("configuration", head.configuration)):
+            if value is not None:
+                check_id(value, what, path)
+        if not isinstance(head.ranks, dict):
+            raise UserError(f"{path}: its ranks are not {{method: id}}; {repair}")
+        for method, rid in head.ranks.items():
+            check_id(rid, f"ranks of {method}", path)
+        return stored
 
 
 def now() -> str:
@@ -52,28 +89,6 @@ def set_command(text: str) -> None:
 def command(fallback: str) -> str:
     """What the user ran, as set_command said, else `fallback` (the Python call that asked)."""
     return _COMMAND.get() or fallback
-
-
-def read_head(path) -> Head | None:
-    """The verified HEAD.json at `path`, or None when there is none."""
-    record = read_record(path, REPAIR)
-    if record is None:
-        return None
-    record.pop("format", None)
-    head = Head(**{k: record.get(k) for k in Head.__dataclass_fields__ if k in record})
-    # a path is made from each id HEAD names: one edited to "../x" must never reach one
-    for what, value in (("base model", head.base), ("configuration", head.configuration)):
-        if value is not None:
-            check_id(value, what, path)
-    if not isinstance(head.ranks, dict):
-        raise UserError(f"{path}: its ranks are not {{method: id}}; {REPAIR}")
-    for method, rid in head.ranks.items():
-        check_id(rid, f"ranks of {method}", path)
-    return head
-
-
-def write_head(path, head: Head) -> None:
-    write_record(path, {**head.to_dict(), "format": FORMAT})
 
 
 def updated(head: Head, asked: str, **changes) -> Head:

@@ -1,6 +1,6 @@
 """The identities of a run directory's artifacts: each is the first ID_CHARS hex of the sha256 of the canonical
 JSON of what made it (`digest_id`, the one digest; what goes into it is each kind's record type:
-roarfast.records.kinds), so an artifact made again from the same things has the same id (it is reused), and one
+roarfast.records), so an artifact made again from the same things has the same id (it is reused), and one
 made from anything else has another (it is kept beside the first, never over it).
 
 - a base model: its dataset's fingerprint (a subset included), the model's name and source hash, the effective

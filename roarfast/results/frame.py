@@ -7,7 +7,7 @@ from roarfast.rundir.results import open_results
 from roarfast.measurements.row import KEY_COLUMNS, RETRAIN
 from roarfast.rundir.configurations import claims, configurations, settings_of
 from roarfast.rundir.directory import RunDir
-from roarfast.records.kinds import ConfigurationRecord
+from roarfast.records.configuration import ConfigurationRecord
 from roarfast.rundir.labels import known_as, select, shown
 
 #: the columns that say which configuration a row is a cell of

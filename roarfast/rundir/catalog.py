@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from roarfast.common.fingerprint import canonical_json
 from roarfast.rundir.configurations import claims, settings_of
 from roarfast.records.ids import SHOWN_CHARS
-from roarfast.records.kinds import ConfigurationRecord
+from roarfast.records.configuration import ConfigurationRecord
 from roarfast.rundir.labels import differs, known_as, select, shown, value_text
 
 #: the label of the rows that recorded no config, and of the one configuration recorded beside them

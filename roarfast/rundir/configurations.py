@@ -19,7 +19,7 @@ from roarfast.common.atomic import refuse_link
 from roarfast.common.plugins import recorded_title
 from roarfast.errors import UserError
 from roarfast.records.head import now
-from roarfast.records.kinds import ConfigurationRecord
+from roarfast.records.configuration import ConfigurationRecord
 from roarfast.rundir.labels import check_name, known_as, label, unique
 from roarfast.modes import control_mode
 
@@ -158,4 +158,4 @@ def configurations(run, damaged: list | None = None) -> list:
 def _checked(run, path) -> dict:
     """The configuration record at `path`, verified (Records.get: sealed, of the form a record has, every id in it
     of an id's form, its id its file's name and the digest of what it records)."""
-    return run.records.get(ConfigurationRecord.kind, path.stem, path=path)
+    return run.records.get(ConfigurationRecord, path.stem, at=path)

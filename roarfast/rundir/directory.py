@@ -9,60 +9,57 @@ in it lives. No other module spells one of these paths. Every artifact lives und
     models/<id>/        a base model (model.safetensors + meta.json; roarfast.records.checkpoint)
     ranks/<method>/<id>/<split>/   a rank store (roarfast.store)
     configurations/<id>.json       one per configuration of cells requested (roarfast.rundir.configurations)
-    results.sqlite      every measurement (roarfast.results)
+    results.sqlite      every measurement (roarfast.measurements)
     stages.json         seconds per stage, merged by the sweep (the report's stage times)
     report/             the report's default output
     claims/             one lock file per thing built once for every process (a base model, a method's
                         ranks, HEAD): RunDir.claim (roarfast.records.claims)
+    claims/prune.json   a prune's intent while it removes (roarfast.rundir.pruning)
     leakage.json        fill leakage before results schema v3; moved into results.sqlite when met
 
 A run directory of format 1 (checkpoints/base, attributions/<method>/<split>, dataset.json) is read as it is
 by the readers (its artifacts' ids read off their records: roarfast.rundir.legacy) and migrated in place by
 the first command that writes (roarfast.rundir.writing.open_for_writing, once per process).
 
-Its base models', rank stores' and configurations' records are written and read back, verified, through
-`records` (roarfast.records.access: one put, one verifying get of the record types of
-roarfast.records.kinds). It also loads a base model for a dataset (refusing one trained on another dataset),
-reads ranks only when they match their id, the dataset and their base model, checks that a stage can write
-before it spends compute, and keeps the stage-time record. Every record it reads is verified (a checkpoint's weights and meta, HEAD.json,
-the dataset records and stages.json carry digests: roarfast.common.fingerprint.seal), the repair named in the one
-line of a mismatch; every file it writes is replaced atomically, never through a link (roarfast.common.atomic).
+Each record (HEAD, a dataset's, a base model's, a rank store's, a configuration's, the stage times) is written
+and read back, verified, through `records` (roarfast.records.access: the one put and verifying get; each kind
+owns its place, built by the one path builder, and its stored form: roarfast.records). It also loads a base
+model for a dataset (refusing one trained on another dataset), reads ranks only when they match their id, the
+dataset and their base model, checks that a stage can write before it spends compute, and keeps the stage-time
+record. Every record it reads is verified (each carries its digest: roarfast.common.fingerprint.seal; a
+checkpoint's meta the weights' too), the repair named in the one line of a mismatch; every file it writes is
+replaced atomically, never through a link (roarfast.common.atomic).
 """
 
 import logging
-import re
 from contextlib import contextmanager
 from pathlib import Path
 
-from roarfast.common.atomic import check_writable, refuse_link, write_record
-from roarfast.records.checkpoint import META, WEIGHTS, checkpoint_sha256, load_checkpoint
-from roarfast.records.claims import hold_lock
-from roarfast.data import load_dataset
-from roarfast.data.registry import DATASETS
-from roarfast.errors import UserError
-from roarfast.common.fingerprint import read_record
-from roarfast.records.head import Head, read_head, updated, write_head
-from roarfast.records.ids import check_id, is_id
-from roarfast.records.access import Records
-from roarfast.records.kinds import ModelRecord, RankStoreRecord
-from roarfast.rundir.legacy import legacy_head, legacy_models, legacy_ranks, needs_migration
-from roarfast.models import MODELS
-from roarfast.common.plugins import is_import_path
+from roarfast.common.atomic import check_writable, refuse_link
 from roarfast.common.resolver import BUILTIN
-from roarfast.records.ranks import dir_name, read_manifest
+from roarfast.errors import UserError
+from roarfast.models import MODELS
+from roarfast.records.access import Records
+from roarfast.records.checkpoint import META, WEIGHTS, checkpoint_sha256, load_checkpoint
+from roarfast.records.claims import CLAIMS, hold_lock
+from roarfast.records.configuration import ConfigurationRecord
+from roarfast.records.dataset import DatasetRecord
+from roarfast.records.head import Head, updated
+from roarfast.records.ids import is_id
+from roarfast.records.model import ModelRecord
+from roarfast.records.paths import place
+from roarfast.records.prune import PruneIntent
+from roarfast.records.ranks import MANIFEST, RankStoreRecord, dir_name
+from roarfast.records.stage_times import StageTimes
+from roarfast.rundir.datasets import RunDatasets
+from roarfast.rundir.legacy import legacy_head, legacy_models, legacy_ranks
 
 log = logging.getLogger(__name__)
 
-#: the format of the dataset records and stages.json: 2 since they are sealed with their digest (1: before)
-RECORD_FORMAT = 2
-#: the characters of a dataset fingerprint that name its record in datasets/
-DATASET_CHARS = 16
-#: the repair of a damaged stages.json
-_STAGES_REPAIR = "remove it (the next sweep records the stage times again) or restore it"
 
-
-class RunDir:
-    """The run directory at `root` (created by the first command that writes into it)."""
+class RunDir(RunDatasets):
+    """The run directory at `root` (created by the first command that writes into it); the datasets it used are
+    RunDatasets's."""
 
     def __init__(self, root):
         self.root = Path(root)
@@ -72,105 +69,97 @@ class RunDir:
 
     @property
     def records(self) -> Records:
-        """The one put and the one verifying get of its base models', rank stores' and configurations' records."""
-        return Records(self)
+        """The one put and the one verifying get of its records, each at its kind's place (roarfast.records)."""
+        return Records(self.root, run_dir=self.root)
 
-    # ------------------------------------------------------------------------------------------- paths
+    # ----------------------------------------------------------------------- paths, all from the one builder
 
     @property
     def head_path(self) -> Path:
-        return self.root / "HEAD.json"
+        return self.records.path(Head)
 
     @property
     def datasets_root(self) -> Path:
-        return self.root / "datasets"
+        return place(self.root, DatasetRecord.folder)
 
     def dataset_record_path(self, fingerprint: str) -> Path:
-        # a fingerprint read from a record names a file only when it is hex (never "../x")
-        if not (isinstance(fingerprint, str) and re.fullmatch(r"[0-9a-f]{16,128}", fingerprint)):
-            raise UserError(f"{self.root}: the dataset fingerprint {str(fingerprint)[:40]!r} a record gives is not a "
-                            f"digest: the record was edited or damaged; restore it, or remove it")
-        return self.datasets_root / f"{fingerprint[:DATASET_CHARS]}.json"
+        return self.records.path(DatasetRecord, fingerprint)
 
     @property
     def models_root(self) -> Path:
-        return self.root / "models"
+        return place(self.root, ModelRecord.folder)
 
     def model_dir(self, model_id: str) -> Path:
-        return self.models_root / check_id(model_id, "base model", self.root)
+        return self.records.path(ModelRecord, model_id).parent
 
     @property
     def ranks_root(self) -> Path:
-        return self.root / "ranks"
+        return place(self.root, RankStoreRecord.folder)
 
     def rank_dir(self, method: str, rank_id: str) -> Path:
         """Where the rank store of `method` with id `rank_id` lives (its splits below it)."""
-        return self.ranks_root / dir_name(method) / check_id(rank_id, f"ranks of {method}", self.root)
+        return self.records.path(RankStoreRecord, rank_id, method=method).parent.parent
 
     @property
     def configurations_root(self) -> Path:
-        return self.root / "configurations"
+        return place(self.root, ConfigurationRecord.folder)
 
     def configuration_path(self, configuration_id: str) -> Path:
-        return self.configurations_root / f"{check_id(configuration_id, 'configuration', self.root)}.json"
+        return self.records.path(ConfigurationRecord, configuration_id)
 
     @property
     def results_path(self) -> Path:
-        return self.root / "results.sqlite"
+        return place(self.root, "results.sqlite")
 
     @property
     def stage_times_path(self) -> Path:
-        return self.root / "stages.json"
+        return self.records.path(StageTimes)
 
     @property
     def report_dir(self) -> Path:
-        return self.root / "report"
+        return place(self.root, "report")
 
     @property
     def claims_dir(self) -> Path:
-        return self.root / "claims"
+        return place(self.root, CLAIMS)
 
     @property
     def prune_intent_path(self) -> Path:
         """A prune's intent, written before it removes anything (roarfast.rundir.pruning)."""
-        return self.claims_dir / "prune.json"
+        return self.records.path(PruneIntent)
 
     @property
     def trash_dir(self) -> Path:
         """Where a prune renames an artifact before removing it: a kill never leaves one half removed."""
-        return self.claims_dir / "trash"
+        return place(self.root, CLAIMS, "trash")
 
     @property
     def legacy_fill_leakage_path(self) -> Path:
         """Where `roarfast leakage` wrote its rows before they went into results.sqlite (schema v3)."""
-        return self.root / "leakage.json"
+        return place(self.root, "leakage.json")
 
     @property
     def legacy_base_checkpoint(self) -> Path:
         """Format 1's base model (roarfast.rundir.legacy)."""
-        return self.root / "checkpoints" / "base"
+        return place(self.root, "checkpoints", "base")
 
     @property
     def legacy_rank_root(self) -> Path:
         """Format 1's rank stores, `<method>/<split>` below it."""
-        return self.root / "attributions"
+        return place(self.root, "attributions")
 
     @property
     def legacy_dataset_path(self) -> Path:
         """Format 1's dataset record."""
-        return self.root / "dataset.json"
+        return place(self.root, "dataset.json")
 
     # --------------------------------------------------------------------------------------------- HEAD
 
     def head(self):
         """The latest request (roarfast.records.head.Head, verified): HEAD.json, or what a run directory of
         format 1 says of it (roarfast.rundir.legacy), or an empty Head in a new one."""
-        if self.head_path.is_symlink():  # every command reads and most write it: a link there is refused at once
-            refuse_link(self.head_path)
-        head = read_head(self.head_path)
-        if head is None:
-            head = legacy_head(self) or Head()
-        return head
+        stored = self.records.get(Head)
+        return Head.from_record(stored) if stored is not None else legacy_head(self) or Head()
 
     def update_head(self, asked: str, **changes):
         """Records the latest request: HEAD with `changes` (dataset, base, ranks, configuration), stamped with the
@@ -178,7 +167,7 @@ class RunDir:
         self.root.mkdir(parents=True, exist_ok=True)
         with self.claim("head"):
             head = updated(self.head(), asked, **changes)
-            write_head(self.head_path, head)
+            self.records.put(head)
         return head
 
     # ----------------------------------------------------------------------------------- writes, claims
@@ -229,7 +218,7 @@ class RunDir:
         does not match its id (a directory renamed, a record edited): Records.get."""
         if model_id is None:
             return {}
-        return self.records.get(ModelRecord.kind, model_id) or {}
+        return self.records.get(ModelRecord, model_id, at=self.model_path(model_id) / META) or {}
 
     @property
     def base_checkpoint(self) -> Path:
@@ -248,7 +237,7 @@ class RunDir:
     @property
     def train_again(self) -> str:
         """The repair of a damaged base checkpoint."""
-        return f"retrain the base model (`roarfast train --run-dir {self.root}`) or restore the file"
+        return ModelRecord.repair.format(run_dir=self.root)
 
     def save_base_model(self, model, meta: dict) -> str:
         """Saves `model` with `meta` as the base model of the id its meta gives (Records.put); returns the id."""
@@ -310,7 +299,8 @@ class RunDir:
                     method = method_dir.name
                     for split in sorted(p for p in store.iterdir() if p.is_dir()):
                         try:
-                            method = (read_manifest(split, self.root) or {}).get("method", method)
+                            method = (self.records.get(RankStoreRecord, at=split / MANIFEST) or {}).get("method",
+                                                                                                        method)
                         except UserError:  # damaged: its readers refuse it, naming the repair
                             continue
                     found[(method, store.name)] = store
@@ -345,8 +335,8 @@ class RunDir:
         current = self.base_checkpoint_sha256(base) if present else None
         store = self.ranks_for({method: rank_id})
         record = store.read(method, split, dataset_fingerprint=dataset_fingerprint, checkpoint_sha256=current)
-        self.records.get(RankStoreRecord.kind, rank_id, method, split, repair=f"`roarfast extract --force --method "
-                         f"{method} --run-dir {self.root}` makes them again")
+        self.rank_record(method, rank_id, split, repair=f"`roarfast extract --force --method {method} --run-dir "
+                                                         f"{self.root}` makes them again")
         stamp = record.manifest["checkpoint_sha256"]
         if current is None and stamp is not None:
             raise UserError(f"ranks in {record.directory} were made with base checkpoint sha256 {stamp}, but "
@@ -354,6 +344,12 @@ class RunDir:
                             f"`roarfast train --run-dir {self.root}` and `roarfast extract --force --method {method} "
                             f"--run-dir {self.root}`")
         return record
+
+    def rank_record(self, method: str, rank_id: str, split: str = "train", repair: str | None = None) -> dict | None:
+        """The verified manifest of `method`'s ranks `rank_id` in `split` (None when there is none): refused in one
+        line, naming `repair`, when it is not the store of that id (moved, edited)."""
+        return self.records.get(RankStoreRecord, rank_id, at=self.rank_path(method, rank_id) / split / MANIFEST,
+                                repair=repair)
 
     def rank_ids(self, selection, fingerprint: str, base: str | None = None) -> dict:
         """{method: the id of its ranks} as an extraction of `selection` (a roarfast.methods.selection.Selection)
@@ -370,87 +366,6 @@ class RunDir:
         return [m for m in selection.names
                 if any((store.manifest(m, split) or {}).get("complete") is not True for split in splits)]
 
-    # ----------------------------------------------------------------------------------------- dataset
-
-    @property
-    def dataset_path(self) -> Path:
-        """The record later commands read the dataset from: HEAD.json (format 1's dataset.json in a run directory
-        read as it is)."""
-        return self.legacy_dataset_path if needs_migration(self) else self.head_path
-
-    def remember_dataset(self, ds) -> dict:
-        """Records ds's name, options (defaults included; how it was read, e.g. streamed, too), the folder it
-        was loaded from (ds.data_dir, set by load_dataset) as an absolute path, its fingerprint, canvas and image
-        counts in datasets/<fingerprint>.json, sealed with its digest; returns the record (HEAD carries it)."""
-        options = {**ds.options, **ds.read_options}
-        data_dir = getattr(ds, "data_dir", None)
-        record = {"name": ds.name, "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
-                  "options": {k: v for k, v in options.items() if k != "name"}, "fingerprint": ds.fingerprint,
-                  # what a dry run shows without loading the data again
-                  "shape": list(ds.train.shape), "images": {"train": len(ds.train), "test": len(ds.test),
-                                                            "validation": len(ds.val_index)},
-                  "ground_truth": ds.train.masks is not None}
-        self.datasets_root.mkdir(parents=True, exist_ok=True)
-        write_record(self.dataset_record_path(ds.fingerprint), {**record, "format": RECORD_FORMAT})
-        return record
-
-    def dataset_record(self, fingerprint: str | None = None) -> dict | None:
-        """The record of the dataset of `fingerprint` (datasets/), else HEAD's dataset (name, data_dir, options,
-        fingerprint), verified, or None."""
-        if fingerprint is None:
-            return self.head().dataset
-        return _read_record(self.dataset_record_path(fingerprint), "restore it, or name the dataset again "
-                                                                   "(--dataset, --data-dir, --data-option)")
-
-    def dataset_spec(self, name=None, data_dir=None, options=None) -> tuple:
-        """(name, data_dir, options) to load: explicit arguments win; what `train` recorded fills in the rest
-        when no dataset is named, or when the plug-in it records (an import path) is named again alone (no
-        data_dir, no options); otherwise the embedded dataset with its defaults. A recorded name is only a
-        name: a plug-in is loaded where the user named it again or trusts the run directory, and refused in one
-        line otherwise (roarfast.common.plugins.check_recorded)."""
-        options = dict(options or {})
-        record = None
-        if name is None:
-            record = self.dataset_record()
-            if record is not None:
-                DATASETS.query(record["name"], recorded_in=self.dataset_path)
-        elif is_import_path(name) and data_dir is None and not options:
-            record = self._record_of(name.strip())
-        if record is not None:
-            name = record["name"]
-            if data_dir is None:
-                data_dir = _recorded_dir(record, self.dataset_path)
-            options = {**record["options"], **options}
-        return name or "embedded", data_dir, options
-
-    def open_recorded_dataset(self, fingerprint: str):
-        """The dataset of `fingerprint` as its record in datasets/ describes it (a recorded name only a name, as
-        for HEAD's), loaded and checked to be that data; a UserError saying why it cannot be."""
-        path = self.dataset_record_path(fingerprint)
-        record = self.dataset_record(fingerprint)
-        if record is None:
-            raise UserError(f"no record of the data {fingerprint[:8]} in {self.datasets_root}")
-        DATASETS.query(record["name"], recorded_in=path)
-        ds = load_dataset(record["name"], _recorded_dir(record, path), **record["options"])
-        if ds.fingerprint != fingerprint:
-            raise UserError(f"the data {path} records has changed since (fingerprint {ds.fingerprint[:8]}, not "
-                            f"{fingerprint[:8]})")
-        return ds
-
-    def _record_of(self, name: str) -> dict | None:
-        """The dataset record when it records the dataset `name`, else None; a record that does not verify is
-        left aside here (naming the dataset in full is its repair)."""
-        try:
-            record = self.dataset_record()
-        except UserError:
-            return None
-        return record if record is not None and record["name"] == name else None
-
-    def open_dataset(self, name=None, data_dir=None, options=None):
-        """load_dataset on dataset_spec(...)."""
-        name, data_dir, options = self.dataset_spec(name, data_dir, options)
-        return load_dataset(name, data_dir, **options)
-
     # ------------------------------------------------------------------------------------- stage times
 
     def record_stage_time(self, stage: str, value) -> None:
@@ -459,33 +374,13 @@ class RunDir:
         refuse_link(self.stage_times_path)  # before it is read: the write would be refused after the merge
         stages = self.stage_times() or {}  # a damaged one is begun anew: it holds only times
         stages[stage] = {**stages.get(stage, {}), **value} if isinstance(value, dict) else value
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_record(self.stage_times_path, {**stages, "format": RECORD_FORMAT})
+        self.records.put(StageTimes(stages))
 
     def stage_times(self) -> dict | None:
         """stages.json's content (verified), or None when no sweep recorded any, or when it is damaged (said in
         one line: the times are left out, nothing else depends on them)."""
         try:
-            return _read_record(self.stage_times_path, _STAGES_REPAIR)
+            return self.records.get(StageTimes)
         except UserError as err:
             log.warning("note: the stage times are left out: %s", err)
             return None
-
-
-def _read_record(path: Path, repair: str) -> dict | None:
-    """The verified content of a run-directory record (roarfast.common.fingerprint.read_record; its format field
-    left out), or None when there is none; a UserError naming it and the `repair` when it is not JSON or
-    does not match its digest."""
-    record = read_record(path, repair, older=lambda record: "format" not in record)
-    if record is not None:
-        record.pop("format", None)
-    return record
-
-
-def _recorded_dir(record: dict, path: Path) -> str | None:
-    """The folder a dataset record (read from `path`) names, when it names one; a UserError when it is gone."""
-    data_dir = record["data_dir"]
-    if data_dir is not None and not Path(data_dir).exists():
-        raise UserError(f"{path} records the data in {data_dir}, which does not exist (moved?): give its new place "
-                        f"with --data-dir")
-    return data_dir

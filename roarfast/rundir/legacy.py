@@ -8,16 +8,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from roarfast.common.atomic import refuse_link
-from roarfast.records.checkpoint import META, read_meta
-from roarfast.errors import UserError
 from roarfast.common.fingerprint import read_record
+from roarfast.errors import UserError
+from roarfast.records.checkpoint import META
+from roarfast.records.claims import CLAIMS
 from roarfast.records.head import Head
-from roarfast.records.kinds import ModelRecord, RankStoreRecord
-from roarfast.records.ranks import dir_name, read_manifest
+from roarfast.records.model import ModelRecord
+from roarfast.records.ranks import MANIFEST, RankStoreRecord, dir_name
 from roarfast.store.layout import SPLITS
 
-#: a migration's plan (roarfast.rundir.migrate), written before anything moves, removed once everything has
-PLAN = "migration.json"
 #: the command a migrated record names
 MIGRATED = "recorded before run-directory format 2 (migrated)"
 #: the repair of a damaged leakage.json (fill leakage before results schema v3)
@@ -27,8 +26,22 @@ _LEAKAGE_FIELDS = {"method": str, "fill": str, "fraction": (int, float), "accura
                    "base_rate": (int, float)}
 
 
+class MigrationPlan(Head):
+    """A migration's plan (roarfast.rundir.migrate): HEAD as format 1 says it, written before anything moves,
+    removed once everything has; a reader reads the run directory as it says meanwhile."""
+
+    kind = "migration plan"
+    what = "migration plan"
+    format = None
+    repair = "remove it and restore the run directory's format-1 files"
+
+    @classmethod
+    def place(cls, record_id=None, where=None) -> tuple:
+        return CLAIMS, "migration.json"
+
+
 def plan_path(run) -> Path:
-    return run.claims_dir / PLAN
+    return run.records.path(MigrationPlan)
 
 
 def needs_migration(run) -> bool:
@@ -43,7 +56,7 @@ def legacy_models(run) -> dict:
     if not (where / META).is_file():
         return {}
     try:
-        return {ModelRecord.from_record(read_meta(where)).id: where}
+        return {ModelRecord.from_record(run.records.get(ModelRecord, at=where / META)).id: where}
     except UserError:
         return {}  # damaged: the migration sets it aside, a reader finds no base model there
 
@@ -60,7 +73,7 @@ def legacy_stores(run) -> list:
     for method_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else ():
         for split_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
             try:
-                manifest = read_manifest(split_dir, run.root)
+                manifest = run.records.get(RankStoreRecord, at=split_dir / MANIFEST)
             except UserError:
                 continue  # damaged: the migration sets it aside, a reader finds no ranks there
             if manifest is not None:
@@ -73,9 +86,9 @@ def legacy_stores(run) -> list:
 def legacy_head(run) -> Head | None:
     """What format 1 says of the latest request (None in a run directory of format 2): its dataset record, its
     base model's id, the id of each method's ranks complete in every split; no configuration (none was recorded)."""
-    plan = plan_path(run)
-    if plan.is_file():
-        return Head(**read_record(plan, "remove it and restore the run directory's format-1 files"))
+    plan = run.records.get(MigrationPlan)
+    if plan is not None:
+        return Head.from_record(plan)
     if not needs_migration(run):
         return None
     dataset = read_record(run.legacy_dataset_path, "restore it, or remove it and name the dataset again",

@@ -10,17 +10,17 @@ import os
 import shutil
 from pathlib import Path
 
-from roarfast.common.atomic import write_record
-from roarfast.records.checkpoint import META
 from roarfast.fills import DEFAULT_FILL
-from roarfast.rundir.configurations import about_of, grid_of, request, settings_of
-from roarfast.records.head import Head, write_head
-from roarfast.rundir.pruning import finish
-from roarfast.rundir.legacy import (MIGRATED, iso_time, legacy_head, legacy_models, legacy_stores, needs_migration,
-                                     plan_path)
 from roarfast.measurements.row import RETRAIN, MeasurementKey
+from roarfast.records.checkpoint import META
+from roarfast.records.dataset import DatasetRecord
+from roarfast.records.head import Head
+from roarfast.records.ranks import MANIFEST, RankStoreRecord, dir_name
+from roarfast.rundir.configurations import about_of, grid_of, request, settings_of
+from roarfast.rundir.legacy import (MIGRATED, MigrationPlan, iso_time, legacy_head, legacy_models, legacy_stores,
+                                    needs_migration, plan_path)
+from roarfast.rundir.pruning import finish
 from roarfast.rundir.results import open_results
-from roarfast.records.ranks import dir_name, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +41,14 @@ def migrate(run) -> None:
             return  # another process migrated it while this one waited
         plan = plan_path(run)
         if not plan.is_file():
-            head = legacy_head(run)
-            run.claims_dir.mkdir(parents=True, exist_ok=True)
-            write_record(plan, head.to_dict())
+            run.records.put(MigrationPlan(**legacy_head(run).to_dict()))
         head = legacy_head(run)
         if head.dataset is not None:
-            run.datasets_root.mkdir(parents=True, exist_ok=True)
-            write_record(run.dataset_record_path(head.dataset["fingerprint"]), {**head.dataset, "format": 2})
+            run.records.put(DatasetRecord(head.dataset["fingerprint"]), head.dataset)
         base_time = _move_base(run, head)
         stores = _move_stores(run)
         configuration = _attribute_rows(run, head, base_time, stores)
-        write_head(run.head_path, Head(**{**head.to_dict(), "configuration": configuration}))
+        run.records.put(Head(**{**head.to_dict(), "configuration": configuration}))
         run.legacy_dataset_path.unlink(missing_ok=True)
         for place in (run.legacy_base_checkpoint.parent, run.legacy_rank_root):
             if place.is_dir() and not any(p.is_file() for p in place.rglob("*")):
@@ -103,7 +100,7 @@ def _move_stores(run) -> dict:
             _move(split_dir, run.ranks_root / dir_name(split_dir.parent.name) / "format-1-unreadable" / split_dir.name)
     stores = {}
     for method, rank_id, directory in run.rank_stores():
-        manifest = read_manifest(directory / "train", run.root)
+        manifest = run.records.get(RankStoreRecord, at=directory / "train" / MANIFEST)
         if manifest is not None and manifest["complete"]:
             stores[(method, rank_id)] = manifest
     return stores
@@ -125,8 +122,8 @@ def _attribute_rows(run, head: Head, base_time: str | None, stores: dict) -> str
                 continue
             new = {**row["config"], "base": head.base, "rank_id": rid}
             fields = {k: row[k] for k in ("kind", "dataset", "model", "method", "mode", "fill", "fraction", "seed")}
-            pairs.append((MeasurementKey(**fields, config_hash=row["config_hash"]), MeasurementKey.of(**fields,
-                                                                                                       config=new)))
+            pairs.append((MeasurementKey(**fields, config_hash=row["config_hash"]),
+                          MeasurementKey.of(**fields, config=new)))
             proven.setdefault(row["method"], []).append({**row, "config": new})
         db.rekey(pairs)
     return _record_migrated(run, head.base, proven)
@@ -160,7 +157,7 @@ def migrated_row(run, db, key):
         return None
     stores = {}
     for method, rid, directory, split in legacy_stores(run):
-        manifest = read_manifest(directory / split, run.root)
+        manifest = run.records.get(RankStoreRecord, at=directory / split / MANIFEST)
         if split == "train" and manifest["complete"]:
             stores[(method, rid)] = manifest
     rid = _proven_ranks(row, stores, iso_time(run.legacy_base_checkpoint / META))

@@ -1,12 +1,12 @@
 """A prune carried out so that it cannot half-finish nor reach outside the run directory (`roarfast prune`,
 roarfast.rundir.inventory decides what goes).
 
-Its intent is written first, sealed (claims/prune.json: the configurations' ids, the damaged records' file
-names, the rank stores and base models no kept configuration nor HEAD uses, the rows' keys); every link on the
-way is refused and every id checked before anything is removed; then HEAD stops naming a removed
-configuration, the records go, each rank store and base model is renamed into claims/trash (one rename: never
-found half removed) and removed there, and the results rows go last, in one transaction. A kill at any point
-leaves the intent: the next command that opens the run directory for writing (`upgrade`), or lists or prunes
+Its intent is written first (roarfast.records.prune.PruneIntent, claims/prune.json: the configurations' ids, the
+damaged records' file names, the rank stores and base models no kept configuration nor HEAD uses, the rows'
+keys); every link on the way is refused and every id checked before anything is removed; then HEAD stops naming
+a removed configuration, the records go, each rank store and base model is renamed into claims/trash (one
+rename: never found half removed) and removed there, and the results rows go last, in one transaction. A kill at
+any point leaves the intent: the next command that opens the run directory for writing (`upgrade`), or lists or prunes
 it, finishes it (`finish`), every step done again only where it is not done yet.
 """
 
@@ -14,25 +14,18 @@ import logging
 import os
 import shutil
 import stat
-from pathlib import Path
 
-from roarfast.common.atomic import write_record
-from roarfast.common.fingerprint import read_record
 from roarfast.errors import UserError
 from roarfast.measurements.row import MeasurementKey
-from roarfast.rundir.results import open_results
 from roarfast.records.claims import owner_alive
-from roarfast.records.head import FORMAT
-from roarfast.records.ids import check_id
+from roarfast.records.prune import PruneIntent
 from roarfast.records.ranks import dir_name
+from roarfast.rundir.results import open_results
 
 log = logging.getLogger(__name__)
 
 #: the columns that key a results row, as an intent records each row it removes
 KEY_FIELDS = ("kind", "dataset", "model", "method", "mode", "fill", "fraction", "seed", "config_hash")
-#: the repair of a damaged intent
-_REPAIR = ("restore it, or remove it (what it named may then be half removed: `roarfast ls` lists what is left, "
-           "and `roarfast prune` removes it)")
 
 
 def intent(configurations: list, damaged: list, ranks: list, models: list, rows: list, head: bool) -> dict:
@@ -50,20 +43,15 @@ def carry_out(run, plan: dict) -> None:
     _check(run, plan)
     _refuse_links(run, plan)
     with run.claim("prune"):  # one prune at a time
-        write_record(run.prune_intent_path, {**plan, "format": FORMAT})
+        run.records.put(PruneIntent.from_record(plan), plan)
         _finish(run, plan)
 
 
 def pending(run) -> dict | None:
     """The intent of a prune a kill left unfinished in `run` (verified), or None."""
-    path = run.prune_intent_path
-    if not os.path.lexists(path):
-        return None
-    if path.is_symlink():
-        raise UserError(f"{path} is a symbolic link, not the intent of a prune: remove it")
-    plan = read_record(path, _REPAIR)
-    plan.pop("format", None)
-    _check(run, plan)
+    plan = run.records.get(PruneIntent)
+    if plan is not None:
+        _check(run, plan)
     return plan
 
 
@@ -84,23 +72,15 @@ def finish(run) -> str | None:
 
 
 def _check(run, plan: dict) -> None:
-    """A UserError when `plan` is not of an intent's form: every id an id, every damaged record a file name in
-    configurations/ (nothing named in it can reach outside the run directory)."""
+    """A UserError when `plan` is not of an intent's form (PruneIntent.check: nothing named in it can reach outside
+    the run directory), or when a row it names is not a results row's key."""
     where = run.prune_intent_path
+    PruneIntent.check(plan, where)
     try:
-        for cid in plan["configurations"]:
-            check_id(cid, "configuration", where)
-        for name in plan["damaged"]:
-            if not isinstance(name, str) or Path(name).name != name or not name.endswith(".json"):
-                raise UserError(f"{where}: {str(name)[:40]!r} is not a configuration record's file name; {_REPAIR}")
-        for method, rid in plan["ranks"]:
-            check_id(rid, f"ranks of {method}", where)
-        for mid in plan["models"]:
-            check_id(mid, "base model", where)
         for row in plan["rows"]:
             MeasurementKey(**{k: row[k] for k in KEY_FIELDS})
     except (KeyError, TypeError, ValueError) as err:
-        raise UserError(f"{where} is not the intent of a prune ({err}); {_REPAIR}") from None
+        raise UserError(f"{where} is not the intent of a prune ({err}); {PruneIntent.repair}") from None
 
 
 def _places(run, plan: dict) -> list:

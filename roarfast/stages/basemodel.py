@@ -20,7 +20,8 @@ from roarfast.data.loader import split_loader
 from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import sha256_file
-from roarfast.records.kinds import ModelRecord, RankStoreRecord
+from roarfast.records.model import ModelRecord
+from roarfast.records.ranks import RankStoreRecord
 from roarfast.common.memory import keep_freed_memory
 from roarfast.common.options import check_choice, check_positive
 from roarfast.models.probe import checked_model, checkpoint_bytes

@@ -16,7 +16,8 @@ from roarfast.records.checkpoint import recorded_model
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL, FILLS, resolve_fill
 from roarfast.rundir.configurations import about_of, request, settings_of
-from roarfast.records.kinds import CellRecord, ConfigurationRecord
+from roarfast.records.configuration import ConfigurationRecord
+from roarfast.records.rows import CellRecord
 from roarfast.records.head import command
 from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
@@ -202,7 +203,7 @@ class CellTrainer:
         if method in self.provenance:
             return self.provenance[method]
         rid = self.rank_ids.get(method)
-        manifest = self.run.records.get("ranks", rid, method) if rid else None  # verified: the ranks of its id
+        manifest = self.run.rank_record(method, rid) if rid else None  # verified: the ranks of its id
         return None if manifest is None else manifest.get("params")
 
     def key(self, cell: Cell, ranks_params=None):
@@ -213,20 +214,21 @@ class CellTrainer:
         return MeasurementKey.of(kind=RETRAIN, dataset=self.ds.name, model=self.model_name, method=cell.method,
                                  mode=cell.measured_mode, fill=None if cell.control else self.fill,
                                  fraction=cell.fraction, seed=cell.seed,
-                                 config=self._config(cell.method, cell.control, ranks_params))
+                                 config=self._record(cell.method, cell.control, ranks_params))
 
-    def _config(self, method: str, control: bool, ranks_params=None) -> dict:
-        """The `config` of a results row of `method`'s cells (a mask-only control's when `control`)."""
+    def _record(self, method: str, control: bool, ranks_params=None) -> CellRecord:
+        """The record of `method`'s cells (a mask-only control's when `control`): its results row's `config`."""
         params = ranks_params if ranks_params is not None else self.ranks_params(method)
         # the control sees no pixel values, so the fill is not part of its configuration; the base model and the
         # ranks' id are: a cell of another base model or other ranks is another cell; a plug-in's source too
         return CellRecord(self.recipe.to_dict(), self.ds.fingerprint, params, self.base, self.rank_ids.get(method),
-                          None if control else self.fill, self.model.source_sha256).to_record()
+                          None if control else self.fill, self.model.source_sha256)
 
     def settings(self, method: str) -> dict:
         """The settings the cells of `method` share with every cell of their configuration
         (roarfast.rundir.configurations.settings_of of a fill cell's row: the fill, recipe, data, base model)."""
-        return settings_of({"dataset": self.ds.name, "model": self.model_name, "config": self._config(method, False)})
+        return settings_of({"dataset": self.ds.name, "model": self.model_name,
+                            "config": self._record(method, False).to_record()})
 
     def configuration_id(self, methods) -> str:
         """The id of the configuration of these cells for `methods` (their shared settings, each rank id)."""

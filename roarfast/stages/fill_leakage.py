@@ -20,6 +20,7 @@ from roarfast.methods import parse_methods
 from roarfast.modes import DETECT
 from roarfast.common.options import check_fractions, check_positive, check_subset
 from roarfast.measurements.row import DETECTOR, FILL_LEAKAGE, MeasurementKey
+from roarfast.records.rows import FillLeakageRecord
 from roarfast.rundir.results import open_results
 from roarfast.rundir.writing import open_for_writing
 
@@ -126,14 +127,14 @@ def run_fill_leakage(run_dir, options: FillLeakageOptions, *, dataset=None, data
         params[split] = record.manifest.get("params")
         pairs.append((ds.split(split).images[:options.max_images].to(device),
                       record.tensor()[:options.max_images].to(device)))
-    config = {"dataset": ds.fingerprint, "ranks": params, "max_images": options.max_images,
-              "detector": {"width": DETECTOR_WIDTH, "steps": DETECTOR_STEPS, "batch": DETECTOR_BATCH,
-                           "lr": DETECTOR_LR}}
+    made = FillLeakageRecord(ds.fingerprint, params, options.max_images,
+                             {"width": DETECTOR_WIDTH, "steps": DETECTOR_STEPS, "batch": DETECTOR_BATCH,
+                              "lr": DETECTOR_LR})
     rows = []
     with open_results(run) as db:
         for row in measure(*pairs, options.fills, options.fractions, ds.mean, ds.std, seed=seed):
             key = MeasurementKey.of(kind=FILL_LEAKAGE, dataset=ds.name, model=DETECTOR, method=method, mode=DETECT,
-                                    fill=row["fill"], fraction=row["fraction"], seed=seed, config=config)
+                                    fill=row["fill"], fraction=row["fraction"], seed=seed, config=made)
             db.record(key, {"test_acc": row["accuracy"], "val_acc": None, "epochs": None, "seconds": row["seconds"],
                             "threads": torch.get_num_threads(), "base_rate": row["base_rate"]})
             rows.append(db.get(key))

@@ -22,6 +22,7 @@ from roarfast.fills import resolve_fill
 from roarfast.modes import NO_RETRAIN_METRICS
 from roarfast.common.options import check_fractions, check_positive, check_subset, parse_list
 from roarfast.measurements.row import NO_RETRAIN, MeasurementKey
+from roarfast.records.rows import NoRetrainRecord
 from roarfast.rundir.results import open_results
 from roarfast.rundir.writing import open_for_writing
 from roarfast.methods.selection import Selection
@@ -105,10 +106,9 @@ def run_noretrain(run_dir, options: NoRetrainOptions, *, dataset=None, data_dir=
             for metric in options.metrics:
                 for mode, least_first, fill in NO_RETRAIN_METRICS[metric]:
                     for fraction in options.fractions:
-                        config = {"base": ckpt_sha, "dataset": ds.fingerprint,
-                                  "ranks": record.manifest.get("params"), "fill": fill}
+                        made = NoRetrainRecord(ckpt_sha, ds.fingerprint, record.manifest.get("params"), fill)
                         key = MeasurementKey.of(kind=NO_RETRAIN, dataset=ds.name, model=meta["model"], method=method,
-                                                mode=mode, fill=fill, fraction=fraction, seed=None, config=config)
+                                                mode=mode, fill=fill, fraction=fraction, seed=None, config=made)
                         if not db.is_done(key):
                             started = time.perf_counter()
                             accuracy, probability = _score(model, ds, device, index, predicted, batch_size, ranks,

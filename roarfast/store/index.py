@@ -13,8 +13,9 @@ import numpy as np
 from roarfast.common.atomic import open_nofollow, refuse_link
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import canonical_json
-from roarfast.records.kinds import RankStoreRecord
-from roarfast.records.ranks import FORMAT, MANIFEST, dir_name, read_manifest, repair_command, write_manifest
+from roarfast.records.access import Records
+from roarfast.records.paths import place
+from roarfast.records.ranks import FORMAT, MANIFEST, RankStoreRecord, dir_name, repair_command
 from roarfast.store.layout import (
     LOCK,
     MAPS,
@@ -72,11 +73,15 @@ class RankStore:
         self.root = Path(root)
         self.run_dir = run_dir  # named in the repair commands of its messages
         self.places = places
+        # each store's manifest is its record, written and read back through the one put and get: a run directory's
+        # stores at their places inside the run directory (format 1's included), others inside their root
+        inside = run_dir if places is not None and run_dir is not None else self.root
+        self.records = Records(inside, run_dir=run_dir)
 
     def path(self, method: str, split: str) -> Path:
         _check_name("method", method)
         if self.places is None:
-            return self.root / dir_name(method) / _check_name("split", split)
+            return place(self.root, dir_name(method), _check_name("split", split))
         if method not in self.places:
             where = f" --run-dir {self.run_dir}" if self.run_dir is not None else ""
             raise UserError(f"no ranks of {method} in the latest request of {self.run_dir or self.root}: run "
@@ -120,7 +125,7 @@ class RankStore:
             raise UserError(f"dataset_fingerprint must be a non-empty str, got {dataset_fingerprint!r}")
         if checkpoint_sha256 is not None and (not isinstance(checkpoint_sha256, str) or not checkpoint_sha256):
             raise UserError(f"checkpoint_sha256 must be a non-empty str or None, got {checkpoint_sha256!r}")
-        # what made the store, as its record type states it (roarfast.records.kinds): what the run directory's
+        # what made the store, as its record type states it (roarfast.records.ranks): what the run directory's
         # verifying get reads its id back from
         made = RankStoreRecord(method, json.loads(canonical_json(params)), checkpoint_sha256,
                                dataset_fingerprint).to_record()
@@ -137,7 +142,7 @@ class RankStore:
         try:
             for name in (MANIFEST, RANKS, MAPS):  # before a resume reads them: each is written
                 refuse_link(directory / name)
-            manifest = None if force else read_manifest(directory, self.run_dir)
+            manifest = None if force else self.records.get(RankStoreRecord, at=directory / MANIFEST)
             if manifest is not None:
                 differences = [
                     f"{key}: stored {_short(manifest.get(key))}, requested {_short(requested[key])}"
@@ -153,7 +158,7 @@ class RankStore:
                 self._check_files(directory, manifest)
             else:
                 manifest = self._create(directory, requested, int(chunk_size))
-            return RankWriter(directory, manifest, lock_file)
+            return RankWriter(directory, manifest, lock_file, self.records)
         except BaseException:
             lock_file.close()
             raise
@@ -188,7 +193,7 @@ class RankStore:
             "updated": created,
             "roarfast_version": __version__,
         }
-        write_manifest(directory, manifest)
+        self.records.put(RankStoreRecord.from_record(manifest), manifest, at=directory / MANIFEST)
         return manifest
 
     def _check_files(self, directory: Path, manifest: dict) -> None:
@@ -221,7 +226,7 @@ class RankStore:
         Raises UserError when the store is missing, incomplete, or made from another dataset or model.
         """
         directory = self.path(method, split)
-        manifest = read_manifest(directory, self.run_dir)
+        manifest = self.records.get(RankStoreRecord, at=directory / MANIFEST)
         if manifest is None:
             raise UserError(f"no ranks for method {method!r}, split {split!r} in {self.root}; run extract first")
         if not manifest["complete"]:
@@ -252,7 +257,7 @@ class RankStore:
         if self.places is not None:
             for method, directory in sorted(self.places.items()):
                 for split in SPLITS:
-                    manifest = read_manifest(Path(directory) / split, self.run_dir)
+                    manifest = self.records.get(RankStoreRecord, at=Path(directory) / split / MANIFEST)
                     if manifest is not None:
                         yield method, split, manifest
             return
@@ -260,7 +265,7 @@ class RankStore:
             return
         for method_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
             for split_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
-                manifest = read_manifest(split_dir, self.run_dir)
+                manifest = self.records.get(RankStoreRecord, at=split_dir / MANIFEST)
                 if manifest is not None:
                     method = manifest.get("method")
                     if not isinstance(method, str) or dir_name(method) != method_dir.name:
@@ -272,7 +277,7 @@ class RankStore:
         for the method)."""
         if self.places is not None and method not in self.places:
             return None
-        return read_manifest(self.path(method, split), self.run_dir)
+        return self.records.get(RankStoreRecord, at=self.path(method, split) / MANIFEST)
 
     def missing(self, methods) -> list[str]:
         """The `methods` whose ranks are not complete in every split, in the given order."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from roarfast.common.atomic import open_nofollow
 from roarfast.errors import UserError, write_error
-from roarfast.records.ranks import MANIFEST, write_manifest
+from roarfast.records.ranks import MANIFEST, RankStoreRecord
 from roarfast.store.layout import (
     CHECKSUM,
     MAPS,
@@ -47,12 +47,15 @@ class RankWriter:
     directory until `close()` (or until the process dies).
     """
 
-    def __init__(self, directory: Path, manifest: dict, lock_file):
+    def __init__(self, directory: Path, manifest: dict, lock_file, records):
         self.directory = directory
         self.manifest = manifest
         self._lock_file = lock_file
         self._ranks_fd = self._maps_fd = None
         self._maps_offset = 0
+        # the manifest is the store's record: replaced through the one put of `records` (its RankStore's)
+        self.records = records
+        self.record = RankStoreRecord.from_record(manifest)
         # the arrays are written in place: a link planted at their place is refused, its target never opened
         self._ranks_fd = open_nofollow(directory / RANKS, os.O_RDWR)
         self._ranks_offset = npy_header(directory / RANKS)[2]
@@ -127,7 +130,7 @@ class RankWriter:
         self.manifest["complete"] = done_count(self.manifest) == self.num_chunks
         self.manifest["updated"] = now()
         try:
-            write_manifest(self.directory, self.manifest)
+            self.records.put(self.record, self.manifest, at=self.directory / MANIFEST)
         except OSError as err:
             raise write_error(err, self.directory / MANIFEST, "the chunks it lists as done are intact; rerun "
                                                               "to resume") from None
