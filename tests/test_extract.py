@@ -11,6 +11,7 @@ from roarfast.stages import extract
 from roarfast.stages import extract_tasks
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
+from roarfast.execution.registry import make_executor
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, register
 from roarfast.methods.compute import rank_maps
@@ -261,7 +262,7 @@ def test_on_ray_what_a_worker_cannot_rebuild_is_refused_before_any_work(tmp_path
     with pytest.raises(UserError, match=r"--executor ray: the dataset object:\S+ was a Python object given to "
                                         r"roarfast.Study"):
         run_extract(tmp_path / "run", ExtractOptions(methods="random"), dataset_obj=ds, device="cpu", progress=False,
-                    executor="ray")
+                    executor=make_executor("ray"))
     assert not (tmp_path / "run" / "ranks").exists()
 
 
