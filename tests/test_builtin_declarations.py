@@ -1,4 +1,4 @@
-"""The built-in models and datasets are declared apart from what implements them (roarfast.models.registry,
+"""The built-in models and datasets are declared apart from what implements them (roarfast.models.builtins,
 roarfast.data.registry: light, so that every --help lists them without torch); a declaration that its
 implementation contradicts, or an implementation that no declaration names, fails here."""
 
@@ -12,8 +12,8 @@ import roarfast.models
 from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_options
 from roarfast.models import MODELS
 
-#: the modules of roarfast.models that implement no built-in: the declarations and the resolver
-_MODEL_PLUMBING = {"registry", "spec", "probe"}  # probe: a model checked before training, no model
+#: the modules of roarfast.models that implement no built-in: the declarations (builtins/), the registry and the resolver
+_MODEL_PLUMBING = {"builtins", "registry", "spec", "probe"}  # probe: a model checked before training, no model
 
 
 def _modules(package, skip=()) -> set[str]:
