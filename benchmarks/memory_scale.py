@@ -48,7 +48,7 @@ import torch
 from roarfast.rundir.directory import RunDir
 from roarfast.recipe import effective_recipe
 from roarfast.stages.cells import Cell, CellOptions, CellTrainer, cell_model
-from roarfast.train import classifier
+from roarfast.train import evaluation
 
 phase, peaks = ["start"], {}
 
@@ -82,7 +82,7 @@ spec = cell_model(run, ds, "cpu", model)
 recipe = effective_recipe(spec, "cpu", ds, CellOptions(model=model, epochs=1))
 trainer = CellTrainer(run, ds, spec, recipe, "dataset-mean", "cpu")
 trainer.check_ranks(["random"])
-classifier.member_accuracies = tagged(classifier.member_accuracies, lambda args: f"evaluate {len(args[2])} images")
+evaluation.member_accuracies = tagged(evaluation.member_accuracies, lambda args: f"evaluate {len(args[2])} images")
 phase[0] = "train"
 started = time.perf_counter()
 trainer.train(Cell("random", "roar", 0.7, 0))

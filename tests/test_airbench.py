@@ -16,7 +16,9 @@ from roarfast.models.airbench import WHITEN_BIAS_EPOCHS, WHITEN_EPS, AirbenchNet
 from roarfast.models.spec import ModelSpec
 from roarfast.recipe import LATER_FIELDS, DataSize, Recipe, effective_recipe
 from roarfast.train import Masking, train_classifier
-from roarfast.train.classifier import lr_at, new_member, new_state, train_step
+from roarfast.train.classifier import new_member
+from roarfast.train.loop import train_step
+from roarfast.train.state import lr_at, new_state
 from roarfast.train.views import alternate_flips, tta_logits
 
 #: airbench's CPU recipe

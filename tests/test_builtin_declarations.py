@@ -9,6 +9,7 @@ import pytest
 
 import roarfast.data.builtin
 import roarfast.models
+import roarfast.models.builtins
 from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_options
 from roarfast.models import MODELS
 
@@ -62,3 +63,9 @@ def test_every_model_declaration_names_a_factory_of_the_declared_signature():
         factory = entry.load()
         assert list(inspect.signature(factory).parameters)[:3] == ["num_classes", "image_size", "in_channels"], \
             entry.name
+
+
+def test_every_builtin_model_is_declared_by_a_module_of_models_builtins():
+    """Each module of roarfast.models.builtins declares its models, and each entry names it as its module (what the
+    listing orders by after `order`)."""
+    assert {entry.module for entry in MODELS} == _modules(roarfast.models.builtins)

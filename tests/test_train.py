@@ -20,7 +20,9 @@ from roarfast.models import resolve_model
 from roarfast.recipe import DataSize, Recipe, effective_recipe, resolve_amp
 from roarfast.rundir.directory import RunDir
 from roarfast.train import Masking, accuracy, train_classifier
-from roarfast.train.classifier import Selection, init_model, lr_at
+from roarfast.train.classifier import init_model
+from roarfast.train.evaluation import Selection
+from roarfast.train.state import lr_at
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 

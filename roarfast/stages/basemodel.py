@@ -10,9 +10,9 @@ the weights' digest); nothing is trained, and extraction, the no-retrain evaluat
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -28,8 +28,7 @@ from roarfast.models.probe import checked_model, checkpoint_bytes
 from roarfast.recipe import AMP_CHOICES, BASE_MODEL, check_overrides, default_model, effective_recipe
 from roarfast.rundir.writing import open_for_writing
 from roarfast.planning.step_times import remember_training
-from roarfast.train import train_classifier
-from roarfast.train.classifier import accuracy
+from roarfast.train import accuracy, train_classifier
 from roarfast.train.parallel import distributed, join_torchrun
 from roarfast.version import __version__
 
