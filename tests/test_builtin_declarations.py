@@ -13,7 +13,8 @@ import roarfast.models.builtins
 from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_options
 from roarfast.models import MODELS
 
-#: the modules of roarfast.models that implement no built-in: the declarations (builtins/), the registry and the resolver
+#: the modules of roarfast.models that implement no built-in: the declarations (builtins/), the registry, the
+#: resolver
 _MODEL_PLUMBING = {"builtins", "registry", "spec", "probe"}  # probe: a model checked before training, no model
 
 
