@@ -41,10 +41,10 @@ def variant_inputs(ds, device, recipe_fields: dict, model_options: dict, all_ima
     from roarfast.models.airbench import airbench
     from roarfast.models.spec import ModelSpec
     from roarfast.recipe import effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
 
     data = dataclasses.replace(ds, val_index=torch.empty(0, dtype=torch.int64)) if all_images else ds
-    recipe = effective_recipe("airbench", device, train_images=len(data.train_index), image_size=ds.image_size,
-                              epochs=epochs, overrides=recipe_fields)
+    recipe = effective_recipe("airbench", device, data, TrainOptions(epochs=epochs, recipe=recipe_fields))
     name = "airbench" + "".join(f"-{v}" for v in model_options.values())
     spec = ModelSpec(name, partial(airbench, **model_options), builtin=True) if model_options else "airbench"
     return data, spec, recipe

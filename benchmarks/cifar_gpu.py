@@ -153,6 +153,7 @@ def train_runs(data: dict, canvases: torch.Tensor, epochs_list: list[int], seeds
     from roarfast import ops
     from roarfast.data.base import ImageSet, make_dataset
     from roarfast.recipe import effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
     from roarfast.train import Masking, train_classifier
 
     classes = [str(c) for c in data["classes"]]
@@ -164,8 +165,7 @@ def train_runs(data: dict, canvases: torch.Tensor, epochs_list: list[int], seeds
     rows = []
 
     def timed(epochs, seed, masking=None, changes=None):
-        recipe = effective_recipe("fastnet-gpu", device, train_images=len(ds.train_index), image_size=ds.image_size,
-                                  epochs=epochs, overrides=changes)
+        recipe = effective_recipe("fastnet-gpu", device, ds, TrainOptions(epochs=epochs, recipe=changes))
         sync(device)
         start = time.perf_counter()
         result = train_classifier(ds, "fastnet-gpu", recipe, device, seed=seed, masking=masking, progress=False)

@@ -183,10 +183,10 @@ def part_airbench(args, ds) -> tuple[dict, str]:
     from roarfast.models.airbench import airbench
     from roarfast.models.spec import ModelSpec
     from roarfast.recipe import effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
     from roarfast.train import train_classifier
 
-    recipe = effective_recipe("airbench", args.device, train_images=len(ds.train_index), image_size=ds.image_size,
-                              epochs=args.epochs or None)
+    recipe = effective_recipe("airbench", args.device, ds, TrainOptions(epochs=args.epochs or None))
     specs = {"relu": "airbench",
              "gelu": ModelSpec("airbench-gelu", partial(airbench, activation="gelu"), builtin=True)}
     train_classifier(ds, "airbench", recipe.replace(epochs=1), args.device, seed=99, progress=False)  # set-up
@@ -225,10 +225,10 @@ def part_in_a_row(args, ds) -> tuple[dict, str]:
     cell's seconds (the first of a compiled way pays its compilation; a later slow one, a recompilation)."""
     from benchmarks.grouped import random_maskings, train_way
     from roarfast.recipe import effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
     from roarfast.train import Run
 
-    recipe = effective_recipe(args.model, args.device, train_images=len(ds.train_index), image_size=ds.image_size,
-                              epochs=args.epochs or None)
+    recipe = effective_recipe(args.model, args.device, ds, TrainOptions(epochs=args.epochs or None))
     maskings = random_maskings(ds, args.cells)
     ways = ["alone", *[w for w in args.ways if w != "alone"]]
     seconds, accs = {}, {}
@@ -253,9 +253,9 @@ def part_in_a_row(args, ds) -> tuple[dict, str]:
 def part_grouped(args, ds) -> tuple[dict, str]:
     from roarfast.models import resolve_model
     from roarfast.recipe import effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
 
-    recipe = effective_recipe(args.model, args.device, train_images=len(ds.train_index), image_size=ds.image_size,
-                              epochs=args.grouped_epochs)
+    recipe = effective_recipe(args.model, args.device, ds, TrainOptions(epochs=args.grouped_epochs))
     net = resolve_model(args.model).build(ds.num_classes, ds.image_size, ds.channels).to(args.device)
     flops = flops_per_image_step(net, ds.channels, ds.image_size)
     rows = measure(ds, args.model, recipe, args.device, args.sizes, args.ways, args.repeats)
@@ -313,7 +313,7 @@ def part_paper(args, ds) -> tuple[dict, str]:
         done = db.rows(kind=RETRAIN, status="done")
         failed = db.rows(kind=RETRAIN, status="failed")
     model = (run.base_meta() or {}).get("model") or default_model(ds, args.device)
-    recipe = effective_recipe(model, args.device, train_images=len(ds.train_index), image_size=ds.image_size)
+    recipe = effective_recipe(model, args.device, ds)
     batch = min(recipe.batch_size, len(ds.train_index))
     images = sum(r["epochs"] for r in done) * (len(ds.train_index) // batch) * batch
     net = resolve_model(model).build(ds.num_classes, ds.image_size, ds.channels).to(args.device)

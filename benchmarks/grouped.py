@@ -183,12 +183,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from roarfast.data import load_dataset
     from roarfast.recipe import effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
 
     if args.threads:
         torch.set_num_threads(args.threads)
     ds = load_dataset("embedded", num_train=args.train, num_test=args.test, seed=0)
-    recipe = effective_recipe(args.model, args.device, train_images=len(ds.train_index), image_size=ds.image_size,
-                              epochs=args.epochs)
+    recipe = effective_recipe(args.model, args.device, ds, TrainOptions(epochs=args.epochs))
     rows = measure(ds, args.model, recipe, args.device, [int(k) for k in args.sizes.split(",")],
                    args.ways.split(","), args.repeats)
     header = (f"{platform.node()} ({torch.get_num_threads()} torch threads), torch {torch.__version__}, "

@@ -46,8 +46,9 @@ from roarfast.common.memory import keep_freed_memory
 keep_freed_memory()  # as every stage that trains does
 import torch
 from roarfast.rundir.directory import RunDir
-from roarfast.stages.cells import Cell, CellOptions, CellTrainer, cell_recipe
-from roarfast.train import classifier
+from roarfast.recipe import effective_recipe
+from roarfast.stages.cells import Cell, CellOptions, CellTrainer, cell_model
+from roarfast.train import evaluation
 
 phase, peaks = ["start"], {}
 
@@ -77,10 +78,11 @@ threading.Thread(target=sample, daemon=True).start()
 run = RunDir(run_dir)
 phase[0] = "load data"
 ds = run.open_dataset(None, None, None)
-spec, recipe = cell_recipe(run, ds, "cpu", CellOptions(model=model, epochs=1))
+spec = cell_model(run, ds, "cpu", model)
+recipe = effective_recipe(spec, "cpu", ds, CellOptions(model=model, epochs=1))
 trainer = CellTrainer(run, ds, spec, recipe, "dataset-mean", "cpu")
 trainer.check_ranks(["random"])
-classifier.member_accuracies = tagged(classifier.member_accuracies, lambda args: f"evaluate {len(args[2])} images")
+evaluation.member_accuracies = tagged(evaluation.member_accuracies, lambda args: f"evaluate {len(args[2])} images")
 phase[0] = "train"
 started = time.perf_counter()
 trainer.train(Cell("random", "roar", 0.7, 0))

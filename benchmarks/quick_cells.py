@@ -50,14 +50,15 @@ def train_cell(variant: dict, amp: str | None, seed: int, cells: int) -> dict:
     from roarfast.data import load_dataset
     from roarfast.models.fastnet import FastNet
     from roarfast.models.spec import ModelSpec
-    from roarfast.recipe import effective_recipe
+    from roarfast.recipe import DataSize, effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
     from roarfast.train import Masking, train_classifier
 
     ds = load_dataset("embedded", num_train=variant["train"], num_test=variant["test"])
     spec = ModelSpec(name="bench", factory=lambda n, size, c: FastNet(n, c, variant["widths"]))
-    recipe = effective_recipe("fastnet", "cpu", train_images=len(ds.train_index), image_size=32,
-                              epochs=variant["epochs"], batch_size=variant["batch"],
-                              overrides=variant["recipe"]).replace(amp=amp)
+    recipe = effective_recipe("fastnet", "cpu", DataSize(len(ds.train_index), 32),
+                              TrainOptions(epochs=variant["epochs"], batch_size=variant["batch"],
+                                           recipe=variant["recipe"])).replace(amp=amp)
     ranks = [ops.rank(torch.rand(len(split), 32, 32, generator=torch.Generator().manual_seed(s)))
              for split, s in ((ds.train, 1), (ds.test, 2))]
     masking = Masking(train_ranks=ranks[0], test_ranks=ranks[1], fraction=FRACTION)

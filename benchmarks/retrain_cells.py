@@ -51,7 +51,8 @@ def train_one_cell(seed: int, epochs: int, device: str, n_train: int, n_test: in
     """One ROAR cell (random ranks, fraction 0.5) of fastnet-gpu with its default recipe on `device`."""
     from roarfast import ops
     from roarfast.data.base import make_dataset
-    from roarfast.recipe import effective_recipe
+    from roarfast.recipe import DataSize, effective_recipe
+    from roarfast.stages.basemodel import TrainOptions
     from roarfast.train import Masking, train_classifier
 
     dataset = make_dataset("synthetic-cifar10", synthetic_split(n_train, 1, device),
@@ -59,7 +60,7 @@ def train_one_cell(seed: int, epochs: int, device: str, n_train: int, n_test: in
     ranks = [ops.rank(torch.rand(n, 32, 32, generator=torch.Generator(device=device).manual_seed(s), device=device))
              for n, s in ((n_train, 3), (n_test, 4))]
     masking = Masking(train_ranks=ranks[0], test_ranks=ranks[1], fraction=FRACTION)
-    recipe = effective_recipe("fastnet-gpu", device, train_images=None, image_size=32, epochs=epochs)
+    recipe = effective_recipe("fastnet-gpu", device, DataSize(None, 32), TrainOptions(epochs=epochs))
     # a sweep's process trains cell after cell: CUDA's lazy set-up and cuDNN's autotuning happen once per
     # process, so one untimed epoch first (without it, 1 cell of 10 epochs measured 9.4 s against 3.3 s warm)
     train_classifier(dataset, "fastnet-gpu", recipe.replace(epochs=1), device, seed=seed, masking=masking,
@@ -136,10 +137,10 @@ def main(argv=None):
         args.result.write_text(json.dumps(train_one_cell(args.seed, args.epochs, args.device, args.n_train,
                                                          args.n_test, args.barrier, int(args.cells))))
         return
-    from roarfast.recipe import effective_recipe
+    from roarfast.recipe import DataSize, effective_recipe
 
     args.out.mkdir(parents=True, exist_ok=True)
-    epochs = args.epochs or effective_recipe("fastnet-gpu", args.device, train_images=None, image_size=32).epochs
+    epochs = args.epochs or effective_recipe("fastnet-gpu", args.device, DataSize(None, 32)).epochs
     common = ["--device", args.device, "--n-train", str(args.n_train), "--n-test", str(args.n_test)]
     on_gpu = torch.device(args.device).type == "cuda"
     smi, log = sample_utilization(args.out) if on_gpu else (None, None)

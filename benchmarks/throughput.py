@@ -196,7 +196,7 @@ def bench_retrain(args, device):
 
     ds = load_dataset("embedded")
     model_name = default_model(ds, device)
-    recipe = effective_recipe(model_name, device, train_images=len(ds.train_index), image_size=ds.image_size)
+    recipe = effective_recipe(model_name, device, ds)
     start = time.perf_counter()
     result = train_classifier(ds, model_name, recipe, device, seed=0, progress=False)
     took = time.perf_counter() - start
@@ -337,8 +337,9 @@ def estimate_paper(args, device):
     the attribution pass rate (forward + input-backward, images/s), then extrapolates to the preset's
     counts. Returns (rows, total seconds)."""
     from roarfast.data import ImageSet, make_dataset
-    from roarfast.recipe import default_model, effective_recipe
+    from roarfast.recipe import DataSize, default_model, effective_recipe
     from roarfast.planning.grid import preset_grid
+    from roarfast.stages.basemodel import TrainOptions
     from roarfast.train import train_classifier
 
     grid = preset_grid("paper")
@@ -351,8 +352,8 @@ def estimate_paper(args, device):
     ds = make_dataset("synthetic", split, split, {"n": n})
     # the model and recipe a CIFAR-10-size dataset gets, measured on fewer images
     model_name = default_model(SimpleNamespace(image_size=32, train=range(PAPER_TRAIN)), device)
-    recipe = effective_recipe(model_name, device, train_images=PAPER_TRAIN, image_size=32)
-    short = effective_recipe(model_name, device, train_images=PAPER_TRAIN, image_size=32, epochs=2)
+    recipe = effective_recipe(model_name, device, DataSize(PAPER_TRAIN, 32))
+    short = effective_recipe(model_name, device, DataSize(PAPER_TRAIN, 32), TrainOptions(epochs=2))
     # untimed first: a sweep pays CUDA's set-up and cuDNN's autotuning once, not per model
     train_classifier(ds, model_name, recipe.replace(epochs=1), device, seed=0, progress=False)
     sync(device)

@@ -1,7 +1,8 @@
 """What to train: the Recipe (every setting of a training run besides data, model and seed); effective_recipe,
-the one function that composes the recipe a run trains with and records (the model's tuned recipe, declared
-with it in roarfast.models.registry, or the untuned default; the GPU's scaling; the user's fields and
---recipe overrides); the checks of --recipe fields; the mixed-precision choice; the default model of a dataset.
+the one function that composes the recipe a run trains with and records, for the base model and the cells alike
+(the model's recipe block, declared with it in roarfast.models.builtins, or the untuned default; the GPU's
+scaling; the user's options and --recipe overrides, as the stage reads them); the checks of --recipe fields; the
+mixed-precision choice; the default model of a dataset.
 How to train (data, model, optimizer, schedule, loop, evaluation) reads top to bottom in
 roarfast.train.classifier.
 
@@ -110,36 +111,68 @@ def gpu_batch_scale(batch_size: int, train_images: int | None) -> int:
     return scale
 
 
-def effective_recipe(model_name: str, device, *, train_images: int | None, image_size: int, epochs: int | None = None,
-                     batch_size: int | None = None, amp: str = "auto", overrides: dict | None = None) -> Recipe:
-    """The Recipe that trains `model_name` on `device` over a training split of `train_images` images of side
-    `image_size`, with the user's fields. The one place a recipe is composed; each step overrides the one before:
+#: the trainings a recipe is made for: the base model (`train`, a sweep's base model) and the retraining cells
+#: (`retrain`, a sweep's cells and their controls)
+BASE_MODEL, CELLS = "base model", "cells"
 
-    1. the model's tuned recipe (its ModelEntry's `recipe` fields over Recipe's defaults), or for a model
-       roarfast has not tuned, the PLUGIN_RECIPES entry of its image size;
+
+@dataclass(frozen=True)
+class DataSize:
+    """What a recipe reads of the data: the images of its training split (None: not known, so a GPU's full batch
+    factor) and the side of its images."""
+
+    train_images: int | None
+    image_size: int
+
+    @classmethod
+    def of(cls, data) -> "DataSize":
+        """The DataSize of a Dataset or a dry run's outline (its train_index and image_size); a DataSize as it is."""
+        return data if isinstance(data, cls) else cls(len(data.train_index), data.image_size)
+
+
+def effective_recipe(model, device, data, options=None, *, stage: str | None = None) -> Recipe:
+    """The Recipe that trains `model` (a ModelSpec, or a model's name) on `device` over `data` (a Dataset, a dry
+    run's outline, or a DataSize) for `stage` (BASE_MODEL or CELLS; None: the stage `options` are for), with the
+    user's `options`. The one place a recipe is composed, for the base model and the cells alike; each step
+    overrides the one before:
+
+    1. the model's recipe block (its ModelEntry's `recipe` fields over Recipe's defaults, declared with it in
+       roarfast.models.builtins), or for a model roarfast has not tuned, the PLUGIN_RECIPES entry of its image
+       size;
     2. on CUDA, a batch up to 4x larger with the learning rate scaled alike (gpu_batch_scale: less for few
-       `train_images`; None: unknown, the full factor) and evaluation batches of GPU_EVAL_BATCH_SIZE;
-    3. the user's fields where given: `amp` (an AMP_CHOICES entry: "auto" is bf16 where the device computes
-       it natively, device.native_bf16), `epochs` (--epochs, a preset's) and `batch_size` (--batch-size);
-    4. `overrides`: Recipe fields (--recipe FIELD=VALUE, a config file's `recipe:`, checked by
-       check_overrides), which win over everything above.
+       training images; None: unknown, the full factor) and evaluation batches of GPU_EVAL_BATCH_SIZE;
+    3. the user's options (stages.basemodel.TrainOptions, stages.cells.CellOptions or a sweep's Grid; None: none):
+       `amp` (an AMP_CHOICES entry: "auto" is bf16 where the device computes it natively, device.native_bf16),
+       then `epochs` (--epochs, a preset's) and `batch_size` (--batch-size, where the options have one) when the
+       options are the stage's own (`options.stage`): a sweep's --epochs set its cells', never its base model's;
+    4. `options.recipe`: Recipe fields (--recipe FIELD=VALUE, a config file's `recipe:`, checked by
+       check_overrides), which win over everything above, in every stage.
 
     What it returns is what trains and what is recorded, as it is (Recipe.to_dict: the base model's meta.json,
     every cell's configuration, a Ray worker's settings): a function of its arguments and of whether the
     device computes bf16 natively, and Recipe.from_dict of the record gives it back."""
-    fields = MODELS[model_name].recipe if model_name in MODELS else None
-    untuned = PLUGIN_RECIPES["small" if image_size <= PLUGIN_SMALL_IMAGE else "large"]
-    recipe = untuned if fields is None else Recipe(**fields)
+    if stage is None:
+        stage = BASE_MODEL if options is None else options.stage
+    if stage not in (BASE_MODEL, CELLS):
+        raise ValueError(f"stage should be {BASE_MODEL!r} or {CELLS!r}, got {stage!r}")
+    name, size = getattr(model, "name", model), DataSize.of(data)
+    block = MODELS[name].recipe if name in MODELS else None
+    untuned = PLUGIN_RECIPES["small" if size.image_size <= PLUGIN_SMALL_IMAGE else "large"]
+    recipe = untuned if block is None else Recipe(**block)
     if _on_cuda(device):
-        scale = gpu_batch_scale(recipe.batch_size, train_images)
+        scale = gpu_batch_scale(recipe.batch_size, size.train_images)
         recipe = recipe.replace(batch_size=recipe.batch_size * scale, lr=recipe.lr * scale,
                                 eval_batch_size=GPU_EVAL_BATCH_SIZE)
-    recipe = recipe.replace(amp=resolve_amp(amp, device))
-    if epochs is not None:
-        recipe = recipe.replace(epochs=epochs)
-    if batch_size is not None:
-        recipe = recipe.replace(batch_size=batch_size)
-    overrides = dict(overrides or {})
+    if options is None:  # nothing the user chose: the model's recipe on this device
+        return recipe.replace(amp=resolve_amp("auto", device))
+    recipe = recipe.replace(amp=resolve_amp(options.amp, device))
+    if options.stage == stage:
+        batch_size = getattr(options, "batch_size", None)  # the cells take no --batch-size
+        if options.epochs is not None:
+            recipe = recipe.replace(epochs=options.epochs)
+        if batch_size is not None:
+            recipe = recipe.replace(batch_size=batch_size)
+    overrides = dict(options.recipe or {})
     if "amp" in overrides:
         overrides["amp"] = resolve_amp(overrides["amp"] or "off", device)
     return recipe.replace(**overrides)

@@ -14,13 +14,15 @@ from roarfast.data import load_dataset
 from roarfast.models import build_model
 from roarfast.models.airbench import WHITEN_BIAS_EPOCHS, WHITEN_EPS, AirbenchNet, Whitening, identity_conv
 from roarfast.models.spec import ModelSpec
-from roarfast.recipe import LATER_FIELDS, Recipe, effective_recipe
+from roarfast.recipe import LATER_FIELDS, DataSize, Recipe, effective_recipe
 from roarfast.train import Masking, train_classifier
-from roarfast.train.classifier import lr_at, new_member, new_state, train_step
+from roarfast.train.classifier import new_member
+from roarfast.train.loop import train_step
+from roarfast.train.state import lr_at, new_state
 from roarfast.train.views import alternate_flips, tta_logits
 
 #: airbench's CPU recipe
-AIRBENCH_CPU = effective_recipe("airbench", "cpu", train_images=4500, image_size=32)
+AIRBENCH_CPU = effective_recipe("airbench", "cpu", DataSize(4500, 32))
 
 
 def _patches(images: torch.Tensor, k: int = 2) -> torch.Tensor:
@@ -195,7 +197,7 @@ def test_new_recipe_fields_leave_earlier_configuration_hashes_alone():
 def test_airbench_gpu_recipe_is_airbench94s_batch_and_learning_rate():
     """On a GPU with CIFAR-10's 45,000 training images: batch 1,024 at lr 1.5 (airbench's 11.5 per 1,024
     images over a summed loss, momentum 0.85)."""
-    gpu = effective_recipe("airbench", "cuda", train_images=45_000, image_size=32)
+    gpu = effective_recipe("airbench", "cuda", DataSize(45_000, 32))
     assert (gpu.batch_size, gpu.lr, gpu.momentum, gpu.amp) == (1024, pytest.approx(1.5), 0.85, "bf16")
 
 

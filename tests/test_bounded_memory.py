@@ -165,9 +165,10 @@ def test_a_streamed_cell_reads_a_batch_of_rank_rows_at_a_time_and_keeps_no_store
     from PIL import Image
 
     from roarfast.data import load_dataset
+    from roarfast.recipe import effective_recipe
     from roarfast.rundir.directory import RunDir
     from roarfast.stages.basemodel import TrainOptions, run_train
-    from roarfast.stages.cells import Cell, CellOptions, CellTrainer, cell_recipe
+    from roarfast.stages.cells import Cell, CellOptions, CellTrainer, cell_model
     from roarfast.stages.extract import ExtractOptions, run_extract
     from roarfast.store.record import RankRecord, RowReader
 
@@ -185,7 +186,8 @@ def test_a_streamed_cell_reads_a_batch_of_rank_rows_at_a_time_and_keeps_no_store
               progress=False)
     run_extract(run_dir, ExtractOptions(methods="random", batch_size=8), dataset_obj=ds, device="cpu", progress=False)
     run = RunDir(run_dir)
-    spec, recipe = cell_recipe(run, ds, "cpu", CellOptions(epochs=1, recipe={"batch_size": 4, "eval_batch_size": 5}))
+    spec = cell_model(run, ds, "cpu")
+    recipe = effective_recipe(spec, "cpu", ds, CellOptions(epochs=1, recipe={"batch_size": 4, "eval_batch_size": 5}))
     trainer = CellTrainer(run, ds, spec, recipe, "dataset-mean", "cpu")
     read, real = [], RowReader.__getitem__
 

@@ -1,4 +1,4 @@
-"""The built-in models and datasets are declared apart from what implements them (roarfast.models.registry,
+"""The built-in models and datasets are declared apart from what implements them (roarfast.models.builtins,
 roarfast.data.registry: light, so that every --help lists them without torch); a declaration that its
 implementation contradicts, or an implementation that no declaration names, fails here."""
 
@@ -9,11 +9,13 @@ import pytest
 
 import roarfast.data.builtin
 import roarfast.models
+import roarfast.models.builtins
 from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_options
 from roarfast.models import MODELS
 
-#: the modules of roarfast.models that implement no built-in: the declarations and the resolver
-_MODEL_PLUMBING = {"registry", "spec", "probe"}  # probe: a model checked before training, no model
+#: the modules of roarfast.models that implement no built-in: the declarations (builtins/), the registry, the
+#: resolver
+_MODEL_PLUMBING = {"builtins", "registry", "spec", "probe"}  # probe: a model checked before training, no model
 
 
 def _modules(package, skip=()) -> set[str]:
@@ -62,3 +64,9 @@ def test_every_model_declaration_names_a_factory_of_the_declared_signature():
         factory = entry.load()
         assert list(inspect.signature(factory).parameters)[:3] == ["num_classes", "image_size", "in_channels"], \
             entry.name
+
+
+def test_every_builtin_model_is_declared_by_a_module_of_models_builtins():
+    """Each module of roarfast.models.builtins declares its models, and each entry names it as its module (what the
+    listing orders by after `order`)."""
+    assert {entry.module for entry in MODELS} == _modules(roarfast.models.builtins)

@@ -202,15 +202,15 @@ def test_an_evaluation_hands_back_before_and_after_and_after_its_large_batches_o
     # the next, which re-faulting would slow
     import torch
     from roarfast.recipe import Recipe
-    from roarfast.train import classifier
+    from roarfast.train import evaluation
 
     calls = []
-    monkeypatch.setattr(classifier, "release_freed_memory", lambda: calls.append("release"))
+    monkeypatch.setattr(evaluation, "release_freed_memory", lambda: calls.append("release"))
     monkeypatch.setattr(memory, "release_freed_memory", lambda: calls.append("after a batch"))
     monkeypatch.setattr(memory, "HAND_BACK_BATCH_BYTES", threshold)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
     loader = _Batches(12)
-    accuracy = classifier.member_accuracies(model, [loader], torch.arange(12), Recipe(eval_batch_size=5))
+    accuracy = evaluation.member_accuracies(model, [loader], torch.arange(12), Recipe(eval_batch_size=5))
     assert calls == ["release"] + ["after a batch"] * after_batches + ["release"]  # 12 images, batches of 5: three
     with torch.no_grad():  # and the batches freed early are still all counted
         assert accuracy == [int((model(loader.x).argmax(1) == 0).sum()) / 12]

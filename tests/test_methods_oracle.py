@@ -26,7 +26,7 @@ def test_sg_sq_and_var_find_the_object_better_than_random():
     from roarfast.train import train_classifier
 
     dataset = load_dataset("embedded", num_train=NUM_TRAIN, num_test=NUM_TEST)
-    recipe = effective_recipe("fastnet", "cpu", train_images=len(dataset.train_index), image_size=dataset.image_size)
+    recipe = effective_recipe("fastnet", "cpu", dataset)
     result = train_classifier(dataset, "fastnet", recipe, "cpu",
                               seed=0, progress=False)
     assert result.test_acc >= 0.5, f"the model should have learned the task, got {result.test_acc:.1%} test accuracy"

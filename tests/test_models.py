@@ -8,7 +8,7 @@ from torch import nn
 
 from roarfast.cli import main
 from roarfast.models import MODELS, build_model, resolve_model
-from roarfast.recipe import PLUGIN_RECIPES, Recipe, effective_recipe
+from roarfast.recipe import PLUGIN_RECIPES, DataSize, Recipe, effective_recipe
 
 #: input side for the per-model tests: small keeps ResNet-50 cheap; every model pools globally
 SIDE = 24
@@ -107,7 +107,7 @@ def test_the_model_help_lists_every_builtin_with_its_description(command):
 
 
 def cpu_recipe(name: str) -> Recipe:
-    return effective_recipe(name, "cpu", train_images=4500, image_size=32)
+    return effective_recipe(name, "cpu", DataSize(4500, 32))
 
 
 def test_a_builtin_trains_with_the_recipe_its_module_declares():

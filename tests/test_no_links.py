@@ -60,15 +60,15 @@ def trained_here(run) -> str:
     """The directory, relative to the run directory, of the base model `train ... --epochs 1 *TINY` makes."""
     import torch
 
-    from roarfast.stages.basemodel import TrainOptions, base_recipe
+    from roarfast.stages.basemodel import TrainOptions
     from roarfast.records.model import ModelRecord
     from roarfast.data import load_dataset
     from roarfast.models.probe import checked_model
-    from roarfast.recipe import default_model
+    from roarfast.recipe import default_model, effective_recipe
 
     ds = load_dataset("embedded", num_train=10, num_test=10)
     spec = checked_model(default_model(ds, torch.device("cpu")), ds)
-    recipe = base_recipe(spec, ds, torch.device("cpu"), TrainOptions(epochs=1))
+    recipe = effective_recipe(spec, torch.device("cpu"), ds, TrainOptions(epochs=1))
     return str(run.model_dir(ModelRecord.trained(spec, ds, recipe, 0).id).relative_to(run.root))
 
 

@@ -17,10 +17,12 @@ from roarfast.data.augment import Augment
 from roarfast.data.loader import DeviceLoader, pattern_loader, split_loader
 from roarfast.errors import UserError
 from roarfast.models import resolve_model
-from roarfast.recipe import Recipe, effective_recipe, resolve_amp
+from roarfast.recipe import DataSize, Recipe, effective_recipe, resolve_amp
 from roarfast.rundir.directory import RunDir
 from roarfast.train import Masking, accuracy, train_classifier
-from roarfast.train.classifier import Selection, init_model, lr_at
+from roarfast.train.classifier import init_model
+from roarfast.train.evaluation import Selection
+from roarfast.train.state import lr_at
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 
@@ -191,7 +193,7 @@ def test_auto_trains_in_bf16_on_a_cpu_that_computes_it_natively_and_attributes_i
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     assert resolve_amp("auto", "cpu") == trained
-    assert effective_recipe("fastnet", "cpu", train_images=4500, image_size=32).amp == trained
+    assert effective_recipe("fastnet", "cpu", DataSize(4500, 32)).amp == trained
     assert autocast_dtype("auto", "cpu") is None  # attributions on a CPU: fp32 whatever the CPU
     assert autocast_dtype("auto", "cuda") == torch.bfloat16 and autocast_dtype("off", "cuda") is None
     assert resolve_amp("off", "cpu") is None  # asked for fp32: fp32 even where bf16 is native
@@ -252,7 +254,7 @@ def test_cpu_default_learns_the_embedded_dataset_from_the_object_only():
     """README, "The embedded dataset": the CPU default learns the embedded set (>= 90%), and with the object removed
     (oracle ROAR at the covering fraction 64/1024) nothing is left to learn (near chance)."""
     ds = load_dataset("embedded")
-    recipe = effective_recipe("fastnet", "cpu", train_images=len(ds.train_index), image_size=ds.image_size)
+    recipe = effective_recipe("fastnet", "cpu", ds)
     base = train_classifier(ds, "fastnet", recipe, "cpu", seed=0, progress=False)
     assert base.test_acc >= 0.90
     oracle = Masking(train_ranks=ops.rank(ds.train.masks.float()), test_ranks=ops.rank(ds.test.masks.float()),

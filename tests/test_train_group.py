@@ -10,7 +10,7 @@ from roarfast.data import load_dataset
 from roarfast.errors import UserError
 from roarfast.recipe import Recipe
 from roarfast.train import Grouping, Masking, Run, train_classifier, train_group
-from roarfast.train import classifier
+from roarfast.train import loop
 from roarfast.train.fused import NotFusable, fuse, member_weights, stack_weights
 
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
@@ -122,7 +122,7 @@ def test_a_run_that_fails_to_set_up_fails_alone(tiny, mixed, alone):
 def test_a_run_that_fails_in_training_fails_alone(tiny, mixed, alone, monkeypatch, how):
     """The KAR run's third step raises: it alone is an error, the others are their results alone (a fused
     group is trained again as a loop, so the failure finds its run)."""
-    real_step, calls = classifier.train_step, {}
+    real_step, calls = loop.train_step, {}
 
     def step(state, batches):
         if any(m.loaders["train"].fraction == 0.3 for m in state.members):
@@ -131,7 +131,7 @@ def test_a_run_that_fails_in_training_fails_alone(tiny, mixed, alone, monkeypatc
                 raise RuntimeError("out of memory")
         return real_step(state, batches)
 
-    monkeypatch.setattr(classifier, "train_step", step)
+    monkeypatch.setattr(loop, "train_step", step)
     results = train_group(tiny, "fastnet", TINY, "cpu", mixed, Grouping(size=3, how=how))
     assert isinstance(results[1], RuntimeError) and len(calls) == (2 if how == "fused" else 1)
     for k in (0, 2):
@@ -142,7 +142,7 @@ def test_user_errors_end_the_whole_group(tiny, mixed, monkeypatch):
     def refuse(state, batches):
         raise UserError("refused")
 
-    monkeypatch.setattr(classifier, "train_step", refuse)
+    monkeypatch.setattr(loop, "train_step", refuse)
     with pytest.raises(UserError, match="refused"):
         train_group(tiny, "fastnet", TINY, "cpu", mixed, Grouping(size=3, how="loop"))
 

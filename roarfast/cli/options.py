@@ -4,7 +4,7 @@ fractions), the `--config FILE` defaults, and the one-line errors every command 
 traceback: an option value that does not parse or check is one line naming the option and the text
 (`OneLineGroup`, `OptionError`). The commands themselves are in roarfast/cli/__init__.py.
 
-Light on purpose: the model and dataset lists come from their declarations (roarfast.models.registry,
+Light on purpose: the model and dataset lists come from their declarations (roarfast.models.builtins,
 roarfast.data.registry), which import no torch, so that every --help answers at once.
 """
 

@@ -1,6 +1,7 @@
-"""Classifier architectures: the built-ins (MODELS: declared in registry.py with their descriptions and tuned
-recipes, their factories in the other modules of this package; build_model builds one by name) and every form
---model takes (resolve_model: built-in, package.module:factory, timm:<name>, a Python object -> ModelSpec).
+"""Classifier architectures: the built-ins (MODELS, registry.py: each declared with its description and recipe
+block in a module of builtins/, its factory in another module of this package; build_model builds one by name)
+and every form --model takes (resolve_model: built-in, package.module:factory, timm:<name>, a Python object ->
+ModelSpec).
 
 Light on purpose (torch is imported with a built-in's module, when it is built): the CLI builds its --model help
 from MODELS.

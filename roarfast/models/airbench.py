@@ -4,7 +4,7 @@ the training images' patches, three conv groups (conv, 2x2 max pool, BN, activat
 of widths 64/256/256 whose convolutions start as identity maps, BN with fast statistics, frozen scales and
 a tiny eps, a global max pool and a bias-free linear head scaled by 1/9. Its training (lookahead, label
 smoothing 0.2, alternating flips, flip-and-translate test-time views, the piecewise-linear schedule, 64x
-learning rate for biases) is its recipe's (roarfast.recipe, "airbench").
+learning rate for biases) is its recipe block's (roarfast.models.builtins.airbench).
 
 Two hooks the training run calls (roarfast.train.classifier): `init_from_images(images)` before the first step
 with the first `init_images` training images as the network will see them (for a ROAR cell, masked), which

@@ -1,7 +1,7 @@
 """Small plain CNNs for 32px images: `FastNet` (the CPU default, a few MFLOP per image; at half its widths
 `roarfast run`'s net) and `AirNet` (the GPU default, shaped after airbench's CIFAR-10 net: conv-pool-BN-ReLU
-blocks, a scaled linear head), the factories of the built-ins fastnet, fastnet-small and fastnet-gpu (declared in
-roarfast.models.registry).
+blocks, a scaled linear head), the factories of the built-ins fastnet, fastnet-small and fastnet-gpu (declared, with
+their recipes, in roarfast.models.builtins.fastnet).
 
 ReLUs are separate nn.ReLU modules (never inplace, never functional) so guided backprop can hook them.
 """

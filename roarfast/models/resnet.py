@@ -1,6 +1,7 @@
 """ResNets: `ResNet8` (CIFAR-style, 3 stages of one BasicBlock) and torchvision's resnet18/resnet50
 adapted to the class count, the input channels and, for small images, a 3x3 stride-1 stem: the factories of
-the built-ins resnet8, resnet18 and resnet50 (declared in roarfast.models.registry).
+the built-ins resnet8, resnet18 and resnet50 (declared, with their recipes, in
+roarfast.models.builtins.resnet).
 
 Every ReLU is an nn.ReLU module that is not inplace (guided backprop hooks need the forward input).
 """

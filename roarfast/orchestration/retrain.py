@@ -5,7 +5,7 @@ the local executor: claimed, then one row each in results.sqlite; finished cells
 
 from dataclasses import dataclass
 
-from roarfast.stages.cells import CellOptions, CellTrainer, cell_estimators, cell_recipe
+from roarfast.stages.cells import CellOptions, CellTrainer, cell_estimators, cell_model
 from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.execution.executors import check_workers, execute
@@ -14,6 +14,7 @@ from roarfast.rundir.configurations import grid_of
 from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.selection import Selection
+from roarfast.recipe import effective_recipe
 from roarfast.rundir.results import open_results
 from roarfast.rundir.writing import open_for_writing
 from roarfast.train import default_grouping
@@ -43,7 +44,8 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     check_workers(workers_per_cell, group_size, device)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     run.check_writable()  # before a cell is trained: its row must be written
-    model, recipe = cell_recipe(run, ds, device, options)
+    model = cell_model(run, ds, device, options.model)
+    recipe = effective_recipe(model, device, ds, options)
     head = run.head()
     stored = [] if options.methods else list(head.ranks)
     for method in stored:  # names read from HEAD: code only where the user named it again

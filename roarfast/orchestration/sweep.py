@@ -17,7 +17,7 @@ from contextlib import ExitStack
 import torch
 
 from roarfast.stages.basemodel import TrainOptions, head_after, run_train, trained_at
-from roarfast.stages.cells import CellTrainer, cell_estimators, cell_recipe
+from roarfast.stages.cells import CellTrainer, cell_estimators, cell_model
 from roarfast.records.checkpoint import recorded_model
 from roarfast.common.device import default_batch_size, resolve_device
 from roarfast.execution.executors import Progress, check_workers, execute
@@ -31,6 +31,7 @@ from roarfast.planning.estimate import StepTimes, training_seconds
 from roarfast.planning.preview import learning_warnings, outline_of, preview_sweep
 from roarfast.execution.registry import make_executor
 from roarfast.measurements.row import RETRAIN
+from roarfast.recipe import effective_recipe
 from roarfast.rundir.results import open_results
 from roarfast.rundir.directory import RunDir
 from roarfast.rundir.writing import open_for_writing
@@ -78,7 +79,8 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     run.check_writable()  # before anything is trained; the stages check their own estimates
     base = _ensure_base_model(run, ds, grid, selection, options.amp, device, seed, progress, echo)
     ids = _ensure_ranks(run, ds, selection, options, device, seed, progress, echo, executor)
-    model, recipe = cell_recipe(run, ds, device, grid, base=base)
+    model = cell_model(run, ds, device, grid.model, base=base)
+    recipe = effective_recipe(model, device, ds, grid)
     # what the dry run warns of, said again before the cells train (a sweep run without a dry run first)
     for warning in learning_warnings(run, outline_of(ds), model.name, recipe, run.model_meta(base), run.models()):
         echo(f"[sweep] warning: {warning}")

@@ -13,7 +13,7 @@ from roarfast.modes import MODES, is_control
 from roarfast.common.options import MAX_SEEDS, check_positive, check_seed
 from roarfast.common.plugins import shown_method
 from roarfast.common.progress import format_duration
-from roarfast.recipe import Recipe, default_model
+from roarfast.recipe import BASE_MODEL, Recipe, default_model, effective_recipe
 from roarfast.stages.step_times import STEP_FIELDS
 
 #: estimators of the paper's study: three base estimators and their SmoothGrad ensembles, and the controls
@@ -91,7 +91,6 @@ def sweep_base(run, ds, grid: Grid, device, seed: int) -> tuple:
     grid.model when it names one (spec and recipe None: its meta says them); else the one of the id the grid's
     own settings make, reused where the run directory holds it, else trained beside the others."""
     # late: loads torch, and --help imports this module
-    from roarfast.stages.basemodel import TrainOptions, base_recipe
     from roarfast.models.probe import checked_model
 
     head = run.head()
@@ -101,7 +100,7 @@ def sweep_base(run, ds, grid: Grid, device, seed: int) -> tuple:
         if named in (None, meta["model"]):
             return head.base, None, None
     spec = checked_model(grid.model or default_model(ds, device), ds)
-    recipe = base_recipe(spec, ds, device, TrainOptions(model=spec, amp=grid.amp, recipe=grid.recipe))
+    recipe = effective_recipe(spec, device, ds, grid, stage=BASE_MODEL)  # the grid's --epochs are its cells'
     return ModelRecord.trained(spec, ds, recipe, seed).id, spec, recipe
 
 

@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roarfast.stages.basemodel import TrainOptions, base_recipe, trained_at
-from roarfast.stages.cells import CellTrainer, cell_recipe
+from roarfast.stages.basemodel import trained_at
+from roarfast.stages.cells import CellTrainer, cell_model
 from roarfast.records.checkpoint import recorded_model
 from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
@@ -32,7 +32,7 @@ from roarfast.common.options import check_positive
 from roarfast.common.plugins import shown_method
 from roarfast.planning.costs import Cost, Costing, Target, gib, hours, plan_target
 from roarfast.common.progress import format_duration
-from roarfast.recipe import Recipe
+from roarfast.recipe import BASE_MODEL, Recipe, effective_recipe
 from roarfast.rundir.results import open_results
 
 
@@ -284,9 +284,9 @@ def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, 
         made = run.ranks_to_make(free, splits, data.fingerprint)
         remade = [m for m in selection.names if m in made or m in selection.explained]
     if base is None:
-        base = base_recipe(base_spec, data, target.device, TrainOptions(model=base_spec, amp=grid.amp,
-                                                                        recipe=grid.recipe))
-    cells_spec, cells = cell_recipe(run, data, target.device, grid, meta=meta, base=model_id)
+        base = effective_recipe(base_spec, target.device, data, grid, stage=BASE_MODEL)
+    cells_spec = cell_model(run, data, target.device, grid.model, meta, model_id)
+    cells = effective_recipe(cells_spec, target.device, data, grid)
     plan, configuration, known = _plan(run, data, grid, selection, cells_spec, cells, target, model_id, ids, reused)
     warnings = learning_warnings(run, data, cells_spec.name, cells, meta if reused else {}, kept)
     preview = Preview(grid=grid, data=data, base_model=base_spec.name, base_recipe=base, base_meta=meta,

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -25,11 +26,10 @@ from roarfast.records.ranks import RankStoreRecord
 from roarfast.common.memory import keep_freed_memory
 from roarfast.common.options import check_choice, check_positive
 from roarfast.models.probe import checked_model, checkpoint_bytes
-from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
+from roarfast.recipe import AMP_CHOICES, BASE_MODEL, check_overrides, default_model, effective_recipe
 from roarfast.rundir.writing import open_for_writing
 from roarfast.stages.step_times import remember_training
-from roarfast.train import train_classifier
-from roarfast.train.classifier import accuracy
+from roarfast.train import accuracy, train_classifier
 from roarfast.train.parallel import distributed, join_torchrun
 from roarfast.version import __version__
 
@@ -39,8 +39,10 @@ class TrainOptions:
     """The base model: `model` (what roarfast.models.resolve_model takes; None: the dataset's default on the
     device), `epochs` and `batch_size` (None: its recipe's), `amp`, and `recipe`: Recipe fields that override
     the rest ({field: value}); or `weights`, a state-dict file adopted instead of training (then no epochs, batch
-    size or recipe: nothing is trained). Each value is checked here, once (the model when it is resolved)."""
+    size or recipe: nothing is trained). Each value is checked here, once (the model when it is resolved).
+    roarfast.recipe.effective_recipe reads them for the base model (`stage`)."""
 
+    stage: ClassVar[str] = BASE_MODEL
     model: object = None
     epochs: int | None = None
     batch_size: int | None = None
@@ -78,7 +80,7 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
         adopted = adopted_model(spec, ds, options.weights)
         model_id = adopted.id
     else:
-        recipe = base_recipe(spec, ds, device, options)
+        recipe = effective_recipe(spec, device, ds, options)
         model_id = ModelRecord.trained(spec, ds, recipe, seed).id
     reused = model_id in run.models()
     if not reused:
@@ -156,7 +158,7 @@ def _adopt(run, adopted: Adopted, spec, ds, device, echo) -> None:
         echo(f"base model: adopting the weights of {adopted.file} beside the {kept} kept")
     started = time.perf_counter()
     model = adopted.model.to(device).eval()
-    recipe = base_recipe(spec, ds, device, TrainOptions())
+    recipe = effective_recipe(spec, device, ds)
     val_acc = accuracy(model, split_loader(ds, "train", device), ds.val_index, recipe)
     test_acc = accuracy(model, split_loader(ds, "test", device), torch.arange(len(ds.test)), recipe)
     meta = adopted_meta(spec, ds, adopted, device, val_acc, test_acc, time.perf_counter() - started)
@@ -185,14 +187,6 @@ def trained_at(run, model_id: str) -> str:
     """When the base model `model_id` was saved (its meta.json's time), UTC, to the minute."""
     stamp = (run.model_path(model_id) / META).stat().st_mtime
     return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def base_recipe(spec, ds, device, options: TrainOptions):
-    """The Recipe the base model `spec` trains with on ds (a Dataset, or anything with its image_size and
-    train_index) on `device`: effective_recipe of its model with options' epochs, batch size, AMP and overrides."""
-    return effective_recipe(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
-                            epochs=options.epochs, batch_size=options.batch_size, amp=options.amp,
-                            overrides=options.recipe)
 
 
 def base_meta(spec, ds, record: ModelRecord, device, result) -> dict:

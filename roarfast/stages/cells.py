@@ -11,6 +11,7 @@ the Ray workers all train cells through it, so a cell's configuration and its tr
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 from roarfast.records.checkpoint import recorded_model
 from roarfast.errors import UserError
@@ -22,7 +23,7 @@ from roarfast.records.head import command
 from roarfast.methods.registry import resolve_methods
 from roarfast.modes import KAR, ROAR, check_modes, control_mode
 from roarfast.common.options import MAX_SEEDS, check_choice, check_fractions, check_positive
-from roarfast.recipe import AMP_CHOICES, check_overrides, default_model, effective_recipe
+from roarfast.recipe import AMP_CHOICES, CELLS, check_overrides, default_model
 from roarfast.stages.step_times import remember_training
 
 
@@ -69,8 +70,9 @@ class CellOptions:
     roarfast.methods.parse_methods takes; None: the caller's default) x `modes` x `fractions` x `seeds`
     seeds; `model` (what roarfast.models.resolve_model takes; None: the base model's), `epochs` (None: the
     recipe's), `fill`, `amp` and `recipe` (Recipe fields overriding the rest) of every cell. Each value is
-    checked here, once."""
+    checked here, once. roarfast.recipe.effective_recipe reads them for the cells (`stage`)."""
 
+    stage: ClassVar[str] = CELLS
     methods: object = None
     modes: tuple = (ROAR,)
     fractions: tuple = (0.7,)
@@ -120,22 +122,13 @@ def cell_model(run, ds, device, model=None, meta: dict | None = None, base: str 
     return checked_model(model or default_model(ds, device), ds)
 
 
-def cell_recipe(run, ds, device, options: CellOptions, meta: dict | None = None, base: str | None = None):
-    """(ModelSpec, Recipe) of the retraining cells in RunDir `run`: cell_model of options.model (the base model
-    `base`'s, default HEAD's), and its effective_recipe on `device` with options.epochs, options.amp and
-    options.recipe."""
-    spec = cell_model(run, ds, device, options.model, meta, base)
-    return spec, effective_recipe(spec.name, device, train_images=len(ds.train_index), image_size=ds.image_size,
-                                  epochs=options.epochs, amp=options.amp, overrides=options.recipe)
-
-
 class CellTrainer:
     """Trains the cells of one configuration of a run directory on one device.
 
     Args:
         run: the RunDir (rank stores, base models).
         ds: the dataset (roarfast.data.load_dataset), the one the ranks were computed on.
-        model, recipe: what every cell trains (cell_recipe: a ModelSpec and a Recipe).
+        model, recipe: what every cell trains (cell_model's ModelSpec, its effective_recipe for the cells).
         fill: name of the replacement of removed pixels (FILLS); part of each cell's configuration. fill_object:
             its Fill (roarfast.fills), what the loaders apply.
         grouping: how train_group trains cells together (roarfast.train.Grouping; None: the device's default).

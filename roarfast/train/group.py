@@ -21,10 +21,13 @@ from roarfast.models import resolve_model
 from roarfast.common.options import check_choice, check_positive
 from roarfast.common.progress import progress_bar
 from roarfast.recipe import Recipe
-from roarfast.train.classifier import Steps, TrainResult, new_member, new_state, selected_test_accs, train_states
+from roarfast.train.classifier import TrainResult, new_member
+from roarfast.train.evaluation import selected_test_accs
 from roarfast.train.fused import NotFusable, fuse
+from roarfast.train.loop import Steps, train_states
 from roarfast.train.masking import Masking
 from roarfast.train.parallel import distributed
+from roarfast.train.state import new_state
 from roarfast.train.streams import new_stream
 
 IMPLEMENTATIONS = ("loop", "fused", "streams")
