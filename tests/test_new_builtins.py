@@ -1,7 +1,8 @@
 """A model and a dataset added as a contributor adds them (ARCHITECTURE.md, "Where to add"): the implementation
 in a module, and its declaration (name, description, options or recipe, the import path of the factory or
-loader) beside the built-ins'. In a fresh interpreter the two declarations join MODELS and DATASETS, as the
-lines in roarfast/models/registry.py and roarfast/data/registry.py would; then the --help lists them with their
+loader) beside the built-ins'. In a fresh interpreter the two declarations join MODELS and DATASETS, as a line
+in roarfast/models/registry.py and a plug-in's DatasetEntry would (a built-in dataset is a module of
+roarfast/data/builtin/: tests/test_dataset_builtins.py); then the --help lists them with their
 descriptions and options without importing their modules (nor torch), the model resolves and trains with the
 recipe it declares, and the dataset's options reach its loader and its fingerprint."""
 

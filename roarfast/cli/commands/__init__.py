@@ -21,7 +21,8 @@ def command(name: str | None = None, **attrs):
 
     def decorate(func):
         made = click.command(name, cls=OneLineCommand, **attrs)(func)
-        COMMANDS.register(Entry(made.name, (made.help or "").split("\n", 1)[0], value=made, module=func.__module__))
+        summary = " ".join((made.help or "").split("\n\n", 1)[0].split())  # its docstring's first paragraph
+        COMMANDS.register(Entry(made.name, summary, value=made, module=func.__module__))
         return made
 
     return decorate
