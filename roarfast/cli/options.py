@@ -10,7 +10,7 @@ Light on purpose: every declaration read here imports no torch, so that every --
 """
 
 import functools
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 
 import click
@@ -178,7 +178,7 @@ def _named(kwargs) -> tuple:
     arguments, read from its option groups (RunOptions, DataOptions, GridOptions) and its own options."""
     found = dict(kwargs)
     for value in kwargs.values():
-        if value is not None and hasattr(value, "__dataclass_fields__"):
+        if is_dataclass(value) and not isinstance(value, type):
             found.update({each.name: getattr(value, each.name) for each in fields(value)})
     specs = [found.get("model"), found.get("dataset")]
     for key in ("methods", "method"):  # comma-separated estimators

@@ -3,9 +3,9 @@
 import click
 
 from roarfast.cli.commands import command
+from roarfast.cli.errors import friendly_errors
 from roarfast.cli.options import (METHOD_FORMS, NAMED_AGAIN, chunk_images_option, executor_options, field_option,
                                   method_arg_option, model_option, options_of, parameter_options, trust_option)
-from roarfast.cli.errors import friendly_errors
 from roarfast.common.options import CHUNKS, parse_list
 from roarfast.common.run_options import RunOptions
 from roarfast.data.options import DataOptions

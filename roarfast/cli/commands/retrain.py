@@ -4,8 +4,8 @@ import click
 
 from roarfast.cli.commands import command
 from roarfast.cli.errors import built, friendly_errors
-from roarfast.cli.options import amp_option, field_option, model_option, name_option, options_of, recipe_option, \
-    trust_option
+from roarfast.cli.options import (amp_option, field_option, model_option, name_option, options_of, recipe_option,
+                                  trust_option)
 from roarfast.common.options import parse_list
 from roarfast.common.run_options import CellLayout, RunOptions
 from roarfast.data.options import DataOptions

@@ -4,8 +4,8 @@ import click
 
 from roarfast.cli.commands import command
 from roarfast.cli.errors import built, friendly_errors
-from roarfast.cli.options import chunk_images_option, executor_options, method_arg_option, name_option, options_of, \
-    trust_option
+from roarfast.cli.options import (chunk_images_option, executor_options, method_arg_option, name_option, options_of,
+                                  trust_option)
 from roarfast.common.options import CELLS, CHUNKS
 from roarfast.common.run_options import CellLayout, RunOptions
 from roarfast.data.options import DataOptions
