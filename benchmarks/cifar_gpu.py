@@ -4,7 +4,7 @@ tree, then GPU JPEG decoding checked against the CPU path and one fastnet-gpu tr
     python benchmarks/cifar_gpu.py pack --jpeg-dir ../shared/data/cifar10-jpeg --out .device-data   (here, DALI)
     python benchmarks/cifar_gpu.py run --pack .device-data --out DIR [--epochs 10,20]               (GPU machine)
 
-pack: every file's bytes in roarfast's listing order (train, then test; roarfast.data.builtin.imagefolder.list_tree),
+pack: every file's bytes in roarfast's listing order (train, then test; roarfast.data.imagefolder.list_tree),
 zlib-compressed in one npz (the 60,000 files share their JPEG tables: 55 MB -> about 18 MB). Beside them,
 what roarfast's CPU path (DALI's CPU decoder, canvas 32/32) makes of them: a 64-bit hash of every canvas
 and the full canvases of REFERENCE_CANVASES test images.
@@ -45,7 +45,8 @@ def canvas_hash(canvas: np.ndarray) -> int:
 
 
 def pack(jpeg_dir: Path, out: Path) -> None:
-    from roarfast.data.builtin.imagefolder import list_tree, load_imagefolder
+    from roarfast.data.builtin.imagefolder import load_imagefolder
+    from roarfast.data.imagefolder import list_tree
 
     classes, files, labels, is_test = None, [], [], []
     for split in ("train", "test"):

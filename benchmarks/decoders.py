@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from roarfast.data.decode import CPU_DECODER, DALI, canvas_batches
-from roarfast.data.builtin.imagefolder import default_batch_size, list_tree, split_dirs
+from roarfast.data.imagefolder import default_batch_size, list_tree, split_dirs
 
 
 def canvases(decoder: str, split_dir: Path, files: list, resize: int, crop: int) -> tuple[torch.Tensor, float]:

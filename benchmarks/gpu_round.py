@@ -89,7 +89,7 @@ def tiny_pack(jpeg_dir: Path, out: Path, per_class: tuple) -> None:
     its canvases hashed from torchvision's CPU decode."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
-    from roarfast.data.builtin.imagefolder import list_tree
+    from roarfast.data.imagefolder import list_tree
 
     classes, blobs, labels, is_test = None, [], [], []
     for split, count in zip(("train", "test"), per_class):

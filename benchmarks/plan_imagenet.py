@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from roarfast.cli import main  # noqa: E402
-from roarfast.data.builtin import imagefolder  # noqa: E402
+from roarfast.data import imagefolder  # noqa: E402
 from tests.imagenet_tree import listing, write_first_files  # noqa: E402
 
 

@@ -42,7 +42,7 @@ CANVAS = {"resize": 32, "crop": 32, "device": "cpu", "stream": False}
 def subset_tree(source: Path, target: Path, per_class: dict) -> Path:
     """target/{train,test}/<class>/ holding symlinks to the first per_class[split] files of each class of source
     (sorted names, the order roarfast lists them in); rebuilt when it holds other counts."""
-    from roarfast.data.builtin.imagefolder import IMAGE_EXTENSIONS, class_names
+    from roarfast.data.imagefolder import IMAGE_EXTENSIONS, class_names
 
     marker = target / "subset.json"
     wanted = {"source": str(source), **per_class}

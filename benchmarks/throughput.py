@@ -276,7 +276,8 @@ def bench_jpeg(args, device):
     from torch.utils.data import DataLoader
     from torchvision import datasets, transforms
 
-    from roarfast.data.builtin.imagefolder import load_imagefolder, split_dirs
+    from roarfast.data.builtin.imagefolder import load_imagefolder
+    from roarfast.data.imagefolder import split_dirs
     from roarfast.data.stream import StreamLoader
 
     root = Path(args.jpeg_dir)

@@ -20,7 +20,6 @@ pair of tensors) is recorded as object:<name>, and a later command line says to 
 import os
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 
 from roarfast.stages.basemodel import TrainOptions, run_train
 from roarfast.stages.cells import cell_estimators
@@ -29,19 +28,20 @@ from roarfast.common.device import resolve_device
 from roarfast.stages.extract import ExtractOptions
 from roarfast.stages.fill_leakage import FillLeakageOptions, run_fill_leakage
 from roarfast.fills import DEFAULT_FILL, ROAD_FILL
-from roarfast.planning.grid import preset_grid
 from roarfast.records.head import set_command
 from roarfast.rundir.inventory import listing
 from roarfast.rundir.labels import check_name
 from roarfast.methods.selection import Selection
 from roarfast.stages.noretrain import NoRetrainOptions, run_noretrain
-from roarfast.common.options import check_positive, check_seed, check_types, parse_list
+from roarfast.common.options import check_seed, check_types
 from roarfast.common.plugins import user_named
+from roarfast.common.run_options import CellLayout, RunOptions
+from roarfast.data.options import DataOptions
+from roarfast.planning.grid_options import GridOptions
 from roarfast.planning.preview import preview_sweep
 from roarfast.models.probe import checked_model
 from roarfast.stages.executor import Executor
-from roarfast.execution.ray_cluster import ray_options
-from roarfast.execution.registry import make_executor
+from roarfast.execution.registry import EXECUTORS, ExecutorOptions
 from roarfast.report import write_report
 from roarfast.results import load
 from roarfast.rundir.directory import RunDir
@@ -64,11 +64,21 @@ def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, pr
         "control": (control, (none, bool), "True or False"), "progress": (progress, (bool,), "True or False"),
         "trust_run_dir": (trust_run_dir, (bool,), "True or False"),
         "fill": (fill, (str,), "a fill's name"), "device": (device, (str,), '"auto", "cpu", "cuda" or "cuda:N"'),
-        "preset": (preset, (str,), '"quick" or "paper"'), "executor": (executor, (str, Executor), '"local", "ray" or an Executor'),
+        "preset": (preset, (str,), '"quick" or "paper"'),
+        "executor": (executor, (str, Executor), ", ".join(f'"{name}"' for name in EXECUTORS.names) + " or an Executor"),
         "dataset_options": (dataset_options, (none, Mapping), "a dict"), "recipe": (recipe, (none, Mapping), "a dict"),
         "method_args": (method_args, (none, Mapping), "a dict"), "seed": (seed, (int,), "an int (a seed)"),
         "name": (name, (none, str), "a configuration's name (text)")})
     check_seed("seed", seed)
+
+
+def _check_backends(backends: dict) -> None:
+    """Refuses, as Python refuses an unknown keyword, one that names no backend with options of its own."""
+    takes = [entry.name for entry in EXECUTORS if entry.options_type is not None]
+    unknown = sorted(set(backends) - set(takes))
+    if unknown:
+        raise TypeError(f"Study() got an unexpected keyword argument {unknown[0]!r} (a backend's options go by its "
+                        f"name: {', '.join(takes)})")
 
 
 class Study:
@@ -102,10 +112,11 @@ class Study:
         weights: a state-dict file (safetensors, or a torch.save file, read with weights_only=True) adopted as the
             base model of `model` (default: the dataset's) instead of training one, as `train --weights`: run()
             adopts it first; its ranks and cells go on from it.
-        executor: "local" or "ray" (the ranks' chunks and the cells as tasks on a Ray cluster), as --executor; or
-            an Executor object (roarfast.stages.executor: another backend).
-        ray: the cluster and each task's resources, a roarfast.execution.ray_cluster.RayOptions or a dict of its fields
-            (address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell): the ray executor's options.
+        executor: a backend's name, as --executor: "local", "ray" (the ranks' chunks and the cells as tasks on a Ray
+            cluster) or any of roarfast.execution.registry.EXECUTORS; or an Executor object (roarfast.stages.executor).
+        <backend>: a backend's own options, as a keyword named after it (its flags on the command line): its options
+            dataclass or a dict of its fields, checked whichever executor runs; ray= a RayOptions
+            (roarfast.execution.backends.ray: address, cpus_per_task, gpus_per_task, cpus_per_cell, gpus_per_cell).
         trust_run_dir: let the run directory's records name code to import (a plug-in model, dataset or
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
         name: what run() calls its configuration, as --name (`report(config=name)`, `results(config=name)`);
@@ -117,18 +128,19 @@ class Study:
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
                  group_size: int | None = None, workers_per_cell: int = 1, weights=None, executor: str = "local",
-                 ray=None, trust_run_dir: bool = False, name: str | None = None):
+                 trust_run_dir: bool = False, name: str | None = None, **backends):
         _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs,
                          recipe, control, control_seeds, method_args, seed, progress, executor, trust_run_dir, name)
-        self.run_dir = Path(run_dir)
+        _check_backends(backends)
+        # the option objects the command line builds from its flags, here from the arguments
+        run = RunOptions(run_dir=run_dir, device=device, seed=seed, progress=progress)
+        self.run_dir = run.run_dir
         self.name = None if name is None else check_name(name)
         if isinstance(methods, (str, Mapping)) or callable(methods):
             methods = [methods]
-        self.grid = preset_grid(preset, methods=None if methods is None else tuple(methods),
-                                fractions=None if fractions is None else tuple(fractions),
-                                modes=parse_list(modes) if isinstance(modes, str) else modes, seeds=seeds,
-                                control=control, control_seeds=control_seeds, fill=fill, model=model, epochs=epochs,
-                                recipe=recipe, first_seed=seed)
+        self.grid = GridOptions(preset=preset, methods=None if methods is None else tuple(methods), fractions=fractions,
+                                modes=modes, seeds=seeds, control=control, control_seeds=control_seeds, fill=fill,
+                                model=model, epochs=epochs, recipe=recipe).grid(seed)
         if isinstance(extract_options, dict):
             extract_options = ExtractOptions(**extract_options)
         self.extract_options = extract_options or ExtractOptions()
@@ -137,17 +149,18 @@ class Study:
         # every method resolved and registered now, a bad one or an argument none takes refused now
         selection = Selection.of(cell_estimators(self.grid.methods), self.extract_options, seed)
         self.selection = selection  # what run() hands the sweep: no name looked up again
-        self.device = resolve_device(device)
-        self.seed = seed
-        self.progress = progress
-        self.group_size = check_positive("group_size", group_size, optional=True)
-        self.workers_per_cell = check_positive("workers_per_cell", workers_per_cell)
+        self.device = resolve_device(run.device)
+        self.seed = run.seed
+        self.progress = run.progress
+        layout = CellLayout(group_size=group_size, workers_per_cell=workers_per_cell)
+        self.group_size, self.workers_per_cell = layout.group_size, layout.workers_per_cell
         self.weights = weights
-        # the one place a Study's executor is chosen; `ray` is checked whichever executor is named
-        self.executor = make_executor(executor, None if ray is None else ray_options(ray), flag="executor")
+        # the one place a Study's executor is chosen; each backend's options are checked whichever runs
+        self.executor = ExecutorOptions(executor=executor, backends=backends).make(flag="executor")
         self._trust = trust_run_dir
-        self.dataset = self._load_dataset(data_dir, dataset_options) if dataset is None else load_dataset(
-            dataset, data_dir, **dict(dataset_options or {}))
+        data = DataOptions(dataset=dataset, data_dir=data_dir, options=dataset_options)
+        self.dataset = self._load_dataset(data.data_dir, data.options) if data.dataset is None else load_dataset(
+            data.dataset, data.data_dir, **data.options)
         named = [self.dataset.name, *selection.names]
         if model is not None:
             named.append(checked_model(model, self.dataset).name)

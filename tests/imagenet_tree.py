@@ -2,7 +2,7 @@
 tests and benchmarks/plan_imagenet.py): 1,281,167 train and 50,000 val images in 1000 classes, of which the first
 two files of each split are real JPEGs of ImageNet's common sizes (500x375, 500x333: they differ, so the tree
 takes ImageNet's 256/224 canvas, read from their headers), the rest names that no reader opens. `listing` stands
-in for roarfast.data.builtin.imagefolder.scan_tree."""
+in for roarfast.data.imagefolder.scan_tree."""
 
 import numpy as np
 from PIL import Image

@@ -1,6 +1,7 @@
-"""The built-in models and datasets are declared apart from what implements them (roarfast.models.builtins,
-roarfast.data.registry: light, so that every --help lists them without torch); a declaration that its
-implementation contradicts, or an implementation that no declaration names, fails here."""
+"""The built-in models and datasets are declared apart from what implements them (the light modules of
+roarfast.models.builtins and roarfast.data.builtin, so that every --help lists them without torch; a dataset's
+options read from its loader's signature); a declaration that its implementation contradicts, or an
+implementation that no declaration names, fails here."""
 
 import inspect
 import pkgutil
@@ -10,7 +11,7 @@ import pytest
 import roarfast.data.builtin
 import roarfast.models
 import roarfast.models.builtins
-from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_options
+from roarfast.data.registry import DATASETS, DatasetEntry, _builtin, loader_options, register_dataset
 from roarfast.models import MODELS
 
 #: the modules of roarfast.models that implement no built-in: the declarations (builtins/), the registry, the
@@ -24,8 +25,12 @@ def _modules(package, skip=()) -> set[str]:
 
 
 def test_every_implementation_module_is_named_by_a_declaration():
-    declared = {entry.target.partition(":")[0] for entry in (*MODELS, *DATASETS)}
-    assert declared == _modules(roarfast.models, _MODEL_PLUMBING) | _modules(roarfast.data.builtin)
+    declared = {entry.target.partition(":")[0] for entry in MODELS}
+    assert declared == _modules(roarfast.models, _MODEL_PLUMBING)
+
+
+def test_every_module_of_the_built_in_datasets_registers_one():
+    assert {entry.module for entry in DATASETS} == _modules(roarfast.data.builtin)
 
 
 def test_every_dataset_declares_its_loader_s_options_and_an_outline_of_the_same_arguments():
@@ -40,18 +45,31 @@ def test_every_dataset_declares_its_loader_s_options_and_an_outline_of_the_same_
 
 def test_a_declaration_its_loader_contradicts_is_refused_when_loaded():
     embedded = DATASETS["embedded"]
-    other_default = DatasetEntry("embedded", "", target=embedded.target, options={**embedded.options, "copies": 2})
+    other_default = DatasetEntry("embedded", "", value=embedded.value, options={**embedded.options, "copies": 2})
     with pytest.raises(ValueError, match=r"dataset 'embedded' declares the options .* but its loader "
                                          r"roarfast.data.builtin.embedded:load_embedded takes"):
         _builtin(other_default, None)
-    undeclared = DatasetEntry("embedded", "", target=embedded.target, options={"num_train": 5000})
+    undeclared = DatasetEntry("embedded", "", value=embedded.value, options={"num_train": 5000})
     with pytest.raises(ValueError, match="declares the options"):
         _builtin(undeclared, None)
-    other_outline = DatasetEntry("embedded", "", target=embedded.target, options=embedded.options,
+    other_outline = DatasetEntry("embedded", "", value=embedded.value, options=embedded.options,
                                  outline=DATASETS["imagefolder"].outline)
     with pytest.raises(ValueError, match=r"its outline .*outline_imagefolder should take the loader's arguments "
                                          r"\(num_train: int = 5000, "):
         _builtin(other_outline, None)
+
+
+def test_an_outline_of_other_arguments_is_refused_when_registered():
+    def load_tiles(data_dir, side: int = 8):
+        raise AssertionError("never loaded")
+
+    def outline_tiles(data_dir, size: int = 8):
+        raise AssertionError("never outlined")
+
+    with pytest.raises(ValueError, match=r"dataset 'tiles': its outline .*outline_tiles should take the loader's "
+                                         r"arguments \(data_dir, side: int = 8\)"):
+        register_dataset("tiles", "tiles", outline=outline_tiles)(load_tiles)
+    assert "tiles" not in DATASETS
 
 
 def test_read_options_are_options():

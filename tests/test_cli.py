@@ -1,15 +1,22 @@
-"""The CLI's surface: fast --help (no torch import), every subcommand's help, --config, usage errors."""
+"""The CLI's surface: fast --help (no torch import), every registered command's help, --executor's choices and
+each backend's flags read from the registry, --config, usage errors."""
 
 import json
+import pkgutil
 import subprocess
 import sys
 
+import click
 import pytest
 from click.testing import CliRunner
 
+import roarfast.cli.commands
 from roarfast.cli import main
+from roarfast.cli.commands import COMMANDS
+from roarfast.common.options import CELLS, CHUNKS, flags_of
+from roarfast.execution.registry import EXECUTORS
 
-SUBCOMMANDS = ["train", "extract", "retrain", "sweep", "report", "run", "evaluate", "leakage", "doctor", "compare", "list"]
+SUBCOMMANDS = COMMANDS.names
 
 
 #: what a --help must not import: torch alone takes seconds, the others are as heavy or optional
@@ -33,8 +40,15 @@ def test_every_help_imports_no_torch():
     # --help must answer at once: the lists of models, datasets, estimators and fills come from declarations
     out = subprocess.run([sys.executable, "-c", _EVERY_HELP, *HEAVY], capture_output=True, text=True, check=True)
     seen = json.loads(out.stdout.splitlines()[-1])
-    assert set(seen) == {"roarfast", *SUBCOMMANDS, "ls", "prune"}
+    assert set(seen) == {"roarfast", *SUBCOMMANDS}
     assert seen == {command: [] for command in seen}
+
+
+def test_the_group_holds_every_registered_command_each_from_a_module_named_after_it():
+    assert sorted(main.commands) == sorted(SUBCOMMANDS) and len(SUBCOMMANDS) == len(set(SUBCOMMANDS))
+    modules = {module.name for module in pkgutil.iter_modules(roarfast.cli.commands.__path__)}
+    assert {entry.module.rpartition(".")[2] for entry in COMMANDS} == modules  # no module without its command
+    assert all(entry.module.rpartition(".")[2] == entry.name for entry in COMMANDS)
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)
@@ -42,6 +56,39 @@ def test_every_subcommand_has_help(command):
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert f"Usage: main {command}" in result.output or f"Usage: roarfast {command}" in result.output
+    assert " ".join(COMMANDS[command].description.split()) in " ".join(result.output.split())
+
+
+#: the work each command that takes --executor hands it (a backend's option shows where it applies)
+WORK = {"extract": {CHUNKS}, "sweep": {CELLS, CHUNKS}}
+
+
+def _options(command) -> dict:
+    """{flag: its help} of a command's options."""
+    ctx = click.Context(main.commands[command])
+    return {opt: param.get_help_record(ctx)[1] for param in main.commands[command].params
+            if isinstance(param, click.Option) for opt in param.opts}
+
+
+def test_every_registered_executor_is_a_choice_of_executor_with_its_description():
+    assert sorted(name for name, command in main.commands.items() if "--executor" in _options(name)) == sorted(WORK)
+    for name in WORK:
+        executor = next(p for p in main.commands[name].params if "--executor" in getattr(p, "opts", ()))
+        assert list(executor.type.choices) == EXECUTORS.names
+        for entry in EXECUTORS:
+            assert f"{entry.name}: {entry.description}" in _options(name)["--executor"]
+
+
+def test_each_backend_s_flags_show_on_the_commands_whose_work_they_apply_to():
+    declared = [(flag, set(flag.uses)) for entry in EXECUTORS if entry.options_type is not None
+                for _, flag in flags_of(entry.options_type)]
+    assert declared  # the ray backend has its own options
+    for name, work in WORK.items():
+        shown = _options(name)
+        for flag, uses in declared:
+            assert (flag.decls[0] in shown) == bool(uses & work), (name, flag.decls)
+            if uses & work:
+                assert " ".join(flag.help.split()) in " ".join(shown[flag.decls[0]].split())
 
 
 @pytest.mark.parametrize("bad", ["0", "1.5", "-0.1", "abc"])

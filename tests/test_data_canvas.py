@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from roarfast.data import load_dataset, outline_dataset
-from roarfast.data.builtin import imagefolder
+from roarfast.data import imagefolder
 from roarfast.data.canvas import MAX_SIDE
 from roarfast.errors import UserError
 from tests.test_cli_errors import fails_with_one_line

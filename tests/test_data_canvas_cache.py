@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 from roarfast.data import canvas_cache, load_dataset
-from roarfast.data.builtin import imagefolder
+from roarfast.data import imagefolder
 from tests.test_data_imagefolder import block_dali, decoder  # noqa: F401 (a fixture)
 from tests.test_data_streamed import split_calls
 

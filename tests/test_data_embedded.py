@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from roarfast.data import channel_stats, load_dataset, val_split
-from roarfast.data.builtin.embedded import OBJECT_SIZE, load_embedded
+from roarfast.data.builtin.embedded import load_embedded
+from roarfast.data.embedded import OBJECT_SIZE
 from roarfast.errors import UserError
 
 

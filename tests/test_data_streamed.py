@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from roarfast.data import FileSet, ImageSet, load_dataset
-from roarfast.data.builtin import imagefolder
+from roarfast.data import imagefolder
 from roarfast.errors import UserError
 
 RESIZE, CROP = 36, 32  # 32 px canvases: the fast 32px network trains on them

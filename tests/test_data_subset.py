@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from roarfast.data import load_dataset
-from roarfast.data.builtin.embedded import make_split
+from roarfast.data.embedded import make_split
 from roarfast.data.subset import Subset, stratified
 from roarfast.errors import UserError
 from tests.test_data_cifar import fabricate
@@ -120,7 +120,7 @@ def test_sizes_that_cannot_be_are_refused_naming_the_option_and_the_limit(option
 
 
 def test_a_tree_larger_than_asked_is_read_only_where_the_subset_keeps_files(tmp_path, monkeypatch):
-    from roarfast.data.builtin import imagefolder
+    from roarfast.data import imagefolder
 
     tree = _image_tree(tmp_path / "tree")
     decoded = []

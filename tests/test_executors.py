@@ -153,11 +153,10 @@ def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path,
     left to it, said once, until its heartbeat is older than HEARTBEAT_STALE_S; then it is taken over."""
     from roarfast.records import claims
     from roarfast.execution import executors
-    from roarfast.execution import local
 
     for holder in (claims, executors):  # what takes over, and the line that says when
         monkeypatch.setattr(holder, "HEARTBEAT_STALE_S", 1.5)
-    monkeypatch.setattr(local, "POLL_S", 0.1)
+    monkeypatch.setattr(executors, "POLL_S", 0.1)  # how often the local executor looks again
     trainer, lines = StandInTrainer(), []
     lost = {"host": "lost-node", "pid": 4242, "start": "1"}
     with ResultsDB(tmp_path / "r.sqlite") as db:
@@ -175,17 +174,20 @@ def test_a_lost_hosts_claim_is_waited_for_until_its_heartbeat_is_stale(tmp_path,
 
 
 def test_executors_are_made_in_one_place_from_their_name_and_options():
-    from roarfast.execution.local import LocalExecutor
-    from roarfast.execution.ray_executor import RayExecutor
-    from roarfast.execution.registry import EXECUTORS, make_executor
+    from roarfast.execution.backends.local import LocalExecutor
+    from roarfast.execution.backends.ray import RayExecutor
+    from roarfast.execution.registry import DEFAULT_EXECUTOR, EXECUTORS, make_executor
 
-    assert EXECUTORS.names == ["local", "ray"]
+    assert EXECUTORS[DEFAULT_EXECUTOR].value is LocalExecutor and EXECUTORS["ray"].value is RayExecutor
+    for entry in EXECUTORS:  # each made by its name, as the class it registered, named as registered
+        made = make_executor(entry.name)
+        assert type(made) is entry.value and made.name == entry.name
     assert isinstance(make_executor(), LocalExecutor) and isinstance(make_executor("local", {"address": "x"}),
                                                                      LocalExecutor)
     ray = make_executor("ray", {"address": "head:6379", "cpus_per_cell": 2})
     assert isinstance(ray, RayExecutor) and (ray.options.address, ray.options.cpus_per_cell) == ("head:6379", 2)
     assert make_executor(ray) is ray  # an Executor object is taken as it is
-    with pytest.raises(UserError, match=r"^--executor should be one of local, ray, got 'dask'$"):
+    with pytest.raises(UserError, match=rf"^--executor should be one of {', '.join(EXECUTORS.names)}, got 'dask'$"):
         make_executor("dask")
     with pytest.raises(UserError, match=r"^ray: gpus is no field of RayOptions"):
         make_executor("ray", {"gpus": 1})
@@ -287,7 +289,7 @@ def test_retrain_looks_each_name_up_once(tmp_path, lookups, monkeypatch):
 def test_a_study_hands_the_sweep_its_selection_and_its_executor(tmp_path, lookups, monkeypatch):
     """A Study resolves its methods and chooses its executor once, when it is made; run() hands both on."""
     from roarfast import study as study_module
-    from roarfast.execution.ray_executor import RayExecutor
+    from roarfast.execution.backends.ray import RayExecutor
 
     handed = {}
     monkeypatch.setattr(study_module, "run_sweep",  # returns what run_sweep returns: no cells, no configuration

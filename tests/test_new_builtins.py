@@ -1,10 +1,11 @@
 """A model and a dataset added as a contributor adds them (ARCHITECTURE.md, "Where to add"): the implementation
 in a module, and its declaration (name, description, options or recipe block, its place in the listing, the
 import path of the factory or loader) beside the built-ins'. In a fresh interpreter the two declarations join
-MODELS and DATASETS, as a module of roarfast/models/builtins/ and the lines in roarfast/data/registry.py would;
-then the --help lists them with their descriptions and options without importing their modules (nor torch), the
-model resolves and trains with the recipe it declares (a Study's plan shows it, for its base model and its cells),
-and the dataset's options reach its loader and its fingerprint."""
+MODELS and DATASETS, as a module of roarfast/models/builtins/ and a plug-in's DatasetEntry would (a built-in
+dataset is a module of roarfast/data/builtin/: tests/test_dataset_builtins.py); then the --help lists them with
+their descriptions and options without importing their modules (nor torch), the model resolves and trains with
+the recipe it declares (a Study's plan shows it, for its base model and its cells), and the dataset's options
+reach its loader and its fingerprint."""
 
 import json
 import subprocess

@@ -17,7 +17,7 @@ def imagenet_tree(tmp_path, monkeypatch):
     """An image tree whose listing is ImageNet's size (tests/imagenet_tree.py); nothing is decoded but the two
     files its canvas is read from."""
     from roarfast.data import registry
-    from roarfast.data.builtin import imagefolder
+    from roarfast.data import imagefolder
 
     def no_loading(*args, **kwargs):
         raise AssertionError("the dry run decoded the tree")

@@ -113,7 +113,16 @@ def test_torchvision_cifar10_reads_the_cifar_files(tmp_path):
     assert torch.equal(ds.train.images, written["train"][0]) and torch.equal(ds.test.labels, written["test"][1])
 
 
-@pytest.mark.parametrize("command", ["train", "extract", "sweep"])
+#: every command that takes --dataset
+DATASET_COMMANDS = sorted(name for name, command in main.commands.items()
+                          if any("--dataset" in getattr(param, "opts", ()) for param in command.params))
+
+
+def test_the_stages_that_load_data_take_dataset():
+    assert {"train", "extract", "sweep"} <= set(DATASET_COMMANDS)
+
+
+@pytest.mark.parametrize("command", DATASET_COMMANDS)
 def test_the_dataset_help_lists_every_builtin_with_its_description_and_options(command):
     line = help_line(command, "--dataset")
     for entry in DATASETS:

@@ -11,6 +11,7 @@ from roarfast import Study
 from roarfast.cli import main
 from roarfast.data import load_dataset
 from roarfast.errors import UserError
+from roarfast.execution.registry import EXECUTORS
 from roarfast.models import spec as model_spec
 from roarfast.rundir.directory import RunDir
 from tests.plugin_files import snapshot
@@ -73,7 +74,8 @@ def test_a_run_made_from_objects_records_them_and_the_command_line_says_what_to_
                                            ({"fractions": [1.5]}, "--fraction: fractions must lie in"),
                                            ({"fill": "blur"}, "--fill should be one of"),
                                            ({"model": 3}, "model should be a built-in name"),
-                                           ({"executor": "slurm"}, "executor should be one of local, ray"),
+                                           ({"executor": "slurm"},
+                                            f"executor should be one of {', '.join(EXECUTORS.names)}, got 'slurm'"),
                                            ({"ray": {"gpus": 1}}, "ray: gpus is no field of RayOptions"),
                                            ({"ray": {"gpus_per_task": -1}}, "--gpus-per-task >= 0")])
 def test_study_checks_its_arguments_before_any_work(tmp_path, changes, says):

@@ -1,11 +1,22 @@
-"""The checks of option values, each written once: every options dataclass (TrainOptions, ExtractOptions,
-RetrainOptions, Grid, NoRetrainOptions, FillLeakageOptions) runs them on its fields when it is built, so a
-value is checked where it enters and trusted below. A failed check is a UserError naming the flag.
+"""Option values, parsed and checked here once. The checks: every options dataclass (TrainOptions,
+ExtractOptions, RetrainOptions, Grid, NoRetrainOptions, FillLeakageOptions, RunOptions, DataOptions, an
+executor's) runs them on its fields when it is built, so a value is checked where it enters and trusted below;
+a failed check is a UserError naming the flag. The parsing of a flag's text where it is more than a number
+(fractions, KEY=VALUE pairs). And the declaration of an option with its flag (`flag`, `Flag`): a field of an
+options dataclass says how the command line gives it, so the CLI builds its options from the dataclass
+(roarfast.cli.options.options_of) and Study builds the same dataclass from Python values.
 """
 
 import math
+from collections.abc import Callable
+from dataclasses import Field, dataclass, field, fields
+
+import yaml
 
 from roarfast.errors import UserError
+
+#: the metadata key of a field's Flag
+FLAG = "roarfast.flag"
 
 
 def parse_list(text) -> tuple:
@@ -95,3 +106,97 @@ def check_types(name_value_kinds: dict) -> None:
             ok = isinstance(value, kinds)
         if not ok:
             raise UserError(f"{name} should be {what}, got {type(value).__name__} {str(value)[:40]!r}")
+
+
+# ------------------------------------------------------------------- options declared once, with their flags
+
+#: the work an executor's option applies to (Flag.uses): the retraining cells, or an extraction's chunks
+CELLS, CHUNKS = "cells", "chunks"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How the command line gives one field of an options dataclass (made by `flag`): its declarations
+    ("--seed", "--progress/--no-progress"), its help (text, or a function returning it: a registry's listing,
+    read when the command line is built), the `kind` of its text (str, int, float, bool, Path; object: the
+    value as it comes, a config file's mapping whole) with `low` and `high` bounding an int, `choices` (a
+    sequence, or a function returning one), `directory` (a Path that is no file), whether it repeats, its
+    `metavar`, whether --help shows its default, `parse` (value -> value, a UserError where it does not parse:
+    where the text is more than its kind, as fractions and KEY=VALUE pairs are), `layered` (pairs given on the
+    command line are laid over a config file's mapping field by field, instead of replacing it) and `uses` (an
+    executor's option: the work it applies to, CELLS and/or CHUNKS; a command shows those of the work it hands
+    over). The dataclass checks the value it receives, from a flag or from Python (Study), in its
+    __post_init__."""
+
+    decls: tuple
+    help: object
+    kind: type | None = None
+    low: int | None = None
+    high: int | None = None
+    choices: object = None
+    directory: bool = False
+    multiple: bool = False
+    metavar: str | None = None
+    show_default: bool | None = None
+    parse: Callable | None = None
+    layered: bool = False
+    uses: tuple = ()
+
+
+def flag(*decls: str, default=None, help, **how) -> Field:
+    """A dataclass field whose value the command line gives by `decls` (Flag says the rest); a mapping or a
+    list default is copied for each object."""
+    declared_flag = {FLAG: Flag(decls, help, **how)}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=declared_flag)
+    return field(default=default, metadata=declared_flag)
+
+
+def flags_of(cls) -> list[tuple[Field, Flag]]:
+    """(field, Flag) of every field of the dataclass `cls` that has a flag, in its order."""
+    return [(each, each.metadata[FLAG]) for each in fields(cls) if FLAG in each.metadata]
+
+
+def parse_fractions(value) -> list[float] | None:
+    """'0.3,0.7', or several such (a repeated flag, a config file's list) -> sorted unique floats (the options
+    check the range); nothing given -> None."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return None
+    out = []
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        for part in str(item).split(","):
+            if not part.strip():
+                continue
+            try:
+                out.append(float(part))
+            except ValueError:
+                raise UserError(f"{part!r} is not a number") from None
+    if not out:
+        raise UserError("give at least one fraction")
+    return sorted(set(out))
+
+
+def parse_pairs(value) -> dict:
+    """KEY=VALUE pairs (or mappings, from a config file) -> dict, values read as YAML scalars (3 -> int, true ->
+    bool), keys with '_' for '-'."""
+    options = {}
+    for item in value or ():
+        if isinstance(item, dict):
+            options.update({str(key).replace("-", "_"): val for key, val in item.items()})
+            continue
+        key, sep, text = str(item).partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"expected KEY=VALUE, got {item!r}")
+        try:
+            options[key.strip().replace("-", "_")] = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise UserError(f"{item!r}: {text!r} is not a YAML value ({yaml_error(err)}); write a number, true/false, "
+                            f"null, a list [3, 8, 8], or a string (quoted where it holds [ ] {{ }} , : #)") from None
+    return options
+
+
+def yaml_error(err) -> str:
+    """A YAML parse error in one line: what was wrong and where (PyYAML's own message spans several)."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{getattr(err, 'problem', None) or type(err).__name__}{where}"

@@ -1,8 +1,9 @@
 """Datasets (embedded, CIFAR-10/100, JPEG trees, torchvision's, a user's factory or objects) held in memory as
 uint8 or streamed from files, and loaders.
 
-The package imports torch only when a dataset is loaded or built (the built-ins' modules, roarfast.data.builtin,
-at the resolver's first lookup), so that the CLI can import the resolver (roarfast.data.registry) at once.
+The package imports torch only when a dataset is loaded or built (the built-ins' loaders, registered by the light
+modules of roarfast.data.builtin, import what reads or makes the images when called), so that the CLI can import
+the resolver (roarfast.data.registry) at once.
 """
 
 import importlib

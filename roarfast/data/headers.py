@@ -1,7 +1,7 @@
 """An image's (width, height) from the first bytes of its file, without decoding it: JPEG's start-of-frame
 segment and PNG's IHDR chunk are read here directly (a few microseconds a file, where opening it with PIL costs
 about a hundred: 6 s for CIFAR-10's 60,000 JPEGs), any other format through PIL's header parser. An image
-tree's shared size (roarfast.data.builtin.imagefolder.shared_size) reads every file's header this way.
+tree's shared size (roarfast.data.canvas.shared_size) reads every file's header this way.
 
 The size is the stored one, as PIL's Image.size gives it: EXIF orientation is not applied.
 """

@@ -1,8 +1,9 @@
 """The dataset resolver: every form --dataset (and Study's `dataset=`) takes, read by DATASETS (a
 roarfast.common.resolver.Resolver), and load_dataset, which loads what it names.
 
-    a built-in name         embedded, cifar10, cifar100, imagefolder: declared here (BUILTINS: a description,
-                            the options, the loader's import path in roarfast.data.builtin)
+    a built-in name         embedded, cifar10, cifar100, imagefolder: one module each in roarfast.data.builtin,
+                            which registers its loader (`register_dataset`: a description, the options from
+                            the loader's own signature, what a dry run may know without loading)
     torchvision:<Class>     a torchvision classification dataset on disk under --data-dir
     package.module:factory  factory(**data options[, data_dir=]) -> (train, test[, classes])
     object:<name>           refused: a Python object a Study was given, which the command line cannot load
@@ -13,8 +14,8 @@ Each split of a factory or object is a uint8/int64 tensor pair or a torch Datase
 (roarfast.data.subset) made here once, unless its loader takes them itself (embedded generates that many).
 The fingerprint covers the spec, the options (defaults included; the subset's counts when given) and the data.
 
-Light on purpose (torch is imported with a built-in's module, when it is loaded): the CLI builds its --dataset
-help from DATASETS.
+Light on purpose (torch is imported by a built-in's loader, when it is called): the CLI builds its --dataset
+help from DATASETS, whose first lookup imports the light modules of roarfast.data.builtin.
 """
 
 import inspect
@@ -25,7 +26,8 @@ from pathlib import Path
 from roarfast.errors import UserError
 from roarfast.common.options import check_like
 from roarfast.common.plugins import OBJECT_PREFIX, describe_error, import_object, import_path_of, object_name
-from roarfast.common.resolver import BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme, load_target
+from roarfast.common.resolver import (BUILTIN, IMPORT_PATH, OBJECT, RECORDED_OBJECT, Entry, Resolver, Scheme,
+                                      declaring_module, load_target)
 
 FLAG = "--dataset"
 TORCHVISION_PREFIX = "torchvision:"
@@ -37,18 +39,18 @@ _EMPTY = inspect.Parameter.empty
 
 @dataclass(frozen=True)
 class DatasetEntry(Entry):
-    """A built-in dataset. What it loads (`target`, or `value`) is its loader(**options[, data_dir][, subset])
-    -> (train, test) ImageSets (or FileSets); it takes `data_dir` when it reads files (then --data-dir is
-    required). `options`: what --data-option may set, {name: default}: the loader's keyword arguments with their
-    defaults, but data_dir, SUBSET and those a functools.partial binds (cifar10's name: fingerprinted, never set;
-    loader_options checks the two agree). `read_options`: those of them that say how the data is read, not what
-    it is (kept out of the fingerprint, recorded beside it). `outline`: where given, the import path of a
-    function of the loader's arguments returning what it would load without reading an image ((C, H, W), train
-    images, test images, classes, whether it has ground-truth masks), so that a dry run needs not load the data
-    (outline_dataset)."""
+    """A built-in dataset (`register_dataset` makes one). What it loads (`value`, or `target`) is its
+    loader(**options[, data_dir][, subset]) -> (train, test) ImageSets (or FileSets); it takes `data_dir` when it
+    reads files (then --data-dir is required). `options`: what --data-option may set, {name: default}: the
+    loader's keyword arguments with their defaults, but data_dir, SUBSET and those a functools.partial binds
+    (cifar10's name: fingerprinted, never set). `read_options`: those of them that say how the data is read, not
+    what it is (kept out of the fingerprint, recorded beside it). `outline`: where given, a function of the
+    loader's arguments (or its import path) returning what it would load without reading an image ((C, H, W),
+    train images, test images, classes, whether it has ground-truth masks), so that a dry run needs not load the
+    data (outline_dataset)."""
 
     read_options: tuple = ()
-    outline: str | None = None
+    outline: object = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -57,30 +59,29 @@ class DatasetEntry(Entry):
                              f"are not options")
 
 
-#: the built-ins, in listing order (the first is the default)
-BUILTINS = (
-    DatasetEntry("embedded", "procedural 32x32 images with ground-truth masks (no files needed)",
-                 target="roarfast.data.builtin.embedded:load_embedded",
-                 options={"num_train": 5000, "num_test": 1000, "seed": 0, "copies": 1},
-                 outline="roarfast.data.builtin.embedded:outline_embedded"),
-    DatasetEntry("cifar10", "CIFAR-10 in torchvision's on-disk format under --data-dir",
-                 target="roarfast.data.builtin.cifar:load_cifar10", options={"download": False}),
-    DatasetEntry("cifar100", "CIFAR-100 in torchvision's on-disk format under --data-dir",
-                 target="roarfast.data.builtin.cifar:load_cifar100", options={"download": False}),
-    DatasetEntry("imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a "
-                 "center-cropped canvas", target="roarfast.data.builtin.imagefolder:load_imagefolder",
-                 options={"resize": None, "crop": None, "skip_bad": False, "device": "auto", "test_split": None,
-                          "batch_size": None, "stream": "auto"},
-                 # device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint
-                 # leaves them out
-                 read_options=("device", "batch_size", "stream"),
-                 outline="roarfast.data.builtin.imagefolder:outline_imagefolder"),
-)
-
-DATASETS = Resolver("dataset", FLAG, BUILTINS,
+#: the built-ins register from the modules of roarfast.data.builtin (listed by their `order`: the first is the
+#: default)
+DATASETS = Resolver("dataset", FLAG, package="roarfast.data.builtin",
                     schemes=[Scheme(TORCHVISION_PREFIX, "roarfast.data.torchvision_sets:torchvision_loader",
                                     "MNIST, FashionMNIST, SVHN, CIFAR10, STL10, ... on disk under --data-dir")],
                     import_form="package.module:factory (returning (train, test[, classes]))")
+
+
+def register_dataset(name: str, description: str, *, outline=None, read_options=(), order: float = 0.0):
+    """Decorator (or a call on a functools.partial): registers `loader` as the built-in dataset `name`, its
+    options those of its signature (loader_options), so a declaration cannot disagree with its loader; `outline`,
+    `read_options`: as DatasetEntry's, an outline refused (ValueError) unless it takes the loader's arguments.
+    A loader (and an outline) imports torch when called: the module that registers it is imported by every
+    --help."""
+
+    def decorate(loader):
+        _check_declaration(name, loader_options(loader), loader, outline)
+        DATASETS.register(DatasetEntry(name, description, value=loader, options=loader_options(loader),
+                                       read_options=tuple(read_options), outline=outline, order=order,
+                                       module=declaring_module(loader)))
+        return loader
+
+    return decorate
 
 
 def load_dataset(name="embedded", data_dir=None, **options):
@@ -229,24 +230,33 @@ def loader_options(loader) -> dict:
             if p.default is not _EMPTY and key not in ("data_dir", SUBSET) and key not in bound}
 
 
-def _check_declaration(entry: DatasetEntry, load, outline) -> None:
+def _named(obj) -> str:
+    """How a declaration's error names a loader or an outline: its import path, else module:name."""
+    if isinstance(obj, str):
+        return obj
+    function = obj.func if isinstance(obj, partial) else obj
+    return f"{function.__module__}:{function.__qualname__}"
+
+
+def _check_declaration(name: str, options, load, outline) -> None:
     """Refuses (ValueError) a declaration that its implementation contradicts: options other than the loader's,
     or an outline that takes other arguments than the loader."""
-    if loader_options(load) != dict(entry.options):
-        raise ValueError(f"dataset {entry.name!r} declares the options {dict(entry.options)}, but its loader "
-                         f"{entry.target} takes {loader_options(load)}")
+    if loader_options(load) != dict(options):
+        raise ValueError(f"dataset {name!r} declares the options {dict(options)}, but its loader {_named(load)} "
+                         f"takes {loader_options(load)}")
     arguments = inspect.signature(load).parameters
     if outline is not None and inspect.signature(outline).parameters != arguments:
-        raise ValueError(f"dataset {entry.name!r}: its outline {entry.outline} should take the loader's arguments "
+        raise ValueError(f"dataset {name!r}: its outline {_named(outline)} should take the loader's arguments "
                          f"({', '.join(map(str, arguments.values()))})")
 
 
 def _builtin(entry: DatasetEntry, data_dir) -> _Source:
     """A built-in's loader, called with its defaults and bound keywords (all fingerprinted) and the given
-    options, with data_dir where it reads files (not fingerprinted: the files are)."""
+    options, with data_dir where it reads files (not fingerprinted: the files are). An entry declared by hand
+    (DatasetEntry with a target) is checked against its loader here, when it is first loaded."""
     load = entry.load()
-    outline = None if entry.outline is None else load_target(entry.outline)
-    _check_declaration(entry, load, outline)
+    outline = load_target(entry.outline) if isinstance(entry.outline, str) else entry.outline
+    _check_declaration(entry.name, entry.options, load, outline)
     params = inspect.signature(load).parameters
     if "data_dir" in params:
         if data_dir is None:

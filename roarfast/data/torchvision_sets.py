@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from roarfast.data.base import ImageSet
-from roarfast.data.builtin.cifar import load_cifar
+from roarfast.data.cifar import read_cifar
 from roarfast.data.convert import image_sets
 from roarfast.data.registry import TORCHVISION_PREFIX
 from roarfast.errors import UserError
@@ -128,7 +128,7 @@ def _stl10(cls, root: Path, where: str):
 
 
 def _cifar(cls, root: Path, where: str):
-    return load_cifar(root, name=cls.__name__.lower())
+    return read_cifar(root, name=cls.__name__.lower())
 
 
 #: the classes read here rather than by their constructors (see the module's docstring)

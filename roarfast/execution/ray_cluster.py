@@ -1,10 +1,8 @@
-"""Ray as the Ray executor (roarfast.execution.ray_executor) uses it: the cluster's options (`RayOptions`: its address, what a retraining
-cell and an extraction task each ask for), connecting, the live nodes' resources (the most one node holds, how
-many tasks they run at once, counted again as nodes leave or join), and how often Ray runs again a task whose
-worker or node died. Ray stays optional: `import_ray` says how to install it.
+"""Ray as the Ray executor (roarfast.execution.backends.ray, which holds its options) uses it: connecting, the live
+nodes' resources (the most one node holds, how many tasks they run at once, counted again as nodes leave or join),
+and how often Ray runs again a task whose worker or node died; and the threads this process computes with, which
+a task is given by default. Ray stays optional: `import_ray` says how to install it.
 """
-
-from dataclasses import dataclass
 
 from roarfast.errors import UserError
 
@@ -12,37 +10,6 @@ from roarfast.errors import UserError
 RAY_TASK_RETRIES = 3
 #: how often a driver waiting on Ray tasks looks again, at the nodes too
 WAIT_S = 2.0
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    """--executor ray: the cluster (`address`, None: a local Ray instance), each retraining cell's resources and
-    each extraction task's (a chunk of a split's images). CPUs None: as many as the threads this process computes
-    with (local_threads), so that Ray's rows and ranks equal the local executor's; 1 where GPUs are asked for."""
-
-    address: str | None = None
-    cpus_per_cell: float | None = None
-    gpus_per_cell: float = 0.0
-    cpus_per_task: float | None = None
-    gpus_per_task: float = 0.0
-
-    def __post_init__(self):
-        for unit in ("cell", "task"):
-            cpus, gpus = getattr(self, f"cpus_per_{unit}"), getattr(self, f"gpus_per_{unit}")
-            if (cpus is not None and not cpus > 0) or not gpus >= 0:
-                raise UserError(f"--cpus-per-{unit} must be > 0 and --gpus-per-{unit} >= 0, got {cpus} and {gpus}")
-
-
-def ray_options(options=None) -> RayOptions:
-    """`options` as a RayOptions: one already, a dict of its fields (another key refused in one line), or None
-    (the defaults)."""
-    if options is None or isinstance(options, RayOptions):
-        return options or RayOptions()
-    unknown = sorted(set(options) - set(RayOptions.__dataclass_fields__))
-    if unknown:
-        raise UserError(f"ray: {', '.join(unknown)} is no field of RayOptions; its fields: "
-                        f"{', '.join(RayOptions.__dataclass_fields__)}")
-    return RayOptions(**options)
 
 
 def local_threads() -> int:
@@ -63,8 +30,8 @@ def import_ray():
     return ray
 
 
-def connect(options: RayOptions):
-    """The ray module, connected to the cluster of `options` (once per process)."""
+def connect(options):
+    """The ray module, connected to the cluster of `options` (a RayOptions: its address) once per process."""
     ray = import_ray()
     if not ray.is_initialized():
         ray.init(address=options.address, include_dashboard=False, log_to_driver=False)

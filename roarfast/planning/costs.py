@@ -275,7 +275,7 @@ def streams(data, target: Target) -> bool:
     """Whether a worker streams the data: as the outline's `streamed` says (the stream option it was read with),
     else as stream=auto decides, when its canvases would take more than IN_MEMORY_SHARE of the target's memory."""
     # late: loads torch, and --help imports this module
-    from roarfast.data.builtin.imagefolder import IN_MEMORY_SHARE
+    from roarfast.data.imagefolder import IN_MEMORY_SHARE
 
     streamed = getattr(data, "streamed", None)
     return streamed if streamed is not None else not (

@@ -3,17 +3,18 @@ from the user's --executor by roarfast.execution.registry, the one place a name 
 name: whether it refuses a way of training cells, to train the cells claimed by the one in-flight loop
 (roarfast.execution.executors), and who computes an extraction's chunks.
 
-It sits with the stages, below the backends: a backend is one module of roarfast.execution (`local`,
-`ray_executor`) with a subclass, plus its entry in the registry. Light on purpose (no torch): the CLI builds
---executor from the registry.
+It sits with the stages, below the backends: a backend is one module of roarfast.execution.backends (`local`,
+`ray`) with a subclass, registered with its own options (roarfast.execution.registry.register_executor). Light on
+purpose (no torch): the CLI builds --executor from the registry.
 """
 
 from roarfast.errors import UserError
 
 
 class Executor:
-    """Where cells and chunks are computed. A subclass sets `name` (as --executor names it) and implements
-    `run_cells`; one whose work runs in other processes that rebuild it from the run directory sets `remote`
+    """Where cells and chunks are computed. A subclass is registered under its `name` (as --executor names it;
+    register_executor sets it), is made with its options object where it declares one (`cls(options)`, else
+    `cls()`), and implements `run_cells`; one whose work runs in other processes that rebuild it from the run directory sets `remote`
     (what they cannot rebuild, a Python object without an import path, is refused before any work) and returns
     its chunk runner from `chunk_runner`."""
 

@@ -1,6 +1,6 @@
 """The extract stage's unit of work: one chunk of one split (a rank store's chunk, the unit of resumption), its
 maps computed by every method whose store still lacks it and ranked on the device (`Explainer.ranks`), in this
-process or, with --executor ray, as a Ray task on a node of the cluster (roarfast.execution.ray_executor's
+process or, with --executor ray, as a Ray task on a node of the cluster (roarfast.execution.backends.ray's
 RayChunks). A task first checks that it sees the driver's run directory (roarfast.stages.worker_view), rebuilds the
 dataset, the base model and the estimators from it (a shared filesystem across nodes) and the driver's settings
 (`task_settings`), checking each against what the driver recorded, and computes its chunk as this process would:

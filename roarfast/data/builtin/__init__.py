@@ -1,4 +1,6 @@
-"""The built-in datasets' loaders, one module each (and each loader's outline, where a dry run may describe the
-data without reading it). They import torch, so they are declared apart, in roarfast.data.registry's BUILTINS
-(a name, a one-line description, the options, the loader's import path), which the CLI lists; a module here is
-imported when its dataset is loaded. A new built-in dataset is one module here and its declaration there."""
+"""The built-in datasets, one module each: each registers its loader with roarfast.data.registry.register_dataset
+(its name, a one-line description, what a dry run may know without loading it), the loader's keyword arguments
+and their defaults being the dataset's options (--data-option), so no list elsewhere names them. The resolver
+DATASETS imports every module here at its first lookup (every --help lists them), so a module here stays light: a
+loader imports what reads or makes the images (torch, DALI) when it is called. A new built-in dataset is one
+module here and its test."""

@@ -1,292 +1,24 @@
-"""JPEG trees in ImageFolder layout (root/train/<class>/*.jpg, root/val|test/<class>/*.jpg) decoded by
-NVIDIA DALI to the deterministic evaluation canvas: resize the shorter side to `resize`, center crop
-`crop` x `crop`, uint8 [3, crop, crop] (the attribution and masking canvas: README, "Semantics"). A tree whose
-images kept all share one size keeps it, ImageNet's 256/224 canvas is for trees of varied sizes, and a canvas
-larger than the images is made only when asked (roarfast.data.canvas).
-Decoding runs on the GPU (`device="mixed"` decoder) when there is one, else on the CPU; without DALI,
-PIL and torchvision decode on the CPU (roarfast.data.decode), and the fingerprint says so.
+"""The built-in dataset imagefolder: a JPEG tree in ImageFolder layout, decoded to a center-cropped canvas by
+roarfast.data.imagefolder."""
 
-A tree whose canvases fit in memory is decoded once into ImageSets, and the canvases are cached, so later
-loads map them and decode nothing (roarfast.data.canvas_cache); a larger one (or any, with stream=True)
-becomes FileSets that the StreamLoader decodes batch by batch. Both fingerprint the same way, from the
-files' names and bytes, so one tree is one dataset whichever way it is read; a streamed split's digest,
-statistics and undecodable files are measured once and cached (roarfast.data.cache).
-
-A one-class tree is refused. num_train / num_test (the dataset resolver's stratified subset) are chosen
-from the listing, so only the files kept are read.
-
-Sample i of a split is the i-th file in sorted (class, file name) order; DALI delivers each canvas
-with its file's index (roarfast.data.dali), so the canvas is filled by index whatever the order.
-The loader of the built-in dataset "imagefolder" (declared in roarfast.data.registry).
-"""
-
-import logging
-import os
-from pathlib import Path
-
-import numpy as np
-import torch
-
-from roarfast.data import cache, canvas_cache
-from roarfast.data.base import ChannelSums, FileSet, ImageSet, channel_stats
-from roarfast.data.canvas import canvas_size, check_canvas, shared_size, undecodable
-from roarfast.data.dali import combine_digests
-from roarfast.data.decode import DALI, canvas_batches, decoded_digest, decoder_for, decoder_version
-from roarfast.errors import UserError
-from roarfast.common.options import check_choice, check_positive
-from roarfast.common.progress import progress_bar
-
-log = logging.getLogger(__name__)
-
-#: file name endings of the images a tree may hold (what DALI's image decoder reads)
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-#: names of the held-out split, in the order they are looked for
-TEST_SPLITS = ("val", "test")
-#: share of the memory available at load time the decoded canvases may take before stream="auto" streams
-IN_MEMORY_SHARE = 0.5
+from roarfast.data.registry import register_dataset
 
 
-def class_names(split_dir: Path) -> list[str]:
-    """Sorted names of the class folders of one ImageFolder split (label i = the i-th name)."""
-    return sorted(d.name for d in split_dir.iterdir() if d.is_dir())
+def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = None, skip_bad: bool = False,
+                        device: str = "auto", test_split: str | None = None, batch_size: int | None = None,
+                        stream="auto", subset=None):
+    """What load_imagefolder would load, from the tree's listing and the images' headers (no image decoded):
+    ((C, H, W) of the canvas, train images, test images, classes, whether it has ground-truth masks: never)."""
+    # late: the listing loads torch, and every --help lists this dataset
+    from roarfast.data.imagefolder import outline_tree
+
+    return outline_tree(data_dir, resize, crop, skip_bad, device, test_split, batch_size, stream, subset)
 
 
-def list_tree(split_dir: Path, classes: list[str] | None = None):
-    """(sorted class names, files relative to split_dir, labels) of one ImageFolder split; `classes`
-    fixes the class list (a test split must use the train split's)."""
-    classes, listing, labels = scan_tree(split_dir, classes)
-    return classes, listing.files, labels
-
-
-def _is_image(name: str) -> bool:
-    """Whether a file name's suffix (as Path.suffix takes it: the last dot, not leading the name) is an image's."""
-    head, _, tail = name.rpartition(".")
-    return bool(head) and f".{tail.lower()}" in IMAGE_EXTENSIONS
-
-
-def scan_tree(split_dir: Path, classes: list[str] | None = None) -> tuple[list[str], cache.Listing, list[int]]:
-    """list_tree with each file's stamp taken as it is listed (one stat a file): (classes, the Listing of the
-    files, labels)."""
-    found = class_names(split_dir)
-    if classes is None:
-        classes = found
-    extra = sorted(set(found) - set(classes))
-    if extra:
-        raise UserError(f"{split_dir} has class folders the train split lacks: {', '.join(extra)}")
-    files, stamps, labels = [], [], []
-    for label, name in enumerate(classes):
-        folder = split_dir / name
-        if not folder.is_dir():
-            continue
-        with os.scandir(folder) as entries:
-            images = sorted((entry.name, cache.file_stamp(entry.stat())) for entry in entries
-                            if _is_image(entry.name) and entry.is_file())
-        if not images:  # a class no image shows: the model would learn it as a label it never sees
-            raise UserError(f"{folder} holds no images ({', '.join(IMAGE_EXTENSIONS)}): add its images or remove the "
-                            f"folder (torchvision's ImageFolder refuses it too)")
-        files.extend(f"{name}/{image}" for image, _ in images)
-        stamps.extend(stamp for _, stamp in images)
-        labels.extend([label] * len(images))
-    if not files:
-        raise UserError(f"{split_dir} holds no images ({', '.join(IMAGE_EXTENSIONS)}) in <class>/ folders")
-    return classes, cache.Listing(split_dir, files, stamps), labels
-
-
-def default_batch_size(crop: int) -> int:
-    """Images per decode batch: DALI's per-batch overhead dominates small canvases, so more of those."""
-    return max(64, min(1024, 2**20 // (crop * crop)))
-
-
-def decode_batches(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                   batch_size: int | None = None, desc: str = "decode", decoder: str = DALI):
-    """Yields decode.canvas_batches' dicts (images, index, digest) over files (relative to split_dir) in
-    order, each file once, with a progress bar."""
-    batch_size = batch_size or default_batch_size(crop)
-    order = np.arange(len(files))
-    plan = [order[start:start + batch_size] for start in range(0, len(files), batch_size)]
-    with progress_bar(total=len(files), desc=f"{desc} {split_dir.name}") as bar:
-        for batch in canvas_batches(decoder, split_dir, files, plan, resize, crop, device_id, with_digest=True):
-            yield batch
-            bar.update(batch["index"].shape[0])
-
-
-def _decode_each(split_dir: Path, files: list[str], resize: int, crop: int, device_id, batch_size, desc: str,
-                 consume, decoder: str) -> str:
-    """Decodes every file once, calling consume(index (int64 Tensor[B], CPU), canvases) per batch; returns
-    the files' digest (dali.combine_digests) from the hashes that ride along with the canvases, with the
-    decoder's name folded in where it is not DALI (decode.decoded_digest)."""
-    digests = np.empty((len(files), 32), dtype=np.uint8)
-    for batch in decode_batches(split_dir, files, resize, crop, device_id, batch_size, desc=desc, decoder=decoder):
-        consume(batch["index"], batch["images"])
-        digests[batch["index"].numpy()] = batch["digest"].cpu().numpy()
-    return decoded_digest(combine_digests(files, digests), decoder)
-
-
-def decode_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                 batch_size: int | None = None, decoder: str = DALI) -> tuple[torch.Tensor, str]:
-    """(uint8 Tensor[N, 3, crop, crop] (CPU) of files (relative to split_dir), row i = files[i]; the
-    files' digest)."""
-    out = torch.empty(len(files), 3, crop, crop, dtype=torch.uint8)
-
-    def store(index, images):
-        out[index] = images.cpu()
-
-    return out, _decode_each(split_dir, files, resize, crop, device_id, batch_size, "decode", store, decoder)
-
-
-def measure_split(split_dir: Path, files: list[str], resize: int, crop: int, device_id=None,
-                  batch_size: int | None = None, stats: bool = True,
-                  decoder: str = DALI) -> tuple[ChannelSums | None, str]:
-    """(per-channel sums over the decoded canvases of files (None unless stats), decoded batch by batch
-    and not kept; the files' digest)."""
-    sums = ChannelSums(3) if stats else None
-    digest = _decode_each(split_dir, files, resize, crop, device_id, batch_size, "measure",
-                          (lambda index, images: sums.add(images)) if stats else (lambda index, images: None), decoder)
-    return sums, digest
-
-
-def _bad_files_error(split_dir: Path, bad: list[str]) -> UserError:
-    return UserError(f"cannot decode {len(bad)} image(s) in {split_dir}: {', '.join(bad[:10])}"
-                     f"{' ...' if len(bad) > 10 else ''} (--data-option skip_bad=true skips them)")
-
-
-def _without(files: list[str], labels: list[int], bad: list[str], split_dir: Path, skip_bad: bool):
-    """(files, labels) without the undecodable `bad` ones: an error naming them unless skip_bad."""
-    if not bad:
-        return files, labels
-    if not skip_bad:
-        raise _bad_files_error(split_dir, bad)
-    for name in bad:
-        log.warning("skipping undecodable image %s", split_dir / name)
-    bad = set(bad)
-    kept = [i for i, name in enumerate(files) if name not in bad]
-    return [files[i] for i in kept], [labels[i] for i in kept]
-
-
-def _decode_checked(split_dir: Path, files: list[str], labels: list[int], skip_bad: bool, decode, decoder: str):
-    """(files, labels, bad files, decode(files)) with undecodable files named, or dropped when skip_bad."""
-    try:
-        return files, labels, [], decode(files)
-    except RuntimeError as err:
-        # DALI's message does not reliably name the file: find the culprits with a full decode
-        bad = undecodable(split_dir, files, decoder)
-        if not bad:
-            raise
-        if not skip_bad:
-            raise _bad_files_error(split_dir, bad) from err
-        files, labels = _without(files, labels, bad, split_dir, skip_bad)
-        return files, labels, bad, decode(files)
-
-
-def _decoder_device(device: str, decoder: str):
-    """DALI device_id of an imagefolder device (auto, cpu, gpu): None (CPU pipeline) for "cpu", the current
-    CUDA device for "gpu"; "auto" picks. None for the CPU decoder, which serves "auto" and "cpu"
-    (decode.decoder_for)."""
-    if decoder != DALI:
-        return None
-    if device == "auto":
-        device = "gpu" if torch.cuda.is_available() else "cpu"
-    if device == "cpu":
-        return None
-    if not torch.cuda.is_available():
-        raise UserError("imagefolder device 'gpu' asked for GPU decoding but torch sees no GPU")
-    return torch.cuda.current_device()
-
-
-def _decoding(resize: int, crop: int, decoder: str, device_id) -> dict:
-    """What a split's canvases depend on besides its files, for the keys of what is cached of them: the canvas,
-    the decoder (DALI's CPU and GPU decoders differ by a few levels, the CPU decoder's resize by about half a
-    level more) and its version."""
-    which = decoder if decoder != DALI else "cpu" if device_id is None else "gpu"
-    return {"resize": resize, "crop": crop, "decoder": which, "version": decoder_version(decoder)}
-
-
-def _load_splits(root, splits, classes, resize, crop, skip_bad, device_id, batch_size, decoder) -> list[ImageSet]:
-    """The splits ((Listing, labels) each) in memory: mapped from the canvas cache where an earlier load stored
-    them (roarfast.data.canvas_cache), else decoded and stored there when they fit its disk (one line when not)."""
-    keys = [listing.key(canvas_cache.KIND, _decoding(resize, crop, decoder, device_id)) for listing, _ in splits]
-    entries = [canvas_cache.read(key, (3, crop, crop)) for key in keys]
-    missing = sum(len(listing.files) for (listing, _), entry in zip(splits, entries) if entry is None)
-    store = missing > 0 and canvas_cache.room_for(missing * 3 * crop * crop, f"imagefolder {root}")
-    sets = []
-    for (listing, labels), key, entry in zip(splits, keys, entries):  # `store` turns off at a failed write: one line
-        split_dir = listing.folder
-        if entry is not None:
-            files, labels = _without(listing.files, labels, entry["bad"], split_dir, skip_bad)
-            images, digest, bad, stats = entry["images"], entry["digest"], entry["bad"], entry["stats"]
-        else:
-            files, labels, bad, (images, digest) = _decode_checked(
-                split_dir, listing.files, labels, skip_bad,
-                lambda kept: decode_split(split_dir, kept, resize, crop, device_id, batch_size, decoder=decoder),
-                decoder)
-            stats = channel_stats(images)
-            store = store and len(files) > 0 and canvas_cache.write(key, split_dir, images, bad, digest, stats)
-        sets.append(ImageSet(images=images, labels=torch.tensor(labels, dtype=torch.int64), masks=None,
-                             classes=classes, digest=digest, stats=stats))
-    return sets
-
-
-def _stream_split(listing, labels, classes, resize, crop, skip_bad, device_id, batch_size, decoder,
-                  measure: bool) -> FileSet:
-    """One split left on disk: decoded once to find undecodable files (and, with measure, the channel
-    statistics), digested, and the results cached by the listing (roarfast.data.cache)."""
-    split_dir, files = listing.folder, listing.files
-    canvas = {"resize": resize, "crop": crop, "decoder": decoder}
-    key = listing.key("imagefolder", {**_decoding(resize, crop, decoder, device_id), "measure": measure})
-    record = cache.read("imagefolder", key)
-    if record is None:
-        def decode(kept):
-            return measure_split(split_dir, kept, resize, crop, device_id, batch_size, stats=measure, decoder=decoder)
-
-        files, labels, bad, (sums, digest) = _decode_checked(split_dir, files, labels, skip_bad, decode, decoder)
-        record = {"bad": bad, "sums": sums.to_dict() if measure else None, "digest": digest}
-        cache.write("imagefolder", key, record)
-    else:
-        files, labels = _without(files, labels, record["bad"], split_dir, skip_bad)
-    stats = ChannelSums.from_dict(record["sums"]).stats() if measure else None
-    return FileSet(root=split_dir, files=files, labels=torch.tensor(labels, dtype=torch.int64), classes=classes,
-                   shape=(3, crop, crop), canvas=canvas, digest=record["digest"], stats=stats)
-
-
-def available_memory() -> int:
-    """Bytes of memory available to new allocations now (MemAvailable; free pages where there is none)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def wants_stream(stream, images: int, crop: int) -> bool:
-    """Whether to stream: stream=True/False decides; "auto" streams when the uint8 canvases of `images`
-    images would take more than IN_MEMORY_SHARE of the available memory. stream=False for canvases larger than
-    the available memory is refused before they are allocated."""
-    if not isinstance(stream, bool) and stream != "auto":
-        raise UserError(f"imagefolder: stream should be auto, true or false, got {stream!r}")
-    need, available = images * 3 * crop * crop, available_memory()
-    if stream is False and need > available:
-        raise UserError(f"--data-option stream=false holds the canvases in memory: {images:,} images of "
-                        f"3x{crop}x{crop} take {need / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB "
-                        f"available; stream=auto (or true) decodes them batch by batch")
-    return stream if isinstance(stream, bool) else need > IN_MEMORY_SHARE * available
-
-
-def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
-    """(train, test) split folders of the tree at root; the test split defaults to val, else test."""
-    if test_split is None:
-        test_split = next((name for name in TEST_SPLITS if (root / name).is_dir()), None)
-    elif not isinstance(test_split, str) or test_split in ("train", ".", "..") or Path(test_split).name != test_split:
-        raise UserError(f"--data-option test_split={test_split}: the held-out split is a folder of {root} beside "
-                        f"train/ (val, test, ...), named as it is (quoted if it looks like a number), not train "
-                        f"itself nor a path")
-    if not (root / "train").is_dir() or test_split is None or not (root / test_split).is_dir():
-        raise UserError(f"imagefolder: expected {root}/train/<class>/*.jpg and {root}/"
-                        f"{test_split or 'val|test'}/<class>/*.jpg")
-    return root / "train", root / test_split
-
-
+# device, batch_size and stream say how the tree is decoded, not what it holds: the fingerprint leaves them out
+@register_dataset("imagefolder", "JPEG tree --data-dir/{train,val|test}/<class>/*.jpg, decoded by DALI to a "
+                  "center-cropped canvas", outline=outline_imagefolder, read_options=("device", "batch_size", "stream"),
+                  order=2)
 def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = None, skip_bad: bool = False,
                      device: str = "auto", test_split: str | None = None, batch_size: int | None = None,
                      stream="auto", subset=None):
@@ -297,61 +29,14 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
     skip_bad: log and drop images that cannot be decoded instead of failing with their names.
     device: "auto", "cpu" or "gpu" (DALI's mixed decoder on the current CUDA device); without DALI, "auto" and
         "cpu" decode on the CPU with PIL and torchvision (roarfast.data.decode).
-    batch_size: images per decode batch (default: by canvas size, default_batch_size).
+    batch_size: images per decode batch (default: by canvas size, roarfast.data.imagefolder.default_batch_size).
     stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
         decodes them into memory (ImageSets, the canvases cached: roarfast.data.canvas_cache), "auto" streams
-        when the canvases would not fit (wants_stream).
+        when the canvases would not fit (roarfast.data.imagefolder.wants_stream).
     subset: the dataset resolver's stratified subset (roarfast.data.subset.Subset, num_train / num_test),
         chosen from the listing so that only the files it keeps are read.
     """
-    check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
-    check_positive("--data-option batch_size", batch_size, optional=True)
-    decoder = decoder_for(device)
-    classes, train, test, (resize, crop) = _listing(data_dir, resize, crop, test_split, subset, decoder)
-    common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
-                  device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
-    if wants_stream(stream, len(train[0].files) + len(test[0].files), crop):
-        return _stream_split(*train, measure=True, **common), _stream_split(*test, measure=False, **common)
-    return tuple(_load_splits(Path(data_dir), [train, test], **common))
+    # late: decoding loads torch (and DALI), and every --help lists this dataset
+    from roarfast.data.imagefolder import load_tree
 
-
-def _listing(data_dir, resize, crop, test_split, subset, decoder):
-    """(classes, (train Listing, labels), (test Listing, labels), (resize, crop)) of the tree at data_dir, the
-    subset's files only, from its listing and the images' headers (no image decoded, but where two sizes
-    differ: by `decoder`, the one that will decode them, canvas.shared_size)."""
-    root = Path(data_dir)
-    check_positive("--data-option resize", resize, optional=True)
-    check_positive("--data-option crop", crop, optional=True)
-    if resize is not None and crop is not None:
-        check_canvas(resize, crop, given=(resize, crop))
-    train_dir, test_dir = split_dirs(root, test_split)
-    classes, train, train_labels = scan_tree(train_dir)
-    if len(classes) < 2:  # a classifier of one class learns nothing, and ROAR measures nothing
-        raise UserError(f"{train_dir} holds {len(classes)} class folder ({', '.join(classes)}): a classifier needs "
-                        f"at least 2 <class>/ folders")
-    _, test, test_labels = scan_tree(test_dir, classes)
-    if subset is not None:
-        where = f"imagefolder {root}"
-        train, train_labels = _rows(train, train_labels, subset.rows("train", train_labels, len(classes), where))
-        test, test_labels = _rows(test, test_labels, subset.rows("test", test_labels, len(classes), where))
-    canvas = canvas_size(resize, crop, [shared_size(train, decoder), shared_size(test, decoder)])
-    return classes, (train, train_labels), (test, test_labels), canvas
-
-
-def _rows(listing: cache.Listing, labels: list[int], rows) -> tuple[cache.Listing, list[int]]:
-    """The listing and labels of `rows` (None: all)."""
-    if rows is None:
-        return listing, labels
-    return listing.rows(rows), [labels[i] for i in rows]
-
-
-def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = None, skip_bad: bool = False,
-                        device: str = "auto", test_split: str | None = None, batch_size: int | None = None,
-                        stream="auto", subset=None):
-    """What load_imagefolder would load, from the tree's listing and the images' headers (no image decoded,
-    so undecodable files are counted): ((C, H, W) of the canvas, train images, test images, classes, whether it
-    has ground-truth masks: never)."""
-    check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
-    classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset,
-                                                         decoder_for(device))
-    return (3, crop, crop), len(train.files), len(test.files), len(classes), False
+    return load_tree(data_dir, resize, crop, skip_bad, device, test_split, batch_size, stream, subset)

@@ -5,7 +5,10 @@ import importlib.metadata
 import os
 import platform
 
+import click
+
 from roarfast import _extension
+from roarfast.cli.commands import command
 from roarfast.common.device import native_bf16
 from roarfast.common.memory import cache_large_blocks, keep_freed_memory
 from roarfast.version import __version__
@@ -69,3 +72,10 @@ def report_lines() -> list[str]:
                  f"{'bf16' if native else 'fp32'}" + (" (ROARFAST_NATIVE_BF16 set)"
                                                         if os.environ.get("ROARFAST_NATIVE_BF16") else ""))
     return lines
+
+
+@command()
+def doctor():
+    """Versions, whether CUDA kernels were compiled and for which archs, GPUs, DALI, Ray."""
+    for line in report_lines():
+        click.echo(line)

@@ -7,37 +7,35 @@ import socket
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-import torch
-
 from roarfast.errors import UserError
 from roarfast.stages.executor import Executor
-from roarfast.execution.executors import (POLL_S, Claims, claim_group, device_type, execute_elsewhere, finish_group,
-                                          train_claimed)
 from roarfast.execution.ray_cluster import local_threads
-from roarfast.stages.cell_workers import die_with_parent, train_cells, train_data_parallel, worker_settings
-from roarfast.stages.cells import CellTrainer
+from roarfast.execution.registry import register_executor
 
 
+@register_executor("local", "in this process (or, on a CPU, cells side by side in single-thread processes)",
+                   order=0)
 class LocalExecutor(Executor):
-    """--executor local: everything on this machine."""
-
-    name = "local"
-
-    @classmethod
-    def from_options(cls, options=None) -> "LocalExecutor":
-        """The local executor; the cluster's options (--address, --cpus-per-cell, ...) are not its own."""
-        return cls()
+    """--executor local: everything on this machine; it has no options of its own."""
 
     def check_processes(self, cell_processes: int, device, *, group_size: int, workers_per_cell: int) -> None:
+        # late: loads torch, and every --help lists this backend
+        from roarfast.execution.executors import device_type
+
         if (group_size, workers_per_cell, device_type(device)) != (1, 1, "cpu"):
             super().check_processes(cell_processes, device, group_size=group_size, workers_per_cell=workers_per_cell)
 
     def check_workers(self, workers: int, device) -> None:
+        # late: loads torch, and every --help lists this backend
+        import torch
+
+        from roarfast.execution.executors import device_type
+
         if device_type(device) == "cuda" and workers > torch.cuda.device_count():
             raise UserError(f"--workers-per-cell {workers}: this machine has {torch.cuda.device_count()} GPU(s); use "
                             f"at most that many, or --executor ray on a node with more")
 
-    def run_cells(self, trainer, pending: list, claims: Claims, *, group_size: int, workers_per_cell: int,
+    def run_cells(self, trainer, pending: list, claims, *, group_size: int, workers_per_cell: int,
                   cell_processes: int) -> None:
         if cell_processes > 1:
             _execute_processes(trainer, pending, claims, cell_processes)
@@ -51,7 +49,11 @@ class _DataParallel:
     over `workers` processes of this machine (cell_workers.train_data_parallel), each with its share of the
     CPU threads on CPU."""
 
-    def __init__(self, trainer: CellTrainer, workers: int):
+    def __init__(self, trainer, workers: int):
+        # late: loads torch and the cell trainer, and every --help lists this backend
+        from roarfast.execution.executors import device_type
+        from roarfast.stages.cell_workers import worker_settings
+
         device = device_type(trainer.device)
         threads = max(1, local_threads() // workers) if device == "cpu" else local_threads()
         self.key = trainer.key
@@ -59,11 +61,17 @@ class _DataParallel:
         self.run_dir = self.settings["view"]["run_dir"]
 
     def train_cells(self, cells: list) -> list:
+        # late: loads torch and the cell trainer, and every --help lists this backend
+        from roarfast.stages.cell_workers import train_data_parallel
+
         return train_data_parallel(self.run_dir, self.settings, cells)
 
 
-def _execute_here(trainer: CellTrainer, pending: list, claims: Claims, group_size: int = 1) -> None:
-    """The cells trained in this process, `group_size` at a time."""
+def _execute_here(trainer, pending: list, claims, group_size: int = 1) -> None:
+    """The cells trained in this process (a CellTrainer's, or a _DataParallel's), `group_size` at a time."""
+    # late: loads torch and the cell trainer, and every --help lists this backend
+    from roarfast.execution.executors import POLL_S, claim_group, finish_group, train_claimed
+
     with claims.heartbeat():
         while pending:
             group = claim_group(trainer, pending, claims, group_size)
@@ -80,9 +88,13 @@ def _execute_here(trainer: CellTrainer, pending: list, claims: Claims, group_siz
     claims.raise_failures()
 
 
-def _execute_processes(trainer: CellTrainer, pending: list, claims: Claims, processes: int) -> None:
+def _execute_processes(trainer, pending: list, claims, processes: int) -> None:
     """The cells trained side by side, one at a time in each of `processes` single-thread processes of this
     machine (spawned once; each rebuilds the trainer from the run directory: cell_workers.train_cells)."""
+    # late: loads torch and the cell trainer, and every --help lists this backend
+    from roarfast.execution.executors import POLL_S, execute_elsewhere
+    from roarfast.stages.cell_workers import die_with_parent, train_cells, worker_settings
+
     settings = worker_settings(trainer, "cpu", 1)
     run_dir, node = settings["view"]["run_dir"], f"a cell process on {socket.gethostname()}"
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent)

@@ -1,40 +1,64 @@
-"""The Ray executor: each group of retraining cells and each chunk of an extraction a task on a Ray cluster (its
-options, connection and live nodes' resources in roarfast.execution.ray_cluster). This process, the driver, claims
-and records every cell and writes every chunk (roarfast.execution.executors, roarfast.stages.extract_tasks say
-why); a task rebuilds its work from the run directory at the driver's absolute path and first checks that its
-node sees what the driver sees (roarfast.stages.worker_view). A task whose worker or node dies runs again
-elsewhere (RAY_TASK_RETRIES); as many are in flight as the live nodes run, counted again as nodes come and go.
+"""The Ray executor: each group of retraining cells and each chunk of an extraction a task on a Ray cluster, with
+its options (`RayOptions`: the cluster's address, what a cell and an extraction task each ask for; connecting and
+the live nodes' resources in roarfast.execution.ray_cluster). This process, the driver, claims and records every
+cell and writes every chunk (roarfast.execution.executors, roarfast.stages.extract_tasks say why); a task rebuilds
+its work from the run directory at the driver's absolute path and first checks that its node sees what the driver
+sees (roarfast.stages.worker_view). A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES); as
+many are in flight as the live nodes run, counted again as nodes come and go.
 """
 
 import socket
+from dataclasses import dataclass
 
-import torch
-
+from roarfast.common.options import CELLS, CHUNKS, flag
 from roarfast.errors import UserError
 from roarfast.stages.executor import Executor
-from roarfast.execution.executors import POLL_S, Claims, execute_elsewhere
-from roarfast.execution.ray_cluster import (RAY_TASK_RETRIES, WAIT_S, RayOptions, connect, import_ray, local_threads,
-                                            ray_options, slots, task_resources)
-from roarfast.stages.cell_workers import train_cells, worker_settings
-from roarfast.stages.extract_tasks import Chunk, worker_explainer
-from roarfast.stages.worker_view import NotShared, this_node
+from roarfast.execution.ray_cluster import (RAY_TASK_RETRIES, WAIT_S, connect, import_ray, local_threads, slots,
+                                            task_resources)
+from roarfast.execution.registry import register_executor
 
 
+@dataclass(frozen=True)
+class RayOptions:
+    """--executor ray: the cluster (`address`, None: a local Ray instance), each extraction task's resources (a
+    chunk of a split's images) and each retraining cell's. CPUs None: as many as the threads this process
+    computes with (local_threads), so that Ray's ranks and rows equal the local executor's; 1 where GPUs are asked
+    for."""
+
+    address: str | None = flag("--address", uses=(CELLS, CHUNKS),
+                               help="Ray cluster address (default: start a local Ray instance)")
+    cpus_per_task: float | None = flag(
+        "--cpus-per-task", kind=float, uses=(CHUNKS,),
+        help="Ray: CPUs per extraction task, each a thread  [default: the threads of this process (torch's count: one "
+             "per core, or OMP_NUM_THREADS), so that the ranks equal a local extraction's; 1 with --gpus-per-task]")
+    gpus_per_task: float = flag("--gpus-per-task", default=0.0, kind=float, uses=(CHUNKS,), show_default=True,
+                                help="Ray: GPUs per extraction task (then computed on CUDA), fractions allowed")
+    cpus_per_cell: float | None = flag(
+        "--cpus-per-cell", kind=float, uses=(CELLS,),
+        help="Ray: CPUs per cell (per worker with --workers-per-cell), each a training thread  [default: the threads "
+             "a cell trains with under --executor local (torch's count: one per core, or OMP_NUM_THREADS), so both "
+             "give the same rows]")
+    gpus_per_cell: float = flag("--gpus-per-cell", default=0.0, kind=float, uses=(CELLS,),
+                                help="Ray: GPUs per cell, fractions allowed (0.25: four small models share a GPU); 1 "
+                                     "with --workers-per-cell (a GPU per worker)")
+
+    def __post_init__(self):
+        for unit in ("cell", "task"):
+            cpus, gpus = getattr(self, f"cpus_per_{unit}"), getattr(self, f"gpus_per_{unit}")
+            if (cpus is not None and not cpus > 0) or not gpus >= 0:
+                raise UserError(f"--cpus-per-{unit} must be > 0 and --gpus-per-{unit} >= 0, got {cpus} and {gpus}")
+
+
+@register_executor("ray", "on a Ray cluster, each chunk of a split's images (--chunk-images) and each retraining "
+                   "cell a task (README, 'On a cluster')", options=RayOptions, order=1)
 class RayExecutor(Executor):
     """--executor ray: the cluster and each task's resources as `options` (a RayOptions) say."""
 
-    name = "ray"
     where = " on Ray"
     remote = True
 
     def __init__(self, options: RayOptions | None = None):
         self.options = options or RayOptions()
-
-    @classmethod
-    def from_options(cls, options=None) -> "RayExecutor":
-        """The Ray executor of `options`: a RayOptions, a dict of its fields (another key refused in one line),
-        or None (a local Ray instance, the default resources)."""
-        return cls(ray_options(options))
 
     def prepare(self) -> None:
         import_ray()  # before any work: Ray missing is one line saying how to install it
@@ -44,11 +68,15 @@ class RayExecutor(Executor):
             raise UserError(f"--workers-per-cell {workers} takes one GPU per worker: --gpus-per-cell 1 (or 0 on "
                             f"CPUs), got {self.options.gpus_per_cell:g}")
 
-    def run_cells(self, trainer, pending: list, claims: Claims, *, group_size: int, workers_per_cell: int,
+    def run_cells(self, trainer, pending: list, claims, *, group_size: int, workers_per_cell: int,
                   cell_processes: int) -> None:
         """One Ray task per group of `group_size` cells (with one cell's resources, times its workers); this
         process claims each cell before submitting it, keeps its heartbeat, and finishes it when the task
         returns, under the same claim when Ray runs the task again after its node died."""
+        # late: loads torch and the cell trainer, and every --help lists this backend's options
+        from roarfast.execution.executors import POLL_S, execute_elsewhere
+        from roarfast.stages.cell_workers import worker_settings
+
         ray = connect(self.options)
         workers = workers_per_cell
         cpus, gpus = task_resources(ray, self.options.cpus_per_cell, self.options.gpus_per_cell, workers)
@@ -73,6 +101,10 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
     and adds to each cell's metrics where it was trained: the host name and Ray's node id."""
     import ray
 
+    # late: a worker's side, which loads torch and the cell trainer
+    from roarfast.stages.cell_workers import train_cells
+    from roarfast.stages.worker_view import this_node
+
     node = {"host": socket.gethostname(), "ray_node": ray.get_runtime_context().get_node_id()}
     trained = train_cells(run_dir, settings, cells, this_node(node["ray_node"]))
     return [r if isinstance(r, BaseException) else {**r, **node} for r in trained]
@@ -81,6 +113,9 @@ def _ray_train_cells(run_dir: str, settings: dict, cells: list) -> list:
 def _outcome(ray, ref) -> list:
     """A cells task's outcomes; a node that cannot see the run directory (worker_view.NotShared) as its one
     line, which ends the run; any other exception fails the task's cells."""
+    # late: the worker view loads the run directory's records, and every --help lists this backend's options
+    from roarfast.stages.worker_view import NotShared
+
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as err:
@@ -90,10 +125,14 @@ def _outcome(ray, ref) -> list:
         raise
 
 
-def _ray_chunk(run_dir: str, settings: dict, chunk: Chunk) -> dict:
+def _ray_chunk(run_dir: str, settings: dict, chunk) -> dict:
     """A Ray task: the ranks of `chunk` ({method: (ranks, maps or None, NaN/Inf count)}, numpy arrays) and the
     Ray node that computed them."""
     import ray
+
+    # late: a worker's side, which loads torch and the estimators
+    from roarfast.stages.extract_tasks import worker_explainer
+    from roarfast.stages.worker_view import this_node
 
     node = ray.get_runtime_context().get_node_id()
     out = worker_explainer(run_dir, settings, this_node(node)).ranks(chunk)
@@ -108,6 +147,9 @@ class RayChunks:
     flight as the live nodes run, counted again as nodes leave or join (with none left, it waits for one)."""
 
     def __init__(self, options):
+        # late: loads torch, and every --help lists this backend's options
+        import torch
+
         self.ray = connect(options)
         self.cpus, self.gpus = task_resources(self.ray, options.cpus_per_task, options.gpus_per_task, unit="task")
         self.device = torch.device("cuda" if self.gpus > 0 else "cpu")

@@ -1,0 +1,53 @@
+"""`roarfast sweep`: the whole grid (base model, ranks, every cell results.sqlite lacks), or its plan."""
+
+import click
+
+from roarfast.cli.commands import command
+from roarfast.cli.errors import built, friendly_errors
+from roarfast.cli.options import (chunk_images_option, executor_options, method_arg_option, name_option, options_of,
+                                  trust_option)
+from roarfast.common.options import CELLS, CHUNKS
+from roarfast.common.run_options import CellLayout, RunOptions
+from roarfast.data.options import DataOptions
+from roarfast.methods.parameters import PARAMETERS
+from roarfast.planning.costs import STATED
+from roarfast.planning.grid_options import GridOptions
+
+
+@command()
+@options_of(RunOptions, "run")
+@options_of(DataOptions, "data")
+@options_of(GridOptions, "grid")
+@click.option("--cam-layer", "gradcam_layer", default=None, help=PARAMETERS["gradcam_layer"].help)
+@method_arg_option
+@executor_options(CELLS, CHUNKS)
+@chunk_images_option
+@click.option("--dry-run", is_flag=True, help="print the plan (what is reused by id, what is made, cells done and to "
+              "do; per stage images, bytes on disk, peak memory, device-hours, ETA) and stop")
+@click.option("--plan-device", type=click.Choice(list(STATED)), default=None,
+              help="--dry-run: cost the stages on this device from its stated peak and the steps' FLOPs, where it is "
+                   "not the one here  [default: this machine's device, from steps measured on it]")
+@click.option("--plan-workers", type=click.IntRange(min=1), default=1,
+              help="--dry-run: the stages' time shared by N workers (the base model data-parallel, extraction by "
+                   "chunks, one cell per worker)")
+@options_of(CellLayout, "layout")
+@name_option
+@trust_option
+@friendly_errors
+def sweep(run, data, grid, gradcam_layer, method_arg, executor, chunk_images, dry_run, plan_device, plan_workers,
+          layout, name):
+    """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
+    mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
+    directory (cells are claimed before they are trained)."""
+    # late: loads torch, and --help imports this module
+    from roarfast.stages.extract import ExtractOptions
+    from roarfast.orchestration.sweep import run_sweep
+
+    if not dry_run and (plan_device is not None or plan_workers != 1):
+        raise click.UsageError("--plan-device and --plan-workers cost a dry run: add --dry-run")
+    run_sweep(run.run_dir, built(grid.grid, run.seed), executor=executor.make(), dry_run=dry_run,
+              **data.stage_arguments(), **run.stage_arguments(),
+              extract_options=built(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
+                                    chunk_images=chunk_images),
+              echo=click.echo, group_size=layout.group_size, workers_per_cell=layout.workers_per_cell,
+              plan_device=plan_device, plan_workers=plan_workers, name=name)
