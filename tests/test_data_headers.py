@@ -7,6 +7,7 @@ bytes, and no whole file taken for a bad one."""
 import errno
 import io
 import os
+import pickle
 import re
 
 import numpy as np
@@ -135,3 +136,9 @@ def deny(path, monkeypatch) -> None:
     monkeypatch.setattr(os, "open", lambda file, *args, **kwargs: refuse(file) or real_open(file, *args, **kwargs))
     monkeypatch.setattr(np, "fromfile", lambda file, *args, **kwargs: refuse(file) or real_fromfile(file, *args,
                                                                                                      **kwargs))
+
+
+def test_a_bad_file_s_error_crosses_to_another_process_whole(tmp_path):
+    err = headers.BadImageFile(tmp_path / "x.jpg", "empty: 0 bytes")
+    again = pickle.loads(pickle.dumps(err))  # as a cell's worker or a Ray task hands it to the driver
+    assert (type(again), again.path, again.problem, str(again)) == (type(err), err.path, err.problem, str(err))

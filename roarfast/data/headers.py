@@ -64,6 +64,9 @@ class BadImageFile(UserError):
         super().__init__(f"{path}: {problem}; no decoder reads it: restore the file, or remove it and load the tree "
                          f"again (--data-option skip_bad=true leaves out the files a load finds bad)")
 
+    def __reduce__(self):  # rebuilt from its fields where it crosses to another process (a cell's worker, Ray)
+        return type(self), (self.path, self.problem)
+
 
 class _Bytes:
     """A file's bytes held in memory, read as read_header reads a file."""
