@@ -121,7 +121,8 @@ def extension():
     cu_files = sorted(csrc.rglob("*.cu"))
     # the kernels as unity units too, named apart from the C++ ones (unity_0.cpp and unity_0.cu would both make
     # unity_0.o, which ninja refuses)
-    cu_sources = [str(unit.relative_to(ROOT)) for unit in unity_sources(cu_files, csrc, stem="unity_cuda", suffix=".cu")]
+    cu_sources = [str(unit.relative_to(ROOT))
+                  for unit in unity_sources(cu_files, csrc, stem="unity_cuda", suffix=".cu")]
     # no errno from sqrtf & co.: they vectorize (roarfast never reads errno). No a*b+c contracted into
     # an FMA, on the host or the device: CPU and CUDA then round every op alike and give the same bits.
     # No debug info (-g0 overrides Python's -g): the unity units compile in 13 s instead of 20 s on 2 cores,
