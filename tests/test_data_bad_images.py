@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from roarfast.data import headers
+from roarfast.data import headers, outline_dataset
 from roarfast.data.builtin.imagefolder import load_imagefolder
 from roarfast.data.decode import CPU_DECODER, DALI, canvas_batches, dali_installed
 from roarfast.data.stream import StreamLoader
@@ -180,3 +180,26 @@ def test_an_empty_file_among_dozens_no_longer_kills_the_process(tmp_path, skip_b
     assert done.returncode == 0, done.stderr[-2000:]
     expected = "loaded 80 79" if skip_bad else f"refused: cannot decode 1 image(s) in {root / 'val'}: a/0.jpg (empty"
     assert done.stdout.startswith(expected)
+
+
+def test_a_load_reads_each_header_once_and_a_dry_run_only_those_that_settle_the_canvas(tmp_path, monkeypatch):
+    """Cheap: a load checks every file from one read of its head and tail (the size taken from the same reads),
+    kept for later loads; a dry run's outline reads only the headers that settle the canvas."""
+    root = tmp_path / "tree"
+    for split in ("train", "val"):
+        for c, cls in enumerate(("a", "b")):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(4):  # sizes varied: the canvas is settled by the first two that decode
+                (root / split / cls / f"{i}.jpg").write_bytes(jpeg(10 * c + i, side=16 + 2 * i + c))
+    files = sorted(str(path) for path in root.rglob("*.jpg"))
+    read = []
+    original = headers.read_header
+    monkeypatch.setattr(headers, "read_header", lambda path: read.append(str(path)) or original(path))
+    outline_dataset("imagefolder", root, device="cpu")
+    assert len(set(read)) < len(files)  # not every file
+    read.clear()
+    load_imagefolder(root, device="cpu")
+    assert sorted(read) == files  # every file, once
+    read.clear()
+    load_imagefolder(root, device="cpu")
+    assert read == []  # kept

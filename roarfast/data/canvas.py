@@ -22,6 +22,8 @@ DEFAULT_RESIZE, DEFAULT_CROP = 256, 224
 #: explained a batch at a time; far larger ones cannot even be allocated
 MAX_SIDE = 4096
 _SIZE_KIND = "imagefolder-size"
+#: the cache's kind of a split's bad files (roarfast.data.headers)
+_HEADERS_KIND = "imagefolder-headers"
 #: the canvas a file is decoded to when only whether it decodes is asked
 _PROBE_SIDE = 8
 
@@ -68,38 +70,62 @@ def _decodes(split_dir: Path, name: str, decoder: str) -> bool:
 
 class Examined(NamedTuple):
     """What a split's headers say: `size`, the (short, long) sides every image kept shares (None when they
-    differ), and `bad`, the files no decoder may see (name -> why: headers.Header.problem)."""
+    differ: shared_size), and `bad`, the files no decoder may see (name -> why: headers.Header.problem)."""
 
     size: tuple | None
     bad: dict
 
 
 def examine(listing: cache.Listing, decoder: str = CPU_DECODER) -> Examined:
-    """The Examined of `listing`: every file's header read once (roarfast.data.headers), cached
-    (roarfast.data.cache) by the listing, the decoder and the rules of the header checks. Only where the headers
-    disagree on the size are files decoded (by `decoder`, as the tree will be: undecodable), one of each size
-    until one decodes: a size at which no file decodes is left out, as skip_bad leaves its files out (an
-    undecodable 20000 px PNG among 32 px JPEGs does not make the canvas), and two sizes that decode settle it (a
-    tree of varied photos decodes two files, one of a single size none)."""
+    """The Examined of `listing`, for a load: every file's head and tail read once (roarfast.data.headers), the
+    bad files cached (roarfast.data.cache) by the listing and the rules of the checks, the size by shared_size from
+    the same reads."""
+    key = listing.key(_HEADERS_KIND, {"header_rules": headers.RULES})
+    record = cache.read(_HEADERS_KIND, key)
+    if record is not None:
+        return Examined(shared_size(listing, decoder), record["bad"])
+    bad = {}
+
+    def checked():  # each file's header, its problem noted as it is read
+        for name in listing.files:
+            header = headers.read_header(listing.folder / name)
+            if header.problem is not None:
+                bad[name] = header.problem
+            yield name, header
+
+    reads = checked()
+    size = shared_size(listing, decoder, reads)  # reads until the size is settled ...
+    for _ in reads:  # ... and the rest for their checks
+        pass
+    cache.write(_HEADERS_KIND, key, {"bad": bad})
+    return Examined(size, bad)
+
+
+def shared_size(listing: cache.Listing, decoder: str = CPU_DECODER, reads=None) -> tuple | None:
+    """(short, long) sides every decodable image of `listing` shares, from the files' headers (`reads`: (name,
+    Header) pairs in listing order, else read here), or None when they differ; cached by the listing, the decoder
+    and the rules of the header checks. A dry run's outline asks this alone, so it reads only the headers that
+    settle the size. Files with a bad header are left out, and only where the headers disagree are files decoded
+    (by `decoder`, as the tree will be: undecodable), one of each size until one decodes: a size at which no file
+    decodes is left out, as skip_bad leaves its files out (an undecodable 20000 px PNG among 32 px JPEGs does not
+    make the canvas), and two sizes that decode settle it (a tree of varied photos decodes two files, one of a
+    single size none)."""
     key = listing.key(_SIZE_KIND, {"decoder": decoder, "header_rules": headers.RULES})
     record = cache.read(_SIZE_KIND, key)
     if record is None:
-        record = _examined(listing, decoder)
+        if reads is None:
+            reads = ((name, headers.read_header(listing.folder / name)) for name in listing.files)
+        record = {"size": _size_kept(listing.folder, reads, decoder)}
         cache.write(_SIZE_KIND, key, record)
-    return Examined(None if record["size"] is None else tuple(record["size"]), record["bad"])
+    return None if record["size"] is None else tuple(record["size"])
 
 
-def _examined(listing: cache.Listing, decoder: str) -> dict:
-    """examine, measured: {"size": [short, long] or None, "bad": {name: why}}."""
-    bad = {}
+def _size_kept(folder: Path, reads, decoder: str) -> list | None:
+    """shared_size, measured from `reads`, consumed only as far as the size needs."""
     untried = {}  # size -> its files not yet decoded, in order
     counted = []  # sizes at which a file decodes
-    for name in listing.files:
-        header = headers.read_header(listing.folder / name)
-        if header.problem is not None:
-            bad[name] = header.problem
-            continue
-        if header.size is None or len(counted) > 1:  # no size to weigh, or two sizes decode already
+    for name, header in reads:
+        if header.problem is not None or header.size is None:  # a bad file, or one no reader tells the size of
             continue
         size = tuple(sorted(header.size))  # EXIF orientation may swap the sides
         if size in counted:
@@ -108,13 +134,13 @@ def _examined(listing: cache.Listing, decoder: str) -> dict:
         if len(untried) > 1:  # the sizes differ: each counts once a file of it decodes
             for other, names in untried.items():
                 while names and other not in counted:
-                    if not undecodable(listing.folder, [names.pop(0)], decoder):
+                    if not undecodable(folder, [names.pop(0)], decoder):
                         counted.append(other)
+            if len(counted) > 1:
+                return None
     if len(untried) == 1:
-        size = list(next(iter(untried)))
-    else:
-        size = list(counted[0]) if len(counted) == 1 else None
-    return {"size": size, "bad": bad}
+        return list(next(iter(untried)))
+    return list(counted[0]) if len(counted) == 1 else None
 
 
 def canvas_size(resize: int | None, crop: int | None, sides: list) -> tuple[int, int]:

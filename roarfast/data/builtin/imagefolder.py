@@ -29,7 +29,7 @@ import torch
 
 from roarfast.data import cache, canvas_cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet, channel_stats
-from roarfast.data.canvas import UNDECODABLE, canvas_size, check_canvas, examine, undecodable
+from roarfast.data.canvas import UNDECODABLE, canvas_size, check_canvas, examine, shared_size, undecodable
 from roarfast.data.dali import combine_digests
 from roarfast.data.decode import DALI, canvas_batches, decoded_digest, decoder_for, decoder_version
 from roarfast.data.headers import BadImageFile
@@ -325,12 +325,13 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
     return tuple(_load_splits(Path(data_dir), [train, test], **common))
 
 
-def _listing(data_dir, resize, crop, test_split, subset, decoder, skip_bad: bool):
+def _listing(data_dir, resize, crop, test_split, subset, decoder, skip_bad: bool, check: bool = True):
     """(classes, (train Listing, labels), (test Listing, labels), (resize, crop)) of the tree at data_dir, the
     subset's files only, from its listing and the images' headers (no image decoded, but where two sizes
-    differ: by `decoder`, the one that will decode them, canvas.examine). The files whose headers are bad (empty,
-    truncated, unreadable, not an image) are named in a UserError, or left out with skip_bad: no decoder sees
-    them."""
+    differ: by `decoder`, the one that will decode them, canvas.shared_size). With `check` (a load), every file's
+    header is checked (canvas.examine) and the bad ones (empty, truncated, unreadable, not an image) are named in a
+    UserError, or left out with skip_bad: no decoder sees them; without (an outline), only the headers that settle
+    the size are read."""
     root = Path(data_dir)
     check_positive("--data-option resize", resize, optional=True)
     check_positive("--data-option crop", crop, optional=True)
@@ -346,10 +347,14 @@ def _listing(data_dir, resize, crop, test_split, subset, decoder, skip_bad: bool
         where = f"imagefolder {root}"
         train, train_labels = _rows(train, train_labels, subset.rows("train", train_labels, len(classes), where))
         test, test_labels = _rows(test, test_labels, subset.rows("test", test_labels, len(classes), where))
-    examined = [examine(train, decoder), examine(test, decoder)]
-    train, train_labels = _checked(train, train_labels, examined[0].bad, skip_bad)
-    test, test_labels = _checked(test, test_labels, examined[1].bad, skip_bad)
-    canvas = canvas_size(resize, crop, [found.size for found in examined])
+    if check:
+        examined = [examine(train, decoder), examine(test, decoder)]
+        train, train_labels = _checked(train, train_labels, examined[0].bad, skip_bad)
+        test, test_labels = _checked(test, test_labels, examined[1].bad, skip_bad)
+        sides = [found.size for found in examined]
+    else:
+        sides = [shared_size(train, decoder), shared_size(test, decoder)]
+    canvas = canvas_size(resize, crop, sides)
     return classes, (train, train_labels), (test, test_labels), canvas
 
 
@@ -369,11 +374,10 @@ def _rows(listing: cache.Listing, labels: list[int], rows) -> tuple[cache.Listin
 def outline_imagefolder(data_dir, resize: int | None = None, crop: int | None = None, skip_bad: bool = False,
                         device: str = "auto", test_split: str | None = None, batch_size: int | None = None,
                         stream="auto", subset=None):
-    """What load_imagefolder would load, from the tree's listing and the images' headers (no image decoded, so
-    files that pass their header checks and do not decode are counted; those that fail them are named, or left out
-    with skip_bad): ((C, H, W) of the canvas, train images, test images, classes, whether it has ground-truth
-    masks: never)."""
+    """What load_imagefolder would load, from the tree's listing and the headers that settle the canvas (no image
+    decoded, and not every file checked: bad files are counted, named by the load): ((C, H, W) of the canvas,
+    train images, test images, classes, whether it has ground-truth masks: never)."""
     check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
     classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset,
-                                                         decoder_for(device), skip_bad)
+                                                         decoder_for(device), skip_bad, check=False)
     return (3, crop, crop), len(train.files), len(test.files), len(classes), False
