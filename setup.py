@@ -117,12 +117,12 @@ def extension():
 
     csrc = ROOT / "csrc"
     cpp_sources = sorted(csrc.rglob("*.cpp"))
-    sources = [str(unit.relative_to(ROOT)) for unit in unity_sources(cpp_sources, int(os.environ["MAX_JOBS"]), csrc)]
+    sources = [str(unit.relative_to(ROOT)) for unit in unity_sources(cpp_sources, csrc)]
     cu_files = sorted(csrc.rglob("*.cu"))
     # the kernels as unity units too, named apart from the C++ ones (unity_0.cpp and unity_0.cu would both make
     # unity_0.o, which ninja refuses)
     cu_sources = [str(unit.relative_to(ROOT))
-                  for unit in unity_sources(cu_files, int(os.environ["MAX_JOBS"]), csrc, stem="unity_cuda", suffix=".cu")]
+                  for unit in unity_sources(cu_files, csrc, stem="unity_cuda", suffix=".cu")]
     # no errno from sqrtf & co.: they vectorize (roarfast never reads errno). No a*b+c contracted into
     # an FMA, on the host or the device: CPU and CUDA then round every op alike and give the same bits.
     # No debug info (-g0 overrides Python's -g): the unity units compile in 13 s instead of 20 s on 2 cores,
@@ -161,18 +161,24 @@ def extension():
 
 #: where the unity translation units are written (each #includes some of csrc's .cpp files)
 UNITY_DIR = ROOT / "build" / "unity"
+#: how many unity units each kind of source (.cpp, .cu) compiles as, on every machine: a grouping that followed
+#: the job count (2, 4, 16 cores) would let two files' clash (a helper's name, an include one leans on) show on
+#: some machines only. Two: CI's and the 2-core machines' build, where both units compile at once
+UNITY_UNITS = 2
 
 
-def unity_sources(cpp_sources: list, units: int, csrc: Path, directory: Path = UNITY_DIR, stem: str = "unity",
-                  suffix: str = ".cpp") -> list:
-    """The unity translation units (Paths in `directory`, named `stem`_N`suffix`) that compile `cpp_sources`
-    (Paths under `csrc`, the include root): `units` of them, each #including a share of the sources balanced by
-    size. Parsing torch's headers is nearly all of a source's compile time, so one parse per unit instead of per
-    file cuts the CPU-only build about 3x (13 sources on 2 cores: 68 s -> 20 s), and the CUDA kernels' too (six
-    .cu files for sm_90 in one unit: about the time of one of them alone). scripts/ctest.sh groups them otherwise
-    (CMake's unity build, ten in path order); two files' internal helpers must not share a name (the compiler
-    says so if they do). A unit is rewritten only when its list changes, so ninja (which tracks the
-    files a unit includes) recompiles only the units whose files changed."""
+def unity_sources(cpp_sources: list, csrc: Path, directory: Path = None, stem: str = "unity",
+                  suffix: str = ".cpp", units: int = UNITY_UNITS) -> list:
+    """The unity translation units (Paths in `directory`, by default UNITY_DIR, named `stem`_N`suffix`) that
+    compile `cpp_sources` (Paths under `csrc`, the include root): `units` of them (never an empty one), each
+    #including a share of the sources balanced by size; the grouping depends on the sources alone, never on the
+    machine. Parsing torch's headers is nearly all of a source's compile time, so one parse per unit instead of
+    per file cuts the CPU-only build about 3x (13 sources on 2 cores: 68 s -> 20 s), and the CUDA kernels' too
+    (six .cu files for sm_90 in one unit: about the time of one of them alone). scripts/ctest.sh groups them
+    otherwise (CMake's unity build, ten in path order, as fixed); two files' internal helpers must not share a
+    name (the compiler says so if they do). A unit is rewritten only when its list changes, so ninja (which
+    tracks the files a unit includes) recompiles only the units whose files changed."""
+    directory = UNITY_DIR if directory is None else directory
     units = max(1, min(units, len(cpp_sources)))
     groups = [[] for _ in range(units)]
     sizes = [0] * units

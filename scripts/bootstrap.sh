@@ -46,14 +46,17 @@ install_deps() {  # $1: "runtime" or an extra ("test", "docs")
   deps_stamp=$(stamp pyproject.toml)
   [ "$(cat "$marker" 2>/dev/null)" != "$deps_stamp" ] || return 0
   log "installing Python dependencies ($1)"
-  deps=$(EXTRA="$1" "$PY" - <<'PYEOF'
+  # one requirement a line: a requirement with an environment marker holds spaces
+  local listed deps
+  listed=$(EXTRA="$1" "$PY" - <<'PYEOF'
 import os, tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 deps = project["dependencies"] if os.environ["EXTRA"] == "runtime" else project["optional-dependencies"][os.environ["EXTRA"]]
-print(" ".join(d for d in deps if not d.startswith(("torch", "torchvision"))))
+print("\n".join(d for d in deps if not d.startswith(("torch", "torchvision"))))
 PYEOF
 )
-  "$PY" -m pip install -q $deps
+  mapfile -t deps <<< "$listed"
+  "$PY" -m pip install -q "${deps[@]}"
   echo "$deps_stamp" > "$marker"
 }
 

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,7 @@ def test_unity_units_include_every_source_once_and_are_rewritten_only_on_change(
         (csrc / name).parent.mkdir(parents=True, exist_ok=True)
         (csrc / name).write_text("x" * size)
     sources = sorted(csrc.rglob("*.cpp"))
-    units = setup.unity_sources(sources, 2, csrc, tmp_path / "unity")
+    units = setup.unity_sources(sources, csrc, tmp_path / "unity", units=2)
     included = [line.split('"')[1] for unit in units for line in unit.read_text().splitlines()
                 if line.startswith("#include")]
     assert sorted(included) == sorted(sizes)  # each source in exactly one unit, by its include-root path
@@ -130,11 +131,29 @@ def test_unity_units_include_every_source_once_and_are_rewritten_only_on_change(
                for unit in units]
     assert sorted(by_unit) == [910, 950]  # largest first, each into the lighter unit: 900+10 and 500+450
     mtimes = [unit.stat().st_mtime_ns for unit in units]
-    assert setup.unity_sources(sources, 2, csrc, tmp_path / "unity") == units
+    assert setup.unity_sources(sources, csrc, tmp_path / "unity", units=2) == units
     assert [unit.stat().st_mtime_ns for unit in units] == mtimes  # unchanged lists: ninja rebuilds nothing
-    one = setup.unity_sources(sources, 1, csrc, tmp_path / "unity")  # fewer units: the stale one is removed
+    one = setup.unity_sources(sources, csrc, tmp_path / "unity", units=1)  # fewer units: the stale one is removed
     assert [unit.name for unit in (tmp_path / "unity").glob("*.cpp")] == [one[0].name]
-    assert setup.unity_sources(sources, 99, csrc, tmp_path / "u2").__len__() == len(sizes)  # never an empty unit
+    assert len(setup.unity_sources(sources, csrc, tmp_path / "u2", units=99)) == len(sizes)  # never an empty unit
+
+
+def test_the_unity_grouping_is_the_same_whatever_the_machines_job_count(monkeypatch, tmp_path):
+    # a grouping that followed the job count would let a clash between two sources show on some machines only
+    setup = load_setup()
+    monkeypatch.setenv("ROARFAST_CUDA", "0")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", setup.DEFAULT_ARCHS)
+    groupings = {}
+    for jobs in ("1", "2", "4", "16"):
+        root = tmp_path / jobs  # a copy of the sources: the build's own units stay as they are
+        shutil.copytree(ROOT / "csrc", root / "csrc")
+        monkeypatch.setattr(setup, "ROOT", root)
+        monkeypatch.setattr(setup, "UNITY_DIR", root / "build" / "unity")
+        monkeypatch.setenv("MAX_JOBS", jobs)
+        ext, _ = setup.extension()
+        groupings[jobs] = [(unit, (root / unit).read_text()) for unit in ext.sources]
+    assert len(groupings["1"]) > 1  # several units, so that a grouping could differ
+    assert groupings["1"] == groupings["2"] == groupings["4"] == groupings["16"]
 
 
 def test_the_extension_is_built_from_unity_units_covering_every_source():

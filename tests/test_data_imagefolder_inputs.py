@@ -16,7 +16,7 @@ from roarfast.cli import main
 from roarfast.data import headers
 from roarfast.data.builtin.imagefolder import load_imagefolder
 from roarfast.data.cache import Listing
-from roarfast.data.canvas import shared_size
+from roarfast.data.canvas import examine
 from roarfast.errors import UserError
 from tests.test_data_imagefolder import block_dali, decoder  # noqa: F401 (a fixture)
 
@@ -80,12 +80,12 @@ def test_the_shared_size_is_read_from_the_headers_once(tmp_path, monkeypatch):
     root = tree_of(tmp_path / "tree", {"a": [noise(32, 32, 0), noise(32, 32, 1)], "b": [noise(32, 32, 2)]})
     files = ["a/0.png", "a/1.png", "b/0.png"]
     opened = []
-    original = headers.image_size
-    monkeypatch.setattr(headers, "image_size", lambda path: opened.append(path) or original(path))
-    assert shared_size(Listing.of(root / "train", files)) == (32, 32) and len(opened) == 3
-    assert shared_size(Listing.of(root / "train", files)) == (32, 32) and len(opened) == 3  # cached
+    original = headers.read_header
+    monkeypatch.setattr(headers, "read_header", lambda path: opened.append(path) or original(path))
+    assert examine(Listing.of(root / "train", files)) == ((32, 32), {}) and len(opened) == 3
+    assert examine(Listing.of(root / "train", files)) == ((32, 32), {}) and len(opened) == 3  # cached
     Image.fromarray(noise(20, 32, 3)).save(root / "train" / "b" / "0.png")  # a changed file is read again
-    assert shared_size(Listing.of(root / "train", files)) is None and len(opened) > 3
+    assert examine(Listing.of(root / "train", files)).size is None and len(opened) > 3
 
 
 def test_sixteen_bit_pngs_decode_as_their_eight_bit_pictures(tmp_path, decoder):

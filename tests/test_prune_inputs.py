@@ -10,7 +10,7 @@ from roarfast import Study
 from roarfast.common.options import MAX_SEED
 from roarfast.data import canvas
 from roarfast.data.cache import Listing
-from roarfast.data.canvas import shared_size
+from roarfast.data.canvas import examine
 from roarfast.data.decode import CPU_DECODER, DALI
 from roarfast.errors import UserError
 from tests.test_cli_errors import fails_with_one_line
@@ -60,11 +60,11 @@ def test_the_canvas_is_decided_by_the_decoder_that_decodes(tmp_path, monkeypatch
     bomb_png(root / "train" / "b" / "big.png")
     listing = Listing.of(root / "train", ["a/0.png", "b/0.png", "b/big.png"])
     # the CPU decoder opens files with PIL, which refuses the 20000 px file: left out, the canvas stays 32 px
-    assert canvas.undecodable(root / "train", ["b/big.png"], CPU_DECODER) == ["b/big.png"]
-    assert shared_size(listing, CPU_DECODER) == (32, 32)
+    assert canvas.undecodable(root / "train", ["b/big.png"], CPU_DECODER) == {"b/big.png": canvas.UNDECODABLE}
+    assert examine(listing, CPU_DECODER).size == (32, 32)
     # DALI decodes it (here: a stand-in that decodes every file), so it is kept and its size counts: two sizes
     tried = []
     monkeypatch.setattr(canvas, "canvas_batches", lambda decoder, folder, files, *a: tried.append(
         (decoder, files)) or iter([{}]))
-    assert shared_size(listing, DALI) is None  # no longer the CPU decoder's cached answer
+    assert examine(listing, DALI).size is None  # no longer the CPU decoder's cached answer
     assert (DALI, ["b/big.png"]) in tried or (DALI, ["a/0.png"]) in tried

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from roarfast.data.headers import read_checked
+
 
 def decode_canvas(encoded, resize: int, crop: int, device_id):
     """DALI graph (call inside a pipeline definition): encoded image files (uint8 buffers) -> the uint8
@@ -47,7 +49,9 @@ class FileSource:
             raise StopIteration
         rows = self.plan[t]
         i = int(rows[j] if j < len(rows) else rows[0])
-        data = np.fromfile(self.split_dir / self.files[i], dtype=np.uint8)
+        # checked before DALI sees it: an empty file crashes DALI's CPU pipeline (a segfault), a truncated JPEG
+        # decodes grey where it was cut; a bad one raises headers.BadImageFile here, out through the iterator
+        data = read_checked(self.split_dir / self.files[i])
         sample = [data, np.array([i], dtype=np.int64)]
         if self.ranks is not None:
             row = np.ascontiguousarray(self.ranks[i])

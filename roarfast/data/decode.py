@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from roarfast.data.dali import canvas_batches as dali_batches
+from roarfast.data.headers import read_checked
 from roarfast.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -119,11 +120,12 @@ def canvas_batches(decoder: str, split_dir: Path, files: list[str], plan: list[n
 
 def _canvas(path: Path, resize: int, crop: int) -> tuple[torch.Tensor, bytes]:
     """(uint8 Tensor[3, crop, crop] canvas of the image file at `path`, sha256 of its bytes). Raises
-    RuntimeError for a file that cannot be decoded, as DALI does."""
+    headers.BadImageFile for a bad file (checked before PIL sees it), RuntimeError for one that cannot be decoded,
+    as DALI does."""
     from PIL import Image, ImageOps
     from torchvision.transforms.v2 import functional
 
-    data = path.read_bytes()
+    data = read_checked(path)
     try:
         with Image.open(io.BytesIO(data)) as opened:
             # EXIF orientation applied, as DALI's decoder applies it

@@ -30,9 +30,10 @@ import torch
 
 from roarfast.data import cache, canvas_cache
 from roarfast.data.base import ChannelSums, FileSet, ImageSet, channel_stats
-from roarfast.data.canvas import canvas_size, check_canvas, shared_size, undecodable
+from roarfast.data.canvas import UNDECODABLE, canvas_size, check_canvas, examine, shared_size, undecodable
 from roarfast.data.dali import combine_digests
 from roarfast.data.decode import DALI, canvas_batches, decoded_digest, decoder_for, decoder_version
+from roarfast.data.headers import BadImageFile
 from roarfast.errors import UserError
 from roarfast.common.options import check_choice, check_positive
 from roarfast.common.progress import progress_bar
@@ -146,37 +147,46 @@ def measure_split(split_dir: Path, files: list[str], resize: int, crop: int, dev
     return sums, digest
 
 
-def _bad_files_error(split_dir: Path, bad: list[str]) -> UserError:
-    return UserError(f"cannot decode {len(bad)} image(s) in {split_dir}: {', '.join(bad[:10])}"
-                     f"{' ...' if len(bad) > 10 else ''} (--data-option skip_bad=true skips them)")
+def _named(bad: dict) -> str:
+    """The first ten of `bad` (name -> why) as `name (why)`, for one line."""
+    return ", ".join(f"{name} ({why})" for name, why in list(bad.items())[:10]) + (" ..." if len(bad) > 10 else "")
 
 
-def _without(files: list[str], labels: list[int], bad: list[str], split_dir: Path, skip_bad: bool):
-    """(files, labels) without the undecodable `bad` ones: an error naming them unless skip_bad."""
+def _kept_rows(files: list[str], bad: dict, split_dir: Path, skip_bad: bool) -> list[int]:
+    """The rows of `files` not in `bad` (name -> why: a bad header, or undecodable): a UserError naming the bad
+    ones unless skip_bad, which leaves them out, counted and named in one line."""
     if not bad:
-        return files, labels
+        return list(range(len(files)))
     if not skip_bad:
-        raise _bad_files_error(split_dir, bad)
-    for name in bad:
-        log.warning("skipping undecodable image %s", split_dir / name)
-    bad = set(bad)
+        raise UserError(f"cannot decode {len(bad)} image(s) in {split_dir}: {_named(bad)} (--data-option "
+                        f"skip_bad=true skips them)")
     kept = [i for i, name in enumerate(files) if name not in bad]
+    if not kept:
+        raise UserError(f"every image in {split_dir} is bad: {_named(bad)}")
+    log.warning("skipping %d bad image(s) of %d in %s: %s", len(files) - len(kept), len(files), split_dir, _named(bad))
+    return kept
+
+
+def _without(files: list[str], labels: list[int], bad, split_dir: Path, skip_bad: bool):
+    """(files, labels) without the `bad` ones (a dict name -> why, or the names a cached record keeps: undecodable):
+    _kept_rows."""
+    bad = bad if isinstance(bad, dict) else dict.fromkeys(bad, UNDECODABLE)
+    kept = _kept_rows(files, bad, split_dir, skip_bad)
     return [files[i] for i in kept], [labels[i] for i in kept]
 
 
 def _decode_checked(split_dir: Path, files: list[str], labels: list[int], skip_bad: bool, decode, decoder: str):
-    """(files, labels, bad files, decode(files)) with undecodable files named, or dropped when skip_bad."""
+    """(files, labels, bad files (names), decode(files)) with undecodable files named, or dropped when skip_bad."""
     try:
         return files, labels, [], decode(files)
-    except RuntimeError as err:
-        # DALI's message does not reliably name the file: find the culprits with a full decode
+    except (RuntimeError, BadImageFile) as err:
+        # DALI's message does not reliably name the file: find the culprits file by file (a file that changed
+        # since its header was checked is found by its header again)
         bad = undecodable(split_dir, files, decoder)
         if not bad:
-            raise
-        if not skip_bad:
-            raise _bad_files_error(split_dir, bad) from err
-        files, labels = _without(files, labels, bad, split_dir, skip_bad)
-        return files, labels, bad, decode(files)
+            raise err
+        files, labels = _without(files, labels, bad, split_dir, skip_bad)  # a UserError naming them unless skip_bad
+        return files, labels, list(bad), decode(files)
 
 
 def _decoder_device(device: str, decoder: str):
@@ -295,7 +305,7 @@ def load_tree(data_dir, resize: int | None, crop: int | None, skip_bad: bool, de
     check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
     check_positive("--data-option batch_size", batch_size, optional=True)
     decoder = decoder_for(device)
-    classes, train, test, (resize, crop) = _listing(data_dir, resize, crop, test_split, subset, decoder)
+    classes, train, test, (resize, crop) = _listing(data_dir, resize, crop, test_split, subset, decoder, skip_bad)
     common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
                   device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
     if wants_stream(stream, len(train[0].files) + len(test[0].files), crop):
@@ -303,10 +313,13 @@ def load_tree(data_dir, resize: int | None, crop: int | None, skip_bad: bool, de
     return tuple(_load_splits(Path(data_dir), [train, test], **common))
 
 
-def _listing(data_dir, resize, crop, test_split, subset, decoder):
+def _listing(data_dir, resize, crop, test_split, subset, decoder, skip_bad: bool, check: bool = True):
     """(classes, (train Listing, labels), (test Listing, labels), (resize, crop)) of the tree at data_dir, the
     subset's files only, from its listing and the images' headers (no image decoded, but where two sizes
-    differ: by `decoder`, the one that will decode them, canvas.shared_size)."""
+    differ: by `decoder`, the one that will decode them, canvas.shared_size). With `check` (a load), every file's
+    header is checked (canvas.examine) and the bad ones (empty, truncated, unreadable, not an image) are named in a
+    UserError, or left out with skip_bad: no decoder sees them; without (an outline), only the headers that settle
+    the size are read."""
     root = Path(data_dir)
     check_positive("--data-option resize", resize, optional=True)
     check_positive("--data-option crop", crop, optional=True)
@@ -322,8 +335,21 @@ def _listing(data_dir, resize, crop, test_split, subset, decoder):
         where = f"imagefolder {root}"
         train, train_labels = _rows(train, train_labels, subset.rows("train", train_labels, len(classes), where))
         test, test_labels = _rows(test, test_labels, subset.rows("test", test_labels, len(classes), where))
-    canvas = canvas_size(resize, crop, [shared_size(train, decoder), shared_size(test, decoder)])
+    if check:
+        examined = [examine(train, decoder), examine(test, decoder)]
+        train, train_labels = _checked(train, train_labels, examined[0].bad, skip_bad)
+        test, test_labels = _checked(test, test_labels, examined[1].bad, skip_bad)
+        sides = [found.size for found in examined]
+    else:
+        sides = [shared_size(train, decoder), shared_size(test, decoder)]
+    canvas = canvas_size(resize, crop, sides)
     return classes, (train, train_labels), (test, test_labels), canvas
+
+
+def _checked(listing: cache.Listing, labels: list[int], bad: dict, skip_bad: bool):
+    """The listing and labels without the files whose headers are `bad` (_kept_rows)."""
+    return (listing, labels) if not bad else _rows(listing, labels, _kept_rows(listing.files, bad, listing.folder,
+                                                                                 skip_bad))
 
 
 def _rows(listing: cache.Listing, labels: list[int], rows) -> tuple[cache.Listing, list[int]]:
@@ -335,10 +361,10 @@ def _rows(listing: cache.Listing, labels: list[int], rows) -> tuple[cache.Listin
 
 def outline_tree(data_dir, resize: int | None, crop: int | None, skip_bad: bool, device: str, test_split: str | None,
                  batch_size: int | None, stream, subset):
-    """What load_tree would load, from the tree's listing and the images' headers (no image decoded,
-    so undecodable files are counted): ((C, H, W) of the canvas, train images, test images, classes, whether it
-    has ground-truth masks: never)."""
+    """What load_tree would load, from the tree's listing and the headers that settle the canvas (no image
+    decoded, and not every file checked: bad files are counted, named by the load): ((C, H, W) of the canvas,
+    train images, test images, classes, whether it has ground-truth masks: never)."""
     check_choice("imagefolder device", device, ("auto", "cpu", "gpu"))
     classes, (train, _), (test, _), (_, crop) = _listing(data_dir, resize, crop, test_split, subset,
-                                                         decoder_for(device))
+                                                         decoder_for(device), skip_bad, check=False)
     return (3, crop, crop), len(train.files), len(test.files), len(classes), False

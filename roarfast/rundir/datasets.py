@@ -11,6 +11,7 @@ from roarfast.data import load_dataset
 from roarfast.data.registry import DATASETS
 from roarfast.errors import UserError
 from roarfast.records.dataset import DatasetRecord
+from roarfast.rundir.fallback import say_embedded_fallback
 from roarfast.rundir.legacy import needs_migration
 
 
@@ -48,8 +49,8 @@ class RunDatasets:
     def dataset_spec(self, name=None, data_dir=None, options=None) -> tuple:
         """(name, data_dir, options) to load: explicit arguments win; what `train` recorded fills in the rest
         when no dataset is named, or when the plug-in it records (an import path) is named again alone (no
-        data_dir, no options); otherwise the embedded dataset with its defaults. A recorded name is only a
-        name: a plug-in is loaded where the user named it again or trusts the run directory, and refused in one
+        data_dir, no options); otherwise the embedded dataset with its defaults (a line says so where the run
+        directory holds work: roarfast.rundir.fallback). A recorded name is only a name: a plug-in is loaded where the user named it again or trusts the run directory, and refused in one
         line otherwise (roarfast.common.plugins.check_recorded)."""
         options = dict(options or {})
         record = None
@@ -64,6 +65,8 @@ class RunDatasets:
             if data_dir is None:
                 data_dir = _recorded_dir(record, self.dataset_path)
             options = {**record["options"], **options}
+        elif name is None:
+            say_embedded_fallback(self)
         return name or "embedded", data_dir, options
 
     def open_recorded_dataset(self, fingerprint: str):
