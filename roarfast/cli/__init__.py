@@ -95,7 +95,8 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 @data_options
 @click.option("--method", "methods", default="sg-sq", help=METHOD_FORMS)
 @click.option("--split", "splits", default="train,test", help="splits to attribute, comma-separated")
-@click.option("--batch-size", type=int, default=None, help="images per batch (default: by device)")
+@click.option("--batch-size", type=int, default=None,
+              help="images a pass reads, rounded to whole compute batches (default: one compute batch)")
 @parameter_options
 @method_arg_option
 @click.option("--amp", type=click.Choice(AMP_CHOICES), default="auto",
@@ -109,8 +110,8 @@ def train(run_dir, device, seed, progress, dataset, data_dir, data_option, model
 @trust_option
 @_friendly_errors
 def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, methods, splits, batch_size, method_arg,
-            amp, keep_maps, force, compile_model, executor, address, cpus_per_task, gpus_per_task, chunk_images, model,
-            **parameters):
+            amp, keep_maps, force, compile_model, executor, address, cpus_per_task, gpus_per_task, chunk_images,
+            compute_batch, model, **parameters):
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store. A store made with
     other values (a parameter, an argument, the estimator's code, the base model) is made again. Resumable chunk
     by chunk; on a Ray cluster (--executor ray) each chunk left is a task, written here as it comes back."""
@@ -121,7 +122,7 @@ def extract(run_dir, device, seed, progress, dataset, data_dir, data_option, met
     RunDir(run_dir).check_named_model(model)
     options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, amp=amp,
                              keep_maps=keep_maps, force=force, compile=compile_model, method_args=method_arg,
-                             chunk_images=chunk_images, **parameters)
+                             chunk_images=chunk_images, compute_batch=compute_batch, **parameters)
     ray = _options(RayOptions, address=address, cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     summary = run_extract(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                           device=device, seed=seed, progress=progress, executor=make_executor(executor, ray))
@@ -225,8 +226,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
-          cpus_per_task, gpus_per_task, chunk_images, cpus_per_cell, gpus_per_cell, dry_run, plan_device, plan_workers,
-          group_size, workers_per_cell, name):
+          cpus_per_task, gpus_per_task, chunk_images, compute_batch, cpus_per_cell, gpus_per_cell, dry_run, plan_device,
+          plan_workers, group_size, workers_per_cell, name):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
@@ -245,7 +246,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     run_sweep(run_dir, grid, executor=make_executor(executor, ray), dry_run=dry_run, dataset=dataset,
               data_dir=data_dir, dataset_options=data_option, device=device, seed=seed, progress=progress,
               extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
-                                       chunk_images=chunk_images),
+                                       chunk_images=chunk_images, compute_batch=compute_batch),
               echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,
               plan_workers=plan_workers, name=name)
 

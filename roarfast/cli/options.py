@@ -152,8 +152,9 @@ executor_options = _stack(
     click.option("--gpus-per-task", type=float, default=0.0, show_default=True,
                  help="Ray: GPUs per extraction task (then computed on CUDA), fractions allowed"),
     click.option("--chunk-images", type=int, default=None,
-                 help="images per chunk of a new rank store: the unit of resumption, and of a task on Ray  [default: "
-                      "512]"),
+                 help="images per chunk of a new rank store: the unit of resumption, and of a task on Ray, rounded up "
+                      "to whole compute batches  [default: 512]"),
+    click.option("--compute-batch", type=int, default=None, help=RANKING["compute_batch"].help),
 )
 
 

@@ -19,11 +19,12 @@ import torch
 from roarfast.stages.basemodel import TrainOptions, head_after, run_train, trained_at
 from roarfast.stages.cells import CellTrainer, cell_estimators, cell_recipe
 from roarfast.rundir.checkpoint import recorded_model
-from roarfast.common.device import default_batch_size, resolve_device
+from roarfast.common.device import resolve_device
 from roarfast.execution.executors import Progress, check_workers, execute
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.planning.grid import Grid, describe_plan, make_plan, sweep_base
 from roarfast.common.memory import keep_freed_memory
+from roarfast.methods.batches import compute_batch
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
 from roarfast.planning import step_times
@@ -183,5 +184,5 @@ def _remember_extraction(run, ds, selection, options, device, seconds: float) ->
     base = run.head().base
     spec = recorded_model(run.model_meta(base), run.model_path(base)) if selection.explained else None
     images = sum(len(ds.split(split)) for split in options.splits)
-    batch = options.batch_size or default_batch_size(device, ds.image_size)
+    batch = compute_batch(selection, device, ds.image_size)
     remember_extraction(device, spec, ds, selection, batch, options.amp, seconds, images)
