@@ -139,6 +139,12 @@ WORKERS_OPTION = click.option(
     "--workers-per-cell", type=click.IntRange(min=1), default=1, show_default=True,
     help="processes that train each cell data-parallel (one per GPU; gloo on CPUs), on one machine or Ray node: "
          "for a model larger than one device; the cell's batch is split between them, its row means the same")
+#: --threads-per-cell of retrain and sweep (CPU accuracies depend on it: each row records it)
+THREADS_OPTION = click.option(
+    "--threads-per-cell", type=click.IntRange(min=1), default=None,
+    help="CPU threads each cell (each worker of one) trains with, on any node; its row records it  [default: this "
+         "process's threads (torch's count: one per core, or OMP_NUM_THREADS), shared by a cell's workers; 1 in "
+         "`roarfast run`'s cell processes; Ray: --cpus-per-cell where given]")
 
 
 @main.command()
@@ -160,11 +166,12 @@ WORKERS_OPTION = click.option(
 @amp_option
 @GROUP_SIZE_OPTION
 @WORKERS_OPTION
+@THREADS_OPTION
 @name_option
 @trust_option
 @_friendly_errors
 def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fractions, methods, modes, seeds, model,
-            epochs, recipe, fill, mask_only, amp, group_size, workers_per_cell, name):
+            epochs, recipe, fill, mask_only, amp, group_size, workers_per_cell, threads_per_cell, name):
     """Retrain from scratch on masked data for each method and fraction; evaluate on masked test."""
     # late: loads torch, and --help imports this module
     from roarfast.cli.tables import retrain_table
@@ -174,7 +181,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                        seeds=seeds, model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
     rows = run_retrain(run_dir, options, dataset=dataset, data_dir=data_dir, dataset_options=data_option,
                        device=device, seed=seed, progress=progress, group_size=group_size,
-                       workers_per_cell=workers_per_cell, name=name)
+                       workers_per_cell=workers_per_cell, name=name, threads_per_cell=threads_per_cell)
     click.echo(retrain_table(rows))
 
 
@@ -206,9 +213,8 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @method_arg_option
 @executor_options
 @click.option("--cpus-per-cell", type=float, default=None,
-              help="Ray: CPUs per cell (per worker with --workers-per-cell), each a training thread  [default: the "
-                   "threads a cell trains with under --executor local (torch's count: one per core, or "
-                   "OMP_NUM_THREADS), so both give the same rows]")
+              help="Ray: CPUs each cell (each worker of one) reserves, and its threads without --threads-per-cell  "
+                   "[default: its threads, at most the largest node's CPUs]")
 @click.option("--gpus-per-cell", type=float, default=0.0, help="Ray: GPUs per cell, fractions allowed (0.25: four "
               "small models share a GPU); 1 with --workers-per-cell (a GPU per worker)")
 @click.option("--dry-run", is_flag=True, help="print the plan (what is reused by id, what is made, cells done and to "
@@ -221,13 +227,14 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
                    "chunks, one cell per worker)")
 @GROUP_SIZE_OPTION
 @WORKERS_OPTION
+@THREADS_OPTION
 @name_option
 @trust_option
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
           control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
           cpus_per_task, gpus_per_task, chunk_images, compute_batch, cpus_per_cell, gpus_per_cell, dry_run, plan_device,
-          plan_workers, group_size, workers_per_cell, name):
+          plan_workers, group_size, workers_per_cell, threads_per_cell, name):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
     directory (cells are claimed before they are trained)."""
@@ -248,7 +255,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
               extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
                                        chunk_images=chunk_images, compute_batch=compute_batch),
               echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,
-              plan_workers=plan_workers, name=name)
+              plan_workers=plan_workers, name=name, threads_per_cell=threads_per_cell)
 
 
 @main.command()

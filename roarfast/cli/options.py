@@ -147,8 +147,8 @@ executor_options = _stack(
     click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance)"),
     click.option("--cpus-per-task", type=float, default=None,
                  help="Ray: CPUs per extraction task, each a thread  [default: the threads of this process (torch's "
-                      "count: one per core, or OMP_NUM_THREADS), so that the ranks equal a local extraction's; 1 "
-                      "with --gpus-per-task]"),
+                      "count: one per core, or OMP_NUM_THREADS), so that the ranks equal a local extraction's, "
+                      "reserving at most the largest node's CPUs (a line says so); 1 with --gpus-per-task]"),
     click.option("--gpus-per-task", type=float, default=0.0, show_default=True,
                  help="Ray: GPUs per extraction task (then computed on CUDA), fractions allowed"),
     click.option("--chunk-images", type=int, default=None,

@@ -44,18 +44,31 @@ class RayExecutor(Executor):
             raise UserError(f"--workers-per-cell {workers} takes one GPU per worker: --gpus-per-cell 1 (or 0 on "
                             f"CPUs), got {self.options.gpus_per_cell:g}")
 
+    def cell_threads(self, device, threads: int | None, *, workers_per_cell: int = 1, cell_processes: int = 1) -> int:
+        """`threads`, else --cpus-per-cell on CPUs where given, else as the local executor's cells train with (this
+        process's threads, shared by a data-parallel cell's workers on CPUs), whatever the nodes hold."""
+        if threads is not None:
+            return threads
+        cpus, gpus = self.options.cpus_per_cell, self.options.gpus_per_cell
+        if gpus > 0:
+            return local_threads()
+        return max(1, int(cpus)) if cpus is not None else max(1, local_threads() // workers_per_cell)
+
     def run_cells(self, trainer, pending: list, claims: Claims, *, group_size: int, workers_per_cell: int,
-                  cell_processes: int) -> None:
-        """One Ray task per group of `group_size` cells (with one cell's resources, times its workers); this
-        process claims each cell before submitting it, keeps its heartbeat, and finishes it when the task
-        returns, under the same claim when Ray runs the task again after its node died."""
+                  cell_processes: int, threads: int) -> None:
+        """One Ray task per group of `group_size` cells (with one cell's resources, times its workers), each cell
+        trained with `threads` threads; this process claims each cell before submitting it, keeps its heartbeat,
+        and finishes it when the task returns, under the same claim when Ray runs the task again after its node
+        died."""
         ray = connect(self.options)
         workers = workers_per_cell
-        cpus, gpus = task_resources(ray, self.options.cpus_per_cell, self.options.gpus_per_cell, workers)
+        cpus, gpus, threads, note = task_resources(ray, self.options.cpus_per_cell, self.options.gpus_per_cell,
+                                                   workers, threads=threads)
+        if note:
+            claims.echo(f"[sweep] {note}")
         remote = ray.remote(num_cpus=cpus * workers, num_gpus=gpus * workers, max_retries=RAY_TASK_RETRIES,
                             retry_exceptions=False)(_ray_train_cells)
-        settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
-                                   max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
+        settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu", threads, workers)
         settings["grouping"]["size"] = group_size
         run_dir = settings["view"]["run_dir"]
         execute_elsewhere(trainer, pending, claims, group_size,
@@ -102,16 +115,18 @@ def _ray_chunk(run_dir: str, settings: dict, chunk: Chunk) -> dict:
 
 
 class RayChunks:
-    """Chunks computed as Ray tasks on the cluster of `options` (a RayOptions), each with
-    --cpus-per-task CPUs (default: this process's threads, at most the largest node's) and --gpus-per-task GPUs
-    (then on CUDA). A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES); as many are in
-    flight as the live nodes run, counted again as nodes leave or join (with none left, it waits for one)."""
+    """Chunks computed as Ray tasks on the cluster of `options` (a RayOptions), each with --cpus-per-task CPUs and
+    threads (default: this process's threads, reserving at most the largest node's CPUs, which `note` then says)
+    and --gpus-per-task GPUs (then on CUDA). A task whose worker or node dies runs again elsewhere
+    (RAY_TASK_RETRIES); as many are in flight as the live nodes run, counted again as nodes leave or join (with
+    none left, it waits for one)."""
 
     def __init__(self, options):
         self.ray = connect(options)
-        self.cpus, self.gpus = task_resources(self.ray, options.cpus_per_task, options.gpus_per_task, unit="task")
+        self.cpus, self.gpus, self.threads, note = task_resources(self.ray, options.cpus_per_task,
+                                                                  options.gpus_per_task, unit="task")
+        self.note = note and f"extract: {note}"
         self.device = torch.device("cuda" if self.gpus > 0 else "cpu")
-        self.threads = max(1, int(self.cpus)) if self.gpus == 0 else local_threads()
 
     def results(self, run_dir: str, settings: dict, chunks: list):
         """Yields (chunk, {method: (ranks, maps or None, NaN/Inf count)}, node id) as the tasks of `chunks`

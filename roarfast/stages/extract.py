@@ -119,6 +119,8 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
         check_nameable(executor.name, ds.name, run.base_meta().get("model") if selection.needs_model else None,
                        selection.names)
     cluster = executor.chunk_runner()  # before any work too: a cluster that cannot run a task says so
+    if cluster is not None and cluster.note:
+        print(cluster.note)
 
     ids = run.rank_ids(selection, ds.fingerprint)
     store = run.ranks_for(ids)
@@ -152,7 +154,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
             # that hook modules keep the plain model, whose hooks a compiled graph would drop
             compiled = torch.compile(model) if options.compile and model is not None else None
             results = Explainer(ds, (model, compiled), selection, params, passes, device, options.keep_maps).ranks
-        _compute(chunks, results, writers, summary, progress)
+        _compute(chunks, results, writers, summary, progress, cluster.threads if cluster is not None else None)
     finally:
         for writer in writers.values():
             writer.close()
@@ -274,10 +276,11 @@ def _pending_chunks(writers: dict, splits) -> list:
     return chunks
 
 
-def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool) -> None:
+def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool, threads: int | None) -> None:
     """Writes each chunk's ranks as it comes: `results` is the local Explainer's `ranks(chunk, on_batch)`, or the
-    Ray tasks' (chunk, ranks, node) as they finish. A split's seconds are the time spent until its chunks came;
-    on Ray, a line says how many chunks each node computed."""
+    Ray tasks' (chunk, ranks, node) as they finish, each computed with `threads` CPU threads. A split's seconds are
+    the time spent until its chunks came; on Ray, a line says how many chunks each node computed, and with how many
+    threads."""
     if not chunks:
         return
     splits = list(dict.fromkeys(c.split for c in chunks))
@@ -304,7 +307,7 @@ def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool
                     nodes[node] = nodes.get(node, 0) + 1
                     bar.update(chunk.stop - chunk.start)
     if nodes:
-        print(f"extract: {len(chunks)} chunk(s) on Ray: "
+        print(f"extract: {len(chunks)} chunk(s) on Ray, {threads} thread(s) each: "
               + ", ".join(f"{count} on node {node[:8]}" for node, count in sorted(nodes.items())))
     for (m, split), value in summary.items():
         if value["nonfinite"]:
