@@ -37,7 +37,8 @@ CHUNK_IMAGES = 512
 class ExtractOptions:
     """What to extract and how (the flags of `roarfast extract`); each value is checked here, once. Besides the
     fields below, a field per estimator parameter (samples, noise_level, ig_steps, ig_baseline, target,
-    gradcam_layer) and per ranking option (granularity, reduction), named, defaulted and checked as
+    gradcam_layer) and per ranking option (granularity, reduction, and compute_batch: the images the estimators take
+    at once, roarfast.methods.batches), named, defaulted and checked as
     roarfast.methods.parameters says; `method_args` (--method-arg NAME=VALUE) set any parameter an estimator
     reads, winning over the fields, or an argument it takes (a Captum class's, a plug-in's keyword). A stage
     resolves the methods with these values into a roarfast.methods.selection.Selection."""
@@ -51,7 +52,6 @@ class ExtractOptions:
     force: bool = False
     compile: bool = False
     chunk_images: int | None = None  # a new store's chunk: CHUNK_IMAGES when None (a resumed one keeps its own)
-    # (compute_batch, from RANKING: the images the estimators take at once; roarfast.methods.batches)
 
     def __post_init__(self):
         bad = [split for split in self.splits if split not in ("train", "test")]
@@ -127,7 +127,8 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     for line in _beside_lines(run, selection, options):
         print(line)
     # the compute batch of the device that computes (a Ray task's, on Ray): chunks and passes hold whole ones
-    batch = compute_batch(selection, cluster.device if cluster is not None else device, ds.image_size)
+    computing = cluster.device if cluster is not None else device
+    batch = compute_batch(selection, computing, ds.image_size)
     run.check_writable(_bytes_to_write(store, ds, selection, options))  # before any map is computed
     params = selection.method_params(ds, device, options.amp)
     for line in check_methods(model, ds, selection, params, device):
@@ -136,8 +137,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     try:
         chunks = _pending_chunks(writers, options.splits)
         if chunks:
-            where = "--compute-batch" if selection.compute_batch else (
-                f"{(cluster.device if cluster is not None else device).type} at {ds.image_size} px")
+            where = "--compute-batch" if selection.compute_batch else f"{computing.type} at {ds.image_size} px"
             for line in [*options.cut_lines(batch, where), *_unaligned_lines(writers, batch)]:
                 print(line)
         passes = (options.pass_images(batch), batch)
