@@ -109,6 +109,7 @@ class Study:
         progress: progress bars and the sweep's lines.
         group_size: retraining cells trained together, as --group-size (None: the device's default).
         workers_per_cell: processes that train each cell data-parallel, as --workers-per-cell.
+        threads_per_cell: CPU threads each cell trains with, as --threads-per-cell (None: the executor's default).
         weights: a state-dict file (safetensors, or a torch.save file, read with weights_only=True) adopted as the
             base model of `model` (default: the dataset's) instead of training one, as `train --weights`: run()
             adopts it first; its ranks and cells go on from it.
@@ -128,7 +129,8 @@ class Study:
                  dataset_options=None, epochs=None, recipe=None, control=None, control_seeds=None,
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
                  group_size: int | None = None, workers_per_cell: int = 1, weights=None, executor: str = "local",
-                 trust_run_dir: bool = False, name: str | None = None, **backends):
+                 trust_run_dir: bool = False, name: str | None = None, threads_per_cell: int | None = None,
+                 **backends):
         _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs,
                          recipe, control, control_seeds, method_args, seed, progress, executor, trust_run_dir, name)
         _check_backends(backends)
@@ -152,8 +154,9 @@ class Study:
         self.device = resolve_device(run.device)
         self.seed = run.seed
         self.progress = run.progress
-        layout = CellLayout(group_size=group_size, workers_per_cell=workers_per_cell)
+        layout = CellLayout(group_size=group_size, workers_per_cell=workers_per_cell, threads_per_cell=threads_per_cell)
         self.group_size, self.workers_per_cell = layout.group_size, layout.workers_per_cell
+        self.threads_per_cell = layout.threads_per_cell
         self.weights = weights
         # the one place a Study's executor is chosen; each backend's options are checked whichever runs
         self.executor = ExecutorOptions(executor=executor, backends=backends).make(flag="executor")
@@ -195,7 +198,8 @@ class Study:
             swept = run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
                               progress=self.progress, extract_options=self.extract_options, echo=self._echo,
                               group_size=self.group_size, workers_per_cell=self.workers_per_cell,
-                              executor=self.executor, selection=self.selection, name=self.name)
+                              executor=self.executor, selection=self.selection, name=self.name,
+                              threads_per_cell=self.threads_per_cell)
         return self.results(config=swept["configuration"])
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):
@@ -248,7 +252,9 @@ class Study:
         with self._records():
             return preview_sweep(RunDir(self.run_dir), self.grid, self.selection, dataset_obj=self.dataset,
                                  device=self.device, seed=self.seed, extract_options=self.extract_options,
-                                 plan_device=plan_device, workers=workers)
+                                 plan_device=plan_device, workers=workers,
+                                 cell_threads=self.executor.cell_threads(self.device, self.threads_per_cell,
+                                                                         workers_per_cell=self.workers_per_cell))
 
     def __repr__(self) -> str:
         return "\n".join([f"Study({str(self.run_dir)!r}, device {self.device})",

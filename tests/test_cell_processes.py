@@ -1,6 +1,7 @@
 """Cells trained side by side in single-thread processes of this machine (executors.execute's
 `cell_processes`, what `roarfast run` uses on a CPU): each cell trained once and recorded by the sweep's
-process, with the accuracies the same cells reach trained one after another at one thread."""
+process, with the accuracies the same cells reach trained one after another at one thread; more cells of the
+configuration trained with other threads (--threads-per-cell) record them, and a line says so."""
 
 import os
 import shutil
@@ -50,6 +51,16 @@ def test_cells_in_single_thread_processes_equal_cells_trained_here_at_one_thread
     assert {key: r["test_acc"] for key, r in processes.items()} == {key: r["test_acc"] for key, r in here.items()}
     assert {r["threads"] for r in processes.values()} == {1}
     assert sum(line.startswith("[sweep] ") and "/6 " in line for line in lines) == 6  # one progress line a cell
+    # a third seed, each cell trained with the 2 threads asked for: its rows record them, and a line says that the
+    # done cells of the configuration trained with another count
+    lines.clear()
+    run_sweep(tmp_path / "processes", Grid(**{**GRID, "seeds": 3}), progress=False, echo=lines.append,
+              threads_per_cell=2)
+    third = {key: r["threads"] for key, r in rows(tmp_path / "processes").items() if key[2] == 2}
+    assert third == {("random", "roar", 2): 2, ("sobel", "roar", 2): 2}
+    assert ("[sweep] 6 done cell(s) of this configuration trained with other CPU thread counts (6 with 1 thread) than "
+            "those left will (2): CPU accuracies depend on it, and the report says so; --threads-per-cell sets it"
+            ) in lines
 
 
 @pytest.mark.parametrize("device, options", [("cpu", dict(group_size=2)), ("cpu", dict(executor="ray")),

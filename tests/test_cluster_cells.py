@@ -2,7 +2,8 @@
 they spread over the nodes and each row names the node that trained it; a node removed mid-run has its cell
 run again on another (or, every worker node lost, on one that joins later), each cell ends with one row and
 nothing stays claimed; a cell that raises is marked failed once, never run again; a driver killed mid-run
-leaves claims that a rerun takes over and finishes; a data-parallel cell trains on one node's CPUs. The tests
+leaves claims that a rerun takes over and finishes; a data-parallel cell trains on one node's CPUs; a cell trains
+with the threads asked for on nodes with fewer CPUs, which a line says. The tests
 that change their cluster (nodes removed or added, a 2-CPU node) start their own and come first; the others
 share one."""
 
@@ -101,12 +102,14 @@ def test_cells_spread_over_the_nodes_and_each_row_names_its_node(prepared, two_n
     run_dir = copy_of(prepared, tmp_path)
     cluster, nodes, observed = two_nodes
     observed.pause({})
-    result = roarfast(*sweep(run_dir, cluster))
+    result = roarfast(*sweep(run_dir, cluster, "--threads-per-cell", "2"))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     found = assert_each_cell_once_and_nothing_claimed(run_dir, CELLS)
-    # two cells of one CPU each are in flight at once, one on each 1-CPU node
+    # two cells of one CPU each are in flight at once, one on each 1-CPU node, each with the threads asked for
     assert {r["extra"]["ray_node"] for r in found} == {node.node_id for node in nodes}
     assert {r["extra"]["host"] for r in found} == {socket.gethostname()}
+    assert {r["threads"] for r in found} == {2}
+    assert "[sweep] Ray: a cell computes with 2 threads" in result.stdout, result.stdout[-2000:]
     # a data-parallel cell's two workers share one node: none of these has two CPUs
     refused = roarfast(*sweep(run_dir, cluster, "--fraction", "0.9", "--workers-per-cell", "2"))
     assert refused.returncode != 0 and "Traceback" not in refused.stderr

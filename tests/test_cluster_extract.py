@@ -9,7 +9,6 @@ import filecmp
 import shutil
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
@@ -18,9 +17,10 @@ from roarfast.records.ranks import MANIFEST, RankStoreRecord
 from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, losing_node, ray_or_skip,
                            roarfast, start_roarfast, wait_for)
 
-#: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks)
+#: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks); chunks hold whole compute batches, made 32 images
+#: (the device's default is 256: one chunk a split)
 DATA = ["--data-option", "num_train=192", "--data-option", "num_test=64"]
-CHUNK = ["--chunk-images", "32"]
+CHUNK = ["--chunk-images", "32", "--compute-batch", "32"]
 CHUNKS = 8
 #: two cheap methods and a gradient one, computed together chunk by chunk
 METHODS = "random,sobel,grad"
@@ -30,7 +30,7 @@ EXTRACT = ["extract", "--method", METHODS, *CHUNK, "--model", MODEL, "--no-progr
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     """(a run directory with a one-epoch base model, to copy per test; a copy of it where METHODS were extracted
-    here, with the thread count of a Ray task of one CPU)."""
+    here, with this process's thread count, which a Ray task computes with by default on nodes of any size)."""
     ray_or_skip()
     folder = tmp_path_factory.mktemp("extract")
     base = folder / "base"
@@ -38,12 +38,7 @@ def prepared(tmp_path_factory):
                                        "--no-progress"])
     assert result.exit_code == 0, result.output
     local = shutil.copytree(base, folder / "local")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        result = CliRunner().invoke(main, [*EXTRACT, "--run-dir", str(local)])
-    finally:
-        torch.set_num_threads(threads)
+    result = CliRunner().invoke(main, [*EXTRACT, "--run-dir", str(local)])
     assert result.exit_code == 0, result.output
     return base, local
 
@@ -53,9 +48,10 @@ def extract_on(cluster, run_dir, *extra):
 
 
 def chunks_on_nodes(said: str) -> dict:
-    """{node id's first 8 hex: chunks} from the driver's line "extract: N chunk(s) on Ray: a on node X, ..."."""
-    (line,) = [line for line in said.splitlines() if "chunk(s) on Ray:" in line]
-    parts = line.split("on Ray: ")[1].split(", ")
+    """{node id's first 8 hex: chunks} from the driver's line "extract: N chunk(s) on Ray, T thread(s) each: a on
+    node X, ..."."""
+    (line,) = [line for line in said.splitlines() if " chunk(s) on Ray, " in line]
+    parts = line.split(" each: ")[1].split(", ")
     return {part.split(" on node ")[1]: int(part.split(" on node ")[0]) for part in parts}
 
 
@@ -164,7 +160,7 @@ def test_a_study_on_ray_extracts_and_trains_its_cells_on_the_cluster(prepared, t
     cluster, nodes, observed = two_nodes
     observed.pause({})
     study = Study(run_dir, model=MODEL, methods=["grad"], fractions=[0.5], modes=["roar"], seeds=1, control=False,
-                  epochs=1, extract_options={"chunk_images": 32}, progress=False, executor="ray",
+                  epochs=1, extract_options={"chunk_images": 32, "compute_batch": 32}, progress=False, executor="ray",
                   ray={"address": cluster.address})
     cells = study.run()
     assert_stores_equal(run_dir, local, ["grad", "random"])

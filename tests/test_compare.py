@@ -28,24 +28,24 @@ def config(epochs: int, control: bool) -> dict:
             **({} if control else {"fill": "dataset-mean"})}
 
 
-def record(db, method, mode, fraction, accs, epochs):
+def record(db, method, mode, fraction, accs, epochs, threads=None):
     control = mode.endswith("-mask")
     for seed, acc in enumerate(accs):
         key = MeasurementKey.of(kind=RETRAIN, dataset="embedded", model="fastnet", method=method, mode=mode,
                                 fill=None if control else "dataset-mean", fraction=fraction, seed=seed,
                                 config=config(epochs, control))
         db.record(key, {"test_acc": acc, "val_acc": acc, "epochs": epochs, "seconds": 1.0, "versions": {},
-                        "test_images": 1000, "test_chance": 0.1})
+                        "test_images": 1000, "test_chance": 0.1, "threads": threads})
 
 
-def make_run(root, epochs_list):
+def make_run(root, epochs_list, threads=None):
     run = RunDir(root)
     with ResultsDB(run.results_path) as db:
         for epochs in epochs_list:
             for fraction in (0.1, 0.5):
-                record(db, "random", "roar", fraction, RANDOM[epochs], epochs)
-                record(db, "ixg", "roar", fraction, IXG[epochs], epochs)
-            record(db, "ixg", "roar-mask", 0.5, CONTROL[epochs], epochs)
+                record(db, "random", "roar", fraction, RANDOM[epochs], epochs, threads)
+                record(db, "ixg", "roar", fraction, IXG[epochs], epochs, threads)
+            record(db, "ixg", "roar-mask", 0.5, CONTROL[epochs], epochs, threads)
     return root
 
 
@@ -97,6 +97,20 @@ def test_run_directories_side_by_side_name_the_directory_and_what_differs(runs):
     assert comparison.differs["epochs"] == ["2", "8"]
     change, low, high, _ = welch(RANDOM[2], RANDOM[8])
     assert row(comparison, "accuracy", "random", fraction=0.1)["change"] == pytest.approx(change)
+
+
+def test_sides_whose_cells_trained_with_other_thread_counts_say_so(runs, tmp_path):
+    """The same settings, cells of 1 and of 2 CPU threads (a Ray cluster's and a laptop's, say): what differs
+    names the threads, and a note says what that means; sides of one count, or of none recorded, say nothing."""
+    one, two = make_run(tmp_path / "one", (2,), threads=1), make_run(tmp_path / "two", (2,), threads=2)
+    comparison = roarfast.compare([one, two])
+    assert comparison.differs["CPU threads per cell"] == ["1", "2"]
+    assert [n for n in comparison.notes if "thread" in n] == [
+        "the sides' cells trained with other CPU thread counts, on which CPU accuracies depend: a change may be "
+        "theirs alone (docs/concepts/training.md, \"Thread counts\")"]
+    alike = roarfast.compare([one, make_run(tmp_path / "also-one", (8,), threads=1)])
+    assert "CPU threads per cell" not in alike.differs and not [n for n in alike.notes if "thread" in n]
+    assert "CPU threads per cell" not in roarfast.compare([runs[1], runs[2]]).differs
 
 
 def test_cli_prints_the_table_json_and_writes_md_and_csv(runs, tmp_path):

@@ -7,6 +7,7 @@ dataset that the run directory records."""
 import re
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
@@ -71,6 +72,12 @@ def test_a_fresh_run_directory_shows_what_would_be_trained_and_costs_every_stage
     assert re.match(r"base model: fastnet, \d+ epochs, batch \d+, lr [\d.]+: to train, ~", line(out, "base model"))
     assert line(out, "ranks").startswith("ranks: to extract: random, grad, ~")
     assert line(out, "cells").startswith("cells: fastnet, 1 epochs, ")
+    # the threads each cell would train with: this process's by default, as asked for otherwise
+    threads = torch.get_num_threads()
+    assert line(out, "cells").endswith(f"; {threads} CPU thread{'s' if threads > 1 else ''} a cell (its row records "
+                                       f"it: --threads-per-cell)")
+    asked = sweep(run_dir, *GRID, *DATA, "--dry-run", "--threads-per-cell", "3")
+    assert line(asked, "cells").endswith("; 3 CPU threads a cell (its row records it: --threads-per-cell)")
     assert "done: 0, to do: 4" in out
     assert re.match(r"plan: on cpu: .*, \d+ threads, 1 worker$", line(out, "plan"))
     assert re.match(r"plan, base model: 180 images x \d+ epochs; peak memory [\d.]+ MiB of [\d.]+ GiB; [\d.e+-]+ "

@@ -1,21 +1,30 @@
 """The executors' one path for a cell's life in results.sqlite (roarfast.execution.executors), with a stand-in
 trainer: every cell claimed and recorded once, a done cell never trained again, a failing cell marked
-failed while the others go on, an interrupted cell's claim given back, one progress line per cell."""
+failed while the others go on, an interrupted cell's claim given back, one progress line per cell; the CPU threads
+of a cell decided once (asked for, else each executor's default, on Ray whatever the nodes hold), trained with and
+recorded in its row, and a line where done cells of a configuration trained with other counts."""
 
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from roarfast.stages.cells import Cell, CellTrainer
 from roarfast.errors import UserError
 from roarfast.stages.executor import Executor
-from roarfast.execution.executors import Progress, execute, execute_elsewhere
+from roarfast.execution.executors import Progress, execute, execute_elsewhere, thread_note
+from roarfast.execution.backends.local import LocalExecutor
+from roarfast.execution.backends.ray import RayExecutor, RayOptions
+from roarfast.execution.ray_cluster import task_resources
 from roarfast.stages.worker_view import NotShared
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 
 
 class StandInTrainer:
-    """Trains nothing: a cell's accuracy is its seed / 10; the cells in `fail` raise `error`."""
+    """Trains nothing on the CPU: a cell's accuracy is its seed / 10, its threads torch's count as it trains; the
+    cells in `fail` raise `error`."""
+
+    device = "cpu"
 
     def __init__(self, fail=(), error=RuntimeError("out of memory")):
         self.fail, self.error, self.trained = set(fail), error, []
@@ -28,7 +37,8 @@ class StandInTrainer:
         self.trained.append(cell)
         if cell in self.fail:
             raise self.error
-        return {"test_acc": cell.seed / 10, "val_acc": 0.5, "epochs": 1, "seconds": 2.0}
+        return {"test_acc": cell.seed / 10, "val_acc": 0.5, "epochs": 1, "seconds": 2.0,
+                "threads": torch.get_num_threads()}
 
     train_cells = CellTrainer.train_cells  # the executors' one call: alone or together, as the real trainer
 
@@ -202,7 +212,13 @@ class Inline(Executor):
     def __init__(self, refuse: bool = False):
         self.refuse, self.submitted = refuse, []
 
-    def run_cells(self, trainer, pending, claims, *, group_size, workers_per_cell, cell_processes):
+    def cell_threads(self, device, threads, *, workers_per_cell=1, cell_processes=1):
+        self.threads = threads or 3
+        return self.threads
+
+    def run_cells(self, trainer, pending, claims, *, group_size, workers_per_cell, cell_processes, threads):
+        assert threads == self.threads  # what its cell_threads decided
+
         def outcome(cells):
             if self.refuse:
                 raise NotShared("node n1 cannot see the run directory /runs/a as the driver does")
@@ -303,3 +319,49 @@ def test_a_study_hands_the_sweep_its_selection_and_its_executor(tmp_path, lookup
     assert sorted(looked_up) == ["random", "sobel"] and lookups == looked_up  # none looked up again by run()
     assert handed["selection"] is study.selection and handed["selection"].names == ["random", "sobel"]
     assert isinstance(handed["executor"], RayExecutor) and handed["executor"].options.address == "head:6379"
+
+
+def test_a_cell_trains_with_the_threads_asked_for_and_its_row_records_them(tmp_path):
+    before = torch.get_num_threads()
+    trainer = StandInTrainer()
+    with ResultsDB(tmp_path / "r.sqlite") as db:
+        execute(trainer, [(CELLS[0], None)], db, threads=1)
+        execute(trainer, [(CELLS[1], None)], db)  # the local executor's default: this process's threads
+        threads = {r["seed"]: r["threads"] for r in db.rows()}
+    assert threads == {0: 1, 1: before}
+    assert torch.get_num_threads() == before  # this process's count restored
+
+
+def test_each_executor_decides_a_cells_threads_whatever_the_nodes_hold(monkeypatch):
+    monkeypatch.setattr("roarfast.execution.ray_executor.local_threads", lambda: 4)
+    monkeypatch.setattr("roarfast.execution.local.local_threads", lambda: 4)
+    local, ray = LocalExecutor(), RayExecutor()
+    assert local.cell_threads("cpu", None) == 4 and ray.cell_threads("cpu", None) == 4
+    assert local.cell_threads("cpu", 3) == 3 and ray.cell_threads("cpu", 3) == 3
+    # a data-parallel cell's workers share them; `roarfast run`'s cell processes (one per core) take one each
+    assert local.cell_threads("cpu", None, workers_per_cell=2) == ray.cell_threads("cpu", None, workers_per_cell=2) == 2
+    assert local.cell_threads("cpu", None, cell_processes=4) == 1
+    assert RayExecutor(RayOptions(cpus_per_cell=2)).cell_threads("cpu", None) == 2
+
+
+def test_on_nodes_smaller_than_a_cells_threads_it_reserves_what_they_hold_and_says_so(monkeypatch):
+    """A cell of 4 threads on a cluster of 1-CPU nodes reserves 1 and still trains with 4: its rows equal the local
+    executor's; one line says so. Asked for its CPUs, a cell reserves those and computes with as many threads."""
+    nodes = SimpleNamespace(nodes=lambda: [{"Alive": True, "Resources": {"CPU": 1.0}}])
+    cpus, gpus, threads, note = task_resources(nodes, None, 0.0, threads=4)
+    assert (cpus, gpus, threads) == (1, 0.0, 4)
+    assert note == ("Ray: a cell computes with 4 threads (this process's count, so that its results equal the local "
+                    "executor's) and reserves 1, all the largest node has for it: such a node runs more threads than "
+                    "it has CPUs (--threads-per-cell fewer changes the rows)")
+    assert task_resources(nodes, 1.0, 0.0, unit="task")[1:] == (0.0, 1, None)
+    roomy = SimpleNamespace(nodes=lambda: [{"Alive": True, "Resources": {"CPU": 8.0}}])
+    assert task_resources(roomy, None, 0.0, threads=4) == (4, 0.0, 4, None)
+
+
+def test_done_cells_of_other_thread_counts_are_said_in_one_line():
+    rows = [{"status": "done", "threads": 1}, {"status": "done", "threads": 1}, {"status": "done", "threads": 2},
+            {"status": "done", "threads": None}, {"status": "failed", "threads": 4}, None]
+    assert thread_note(rows, 2) == (
+        "2 done cell(s) of this configuration trained with other CPU thread counts (2 with 1 thread) than those left "
+        "will (2): CPU accuracies depend on it, and the report says so; --threads-per-cell sets it")
+    assert thread_note(rows, 1) is not None and thread_note(rows[2:4], 2) is None

@@ -14,6 +14,7 @@ from roarfast.errors import UserError
 from roarfast.execution.registry import make_executor
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.methods import ExplainBatch, MethodParams, compute_maps, register
+from roarfast.methods import batches
 from roarfast.methods.compute import rank_maps
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.params import black_baseline
@@ -29,8 +30,10 @@ def dataset():
 
 @pytest.fixture()
 def run_dir(tmp_path, dataset, monkeypatch):
-    """A run directory holding an (untrained) base model of the dataset; small store chunks."""
+    """A run directory holding an (untrained) base model of the dataset; small store chunks, of compute batches of
+    32 images (the device's default is 256: one batch a split here)."""
     monkeypatch.setattr(extract, "CHUNK_IMAGES", 64)
+    monkeypatch.setattr(batches, "default_batch_size", lambda device, image_size: 32)
     return untrained_base(tmp_path, dataset)
 
 
@@ -107,9 +110,9 @@ def test_resume_after_a_kill_redoes_only_unfinished_chunks(run_dir, dataset, mon
 
 
 def test_resume_with_another_method_computes_each_chunk_once_per_method(run_dir, dataset, monkeypatch):
-    """grad killed after 2 of its 4 train chunks (64 rows each), then grad and sobel together in batches
-    of 24 that straddle chunks: rows 0..127 are computed for sobel alone, the rest for both, each once;
-    both stores equal fresh extractions."""
+    """grad killed after 2 of its 4 train chunks (64 rows each), then grad and sobel together (--batch-size 24:
+    passes of one compute batch): rows 0..127 are computed for sobel alone, the rest for both, each once; both
+    stores equal fresh extractions."""
     extract_killed(run_dir, dataset, monkeypatch, chunks_written=2, methods="grad", splits=("train",))
 
     original = extract_tasks.compute_maps
@@ -241,12 +244,15 @@ def test_extract_ends_with_one_line_saying_what_it_wrote_or_that_nothing_was_lef
         f"extract: nothing to do: the ranks of grad, sobel for test are already in {where} (--force makes them again)")
 
 
-def test_a_chunk_size_sets_a_new_stores_chunks_and_a_resumed_store_keeps_its_own(run_dir, dataset):
-    """--chunk-images: the store's chunks (the unit of resumption, and of a task on Ray); the ranks do not depend
-    on it."""
+def test_a_chunk_size_sets_a_new_stores_chunks_and_a_resumed_store_keeps_its_own(run_dir, dataset, capsys):
+    """--chunk-images: the store's chunks (the unit of resumption, and of a task on Ray), rounded up to whole
+    compute batches (32 images here) in one line; the ranks do not depend on it."""
     extract_quiet(run_dir, dataset, methods="grad", splits=("test",), chunk_images=16)
+    assert ("extract: --chunk-images 16 rounded up to 32: a new store's chunk holds whole compute batches of 32 "
+            "images (cpu at 32 px), so that the ranks are the same bytes however the work is cut"
+            ) in capsys.readouterr().out.splitlines()
     manifest = RunDir(run_dir).rank_store.manifest("grad", "test")
-    assert manifest["chunk_size"] == 16 and manifest["chunks_done"] == [[0, 4]]  # 60 images: 3 of 16, one of 12
+    assert manifest["chunk_size"] == 32 and manifest["chunks_done"] == [[0, 2]]  # 60 images: one of 32, one of 28
     ranks = RunDir(run_dir).rank_store.read("grad", "test").tensor()
     extract_quiet(run_dir, dataset, methods="grad", splits=("test",), force=True)  # the default chunk: 64 here
     assert RunDir(run_dir).rank_store.manifest("grad", "test")["chunk_size"] == 64

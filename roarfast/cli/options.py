@@ -143,7 +143,10 @@ def _param(backend: str, name: str) -> str:
 #: --chunk-images of extract and sweep (ExtractOptions.chunk_images)
 chunk_images_option = click.option(
     "--chunk-images", type=int, default=None,
-    help="images per chunk of a new rank store: the unit of resumption, and of a task on Ray  [default: 512]")
+    help="images per chunk of a new rank store: the unit of resumption, and of a task on Ray, rounded up to whole "
+         "compute batches  [default: 512]")
+#: --compute-batch of extract and sweep: the batch the estimators compute (part of a rank store's id where given)
+compute_batch_option = click.option("--compute-batch", type=int, default=None, help=RANKING["compute_batch"].help)
 
 
 def _name(ctx, param, value):

@@ -1,6 +1,6 @@
 """The options every stage runs with, grouped once for the command line and roarfast.Study alike: where the work
 is kept and how it runs (`RunOptions`: --run-dir, --device, --seed, --progress), and how retraining cells are laid
-out on the devices (`CellLayout`: --group-size, --workers-per-cell). Each field declares its flag
+out on the devices (`CellLayout`: --group-size, --workers-per-cell, --threads-per-cell). Each field declares its flag
 (roarfast.common.options.flag), from which the CLI builds its options; the checks run whoever builds them.
 
 Light on purpose (no torch): every --help builds its options from here.
@@ -37,8 +37,9 @@ class RunOptions:
 @dataclass(frozen=True)
 class CellLayout:
     """How retraining cells train, not what: `group_size` cells together by one loop (None: the device's
-    default), or each over `workers_per_cell` processes (data-parallel); recorded beside a cell's row, which
-    means the same either way."""
+    default), or each over `workers_per_cell` processes (data-parallel), recorded beside a cell's row, which
+    means the same either way; and with `threads_per_cell` CPU threads each, which its row records (a CPU's
+    accuracies depend on it)."""
 
     group_size: int | None = flag(
         "--group-size", kind=int, low=1,
@@ -48,7 +49,14 @@ class CellLayout:
         "--workers-per-cell", default=1, kind=int, low=1, show_default=True,
         help="processes that train each cell data-parallel (one per GPU; gloo on CPUs), on one machine or Ray node: "
              "for a model larger than one device; the cell's batch is split between them, its row means the same")
+    # CPU accuracies depend on it: each row records it (None: the executor's default, Executor.cell_threads)
+    threads_per_cell: int | None = flag(
+        "--threads-per-cell", kind=int, low=1,
+        help="CPU threads each cell (each worker of one) trains with, on any node; its row records it  [default: this "
+             "process's threads (torch's count: one per core, or OMP_NUM_THREADS), shared by a cell's workers; 1 in "
+             "`roarfast run`'s cell processes; Ray: --cpus-per-cell where given]")
 
     def __post_init__(self):
         check_positive("--group-size", self.group_size, optional=True)
         check_positive("--workers-per-cell", self.workers_per_cell)
+        check_positive("--threads-per-cell", self.threads_per_cell, optional=True)

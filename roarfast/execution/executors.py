@@ -13,6 +13,7 @@ host, once its heartbeat is stale).
 
 import threading
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -169,12 +170,13 @@ def device_type(device) -> str:
 
 def execute(trainer: CellTrainer, todo: list, db, *, executor: Executor | str | None = None,
             progress: Progress | None = None, echo=print, group_size: int = 1, workers_per_cell: int = 1,
-            cell_processes: int = 1) -> None:
+            cell_processes: int = 1, threads: int | None = None) -> None:
     """Trains the cells `todo` ([(Cell, key or None)]) with `executor` (an Executor, or its name: the registry
     makes it; None: the local one), claiming each first, `group_size` at a time (trainer.train_cells: together,
     or each alone at 1), or each over `workers_per_cell` processes (data-parallel), or (local, CPU) side by side
-    in `cell_processes` single-thread processes; waits for cells other processes hold, taking over any whose
-    claimant died, until every cell is done."""
+    in `cell_processes` processes, each cell with `threads` CPU threads (None: the executor's default,
+    Executor.cell_threads); waits for cells other processes hold, taking over any whose claimant died, until every
+    cell is done."""
     executor = make_executor(executor)
     if cell_processes != 1:
         executor.check_processes(cell_processes, trainer.device, group_size=group_size,
@@ -182,12 +184,42 @@ def execute(trainer: CellTrainer, todo: list, db, *, executor: Executor | str | 
     if workers_per_cell != 1:
         check_workers(workers_per_cell, group_size, trainer.device, executor)
         _check_batch(trainer, workers_per_cell)
+    threads = executor.cell_threads(trainer.device, threads, workers_per_cell=workers_per_cell,
+                                    cell_processes=cell_processes)
     progress = progress or Progress(len(todo), enabled=False, echo=echo)
     try:
         executor.run_cells(trainer, list(todo), Claims(db, progress, echo, where=executor.where),
-                           group_size=group_size, workers_per_cell=workers_per_cell, cell_processes=cell_processes)
+                           group_size=group_size, workers_per_cell=workers_per_cell, cell_processes=cell_processes,
+                           threads=threads)
     finally:
         progress.close()
+
+
+def thread_note(rows: list, threads: int) -> str | None:
+    """The line that says that done cells of a configuration (`rows`, results rows) trained with other CPU thread
+    counts than its cells left will (`threads`), which CPU accuracies depend on; None where none did (or none
+    recorded its count: rows before results schema v4)."""
+    others = {}
+    for row in rows:
+        if row is not None and row["status"] == "done" and row["threads"] not in (None, threads):
+            others[row["threads"]] = others.get(row["threads"], 0) + 1
+    if not others:
+        return None
+    counts = ", ".join(f"{n} with {t} thread{'s' if t > 1 else ''}" for t, n in sorted(others.items()))
+    return (f"{sum(others.values())} done cell(s) of this configuration trained with other CPU thread counts ({counts})"
+            f" than those left will ({threads}): CPU accuracies depend on it, and the report says so; "
+            f"--threads-per-cell sets it")
+
+
+@contextmanager
+def torch_threads(threads: int):
+    """torch at `threads` threads in this process for the duration, its count restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def claim_group(trainer: CellTrainer, pending: list, claims: Claims, size: int) -> list:

@@ -43,13 +43,28 @@ def largest_node(ray, resource: str) -> float:
     return max((node["Resources"].get(resource, 0) for node in ray.nodes() if node.get("Alive")), default=0)
 
 
-def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit: str = "cell") -> tuple:
-    """(CPUs, GPUs) of one worker of a task: a retraining `unit` "cell" (of `workers` processes) or an extraction
-    "task". CPUs None: local_threads(), at most what the largest node holds for the task's workers (a task asking
-    for more would never be scheduled); 1 with GPUs. A task's workers share one node, which must hold them all
-    (else one line naming the flags that lower it)."""
-    if cpus is None:
-        cpus = 1 if gpus > 0 else max(1, min(local_threads(), int(largest_node(ray, "CPU") // workers)))
+def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit: str = "cell",
+                   threads: int | None = None) -> tuple:
+    """(CPUs, GPUs, threads, note) of one worker of a task: a retraining `unit` "cell" (of `workers` processes) or
+    an extraction "task". threads: what it computes with, `threads` where given (--threads-per-cell), else its
+    CPUs where given, else local_threads(). CPUs None: the threads, at most what the largest node holds for the
+    task's workers (a task asking for more would never be scheduled), and then `note` is the line that says the
+    task runs more threads than it reserves (else None); 1 with GPUs. A task's workers share one node, which must
+    hold them all (else one line naming the flags that lower it)."""
+    if threads is None:
+        threads = max(1, int(cpus)) if cpus is not None and gpus == 0 else local_threads()
+    note = None
+    if cpus is None and gpus > 0:
+        cpus = 1
+    elif cpus is None:
+        room = int(largest_node(ray, "CPU") // workers)
+        cpus = max(1, min(threads, room))
+        if cpus < threads:
+            what = "a cell" if unit == "cell" else "an extraction task"
+            note = (f"Ray: {what} computes with {threads} threads (this process's count, so that its results equal "
+                    f"the local executor's) and reserves {cpus}, all the largest node has for it: such a node runs "
+                    f"more threads than it has CPUs" + (" (--threads-per-cell fewer changes the rows)"
+                                                         if unit == "cell" else ""))
     for resource, amount in (("CPU", cpus), ("GPU", gpus)):
         largest = largest_node(ray, resource)
         if amount * workers > largest:
@@ -57,7 +72,7 @@ def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit:
             split = f" ({workers} worker(s) x {amount:g})" if unit == "cell" else ""
             raise UserError(f"{what} asks for {amount * workers:g} {resource}s{split} on one node, and the largest "
                             f"node of the Ray cluster has {largest:g}: lower {lower}--{resource.lower()}s-per-{unit}")
-    return cpus, gpus
+    return cpus, gpus, threads, note
 
 
 def slots(ray, cpus: float, gpus: float) -> int:

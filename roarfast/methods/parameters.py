@@ -1,8 +1,8 @@
 """The estimator parameters, each written once: its name, default, check and help. Every consumer reads this
 table: the estimators' records (what each reads, roarfast.methods.declaration), `MethodParams` and
 `ExtractOptions` (their fields, made from it by `parameter_fields`), the rank store's provenance, and the
-`extract` command's flags (their defaults and help). The two options of ranking (granularity, reduction) are
-here too: a store records them beside the estimator's parameters.
+`extract` command's flags (their defaults and help). The two options of ranking (granularity, reduction) and the
+compute batch are here too: a store records them beside the estimator's parameters.
 
 A built-in estimator with a parameter of its own declares it in its own module (`Parameter(...)` given to
 `register`); users set it with `--method-arg NAME=VALUE`.
@@ -94,12 +94,16 @@ PARAMETERS = {p.name: p for p in (
               flags=("--cam-layer", "--gradcam-layer")),
 )}
 
-#: how maps become ranks: not an estimator's parameters, but recorded beside them (every store is ranked so)
+#: how maps are computed and become ranks: not an estimator's parameters, but recorded beside them (every store is
+#: ranked so; a compute batch that a request sets is part of its ranks' identity: roarfast.methods.batches)
 RANKING = {p.name: p for p in (
     Parameter("granularity", "pixel", "rank pixels (channels reduced) or every C*H*W value", kind=str,
               choices=("pixel", "value"), flags=("--granularity",)),
     Parameter("reduction", "sum_sq", "how channels fold into one pixel score", kind=str,
               choices=("sum_sq", "abs_sum", "max"), flags=("--reduction",)),
+    # its flag stands beside --chunk-images (roarfast.cli.options.compute_batch_option), in extract and in sweep
+    Parameter("compute_batch", None, "images the estimators take at once, aligned to image indices (default: by "
+              "device and image size); set, it is part of the ranks' identity", kind=int, minimum=1),
 )}
 
 

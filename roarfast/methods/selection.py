@@ -35,6 +35,8 @@ class Selection:
         reduction: how ranking folds a map's channels: the options' reduction, or "value" when every value is
             ranked.
         seed: the run's seed (recorded by the estimators that draw random numbers).
+        compute_batch: the images the estimators take at once where the request sets it, else None (the device's
+            default: roarfast.methods.batches).
     """
 
     records: Mapping[str, Estimator]
@@ -43,6 +45,7 @@ class Selection:
     granularity: str
     reduction: str
     seed: int = 0
+    compute_batch: int | None = None
 
     @classmethod
     def resolve(cls, methods, options, seed: int = 0) -> "Selection":
@@ -64,7 +67,7 @@ class Selection:
         check_arguments(records.values(), args)
         values = {name: args.get(name, getattr(options, name)) for name in PARAMETERS}
         reduction = "value" if options.granularity == "value" else options.reduction
-        return cls(dict(records), values, args, options.granularity, reduction, seed)
+        return cls(dict(records), values, args, options.granularity, reduction, seed, options.compute_batch)
 
     @property
     def names(self) -> list[str]:
@@ -90,7 +93,7 @@ class Selection:
         values those take; each keeps its identity."""
         records = {name: self.records[name] for name in names}
         args = {k: v for k, v in self.args.items() if any(r.takes(k) for r in records.values())}
-        return Selection(records, self.values, args, self.granularity, self.reduction, self.seed)
+        return Selection(records, self.values, args, self.granularity, self.reduction, self.seed, self.compute_batch)
 
     def ranks_identity(self, name: str) -> dict:
         """The identity of method `name`'s ranks, as JSON-able data (canonical: sorted keys, lists): what makes
@@ -103,10 +106,14 @@ class Selection:
         identity of its code; `seed`, only where it draws random numbers (so a new seed reuses e.g. sobel's
         ranks), with `keying`, how its draws are keyed (Estimator.keying; absent where a store was keyed per
         batch, or for random, keyed per image from the start); `granularity` and `reduction`, how its maps are
-        ranked. Nothing else changes the bytes: not the chunks, the batches, the executor or the workers."""
+        ranked; `compute_batch`, only where the request set it (the device's default is not recorded, so stores
+        made before it existed keep their ids). Nothing else changes the bytes on one device kind and thread
+        count: not the chunks, the passes, the executor or the workers (roarfast.methods.batches)."""
         record = self.records[name]
         identity = {"granularity": self.granularity, "reduction": self.reduction,
                     "parameters": record.values(self.values, self.args), "code": dict(record.code)}
+        if self.compute_batch is not None:
+            identity["compute_batch"] = self.compute_batch
         if record.seeded:
             identity["seed"] = self.seed
             if record.keying is not None:

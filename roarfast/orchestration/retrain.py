@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from roarfast.stages.cells import CellOptions, CellTrainer, cell_estimators, cell_model
 from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
-from roarfast.execution.executors import check_workers, execute
+from roarfast.common.options import check_positive
+from roarfast.execution.executors import check_workers, execute, thread_note
+from roarfast.execution.registry import make_executor
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.rundir.configurations import grid_of
 from roarfast.common.memory import keep_freed_memory
@@ -30,10 +32,12 @@ class RetrainOptions(CellOptions):
 
 def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
                 seed=0, progress=True, dataset_obj=None, group_size: int | None = None, workers_per_cell: int = 1,
-                name: str | None = None) -> list:
+                name: str | None = None, threads_per_cell: int | None = None) -> list:
     """Runs every cell not yet in results.sqlite, seeds from `seed`, `group_size` cells trained together
     (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell` processes
-    (data-parallel); returns all rows of the requested cells, in run order. The cells are those of HEAD's base
+    (data-parallel), each with `threads_per_cell` CPU threads (None: the local executor's default; a line says
+    when done cells of the request trained with other counts); returns all rows of the requested cells, in run
+    order. The cells are those of HEAD's base
     model and of the ranks HEAD names for each method (methods default: every method HEAD has ranks of, plus
     random); the request is recorded (its configuration, called `name` when given; HEAD) before any cell trains. Model-free ranks
     (random, sobel, oracle) are extracted here when missing; other methods need `roarfast extract` first."""
@@ -42,6 +46,7 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
     check_workers(workers_per_cell, group_size, device)
+    check_positive("--threads-per-cell", threads_per_cell, optional=True)
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
     run.check_writable()  # before a cell is trained: its row must be written
     model = cell_model(run, ds, device, options.model)
@@ -72,8 +77,14 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     trainer.request(methods, grid_of(methods, options.modes, options.fractions, seeds,
                                      seeds if options.mask_only else (), options.fill),
                     "roarfast.orchestration.retrain.run_retrain()", name)
+    executor = make_executor(None)
+    threads = executor.cell_threads(device, threads_per_cell, workers_per_cell=workers_per_cell)
     with open_results(run) as db:
-        execute(trainer, cells, db, echo=lambda line: None, group_size=grouping.size, workers_per_cell=workers_per_cell)
+        note = thread_note([db.get(key) for _, key in cells], threads)
+        if note:
+            print(f"retrain: {note}")
+        execute(trainer, cells, db, executor=executor, echo=lambda line: None, group_size=grouping.size,
+                workers_per_cell=workers_per_cell, threads=threads)
         return [db.get(key) for _, key in cells]
 
 

@@ -19,11 +19,13 @@ import torch
 from roarfast.stages.basemodel import TrainOptions, head_after, run_train, trained_at
 from roarfast.stages.cells import CellTrainer, cell_estimators, cell_model
 from roarfast.records.checkpoint import recorded_model
-from roarfast.common.device import default_batch_size, resolve_device
-from roarfast.execution.executors import Progress, check_workers, execute
+from roarfast.common.device import resolve_device
+from roarfast.common.options import check_positive
+from roarfast.execution.executors import Progress, check_workers, execute, thread_note
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.planning.grid import Grid, describe_plan, make_plan, sweep_base
 from roarfast.common.memory import keep_freed_memory
+from roarfast.methods.batches import compute_batch
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
 from roarfast.stages import step_times
@@ -43,11 +45,13 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
               workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
-              plan_workers: int = 1, name: str | None = None) -> dict:
+              plan_workers: int = 1, name: str | None = None, threads_per_cell: int | None = None) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
-    processes (data-parallel) or (CPU) side by side in `cell_processes` single-thread processes (executors.
-    execute); `dry_run`: prints what it would do (roarfast.planning.preview), its stages costed on `plan_device`
+    processes (data-parallel) or (CPU) side by side in `cell_processes` processes (executors.execute), each cell
+    with `threads_per_cell` CPU threads (None: the executor's default, Executor.cell_threads; a line says when done
+    cells of the configuration trained with other counts); `dry_run`: prints what it would do
+    (roarfast.planning.preview), the cells' threads among it, its stages costed on `plan_device`
     (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it; `name`:
     what the user calls the configuration (--name). Returns {"plan": Plan, "rows": [row of each cell of the grid],
     "configuration": its id} (rows empty and configuration None on a dry run).
@@ -61,13 +65,17 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)
     check_workers(workers_per_cell, group_size, device, executor)
+    check_positive("--threads-per-cell", threads_per_cell, optional=True)
+    threads = executor.cell_threads(device, threads_per_cell, workers_per_cell=workers_per_cell,
+                                    cell_processes=cell_processes)
     options = extract_options or ExtractOptions()
     if selection is None:
         selection = Selection.of(cell_estimators(grid.methods), options, seed)
     if dry_run:  # a reader: the run directory as it is, and the selection the run would take
         preview = preview_sweep(RunDir(run_dir), grid, selection, dataset=dataset, data_dir=data_dir,
                                 dataset_options=dataset_options, dataset_obj=dataset_obj, device=device, seed=seed,
-                                extract_options=options, plan_device=plan_device, workers=plan_workers)
+                                extract_options=options, plan_device=plan_device, workers=plan_workers,
+                                cell_threads=threads)
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": [], "configuration": None}
@@ -94,9 +102,13 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
         plan.estimated = _estimated_rates(ds, model, recipe, device)
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
+        note = thread_note([db.get(key) for cell, key in plan.cells if cell in plan.done], threads) \
+            if plan.todo else None
+        if note:
+            echo(f"[sweep] {note}")
         bar = Progress(len(plan.todo), progress, echo, eta=plan.finished, start=plan.eta())
         execute(trainer, plan.todo, db, executor=executor, progress=bar, echo=echo, group_size=grouping.size,
-                workers_per_cell=workers_per_cell, cell_processes=cell_processes)
+                workers_per_cell=workers_per_cell, cell_processes=cell_processes, threads=threads)
         rows = [db.get(key) for _, key in plan.cells]
         # every retraining of the run directory, this grid's and earlier ones' (other fills, fractions)
         retrained = db.rows(kind=RETRAIN, status="done")
@@ -188,5 +200,5 @@ def _remember_extraction(run, ds, selection, options, device, seconds: float) ->
     base = run.head().base
     spec = recorded_model(run.model_meta(base), run.model_path(base)) if selection.explained else None
     images = sum(len(ds.split(split)) for split in options.splits)
-    batch = options.batch_size or default_batch_size(device, ds.image_size)
+    batch = compute_batch(selection, device, ds.image_size)
     remember_extraction(device, spec, ds, selection, batch, options.amp, seconds, images)

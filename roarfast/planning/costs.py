@@ -26,8 +26,8 @@ import weakref
 from dataclasses import dataclass
 
 from roarfast.stages import step_times
-from roarfast.common.device import default_batch_size
 from roarfast.common.options import check_choice
+from roarfast.methods.batches import compute_batch
 from roarfast.stages.step_times import device_label
 
 #: stated dense peaks (no sparsity) of the devices a plan may cost without having them, FLOP/s per precision
@@ -215,7 +215,7 @@ class Costing:
         data, device = self.data, self.target.device
         params = selection.method_params(data, device, options.amp)
         precision = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(params.autocast_dtype))
-        batch = options.batch_size or default_batch_size(device, data.image_size)
+        batch = compute_batch(selection, device, data.image_size)  # the images its passes compute at once
         images = sum(len(data.train if split == "train" else data.test) for split in options.splits)
         work = f"{len(selection.names)} estimators x {images:,} images"
         stored = rank_bytes(data, options.splits, len(selection.names), options.granularity, options.keep_maps)
@@ -229,8 +229,9 @@ class Costing:
         peak = extraction_memory(shape, rows, precision) if flops else 0
         if peak is not None:  # the chunk's ranks (and maps) gathered for the writer, the data, the process on a CPU
             largest = max(len(data.train if split == "train" else data.test) for split in options.splits)
-            chunk = min(options.chunk_rows, largest) * stored / images if images else 0
-            peak += chunk + data_held(data, self.target, batch, batch) + process_bytes(data, self.target)
+            chunk = min(options.chunk_rows(batch), largest) * stored / images if images else 0
+            read = options.pass_images(batch)
+            peak += chunk + data_held(data, self.target, read, read) + process_bytes(data, self.target)
         untraced = [method for method, count in flops.items() if count is None]
         kept = None if self.target.peak is not None else step_times.read(step_times.key(
             "extraction", device, spec if selection.explained else None, data,

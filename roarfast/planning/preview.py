@@ -159,6 +159,7 @@ class Preview:
     configuration: str | None = None  # the id of the configuration the cells belong to, where known
     configuration_known: bool = False  # whether the run directory records that configuration
     warnings: list = field(default_factory=list)  # what to know before training (learning_warnings)
+    cell_threads: int | None = None  # the CPU threads each cell trains with (Executor.cell_threads); None: unsaid
 
     @property
     def base_reused(self) -> bool:
@@ -181,6 +182,9 @@ class Preview:
         base = "adopted weights, trained elsewhere" if self.adopted else f"{self.base_recipe.epochs} epochs"
         cells += (f"; epochs: the cells {self.cells_recipe.epochs} (sweep --epochs sets these), the base model "
                   f"{base} (its own: train --epochs)")
+        if self.cell_threads is not None and self.target.device.type == "cpu":
+            cells += (f"; {self.cell_threads} CPU thread{'s' if self.cell_threads > 1 else ''} a cell (its row records "
+                      f"it: --threads-per-cell)")
         grid, progress = describe_grid(self.plan, self.grid)
         grid += f" ({self.left_out})" if self.left_out else ""
         if self.configuration:
@@ -253,11 +257,12 @@ class Preview:
 
 def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
                   dataset_obj=None, device=None, seed: int = 0, plan_device: str | None = None,
-                  workers: int = 1) -> Preview:
+                  workers: int = 1, cell_threads: int | None = None) -> Preview:
     """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`selection`: the grid's estimators
     as the sweep or the Study resolved them, a roarfast.methods.selection.Selection, looked up no further;
     `extract_options`: an ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on
-    --plan-device `plan_device` (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers."""
+    --plan-device `plan_device` (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers;
+    `cell_threads`: the CPU threads each cell would train with (the executor's choice), said with the cells."""
     check_positive("--plan-workers", workers)
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
@@ -294,7 +299,8 @@ def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, 
                       workers=workers, left_out=note, base_id=model_id if data.fingerprint else None,
                       kept_models=tuple(m for m in kept if m != model_id),
                       trained=trained_at(run, model_id) if reused else "", rank_ids=ids,
-                      configuration=configuration, configuration_known=known, warnings=warnings)
+                      configuration=configuration, configuration_known=known, warnings=warnings,
+                      cell_threads=cell_threads)
     costing = Costing(data, target)
     preview.stages["base model"] = Cost(0.0, "reused") if reused else costing.training(base_spec, base)
     preview.stages["ranks"] = costing.extraction(base_spec, selection.only(remade), extract_options)

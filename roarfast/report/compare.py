@@ -185,7 +185,15 @@ def _compare(sides: list, several: bool) -> Comparison:
     notes = []
     rows = _accuracy_rows(accs, summaries, labels) + _auc_rows(accs, labels, notes)
     _holm(rows)
-    return Comparison(info, _differs(sides, several), rows, notes)
+    differs = _differs(sides, several)
+    # not a setting of a configuration (a done cell stays done under another count), but CPU accuracies depend on it
+    threads = [", ".join(map(str, sorted({c["threads"] for c in part.cells if c["threads"] is not None}))) or "-"
+               for _, part in sides]
+    if len(set(threads)) > 1:
+        differs["CPU threads per cell"] = threads
+        notes.append("the sides' cells trained with other CPU thread counts, on which CPU accuracies depend: a change "
+                     "may be theirs alone (docs/concepts/training.md, \"Thread counts\")")
+    return Comparison(info, differs, rows, notes)
 
 
 def _labels(sides: list, several: bool) -> list:

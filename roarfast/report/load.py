@@ -244,7 +244,8 @@ def _newest_cells(rows: list, configuration: Configuration, set_aside: list, not
     if len(threads) > 1:  # NULL: recorded before schema v4, not known to differ
         counts = ", ".join(f"{n} thread{'s' if n > 1 else ''}: {k} cell(s)" for n, k in sorted(threads.items()))
         notes.append(f"the cells were trained with different CPU thread counts ({counts}); CPU accuracies depend on "
-                     f"the thread count, so cells compared here may differ by it alone (README, \"Thread counts\")")
+                     f"the thread count, so cells compared here may differ by it alone; --threads-per-cell keeps one "
+                     f"count (docs/concepts/training.md, \"Thread counts\")")
     cells = sorted(newest.values(), key=lambda c: (mode_order(c["mode"]), c["fill"] or "", method_order(c["method"]),
                                                    c["fraction"], c["seed"]))
     controls = {(c["method"], c["mode"], c["fraction"], c["seed"]): c["test_acc"]

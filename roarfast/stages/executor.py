@@ -37,16 +37,23 @@ class Executor:
     def check_workers(self, workers: int, device) -> None:
         """Refuses (UserError) a --workers-per-cell above 1 that this executor cannot give each cell."""
 
+    def cell_threads(self, device, threads: int | None, *, workers_per_cell: int = 1, cell_processes: int = 1) -> int:
+        """The CPU threads a cell (each worker of a data-parallel cell) trains with on `device`: `threads`
+        (--threads-per-cell) where given, else this executor's default. CPU accuracies depend on it, so every
+        backend trains with it wherever the cell runs, and each row records it (`threads`)."""
+        raise NotImplementedError(f"executor {self.name!r} should implement cell_threads")
+
     def run_cells(self, trainer, pending: list, claims, *, group_size: int, workers_per_cell: int,
-                  cell_processes: int) -> None:
+                  cell_processes: int, threads: int) -> None:
         """Trains the cells `pending` ([(Cell, key or None)]) through `claims` (executors.Claims: each claimed
-        by this process, recorded or marked failed there), until none is left."""
+        by this process, recorded or marked failed there), with `threads` CPU threads each, until none is left."""
         raise NotImplementedError(f"executor {self.name!r} should implement run_cells")
 
     def chunk_runner(self):
         """Who computes an extraction's chunks: None, this process; else an object with `device` (a
-        torch.device), `threads` and `results(run_dir, settings, chunks)`, which yields (chunk, ranks, node) as
-        each chunk comes back (roarfast.stages.extract_tasks.task_settings says what `settings` holds)."""
+        torch.device), `threads`, `note` (a line to say before the chunks are computed, or None) and
+        `results(run_dir, settings, chunks)`, which yields (chunk, ranks, node) as each chunk comes back
+        (roarfast.stages.extract_tasks.task_settings says what `settings` holds)."""
         return None
 
     def __repr__(self) -> str:

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 import torch
 
 from roarfast import ops
-from roarfast.common.device import default_batch_size, resolve_device
+from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.stages.extract_tasks import Chunk, Explainer, check_nameable, explained_model, task_settings
 from roarfast.stages.worker_view import driver_view
 from roarfast.common.memory import keep_freed_memory
+from roarfast.methods.batches import compute_batch, whole_batches
 from roarfast.methods.parameters import PARAMETERS, RANKING, check_method_args, parameter_fields
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
@@ -35,7 +36,8 @@ CHUNK_IMAGES = 512
 class ExtractOptions:
     """What to extract and how (the flags of `roarfast extract`); each value is checked here, once. Besides the
     fields below, a field per estimator parameter (samples, noise_level, ig_steps, ig_baseline, target,
-    gradcam_layer) and per ranking option (granularity, reduction), named, defaulted and checked as
+    gradcam_layer) and per ranking option (granularity, reduction, and compute_batch: the images the estimators take
+    at once, roarfast.methods.batches), named, defaulted and checked as
     roarfast.methods.parameters says; `method_args` (--method-arg NAME=VALUE) set any parameter an estimator
     reads, winning over the fields, or an argument it takes (a Captum class's, a plug-in's keyword). A stage
     resolves the methods with these values into a roarfast.methods.selection.Selection."""
@@ -61,10 +63,29 @@ class ExtractOptions:
         object.__setattr__(self, "method_args", check_method_args(self.method_args))
         check_choice("--amp", self.amp, AMP_CHOICES)
 
-    @property
-    def chunk_rows(self) -> int:
-        """Rows of a new store's chunk: chunk_images, else CHUNK_IMAGES."""
-        return self.chunk_images or CHUNK_IMAGES
+    def chunk_rows(self, batch: int) -> int:
+        """Rows of a new store's chunk: chunk_images, else CHUNK_IMAGES, rounded up to whole compute batches of
+        `batch` images."""
+        return whole_batches(self.chunk_images or CHUNK_IMAGES, batch)
+
+    def pass_images(self, batch: int) -> int:
+        """Images a pass reads at once: batch_size rounded to whole compute batches of `batch` images (at least
+        one), else one compute batch."""
+        return max(1, round((self.batch_size or batch) / batch)) * batch
+
+    def cut_lines(self, batch: int, where: str) -> list[str]:
+        """A line per flag of this cut that was rounded to whole compute batches of `batch` images (`where`: the
+        device and image size they are the default of, or the flag that set them)."""
+        why = (f"whole compute batches of {batch} images ({where}), so that the ranks are the same bytes however "
+               f"the work is cut")
+        lines = []
+        if self.batch_size is not None and self.pass_images(batch) != self.batch_size:
+            lines.append(f"extract: --batch-size {self.batch_size} taken as {self.pass_images(batch)}: a pass reads "
+                         f"{why}")
+        if self.chunk_images is not None and self.chunk_rows(batch) != self.chunk_images:
+            lines.append(f"extract: --chunk-images {self.chunk_images} rounded up to {self.chunk_rows(batch)}: a "
+                         f"new store's chunk holds {why}")
+        return lines
 
 
 def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None, dataset_options=None, device="auto",
@@ -97,34 +118,42 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
                        selection.names)
     # before any work too: a cluster that cannot run a task says so
     cluster = executor.chunk_runner() if executor is not None else None
+    if cluster is not None and cluster.note:
+        print(cluster.note)
 
     ids = run.rank_ids(selection, ds.fingerprint)
     store = run.ranks_for(ids)
     for line in _beside_lines(run, selection, options):
         print(line)
+    # the compute batch of the device that computes (a Ray task's, on Ray): chunks and passes hold whole ones
+    computing = cluster.device if cluster is not None else device
+    batch = compute_batch(selection, computing, ds.image_size)
     run.check_writable(_bytes_to_write(store, ds, selection, options))  # before any map is computed
     params = selection.method_params(ds, device, options.amp)
     for line in check_methods(model, ds, selection, params, device):
         print(line)
-    summary, writers = _open_writers(store, ds, selection, options, ckpt_sha)
+    summary, writers = _open_writers(store, ds, selection, options, ckpt_sha, batch)
     try:
         chunks = _pending_chunks(writers, options.splits)
+        if chunks:
+            where = "--compute-batch" if selection.compute_batch else f"{computing.type} at {ds.image_size} px"
+            for line in [*options.cut_lines(batch, where), *_unaligned_lines(writers, batch)]:
+                print(line)
+        passes = (options.pass_images(batch), batch)
         if cluster is not None:
             run.remember_dataset(ds)  # the record a worker loads the data by
             base = run.head().base if selection.needs_model else None
             view = driver_view(run, ds, base)  # the absolute run directory, and what a worker checks it sees
-            batch_size = options.batch_size or default_batch_size(cluster.device, ds.image_size)
             settings = task_settings(view, selection, base=base, checkpoint=ckpt_sha, device=cluster.device.type,
-                                     threads=cluster.threads, batch_size=batch_size, amp=options.amp,
+                                     threads=cluster.threads, passes=passes, amp=options.amp,
                                      keep_maps=options.keep_maps, compile=options.compile)
             results = cluster.results(view["run_dir"], settings, chunks)
         else:
-            batch_size = options.batch_size or default_batch_size(device, ds.image_size)
             # torch.compile'd passes give the same maps (so compile is not part of the store's params); estimators
             # that hook modules keep the plain model, whose hooks a compiled graph would drop
             compiled = torch.compile(model) if options.compile and model is not None else None
-            results = Explainer(ds, (model, compiled), selection, params, batch_size, device, options.keep_maps).ranks
-        _compute(chunks, results, writers, summary, progress)
+            results = Explainer(ds, (model, compiled), selection, params, passes, device, options.keep_maps).ranks
+        _compute(chunks, results, writers, summary, progress, cluster.threads if cluster is not None else None)
     finally:
         for writer in writers.values():
             writer.close()
@@ -193,9 +222,10 @@ def _bytes_to_write(store, ds, selection, options: ExtractOptions) -> int:
 
 
 
-def _open_writers(store, ds, selection, options: ExtractOptions, ckpt_sha) -> tuple:
+def _open_writers(store, ds, selection, options: ExtractOptions, ckpt_sha, batch: int) -> tuple:
     """(summary, writers): each (method, split)'s summary entry, and the writers {(method, split): RankWriter} of
-    the stores not yet complete (new, or resumed), each holding its store's lock until closed."""
+    the stores not yet complete (new, with chunks of whole compute batches of `batch` images, or resumed), each
+    holding its store's lock until closed."""
     summary, writers = {}, {}
     try:
         for split in options.splits:
@@ -203,7 +233,7 @@ def _open_writers(store, ds, selection, options: ExtractOptions, ckpt_sha) -> tu
             for method in selection.names:
                 writer = store.open_writer(
                     method, split, shape=rank_shape, dtype=ops.rank_dtype(math.prod(rank_shape[1:])),
-                    chunk_size=options.chunk_rows, params=selection.ranks_identity(method),
+                    chunk_size=options.chunk_rows(batch), params=selection.ranks_identity(method),
                     checkpoint_sha256=selection.ranks_checkpoint(method, ckpt_sha),
                     dataset_fingerprint=ds.fingerprint, keep_maps=options.keep_maps, force=options.force)
                 summary[(method, split)] = {"images": rank_shape[0], "seconds": 0.0, "nonfinite": 0,
@@ -217,6 +247,18 @@ def _open_writers(store, ds, selection, options: ExtractOptions, ckpt_sha) -> tu
             writer.close()
         raise
     return summary, writers
+
+
+def _unaligned_lines(writers: dict, batch: int) -> list[str]:
+    """A line per store resumed with chunks that are not whole compute batches of `batch` images (begun by an
+    earlier release, or on another device kind): its chunks left are computed from their first image on."""
+    lines = []
+    for (method, split), writer in writers.items():
+        if writer.chunk_size % batch:
+            lines.append(f"extract: {method}'s {split} store was begun with chunks of {writer.chunk_size} images, not "
+                         f"whole compute batches of {batch}: its chunks left are computed in batches cut at their "
+                         f"bounds, whose maps may round otherwise (--force makes it again)")
+    return lines
 
 
 def _pending_chunks(writers: dict, splits) -> list:
@@ -233,10 +275,11 @@ def _pending_chunks(writers: dict, splits) -> list:
     return chunks
 
 
-def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool) -> None:
+def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool, threads: int | None) -> None:
     """Writes each chunk's ranks as it comes: `results` is the local Explainer's `ranks(chunk, on_batch)`, or the
-    Ray tasks' (chunk, ranks, node) as they finish. A split's seconds are the time spent until its chunks came;
-    on Ray, a line says how many chunks each node computed."""
+    Ray tasks' (chunk, ranks, node) as they finish, each computed with `threads` CPU threads. A split's seconds are
+    the time spent until its chunks came; on Ray, a line says how many chunks each node computed, and with how many
+    threads."""
     if not chunks:
         return
     splits = list(dict.fromkeys(c.split for c in chunks))
@@ -263,7 +306,7 @@ def _compute(chunks: list, results, writers: dict, summary: dict, progress: bool
                     nodes[node] = nodes.get(node, 0) + 1
                     bar.update(chunk.stop - chunk.start)
     if nodes:
-        print(f"extract: {len(chunks)} chunk(s) on Ray: "
+        print(f"extract: {len(chunks)} chunk(s) on Ray, {threads} thread(s) each: "
               + ", ".join(f"{count} on node {node[:8]}" for node, count in sorted(nodes.items())))
     for (m, split), value in summary.items():
         if value["nonfinite"]:

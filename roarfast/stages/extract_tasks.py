@@ -4,9 +4,10 @@ process or, with --executor ray, as a Ray task on a node of the cluster (roarfas
 RayChunks). A task first checks that it sees the driver's run directory (roarfast.stages.worker_view), rebuilds the
 dataset, the base model and the estimators from it (a shared filesystem across nodes) and the driver's settings
 (`task_settings`), checking each against what the driver recorded, and computes its chunk as this process would:
-the same model in the same memory format, every random draw keyed by its image's index in the split
-(roarfast.methods.draws, through each batch's `index`), so the stored bytes depend neither on where a chunk was
-computed nor on how the split was cut into chunks and batches (at a given CPU thread count).
+the same model in the same memory format, in the same compute batches aligned to image indices
+(roarfast.methods.batches), every random draw keyed by its image's index in the split (roarfast.methods.draws,
+through each batch's `index`), so the stored bytes depend neither on where a chunk was computed nor on how the split
+was cut into chunks and passes (on one device kind and CPU thread count).
 
 Who writes the store: the driver alone. A task returns its chunk's ranks (and maps) and the driver writes them
 through the store's one RankWriter, as a local extraction does, because
@@ -66,17 +67,19 @@ def explained_model(model, device):
 
 class Explainer:
     """What computes a chunk's ranks: the dataset, the model as extraction runs it with its compiled twin (or
-    None), the Selection and its MethodParams, the images per pass, the device and whether maps are kept; a
-    loader per split, made at its first chunk (an in-memory split may be normalized whole, once)."""
+    None), the Selection and its MethodParams, `passes` (the images a pass reads, the images of a compute batch:
+    a multiple of it, roarfast.methods.batches), the device and whether maps are kept; a loader per split, made
+    at its first chunk (an in-memory split may be normalized whole, once)."""
 
-    def __init__(self, ds, models: tuple, selection, params, batch_size: int, device, keep_maps: bool):
+    def __init__(self, ds, models: tuple, selection, params, passes: tuple, device, keep_maps: bool):
         self.ds, self.models, self.selection, self.params = ds, models, selection, params
-        self.batch_size, self.device, self.keep_maps = batch_size, device, keep_maps
+        (self.pass_images, self.compute_batch), self.device, self.keep_maps = passes, device, keep_maps
         self.loaders = {}
 
     def ranks(self, chunk: Chunk, on_batch=None) -> dict:
         """{method: (ranks, maps or None, NaN/Inf map values)} of `chunk`'s rows in order (CPU tensors), its
-        rows taken `batch_size` at a time; `on_batch(images)` after each batch."""
+        rows read `pass_images` at a time and computed `compute_batch` at a time (aligned to image indices where
+        the chunk begins at a multiple of it: every chunk of a new store); `on_batch(images)` after each batch."""
         if chunk.split not in self.loaders:
             self.loaders[chunk.split] = split_loader(self.ds, chunk.split, self.device)
         part = self.ds.split(chunk.split)
@@ -94,8 +97,9 @@ class Explainer:
         out = {m: [torch.empty(shape, dtype=ops.rank_dtype(math.prod(row))),
                    torch.empty(shape, dtype=torch.float16) if self.keep_maps else None, 0] for m in chunk.methods}
         done = 0
-        for x, y, index in self.loaders[chunk.split].batches(torch.arange(chunk.start, chunk.stop),
-                                                             self.batch_size, with_index=True):
+        passes = self.loaders[chunk.split].batches(torch.arange(chunk.start, chunk.stop), self.pass_images,
+                                                   with_index=True)
+        for x, y, index in _compute_batches(passes, self.compute_batch):
             maps = _batch_maps(groups, self.params, part, x, y, index.cpu())
             n = index.shape[0]
             for m in chunk.methods:
@@ -113,6 +117,20 @@ class Explainer:
         if done != shape[0]:  # an empty row would be written as ranks
             raise RuntimeError(f"the loader gave {done} of chunk {chunk.index}'s {shape[0]} rows")
         return {m: tuple(value) for m, value in out.items()}
+
+
+def _compute_batches(passes, batch: int):
+    """(x, y, index) of each compute batch of `batch` images of the passes (x, y, index) a loader yields: a pass
+    of one is itself; a pass of several is cut, each piece copied into memory of its own, as a pass of one has it
+    (a kernel may take another path for data at another alignment)."""
+    for x, y, index in passes:
+        whole = x.shape[0] <= batch
+        for start in range(0, x.shape[0], batch):
+            piece = (x, y, index) if whole else (x[start:start + batch].clone(), y[start:start + batch],
+                                                 index[start:start + batch])
+            yield piece
+            del piece
+        del x, y, index  # freed before the loader makes the next pass, which then reuses their blocks
 
 
 def _batch_maps(groups, params, part, x, y, index) -> dict:
@@ -159,17 +177,19 @@ def check_nameable(executor: str, dataset_name: str, model_name: str | None, met
 
 
 def task_settings(view: dict, selection, *, base: str | None, checkpoint: str | None, device: str, threads: int,
-                  batch_size: int, amp: str, keep_maps: bool, compile: bool) -> dict:
+                  passes: tuple, amp: str, keep_maps: bool, compile: bool) -> dict:
     """What a worker needs to compute chunks as this process would: what the driver sees of the run directory
     (`view`, worker_view.driver_view: its absolute path, the data's record, which says how to load the data of
     its fingerprint), the base model's id and weights' sha256, the estimators (names, values, arguments,
-    ranking, seed, and the identity of each one's ranks, checked there), the device type and CPU threads, the
-    images per pass, --amp, keep maps, compile, and the import paths the user named."""
+    ranking, seed, the compute batch the request set, and the identity of each one's ranks, checked there), the
+    device type and CPU threads, the images per pass and per compute batch (`passes`, the driver's: the same
+    batches wherever a chunk is computed), --amp, keep maps, compile, and the import paths the user named."""
     return {"view": view, "dataset": view["dataset"], "base": base, "checkpoint": checkpoint,
             "methods": selection.names, "values": dict(selection.values), "args": dict(selection.args),
             "granularity": selection.granularity, "reduction": selection.reduction, "seed": selection.seed,
+            "compute_batch": selection.compute_batch,
             "identities": {m: selection.ranks_identity(m) for m in selection.names}, "device": device,
-            "threads": threads, "batch_size": batch_size, "amp": amp, "keep_maps": keep_maps, "compile": compile,
+            "threads": threads, "passes": list(passes), "amp": amp, "keep_maps": keep_maps, "compile": compile,
             "imports": named_imports()}
 
 
@@ -187,7 +207,8 @@ def worker_explainer(run_dir: str, settings: dict, node: str | None = None) -> E
         with user_named(settings["imports"]):  # what the driver's user named: the records may name it here too
             ds = driver_data(run, settings["view"], node)
             selection = Selection(resolve_methods(settings["methods"]), settings["values"], settings["args"],
-                                  settings["granularity"], settings["reduction"], settings["seed"])
+                                  settings["granularity"], settings["reduction"], settings["seed"],
+                                  settings["compute_batch"])
             model = None
             if selection.needs_model:
                 model, meta = run.load_base_model(ds, device, settings["base"])
@@ -204,6 +225,6 @@ def worker_explainer(run_dir: str, settings: dict, node: str | None = None) -> E
             models = (model, torch.compile(model) if settings["compile"] else None)
         params = selection.method_params(ds, device, settings["amp"])
         _EXPLAINERS.clear()
-        _EXPLAINERS[key] = Explainer(ds, models, selection, params, settings["batch_size"], device,
+        _EXPLAINERS[key] = Explainer(ds, models, selection, params, tuple(settings["passes"]), device,
                                      settings["keep_maps"])
     return _EXPLAINERS[key]

@@ -4,7 +4,7 @@ import click
 
 from roarfast.cli.commands import command
 from roarfast.cli.errors import friendly_errors
-from roarfast.cli.options import (METHOD_FORMS, NAMED_AGAIN, chunk_images_option, executor_options, field_option,
+from roarfast.cli.options import (METHOD_FORMS, NAMED_AGAIN, chunk_images_option, compute_batch_option, executor_options, field_option,
                                   method_arg_option, model_option, options_of, parameter_options, trust_option)
 from roarfast.common.options import CHUNKS, parse_list
 from roarfast.common.run_options import RunOptions
@@ -17,7 +17,8 @@ from roarfast.planning.grid_options import GridOptions
 @options_of(DataOptions, "data")
 @click.option("--method", "methods", default="sg-sq", help=METHOD_FORMS)
 @click.option("--split", "splits", default="train,test", help="splits to attribute, comma-separated")
-@click.option("--batch-size", type=int, default=None, help="images per batch (default: by device)")
+@click.option("--batch-size", type=int, default=None,
+              help="images a pass reads, rounded to whole compute batches (default: one compute batch)")
 @parameter_options
 @method_arg_option
 @field_option(GridOptions, "amp", help="autocast for the model's passes (auto: bf16 on GPU, off on CPU)")
@@ -27,11 +28,12 @@ from roarfast.planning.grid_options import GridOptions
               help="torch.compile the model for its passes (pays a compile first; worth it on large runs)")
 @executor_options(CHUNKS)
 @chunk_images_option
+@compute_batch_option
 @model_option(NAMED_AGAIN)
 @trust_option
 @friendly_errors
 def extract(run, data, methods, splits, batch_size, method_arg, amp, keep_maps, force, compile_model, executor,
-            chunk_images, model, **parameters):
+            chunk_images, compute_batch, model, **parameters):
     """Attribution maps for every train and test image -> per-pixel ranks in the rank store. A store made with
     other values (a parameter, an argument, the estimator's code, the base model) is made again. Resumable chunk
     by chunk; on a Ray cluster (--executor ray) each chunk left is a task, written here as it comes back."""
@@ -42,7 +44,7 @@ def extract(run, data, methods, splits, batch_size, method_arg, amp, keep_maps, 
     RunDir(run.run_dir).check_named_model(model)
     options = ExtractOptions(methods=methods, splits=parse_list(splits), batch_size=batch_size, amp=amp,
                              keep_maps=keep_maps, force=force, compile=compile_model, method_args=method_arg,
-                             chunk_images=chunk_images, **parameters)
+                             chunk_images=chunk_images, compute_batch=compute_batch, **parameters)
     summary = run_extract(run.run_dir, options, **data.stage_arguments(), **run.stage_arguments(),
                           executor=executor.make())
     click.echo(summary_line(summary, RunDir(run.run_dir).ranks_root))

@@ -42,5 +42,6 @@ def retrain(run, data, fractions, methods, modes, seeds, model, epochs, recipe, 
     options = built(RetrainOptions, fractions=tuple(fractions), methods=methods, modes=parse_list(modes), seeds=seeds,
                     model=model, epochs=epochs, fill=fill, amp=amp, mask_only=mask_only, recipe=recipe)
     rows = run_retrain(run.run_dir, options, **data.stage_arguments(), **run.stage_arguments(),
-                       group_size=layout.group_size, workers_per_cell=layout.workers_per_cell, name=name)
+                       group_size=layout.group_size, workers_per_cell=layout.workers_per_cell, name=name,
+                       threads_per_cell=layout.threads_per_cell)
     click.echo(retrain_table(rows))

@@ -4,7 +4,7 @@ import click
 
 from roarfast.cli.commands import command
 from roarfast.cli.errors import built, friendly_errors
-from roarfast.cli.options import (chunk_images_option, executor_options, method_arg_option, name_option, options_of,
+from roarfast.cli.options import (chunk_images_option, compute_batch_option, executor_options, method_arg_option, name_option, options_of,
                                   trust_option)
 from roarfast.common.options import CELLS, CHUNKS
 from roarfast.common.run_options import CellLayout, RunOptions
@@ -22,6 +22,7 @@ from roarfast.planning.grid_options import GridOptions
 @method_arg_option
 @executor_options(CELLS, CHUNKS)
 @chunk_images_option
+@compute_batch_option
 @click.option("--dry-run", is_flag=True, help="print the plan (what is reused by id, what is made, cells done and to "
               "do; per stage images, bytes on disk, peak memory, device-hours, ETA) and stop")
 @click.option("--plan-device", type=click.Choice(list(STATED)), default=None,
@@ -34,7 +35,7 @@ from roarfast.planning.grid_options import GridOptions
 @name_option
 @trust_option
 @friendly_errors
-def sweep(run, data, grid, gradcam_layer, method_arg, executor, chunk_images, dry_run, plan_device, plan_workers,
+def sweep(run, data, grid, gradcam_layer, method_arg, executor, chunk_images, compute_batch, dry_run, plan_device, plan_workers,
           layout, name):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
     mask-only control) that results.sqlite lacks. Safe to kill and rerun; several sweeps may share a run
@@ -48,6 +49,7 @@ def sweep(run, data, grid, gradcam_layer, method_arg, executor, chunk_images, dr
     run_sweep(run.run_dir, built(grid.grid, run.seed), executor=executor.make(), dry_run=dry_run,
               **data.stage_arguments(), **run.stage_arguments(),
               extract_options=built(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
-                                    chunk_images=chunk_images),
+                                    chunk_images=chunk_images, compute_batch=compute_batch),
               echo=click.echo, group_size=layout.group_size, workers_per_cell=layout.workers_per_cell,
-              plan_device=plan_device, plan_workers=plan_workers, name=name)
+              plan_device=plan_device, plan_workers=plan_workers, name=name,
+              threads_per_cell=layout.threads_per_cell)

@@ -21,23 +21,24 @@ from roarfast.execution.registry import register_executor
 @dataclass(frozen=True)
 class RayOptions:
     """--executor ray: the cluster (`address`, None: a local Ray instance), each extraction task's resources (a
-    chunk of a split's images) and each retraining cell's. CPUs None: as many as the threads this process
-    computes with (local_threads), so that Ray's ranks and rows equal the local executor's; 1 where GPUs are asked
-    for."""
+    chunk of a split's images) and each retraining cell's. A CPU task computes with its CPUs as threads where they
+    are given, else with the threads this process computes with (local_threads), so that Ray's ranks and rows
+    equal the local executor's, reserving as many CPUs (at most the largest node's: task_resources); 1 CPU where
+    GPUs are asked for."""
 
     address: str | None = flag("--address", uses=(CELLS, CHUNKS),
                                help="Ray cluster address (default: start a local Ray instance)")
     cpus_per_task: float | None = flag(
         "--cpus-per-task", kind=float, uses=(CHUNKS,),
         help="Ray: CPUs per extraction task, each a thread  [default: the threads of this process (torch's count: one "
-             "per core, or OMP_NUM_THREADS), so that the ranks equal a local extraction's; 1 with --gpus-per-task]")
+             "per core, or OMP_NUM_THREADS), so that the ranks equal a local extraction's, reserving at most the largest "
+             "node's CPUs (a line says so); 1 with --gpus-per-task]")
     gpus_per_task: float = flag("--gpus-per-task", default=0.0, kind=float, uses=(CHUNKS,), show_default=True,
                                 help="Ray: GPUs per extraction task (then computed on CUDA), fractions allowed")
     cpus_per_cell: float | None = flag(
         "--cpus-per-cell", kind=float, uses=(CELLS,),
-        help="Ray: CPUs per cell (per worker with --workers-per-cell), each a training thread  [default: the threads "
-             "a cell trains with under --executor local (torch's count: one per core, or OMP_NUM_THREADS), so both "
-             "give the same rows]")
+        help="Ray: CPUs each cell (each worker of one) reserves, and its threads without --threads-per-cell  "
+             "[default: its threads, at most the largest node's CPUs]")
     gpus_per_cell: float = flag("--gpus-per-cell", default=0.0, kind=float, uses=(CELLS,),
                                 help="Ray: GPUs per cell, fractions allowed (0.25: four small models share a GPU); 1 "
                                      "with --workers-per-cell (a GPU per worker)")
@@ -68,22 +69,34 @@ class RayExecutor(Executor):
             raise UserError(f"--workers-per-cell {workers} takes one GPU per worker: --gpus-per-cell 1 (or 0 on "
                             f"CPUs), got {self.options.gpus_per_cell:g}")
 
+    def cell_threads(self, device, threads: int | None, *, workers_per_cell: int = 1, cell_processes: int = 1) -> int:
+        """`threads`, else --cpus-per-cell on CPUs where given, else as the local executor's cells train with (this
+        process's threads, shared by a data-parallel cell's workers on CPUs), whatever the nodes hold."""
+        if threads is not None:
+            return threads
+        cpus, gpus = self.options.cpus_per_cell, self.options.gpus_per_cell
+        if gpus > 0:
+            return local_threads()
+        return max(1, int(cpus)) if cpus is not None else max(1, local_threads() // workers_per_cell)
+
     def run_cells(self, trainer, pending: list, claims, *, group_size: int, workers_per_cell: int,
-                  cell_processes: int) -> None:
-        """One Ray task per group of `group_size` cells (with one cell's resources, times its workers); this
-        process claims each cell before submitting it, keeps its heartbeat, and finishes it when the task
-        returns, under the same claim when Ray runs the task again after its node died."""
+                  cell_processes: int, threads: int) -> None:
+        """One Ray task per group of `group_size` cells (with one cell's resources, times its workers), each cell
+        trained with `threads` threads; this process claims each cell before submitting it, keeps its heartbeat,
+        and finishes it when the task returns, under the same claim when Ray runs the task again after its node
+        died."""
         # late: loads torch and the cell trainer, and every --help lists this backend's options
         from roarfast.execution.executors import POLL_S, execute_elsewhere
         from roarfast.stages.cell_workers import worker_settings
-
         ray = connect(self.options)
         workers = workers_per_cell
-        cpus, gpus = task_resources(ray, self.options.cpus_per_cell, self.options.gpus_per_cell, workers)
+        cpus, gpus, threads, note = task_resources(ray, self.options.cpus_per_cell, self.options.gpus_per_cell,
+                                                   workers, threads=threads)
+        if note:
+            claims.echo(f"[sweep] {note}")
         remote = ray.remote(num_cpus=cpus * workers, num_gpus=gpus * workers, max_retries=RAY_TASK_RETRIES,
                             retry_exceptions=False)(_ray_train_cells)
-        settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu",
-                                   max(1, int(cpus)) if gpus == 0 else local_threads(), workers)
+        settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu", threads, workers)
         settings["grouping"]["size"] = group_size
         run_dir = settings["view"]["run_dir"]
         execute_elsewhere(trainer, pending, claims, group_size,
@@ -141,19 +154,21 @@ def _ray_chunk(run_dir: str, settings: dict, chunk) -> dict:
 
 
 class RayChunks:
-    """Chunks computed as Ray tasks on the cluster of `options` (a RayOptions), each with
-    --cpus-per-task CPUs (default: this process's threads, at most the largest node's) and --gpus-per-task GPUs
-    (then on CUDA). A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES); as many are in
-    flight as the live nodes run, counted again as nodes leave or join (with none left, it waits for one)."""
+    """Chunks computed as Ray tasks on the cluster of `options` (a RayOptions), each with --cpus-per-task CPUs and
+    threads (default: this process's threads, reserving at most the largest node's CPUs, which `note` then says)
+    and --gpus-per-task GPUs (then on CUDA). A task whose worker or node dies runs again elsewhere
+    (RAY_TASK_RETRIES); as many are in flight as the live nodes run, counted again as nodes leave or join (with
+    none left, it waits for one)."""
 
     def __init__(self, options):
         # late: loads torch, and every --help lists this backend's options
         import torch
 
         self.ray = connect(options)
-        self.cpus, self.gpus = task_resources(self.ray, options.cpus_per_task, options.gpus_per_task, unit="task")
+        self.cpus, self.gpus, self.threads, note = task_resources(self.ray, options.cpus_per_task,
+                                                                  options.gpus_per_task, unit="task")
+        self.note = note and f"extract: {note}"
         self.device = torch.device("cuda" if self.gpus > 0 else "cpu")
-        self.threads = max(1, int(self.cpus)) if self.gpus == 0 else local_threads()
 
     def results(self, run_dir: str, settings: dict, chunks: list):
         """Yields (chunk, {method: (ranks, maps or None, NaN/Inf count)}, node id) as the tasks of `chunks`
