@@ -14,10 +14,10 @@ from pathlib import Path
 
 import click
 
-from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, _data_options, _fractions, _friendly_errors,
-                                  _load_config, _options, amp_option, data_options, executor_options, method_arg_option,
-                                  model_option, name_option, parameter_options, recipe_option, run_options,
-                                  trust_option)
+from roarfast.cli.options import (DEFAULT_RUN_DIR, OneLineGroup, SeedsType, _data_options, _fractions,
+                                  _friendly_errors, _load_config, _options, amp_option, data_options, executor_options,
+                                  margin_option, method_arg_option, model_option, name_option, parameter_options,
+                                  recipe_option, run_options, seeds_plan_options, trust_option)
 from roarfast.cli.doctor import report_lines
 from roarfast.cli.listing import KINDS as LIST_KINDS, listing, listing_lines
 from roarfast.fills import DEFAULT_FILL, FILLS, ROAD_FILL
@@ -187,7 +187,11 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @click.option("--fraction", "fractions", multiple=True, callback=_fractions, default=None,
               help="fractions removed (ROAR) or kept (KAR); repeat or comma-separate (default: the preset's)")
 @click.option("--mode", "modes", default=None, help=f"{', '.join(MODES)} or {','.join(MODES)} (default: the preset's)")
-@click.option("--seeds", type=int, default=None, help="retrainings per cell, seeds --seed.. (default: the preset's)")
+@click.option("--seeds", type=SeedsType(), default=None,
+              help="retrainings per cell, seeds --seed.., or `auto`: seeds added in stages only where a verdict is "
+                   "undecided, at the stated error rates (default: the preset's)")
+@seeds_plan_options
+@margin_option
 @click.option("--control/--no-control", default=None,
               help="the mask-only control beside every cell (default: on)")
 @click.option("--control-seeds", type=int, default=None,
@@ -224,7 +228,7 @@ def retrain(run_dir, device, seed, progress, dataset, data_dir, data_option, fra
 @trust_option
 @_friendly_errors
 def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, preset, methods, fractions, modes, seeds,
-          control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
+          detect, max_seeds, margin, control, control_seeds, fill, model, epochs, recipe, amp, gradcam_layer, method_arg, executor, address,
           cpus_per_task, gpus_per_task, chunk_images, cpus_per_cell, gpus_per_cell, dry_run, plan_device, plan_workers,
           group_size, workers_per_cell, name):
     """The whole grid: base model, ranks, then every cell (method x mode x fraction x seed, each with its
@@ -236,18 +240,28 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
 
     if not dry_run and (plan_device is not None or plan_workers != 1):
         raise click.UsageError("--plan-device and --plan-workers cost a dry run: add --dry-run")
+    if max_seeds is not None and seeds != "auto":
+        raise click.UsageError("--max-seeds caps --seeds auto: add --seeds auto")
+    auto = seeds == "auto"
     grid = _options(preset_grid, name=preset, methods=methods, fractions=tuple(fractions) if fractions else None,
-                    modes=None if modes is None else parse_list(modes), seeds=seeds, control=control,
+                    modes=None if modes is None else parse_list(modes), seeds=None if auto else seeds, control=control,
                     control_seeds=control_seeds, fill=fill, model=model, epochs=epochs, amp=amp, first_seed=seed,
                     recipe=recipe or None)
     ray = _options(RayOptions, address=address, cpus_per_cell=cpus_per_cell, gpus_per_cell=gpus_per_cell,
                    cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
-    run_sweep(run_dir, grid, executor=make_executor(executor, ray), dry_run=dry_run, dataset=dataset,
-              data_dir=data_dir, dataset_options=data_option, device=device, seed=seed, progress=progress,
-              extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
-                                       chunk_images=chunk_images),
-              echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,
-              plan_workers=plan_workers, name=name)
+    swept = dict(executor=make_executor(executor, ray), dry_run=dry_run, dataset=dataset,
+                 data_dir=data_dir, dataset_options=data_option, device=device, seed=seed, progress=progress,
+                 extract_options=_options(ExtractOptions, gradcam_layer=gradcam_layer, method_args=method_arg,
+                                          chunk_images=chunk_images),
+                 echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,
+                 plan_workers=plan_workers, name=name)
+    detect, margin = (None if v is None else v / 100 for v in (detect, margin))
+    if auto:  # late: loads torch, and --help imports this module
+        from roarfast.stages.seeds_auto import run_seeds_auto
+
+        run_seeds_auto(run_dir, grid, detect=detect, max_seeds=max_seeds, margin=margin, **swept)
+    else:
+        run_sweep(run_dir, grid, seeds_plan={"detect": detect}, **swept)
 
 
 @main.command()
@@ -260,16 +274,17 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
 @click.option("--method", "methods", default=None, help=METHOD_FORMS + " (default: the quick preset's)")
 @click.option("--seeds", type=int, default=None, help="retrainings per cell (default: the quick preset's 3)")
 @click.option("--epochs", type=int, default=None, help="training epochs of each cell (default: the quick preset's)")
+@margin_option
 @name_option
 @_friendly_errors
-def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds, epochs, name):
+def run(run_dir, device, seed, progress, data_option, fractions, methods, seeds, epochs, margin, name):
     """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
     with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
     # late: loads torch, and --help imports this module
     from roarfast.stages.demo import run_demo
 
     run_demo(run_dir, device=device, seed=seed, progress=progress, fractions=fractions, methods=methods, seeds=seeds,
-             epochs=epochs, dataset_options=data_option, name=name)
+             epochs=epochs, dataset_options=data_option, name=name, margin=margin)
 
 
 @main.command()
@@ -336,9 +351,10 @@ def leakage(run_dir, device, seed, progress, dataset, data_dir, data_option, fil
 @click.option("--figure-format", "figure_formats", default="png", metavar="png,svg,pdf",
               help="the figures' formats, comma-separated (the page embeds the PNG, else the SVG)")
 @click.option("--dpi", type=int, default=None, help="a PNG figure's resolution  [default: the report's, for a screen]")
+@margin_option
 @trust_option
 @_friendly_errors
-def report(run_dir, out_dir, config, every, figure_formats, dpi):
+def report(run_dir, out_dir, config, every, figure_formats, dpi, margin):
     """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, with
     the tables a paper quotes as tables.tex (booktabs) and tables.md, for the configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
     otherwise; its first lines list the other configurations and the command that reports each."""
@@ -347,7 +363,8 @@ def report(run_dir, out_dir, config, every, figure_formats, dpi):
 
     if config is not None and every:
         raise click.UsageError("--config and --all: give one of them")
-    written = write_report(run_dir, out_dir, config=ALL if every else config, figure_formats=figure_formats, dpi=dpi)
+    written = write_report(run_dir, out_dir, config=ALL if every else config, figure_formats=figure_formats, dpi=dpi,
+                           margin=margin)
     for line in written.verdict_lines():
         click.echo(line)
     click.echo(f"report: {written.index_html}")

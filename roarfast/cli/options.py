@@ -354,3 +354,34 @@ method_arg_option = click.option(
     help="an estimator's parameter or argument, repeatable, values read as YAML (--method-arg samples=30, "
          "--method-arg sliding_window_shapes=[3,8,8] for captum:Occlusion); each estimator gets those it takes, "
          "and a name none takes is refused with what each takes")
+
+
+#: --margin of report, sweep and run (points; roarfast.stats.levels.MARGIN says why 5)
+margin_option = click.option(
+    "--margin", type=click.FloatRange(min=0, max=100, min_open=True, max_open=True), default=None, metavar="POINTS",
+    help="the smallest accuracy difference worth reporting, in points: a learner must beat chance by more to show "
+         "learning, an estimator within it of random is \"no different\" (two one-sided tests)  [default: the one the "
+         "sweep recorded, else 5]")
+
+
+class SeedsType(click.ParamType):
+    """--seeds of sweep: a number of seeds, or `auto` (added where a verdict is undecided: roarfast.stages.seeds_auto)."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, int) or value == "auto":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"expected a number of seeds or `auto`, got {value!r}", param, ctx)
+
+
+#: --detect and --max-seeds of sweep: what the seeds are planned for
+seeds_plan_options = _stack(
+    click.option("--detect", type=click.FloatRange(min=0, max=100, min_open=True), default=None, metavar="POINTS",
+                 help="the difference from random (accuracy points) the seeds should detect with 80% power: the dry "
+                      "run says how many seeds that needs; with --seeds auto, the most seeds it adds"),
+    click.option("--max-seeds", type=click.IntRange(min=2, max=1000), default=None,
+                 help="--seeds auto: the most seeds per cell  [default: what --detect needs, at most 10]"))

@@ -24,6 +24,7 @@ from roarfast.stages.cells import CellTrainer, cell_recipe
 from roarfast.rundir.checkpoint import recorded_model
 from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
+from roarfast.planning import seeds
 from roarfast.planning.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
 from roarfast.rundir.ids import SHOWN_CHARS
 from roarfast import stats
@@ -159,6 +160,7 @@ class Preview:
     configuration: str | None = None  # the id of the configuration the cells belong to, where known
     configuration_known: bool = False  # whether the run directory records that configuration
     warnings: list = field(default_factory=list)  # what to know before training (learning_warnings)
+    seeds: list = field(default_factory=list)  # what the planned seeds detect, what --detect needs (planning.seeds)
 
     @property
     def base_reused(self) -> bool:
@@ -190,6 +192,7 @@ class Preview:
         workers = f"{self.workers} worker" + ("s" if self.workers > 1 else "")
         return [("data", self.data.describe()), ("base model", self._base_text()), ("ranks", self._ranks_text()),
                 ("cells", cells), ("grid", grid), ("progress", progress),
+                *(("seeds", line) for line in self.seeds),
                 ("plan", f"on {self.target.name}, {workers}"), *plan, ("ETA", self._eta_text()),
                 *(("warning", w) for w in self.warnings)]
 
@@ -253,11 +256,13 @@ class Preview:
 
 def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
                   dataset_obj=None, device=None, seed: int = 0, plan_device: str | None = None,
-                  workers: int = 1) -> Preview:
+                  workers: int = 1, seeds_auto: bool = False, detect: float | None = None,
+                  max_seeds: int | None = None) -> Preview:
     """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`selection`: the grid's estimators
     as the sweep or the Study resolved them, a roarfast.methods.selection.Selection, looked up no further;
     `extract_options`: an ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on
-    --plan-device `plan_device` (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers."""
+    --plan-device `plan_device` (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers;
+    `seeds_auto`, `detect`, `max_seeds`: --seeds auto, --detect and --max-seeds (the seeds' lines: planning.seeds)."""
     check_positive("--plan-workers", workers)
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
@@ -294,7 +299,9 @@ def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, 
                       workers=workers, left_out=note, base_id=model_id if data.fingerprint else None,
                       kept_models=tuple(m for m in kept if m != model_id),
                       trained=trained_at(run, model_id) if reused else "", rank_ids=ids,
-                      configuration=configuration, configuration_known=known, warnings=warnings)
+                      configuration=configuration, configuration_known=known, warnings=warnings,
+                      seeds=seeds.lines(seeds.recorded_spread(run, cells_spec.name, data.fingerprint),
+                                        "auto" if seeds_auto else grid.seeds, detect, max_seeds))
     costing = Costing(data, target)
     preview.stages["base model"] = Cost(0.0, "reused") if reused else costing.training(base_spec, base)
     preview.stages["ranks"] = costing.extraction(base_spec, selection.only(remade), extract_options)

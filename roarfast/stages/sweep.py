@@ -31,6 +31,7 @@ from roarfast.planning.estimate import StepTimes, training_seconds
 from roarfast.planning.preview import learning_warnings, outline_of, preview_sweep
 from roarfast.execution.registry import make_executor
 from roarfast.results import RETRAIN, open_results
+from roarfast.rundir.configurations import grid_cells
 from roarfast.rundir.directory import RunDir
 from roarfast.rundir.writing import open_for_writing
 from roarfast.planning.step_times import remember_extraction
@@ -41,14 +42,19 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
               workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
-              plan_workers: int = 1, name: str | None = None) -> dict:
+              plan_workers: int = 1, name: str | None = None, grids: list | None = None,
+              design: dict | None = None, seeds_plan: dict | None = None) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
     processes (data-parallel) or (CPU) side by side in `cell_processes` single-thread processes (executors.
     execute); `dry_run`: prints what it would do (roarfast.planning.preview), its stages costed on `plan_device`
     (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it; `name`:
-    what the user calls the configuration (--name). Returns {"plan": Plan, "rows": [row of each cell of the grid],
-    "configuration": its id} (rows empty and configuration None on a dry run).
+    what the user calls the configuration (--name); `grids`: grid records (roarfast.rundir.configurations.grid_of,
+    with its design) whose cells alone are run and recorded, the cells of `grid` they name (a stage of
+    `--seeds auto`: roarfast.stages.seeds_auto); None: all of `grid`; `design`: the sequential design recorded
+    with each grid (what the report reads the verdicts with); `seeds_plan`: what the dry run says of the
+    seeds (preview_sweep's seeds_auto, detect, max_seeds). Returns {"plan": Plan, "rows": [row of each
+    cell of the grid], "configuration": its id} (rows empty and configuration None on a dry run).
 
     `executor`: where the ranks' chunks and the cells are computed (an Executor, or its name:
     roarfast.execution.registry.make_executor; None: here). `selection`: the grid's estimators as the caller
@@ -65,7 +71,8 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     if dry_run:  # a reader: the run directory as it is, and the selection the run would take
         preview = preview_sweep(RunDir(run_dir), grid, selection, dataset=dataset, data_dir=data_dir,
                                 dataset_options=dataset_options, dataset_obj=dataset_obj, device=device, seed=seed,
-                                extract_options=options, plan_device=plan_device, workers=plan_workers)
+                                extract_options=options, plan_device=plan_device, workers=plan_workers,
+                                **(seeds_plan or {}))
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": [], "configuration": None}
@@ -84,9 +91,16 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
     trainer.check_ranks(selection.names)
-    record = trainer.request(selection.names, grid.record(selection.names), "roarfast.stages.sweep.run_sweep()", name)
+    for asked in grids if grids is not None else [grid.record(selection.names)]:
+        asked = asked if design is None else {**asked, "design": design}
+        record = trainer.request(selection.names, asked, "roarfast.stages.sweep.run_sweep()", name)
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db, selection.names)
+        if grids is not None:  # only the cells the stage asks for
+            keep = grid_cells(grids)
+            plan.cells = [(c, k) for c, k in plan.cells
+                          if (c.method, c.measured_mode, round(c.fraction, 9), c.seed, None if c.control else grid.fill)
+                          in keep]
         plan.estimated = _estimated_rates(ds, model, recipe, device)
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")
