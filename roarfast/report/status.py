@@ -55,8 +55,10 @@ def study_status(cells: list, context, base: dict, cells_epochs, margin: float, 
             reasons.append(f"whether {who[key]} left chance cannot be told: {bounds(j)} holds {threshold}")
             fix.append(_decide_fix(who[key], j, key == "base", context, command))
     if learned["status"] == CONCLUSIVE:
-        reasons.append(f"learning shown: the base model {bounds(judged['base'])} and {who['cells']} "
-                       f"{bounds(judged['cells'])}, the lower ends above {threshold}")
+        shown = " and ".join(f"{who[k]} {bounds(judged[k])}" for k in ("base", "cells") if judged[k] is not None)
+        unknown = [who[k] for k in ("base", "cells") if judged[k] is None]
+        reasons.append(f"learning shown: {shown}, the lower end{'s' if ' and ' in shown else ''} above {threshold}"
+                       + (f" ({' and '.join(unknown)}: not judged, its accuracy or the test split's size unknown)" if unknown else ""))
     return {"status": learned["status"], "reasons": reasons, "fix": fix,
             "learning": {**judged, "where": None if where is None else {
                 "method": where[0], "mode": where[1], "fill": where[2], "fraction": where[3]}},

@@ -177,11 +177,11 @@ def power_lines(summary: dict) -> list[str]:
 
 def head_lines(summary: dict) -> list[str]:
     """What to know before the verdicts: whether the study can answer (status_lines), which configuration is
-    reported and the others with the command that
-    reports each, the configurations when several are reported, what was set aside and why, and each
-    configuration's warnings (random near chance, a weak or undertrained model)."""
+    reported and the others with the command that reports each, the configurations when several are reported,
+    what was set aside and why, each configuration's warnings (random near chance, a weak or undertrained model),
+    and what it could detect (power_lines)."""
     parts = parts_of(summary)
-    lines = status_lines(summary) + power_lines(summary)
+    lines = status_lines(summary)
     lines += [f"reported: {summary['answered']}"] if summary.get("answered") else []
     lines += [f"also in this run directory: [{o['label']}] {o['cells']} cells: `{o['report']}`"
               for o in summary.get("others", [])]
@@ -194,7 +194,7 @@ def head_lines(summary: dict) -> list[str]:
     lines += [f"warning: {w}" for w in common]  # the same in every configuration: said once
     for part in parts:
         lines += [f"{label_prefix(summary, part)}warning: {w}" for w in part.get("warnings", []) if w not in common]
-    return lines
+    return lines + power_lines(summary)
 
 
 def titled(text, part: dict):

@@ -9,8 +9,8 @@ plus the margin:
 - CANNOT_TELL otherwise (the interval straddles it), with the seeds or test images that would decide it.
 
 The study is CONCLUSIVE when every learner judged is SHOWN, INCONCLUSIVE (at chance) when any is AT_CHANCE,
-UNDERPOWERED (cannot tell) otherwise. A learner whose accuracy or chance is unknown is not judged; with none
-judged, the study cannot tell.
+UNDERPOWERED (cannot tell) otherwise. A learner without an interval is not judged (its accuracy unknown, or one
+value on a test split of unknown size: rows before the cells recorded it); with none judged, the study cannot tell.
 """
 
 from dataclasses import dataclass
@@ -101,10 +101,10 @@ def study_learning(cells: list, base_acc: float | None, chance: float | None, n_
     where = least_modified(cells)
     if chance is None:
         return {"status": UNDERPOWERED, "base": None, "cells": None, "where": where}
-    base = None if base_acc is None else judge([base_acc], n_test, chance, margin)
+    base = None if base_acc is None or not n_test else judge([base_acc], n_test, chance, margin)
     judged = None
     if where is not None:
         values = [c["test_acc"] for c in cells if (c["method"], c["mode"], c["fill"], c["fraction"]) == where
                   and c.get("test_acc") is not None]
-        judged = judge(values, n_test, chance, margin)
+        judged = judge(values, n_test, chance, margin) if len(values) >= 2 or n_test else None
     return {"status": status_of([base, judged]), "base": base, "cells": judged, "where": where}
