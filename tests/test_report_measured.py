@@ -99,7 +99,7 @@ def test_random_near_chance_a_weak_base_and_undertraining_are_flagged_first(weak
     assert report.summary["learning"]["cells"]["state"] == "cannot tell"
     index = (run.report_dir / "index.md").read_text()
     assert index.index("## What was measured") < index.index("## Warnings: read before the verdicts") < index.index(
-        "## Ranking")
+        "## NOT A FINDING (the study is UNDERPOWERED): Ranking")
 
 
 def test_healthy_numbers_raise_no_warning(tmp_path):
