@@ -236,6 +236,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     directory (cells are claimed before they are trained)."""
     # late: loads torch, and --help imports this module
     from roarfast.stages.extract import ExtractOptions
+    from roarfast.stages.seeds_auto import run_seeds_auto
     from roarfast.stages.sweep import run_sweep
 
     if not dry_run and (plan_device is not None or plan_workers != 1):
@@ -256,9 +257,7 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
                  echo=click.echo, group_size=group_size, workers_per_cell=workers_per_cell, plan_device=plan_device,
                  plan_workers=plan_workers, name=name)
     detect, margin = (None if v is None else v / 100 for v in (detect, margin))
-    if auto:  # late: loads torch, and --help imports this module
-        from roarfast.stages.seeds_auto import run_seeds_auto
-
+    if auto:
         run_seeds_auto(run_dir, grid, detect=detect, max_seeds=max_seeds, margin=margin, **swept)
     else:
         run_sweep(run_dir, grid, seeds_plan={"detect": detect}, **swept)
