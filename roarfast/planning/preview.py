@@ -27,7 +27,7 @@ from roarfast.data.base import Canvas
 from roarfast.planning import seeds
 from roarfast.planning.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
 from roarfast.rundir.ids import SHOWN_CHARS
-from roarfast import stats
+from roarfast.stats.learning import AT_CHANCE, clearly_above_chance, judge
 from roarfast.modes import MODES
 from roarfast.common.options import check_positive
 from roarfast.common.plugins import shown_method
@@ -347,8 +347,8 @@ def steps_per_cell(recipe, train_images: int) -> int:
 def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[str]:
     """What the dry run warns of before training: cells planned for fewer optimizer steps than this model needed
     to leave chance on this data, by the records (the base models kept of this model and data: the first epoch
-    whose validation accuracy left chance beyond doubt, roarfast.stats.clearly_above_chance; earlier random cells
-    of this model and data
+    whose validation accuracy left chance beyond doubt, roarfast.stats.learning.clearly_above_chance; earlier random
+    cells of this model and data
     that stayed at chance with at least as many steps), else by MIN_CELL_STEPS."""
     train = len(data.train_index)
     planned = steps_per_cell(recipe, train)
@@ -359,7 +359,7 @@ def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[s
         if record.get("model") != model or record.get("dataset_fingerprint") != data.fingerprint:
             continue
         for entry in record.get("history") or []:
-            if entry.get("val_acc") is not None and stats.clearly_above_chance(entry["val_acc"], chance,
+            if entry.get("val_acc") is not None and clearly_above_chance(entry["val_acc"], chance,
                                                                                data.val_images):
                 batch = (record.get("recipe") or {}).get("batch_size") or recipe.batch_size
                 needed.append((entry["epoch"] * math.ceil(train / batch), entry["epoch"]))
@@ -391,7 +391,7 @@ def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[s
 
 def _cells_at_chance(run, data, model: str, chance: float, train: int) -> list:
     """[(steps, epochs, best mean)] of the earlier random cells of `model` on this data (results.sqlite) whose
-    best group (fraction, mode) stayed at chance, per recipe they trained with."""
+    best group (fraction, mode) stayed at chance (roarfast.stats.learning's rule), per recipe they trained with."""
     if not run.results_path.exists():
         return []
     with open_results(run, readonly=True) as db:
@@ -408,7 +408,7 @@ def _cells_at_chance(run, data, model: str, chance: float, train: int) -> list:
     out = []
     for (epochs, batch), by_slot in groups.items():
         values = max(by_slot.values(), key=lambda v: sum(a for a, _n in v) / len(v))
-        if stats.at_chance([a for a, _n in values], chance, values[0][1]):
+        if judge([a for a, _n in values], values[0][1], chance).state == AT_CHANCE:
             steps = epochs * math.ceil(train / batch)
             out.append((steps, epochs, sum(a for a, _n in values) / len(values)))
     return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roarfast.modes import MODES
-from roarfast.stats.intervals import ACCURACY_INTERVAL, accuracy_interval
+from roarfast.stats.intervals import ACCURACY_INTERVAL, accuracy_interval, binomial_interval
 from roarfast.stats.levels import MARGIN, PRIOR_SD
 from roarfast.stats.power import to_decide
 
@@ -108,3 +108,9 @@ def study_learning(cells: list, base_acc: float | None, chance: float | None, n_
                   and c.get("test_acc") is not None]
         judged = judge(values, n_test, chance, margin) if len(values) >= 2 or n_test else None
     return {"status": status_of([base, judged]), "base": base, "cells": judged, "where": where}
+
+
+def clearly_above_chance(accuracy: float, chance: float, n: int) -> bool:
+    """Whether one accuracy over n images has left chance beyond doubt: the lower end of its exact
+    (Clopper-Pearson) interval is above chance (the dry run reads a base model's epochs by it)."""
+    return binomial_interval(accuracy, n)[0] > chance
