@@ -283,8 +283,8 @@ def test_the_dry_run_says_what_the_planned_seeds_detect_and_what_detect_needs(sw
             if text.startswith("seeds: ")]
     detect = stats.detectable(stats.PRIOR_SD, 4)
     assert said == [f"seeds: seeds 4: detect a difference from random of {stats.points(detect)} points with 80% power "
-                    f"at alpha 0.05 (the prior sd of 3 points (no earlier cells of this model on this data; `roarfast "
-                    f"run`'s cells))",
+                    f"at alpha 0.05 (sd 3 points, the stated prior: results.sqlite holds no earlier cells of this model "
+                    f"on this data)",
                     f"seeds: --detect 10: {stats.seeds_needed(0.10, stats.PRIOR_SD)} seeds per cell detect it with 80% "
                     f"power"]
     auto = line(sweep(swept, *grid, "--seeds", "auto", "--max-seeds", "7"), "seeds")

@@ -26,8 +26,8 @@ class Spread:
 
     def describe(self) -> str:
         if not self.groups:
-            return (f"the prior sd of {stats.points(self.sd)} points (no earlier cells of this model on this data; "
-                    f"`roarfast run`'s cells)")
+            return (f"sd {stats.points(self.sd)} points, the stated prior: results.sqlite holds no earlier cells of "
+                    f"this model on this data")
         return (f"sd {stats.points(self.sd)} points, pooled over {self.groups} cell groups ({self.cells} cells) of "
                 f"this model on this data in results.sqlite")
 

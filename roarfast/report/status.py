@@ -72,10 +72,10 @@ def _cells_name(where) -> str:
     return f"random's least-modified cells ({at})" if where[0] == "random" else f"the best cells ({where[0]}, {at})"
 
 
-def with_option(command: str | None, flag: str, value, key: str | None = None) -> str | None:
+def with_option(command: str | None, flag: str, value, key: str | None = None, drop: tuple = ()) -> str | None:
     """`command` (a roarfast command line) with `flag value` in place of its own (or added; `key`: only the
-    flag's `key=...` values are replaced, as for --data-option); None where it is no roarfast command line (a
-    Study's)."""
+    flag's `key=...` values are replaced, as for --data-option) and without the flags `drop` (each with its value);
+    None where it is no roarfast command line (a Study's)."""
     if not command or not command.startswith("roarfast "):
         return None
     words, out = shlex.split(command), []
@@ -86,6 +86,9 @@ def with_option(command: str | None, flag: str, value, key: str | None = None) -
             if word.startswith(f"{flag}=") else None
         if given is not None and (key is None or given.startswith(f"{key}=")):
             i += 2 if word == flag else 1
+            continue
+        if word in drop or word.partition("=")[0] in drop:
+            i += 2 if word in drop else 1
             continue
         out.append(word)
         i += 1
@@ -148,7 +151,7 @@ def _decide_fix(who: str, j: dict, one_model: bool, context, command: str | None
     needs, options = j["needs"] or {}, []
     if not one_model and needs.get("seeds"):
         spread = "the prior spread of 3 points (one seed shows none)" if j["prior"] else "their observed spread"
-        rewritten = with_option(command, "--seeds", needs["seeds"])
+        rewritten = with_option(command, "--seeds", needs["seeds"], drop=("--max-seeds",))  # caps --seeds auto only
         options.append(f"{needs['seeds']} seeds at {spread}" + (f": `{rewritten}`" if rewritten else ""))
     if needs.get("images"):
         rewritten = with_option(command, "--data-option", f"num_test={needs['images']}", "num_test") \

@@ -56,9 +56,9 @@ def run_seeds_auto(run_dir, grid: Grid, *, detect: float | None = None, max_seed
         if not grids:
             echo(f"[sweep] seeds auto: every verdict decided at look {k} ({design.looks[k - 1]} seeds)")
             break
-        asked = sum(len(g["methods"]) for g in grids)
-        echo(f"[sweep] seeds auto: look {k + 1} ({design.looks[k]} seeds) for {asked} undecided estimator and "
-             f"random places")
+        asked = sum(len(g["methods"]) - 1 for g in grids)  # each grid: random and the estimators undecided there
+        echo(f"[sweep] seeds auto: look {k + 1} ({design.looks[k]} seeds) for {asked} undecided verdict(s) at "
+             f"{len(grids)} mode and fraction(s), with random's")
         run_sweep(run_dir, replace(grid, seeds=design.looks[k]), grids=grids, design=recorded, echo=echo, **sweep)
     cells, _base = _cells(run, cid)
     retrained = [c for c in cells if c["mode"] in MODES]
