@@ -136,6 +136,12 @@ def test_learning_is_shown_at_chance_or_cannot_be_told_with_what_would_decide_it
     sd = float(np.std([0.12, 0.30], ddof=1))
     assert spread.state == CANNOT_TELL
     assert accuracy_bounds(0.21, sd, seeds, 1000)[0] > 0.15 >= accuracy_bounds(0.21, sd, seeds - 1, 1000)[0]
+    # 12.7% over 2 close seeds on 500 images: more seeds leave the test split's error, more images the t of 1 df
+    both = judge([0.1234, 0.1306], 500, 0.1)
+    assert both.needs["seeds"] is None and both.needs["images"] is None
+    seeds, images = both.needs["both"]
+    sd = float(np.std([0.1234, 0.1306], ddof=1))
+    assert accuracy_bounds(0.127, sd, seeds, images)[1] <= 0.15 < accuracy_bounds(0.127, sd, seeds, images - 1)[1]
 
 
 def test_auc_trapezoid_by_hand():

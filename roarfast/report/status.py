@@ -157,7 +157,10 @@ def _decide_fix(who: str, j: dict, one_model: bool, context, command: str | None
         rewritten = with_option(command, "--data-option", f"num_test={needs['images']}", "num_test") \
             if "num_test" in (context.meta.get("dataset_options") or {}) else None
         options.append(f"a test split of {needs['images']:,} images" + (f" (`{rewritten}`)" if rewritten else ""))
+    if not options and needs.get("both"):
+        seeds, images = needs["both"]
+        options.append(f"{seeds} seeds and a test split of {images:,} images together (neither alone would)")
     if not options:
         return (f"no number of seeds or test images up to {stats.levels.MOST_SEEDS:,} / "
-                f"{stats.levels.MOST_IMAGES:,} decides whether {who} left chance: its mean sits on the threshold")
+                f"{stats.levels.MOST_IMAGES:,} decides whether {who} left chance: its mean is too near the threshold")
     return f"to decide whether {who} left chance: " + ", or ".join(options)

@@ -56,10 +56,11 @@ def seeds_needed(difference: float, sd: float, alpha: float = ALPHA, power: floa
 def to_decide(mean: float, sd: float | None, k: int, n_test: int | None, threshold: float) -> dict:
     """What would put a learner's interval (roarfast.stats.intervals.accuracy_bounds) wholly on one side of
     `threshold`, its mean's side: {"seeds": the fewest seeds (at the spread `sd` and these n_test images), "images":
-    the fewest test images (at these k seeds)}, each None where none up to MOST_SEEDS / MOST_IMAGES would (or,
-    for seeds, where sd is unknown: one value)."""
+    the fewest test images (at these k seeds), "both": (seeds, images) where neither alone would: the fewest test
+    images at the first of k doubled, redoubled, ... seeds that some would serve}, each None where none up to
+    MOST_SEEDS / MOST_IMAGES would (or, for seeds, where sd is unknown: one value)."""
     if mean == threshold:  # an interval around it always holds it
-        return {"seeds": None, "images": None}
+        return {"seeds": None, "images": None, "both": None}
 
     def decided(k_, n_) -> bool:
         low, high = accuracy_bounds(mean, sd, k_, n_)
@@ -69,7 +70,14 @@ def to_decide(mean: float, sd: float | None, k: int, n_test: int | None, thresho
     if sd is not None:
         seeds = _first(lambda k_: decided(k_, n_test), max(k, LEAST_SEEDS), MOST_SEEDS)
     images = _first(lambda n_: decided(k, n_), n_test or 1, MOST_IMAGES) if n_test else None
-    return {"seeds": seeds, "images": images}
+    both = None
+    if seeds is None and images is None and sd is not None and n_test:
+        more = max(k, LEAST_SEEDS) * 2
+        while more <= MOST_SEEDS and both is None:
+            found = _first(lambda n_: decided(more, n_), n_test, MOST_IMAGES)
+            both = None if found is None else (more, found)
+            more *= 2
+    return {"seeds": seeds, "images": images, "both": both}
 
 
 def _first(ok, low: int, high: int) -> int | None:
