@@ -23,8 +23,11 @@ def pct(value) -> str:
 
 
 def bounds(j: dict) -> str:
-    """"12.0% [6.5%, 17.5%]": a judged learner's mean and interval."""
-    return f"{pct(j['mean'])} [{pct(j['low'])}, {pct(j['high'])}]" if j["low"] is not None else pct(j["mean"])
+    """"12.0% [6.5%, 17.5%]": a judged learner's mean and interval, shown within accuracy's range (summary.json
+    keeps the raw bounds, which a t-interval near 100% passes)."""
+    if j["low"] is None:
+        return pct(j["mean"])
+    return f"{pct(j['mean'])} [{pct(max(0.0, j['low']))}, {pct(min(1.0, j['high']))}]"
 
 
 def study_status(cells: list, context, base: dict, cells_epochs, margin: float, command: str | None) -> dict:
@@ -120,7 +123,7 @@ def _base_fix(base: dict, context, command: str | None) -> str:
     if meta.get("seed"):
         words += ["--seed", str(meta["seed"])]
     again = f", then `{command}` again (it takes the new base model)" if command else ", then run the study again"
-    trained = f" (it trained {epochs} epochs)" if epochs else ""
+    trained = f" (it trained {epochs} epoch{'' if epochs == 1 else 's'})" if epochs else ""
     return (f"train the base model longer{trained}: `{shlex.join(words)}`{again}; or on more images (the dataset's "
             f"num_train option); check that it beats chance clearly before extracting")
 
