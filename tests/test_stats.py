@@ -15,6 +15,7 @@ from roarfast.stats.difference import VERDICTS, classify
 from roarfast.stats.intervals import accuracy_bounds
 from roarfast.stats.learning import AT_CHANCE, CANNOT_TELL, SHOWN, judge
 from roarfast.stats.levels import ALPHA
+from roarfast.stats.power import detectable_welch
 
 
 def test_t_interval_by_hand():
@@ -105,6 +106,12 @@ def test_the_detectable_difference_has_80_percent_power_by_the_noncentral_t():
     noncentral = d * math.sqrt(n / 2)
     power = sps.nct.sf(crit, df, noncentral) + sps.nct.cdf(-crit, df, noncentral)
     assert power == pytest.approx(0.8, abs=1e-3)
+    # a verdict's: Welch's test at its own standard error and degrees of freedom
+    se, df_welch = 0.012, 3.4
+    found = detectable_welch(se, df_welch)
+    crit = sps.t.ppf(0.975, df_welch)
+    assert sps.nct.sf(crit, df_welch, found / se) + sps.nct.cdf(-crit, df_welch, found / se) == pytest.approx(0.8)
+    assert detectable_welch(se, 50) < found  # more degrees of freedom, less to detect
     needed = stats.seeds_needed(0.05, sd)  # the fewest seeds that detect 5 points at sd 3
     assert stats.detectable(sd, needed) <= 0.05 < stats.detectable(sd, needed - 1)
 

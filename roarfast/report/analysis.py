@@ -15,6 +15,8 @@ from collections import defaultdict
 
 from roarfast import stats
 from roarfast.stats.difference import VERDICTS, classify
+from roarfast.stats.intervals import welch_se_df
+from roarfast.stats.power import detectable_welch
 from roarfast.stats.sequential import Design, decide
 from roarfast.modes import LOWER_IS_BETTER, MODES, control_mode, is_control
 from roarfast.report.load import method_order, mode_order
@@ -287,11 +289,11 @@ def _decide(entries: list, estimators: dict, random: dict, lower_is_better: bool
             [estimators[e["method"]][s] for s in sorted(estimators[e["method"]])][:n]
         rv = [random[s] for s in sorted(random)][:n] if design is not None else list(random.values())
         interval = stats.welch_interval(rv, values)
-        sd = stats.pooled_sd([rv, values])
+        se, df = welch_se_df(rv, values)
         e.update({k: _number(result[k][i]) for k in ("p", "p_holm", "p_equivalence", "p_equivalence_holm")})
         e.update(verdict=VERDICTS[int(result["code"][i])], diff=interval.mean, diff_low=interval.low,
                  diff_high=interval.high, g=stats.hedges_g(rv, values), level=levels[i],
-                 detectable=None if sd is None else stats.detectable(sd, len(values), len(rv), levels[i]),
+                 detectable=detectable_welch(se, df, levels[i]),
                  look=None if design is None else int(look))
 
 

@@ -6,13 +6,17 @@ or test images that would settle whether a learner left chance (the learning rul
 import math
 
 import numpy as np
+from scipy import optimize
+from scipy import stats as sps
 from statsmodels.stats.power import TTestIndPower
 
 from roarfast.stats.intervals import accuracy_bounds
 from roarfast.stats.levels import ALPHA, MOST_IMAGES, MOST_SEEDS, POWER
 
 DETECTABLE = ("the smallest difference detected with 80% power by a two-sided two-sample t-test at alpha 0.05 "
-              "(before Holm's correction), k seeds each, the seed-to-seed sd pooled over the cell groups")
+              "(before Holm's correction): for a plan, k seeds each at the seed-to-seed sd pooled over the cell groups "
+              "(statsmodels); for a verdict, Welch's test at the standard error and degrees of freedom it was drawn "
+              "with (scipy's noncentral t)")
 #: the fewest seeds per arm a t-test can be drawn from
 LEAST_SEEDS = 2
 
@@ -35,6 +39,24 @@ def detectable(sd: float, n_a: int, n_b: int | None = None, alpha: float = ALPHA
         raise ValueError(f"a t-test needs >= {LEAST_SEEDS} values per group, got {n_a} and {n_b}")
     d = TTestIndPower().solve_power(effect_size=None, nobs1=n_a, ratio=n_b / n_a, alpha=alpha, power=power)
     return float(d * sd)
+
+
+def detectable_welch(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest difference of means that Welch's two-sided test of standard error `se` and `df` degrees of
+    freedom detects with `power` (a verdict's: the spread and seeds it was drawn from): power from scipy's
+    noncentral t, solved for the difference; 0 where se is 0 (no spread: any difference is told apart)."""
+    if se == 0:
+        return 0.0
+    crit = sps.t.isf(alpha / 2, df)
+
+    def short(d):  # the power at difference d, less the power wanted
+        wrong_side = sps.nct.cdf(-crit, df, d / se)  # vanishing (scipy gives NaN there) once d is large
+        return sps.nct.sf(crit, df, d / se) + (wrong_side if math.isfinite(wrong_side) else 0.0) - power
+
+    high = se * (crit + 1.0)
+    while short(high) < 0:  # widened step by step: scipy's noncentral t fails far out in its tail
+        high *= 1.5
+    return float(optimize.brentq(short, 0.0, high))
 
 
 def seeds_needed(difference: float, sd: float, alpha: float = ALPHA, power: float = POWER,
