@@ -199,8 +199,9 @@ class Study:
                          extract_options=self.extract_options, echo=self._echo, group_size=self.group_size,
                          workers_per_cell=self.workers_per_cell, executor=self.executor, selection=self.selection,
                          name=self.name)
-            swept = run_sweep(self.run_dir, grid, **swept) if self.auto is None else run_seeds_auto(
-                self.run_dir, grid, margin=margin_of(self.margin, "margin"), **self.auto, **swept)
+            margin = margin_of(self.margin, "margin")
+            swept = run_sweep(self.run_dir, grid, reading=None if margin is None else {"margin": margin}, **swept) \
+                if self.auto is None else run_seeds_auto(self.run_dir, grid, margin=margin, **self.auto, **swept)
         return self.results(config=swept["configuration"])
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):

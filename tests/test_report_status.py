@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from roarfast import stats
+from roarfast.errors import UserError
 from roarfast.report import write_report
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.rundir.directory import RunDir
@@ -186,3 +187,21 @@ def test_what_was_measured_names_the_estimators_parameters_versions_and_threads(
             in index)
     assert "| versions | numpy 2.4.6, python 3.11.7, roarfast 0.1.0, torch 2.14.1 |" in index
     assert "| CPU threads per cell | 2 |" in index
+
+
+def test_the_report_reads_the_margin_and_design_its_requests_recorded_and_a_given_margin_wins(tmp_path):
+    from types import SimpleNamespace
+
+    from roarfast.report.analysis import design_of
+
+    grids = [{"margin": 0.02}, {"margin": 0.03, "design": {"looks": [3, 5], "alpha": 0.05, "detect": 0.05,
+                                                           "max_seeds": 5}}]
+    design, recorded = design_of(SimpleNamespace(record={"grids": grids}))
+    assert design.looks == (3, 5) and recorded == {"margin": 0.03, "detect": 0.05, "max_seeds": 5}
+    assert design_of(SimpleNamespace(record={"grids": grids[:1]})) == (None, {"margin": 0.02})
+    run = hand_made_run(tmp_path / "run", LEARNED, base_acc=0.9)
+    assert write_report(run.root).summary["margin"] == stats.MARGIN  # nothing recorded: the default
+    wide = write_report(run.root, margin=60).summary  # points: random's 62% no longer above chance + 60
+    assert wide["margin"] == 0.6 and wide["status"] == "inconclusive"
+    with pytest.raises(UserError, match="--margin should be a number of accuracy points between 0 and 100"):
+        write_report(run.root, margin=0)

@@ -23,8 +23,7 @@ def test_seeds_are_added_only_where_undecided_and_the_report_reads_the_same_look
                                        "--model", "fastnet-small", *DATA])
     assert result.exit_code == 0, result.output
     (record,) = configurations(RunDir(run_dir))
-    designs = [g["design"] for g in record["grids"]]
-    assert designs and all(d["looks"] == [3, 5] and d["margin"] == 0.05 for d in designs)
+    assert record["grids"] and all(g["design"]["looks"] == [3, 5] and g["margin"] == 0.05 for g in record["grids"])
     summary = write_report(run_dir).summary
     cells = load(run_dir, kind=RETRAIN, status="done")
     seeds = cells.groupby(["method", "fraction"])["seed"].nunique().to_dict()

@@ -260,7 +260,8 @@ def sweep(run_dir, device, seed, progress, dataset, data_dir, data_option, prese
     if auto:
         run_seeds_auto(run_dir, grid, detect=detect, max_seeds=max_seeds, margin=margin, **swept)
     else:
-        run_sweep(run_dir, grid, seeds_plan={"detect": detect}, **swept)
+        run_sweep(run_dir, grid, seeds_plan={"detect": detect}, reading=None if margin is None else {"margin": margin},
+                  **swept)
 
 
 @main.command()

@@ -112,15 +112,15 @@ def measured(loaded, margin: float | None = None) -> dict:
 
 
 def design_of(configuration) -> tuple:
-    """(the sequential Design of `sweep --seeds auto`, {margin, detect, max_seeds} as the sweep recorded them) of
-    a configuration: its record's latest grid that holds one; (None, {}) for a fixed design."""
+    """(the sequential Design of `sweep --seeds auto`, or None for a fixed design; {margin, detect, max_seeds} as
+    the requests recorded them) of a configuration: its record's latest grids that hold them."""
     grids = ((getattr(configuration, "record", None) or {}).get("grids")) or []
-    recorded = [g["design"] for g in grids if g.get("design")]
-    if not recorded:
-        return None, {}
-    last = recorded[-1]
-    return Design(tuple(last["looks"]), last["alpha"]), {k: last[k] for k in ("margin", "detect", "max_seeds")
-                                                         if k in last}
+    recorded = {k: g[k] for g in grids for k in ("margin",) if g.get(k) is not None}
+    designs = [g["design"] for g in grids if g.get("design")]
+    if not designs:
+        return None, recorded
+    last = designs[-1]
+    return Design(tuple(last["looks"]), last["alpha"]), {**recorded, **{k: last[k] for k in ("detect", "max_seeds")}}
 
 
 def study_power(accs: dict, design, recorded: dict) -> dict:

@@ -79,7 +79,7 @@ def _statuses(run, rows: list, records: dict, margin: float | None) -> dict:
             by_configuration.setdefault(r["configuration"], []).append(r)
     out = {}
     for cid, cells in by_configuration.items():
-        recorded = [g["design"].get("margin") for g in (records.get(cid) or {}).get("grids", []) if g.get("design")]
+        recorded = [g["margin"] for g in (records.get(cid) or {}).get("grids", []) if g.get("margin") is not None]
         chance, n_test = ({r.get(k) for r in cells} for k in ("test_chance", "test_images"))
         base = (cells[0].get("config") or {}).get("base")
         meta = run.model_meta(base) if base else run.base_meta()  # rows before schema v5: HEAD's, as the report

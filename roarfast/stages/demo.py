@@ -18,6 +18,7 @@ from roarfast.execution.ray_cluster import local_threads
 from roarfast.report import write_report
 from roarfast.rundir.directory import RunDir
 from roarfast.stats import accuracy_over_seeds
+from roarfast.stats.levels import margin_of
 from roarfast.stages.sweep import run_sweep
 
 #: the embedded dataset's checks: oracle ROAR near chance, random far above, oracle KAR near unmodified
@@ -59,7 +60,8 @@ def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, m
                        model=RUN_MODEL)
     with single_threaded(processes > 1):
         result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo,
-                           cell_processes=processes, name=name)
+                           cell_processes=processes, name=name,
+                           reading=None if margin is None else {"margin": margin_of(margin)})
     meta = RunDir(run_dir).base_meta()
     report = write_report(run_dir, dataset=ds, margin=margin)  # the dataset held here: not generated again
     echo("")

@@ -36,13 +36,13 @@ def run_seeds_auto(run_dir, grid: Grid, *, detect: float | None = None, max_seed
     run = RunDir(run_dir)
     spread = recorded_spread(run, _cells_model(run, grid), run.head().dataset and run.head().dataset["fingerprint"])
     design = auto_design(spread, detect, max_seeds)
-    recorded = {**design.to_dict(), "margin": margin, "detect": detect, "max_seeds": design.looks[-1]}
+    reading = {"margin": margin, "design": {**design.to_dict(), "detect": detect, "max_seeds": design.looks[-1]}}
     first = replace(grid, seeds=design.looks[0])
     plan = {"seeds_auto": True, "detect": detect, "max_seeds": max_seeds}
     if dry_run:
         return run_sweep(run_dir, first, dry_run=True, echo=echo, seeds_plan=plan, **sweep)
     echo(f"[sweep] seeds auto: looks at {', '.join(map(str, design.looks))} seeds per cell ({spread.describe()})")
-    swept = run_sweep(run_dir, first, design=recorded, echo=echo, **sweep)
+    swept = run_sweep(run_dir, first, reading=reading, echo=echo, **sweep)
     cid = swept["configuration"]
     for k in range(1, len(design.looks)):
         cells, base_acc = _cells(run, cid)
@@ -59,7 +59,7 @@ def run_seeds_auto(run_dir, grid: Grid, *, detect: float | None = None, max_seed
         asked = sum(len(g["methods"]) - 1 for g in grids)  # each grid: random and the estimators undecided there
         echo(f"[sweep] seeds auto: look {k + 1} ({design.looks[k]} seeds) for {asked} undecided verdict(s) at "
              f"{len(grids)} mode and fraction(s), with random's")
-        run_sweep(run_dir, replace(grid, seeds=design.looks[k]), grids=grids, design=recorded, echo=echo, **sweep)
+        run_sweep(run_dir, replace(grid, seeds=design.looks[k]), grids=grids, reading=reading, echo=echo, **sweep)
     cells, _base = _cells(run, cid)
     retrained = [c for c in cells if c["mode"] in MODES]
     everywhere = len({_slot(c) + (c["method"],) for c in retrained}) * design.looks[-1]

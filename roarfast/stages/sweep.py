@@ -43,7 +43,7 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
               workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
               plan_workers: int = 1, name: str | None = None, grids: list | None = None,
-              design: dict | None = None, seeds_plan: dict | None = None) -> dict:
+              reading: dict | None = None, seeds_plan: dict | None = None) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
     processes (data-parallel) or (CPU) side by side in `cell_processes` single-thread processes (executors.
@@ -51,8 +51,8 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it; `name`:
     what the user calls the configuration (--name); `grids`: grid records (roarfast.rundir.configurations.grid_of,
     with its design) whose cells alone are run and recorded, the cells of `grid` they name (a stage of
-    `--seeds auto`: roarfast.stages.seeds_auto); None: all of `grid`; `design`: the sequential design recorded
-    with each grid (what the report reads the verdicts with); `seeds_plan`: what the dry run says of the
+    `--seeds auto`: roarfast.stages.seeds_auto); None: all of `grid`; `reading`: how its verdicts are read,
+    recorded with each grid for the report ({"margin"}, and --seeds auto's {"design"}); `seeds_plan`: what the dry run says of the
     seeds (preview_sweep's seeds_auto, detect, max_seeds). Returns {"plan": Plan, "rows": [row of each
     cell of the grid], "configuration": its id} (rows empty and configuration None on a dry run).
 
@@ -92,7 +92,7 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
                           ranks=ids)
     trainer.check_ranks(selection.names)
     for asked in grids if grids is not None else [grid.record(selection.names)]:
-        asked = asked if design is None else {**asked, "design": design}
+        asked = asked if reading is None else {**asked, **reading}
         record = trainer.request(selection.names, asked, "roarfast.stages.sweep.run_sweep()", name)
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db, selection.names)
