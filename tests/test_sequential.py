@@ -98,3 +98,21 @@ def test_a_study_stops_where_decided_and_the_next_look_asks_only_for_the_undecid
     assert list(result["code"]) == [BETTER_CODE, UNDECIDED_CODE] and list(undecided(result, design)) == [False, True]
     (asked,) = _next_look(cells, grid, design, 1, 0.05)
     assert asked["methods"] == ["random", "grad"] and asked["seeds"] == [3, 4] and asked["control_seeds"] == []
+
+
+def test_the_report_reads_a_sequential_study_look_by_look_as_the_sweep_did():
+    from roarfast.report.analysis import verdicts_against_random
+
+    design = Design((3, 5))
+    place = ("roar", "dataset-mean", 0.5)
+    accs = {("random", *place): dict(enumerate([0.80, 0.82, 0.81, 0.79, 0.83])),
+            ("oracle", *place): dict(enumerate([0.10, 0.11, 0.12])),  # decided at look 1: no more seeds
+            ("grad", *place): dict(enumerate([0.60, 0.95, 0.75, 0.90, 0.70]))}
+    entries = {e["method"]: e for e in verdicts_against_random(accs, [], 0.1, 0.05, design)}
+    oracle, grad = entries["oracle"], entries["grad"]
+    assert (oracle["verdict"], oracle["look"], oracle["level"]) == ("better than random", 1, design.levels[0])
+    assert (grad["verdict"], grad["look"], grad["level"]) == ("undecided", 2, design.levels[1])
+    # grad read on its 5 seeds against random's 5, at look 2's level
+    assert grad["p"] == pytest.approx(sps.ttest_ind([0.60, 0.95, 0.75, 0.90, 0.70], [0.80, 0.82, 0.81, 0.79, 0.83],
+                                                    equal_var=False).pvalue)
+    assert oracle["n"] == 3 and oracle["diff"] == pytest.approx(0.11 - 0.81)  # random's first 3 seeds

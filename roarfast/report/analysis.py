@@ -261,40 +261,49 @@ def verdicts_against_random(accs: dict, control_entries: list, chance: float | N
 
 
 def _decide(entries: list, estimators: dict, random: dict, lower_is_better: bool, margin: float, design) -> None:
-    """Fills the verdict entries of one place: the fixed design's tests on every seed, or a sequential design
-    replayed on the seeds in order (an estimator with fewer seeds than its first look: no verdict drawn)."""
-    if design is None:
-        methods = list(estimators)
-        rv = list(random.values())
-        p = [stats.welch_p(rv, list(estimators[m].values())) for m in methods]
-        pe = [stats.tost_p(rv, list(estimators[m].values()), margin) for m in methods]
-        result = {"p": p, "p_holm": stats.holm(p), "p_equivalence": pe, "p_equivalence_holm": stats.holm(pe)}
-        diffs = [e["mean"] - e["random_mean"] for e in entries]
-        result["code"] = classify(diffs, result["p_holm"], result["p_equivalence_holm"], stats.ALPHA, stats.ALPHA,
-                                  lower_is_better)
-        result["look"] = [None] * len(methods)
-        levels = [stats.ALPHA] * len(methods)
-    else:
-        seeds = sorted({s for by_seed in (random, *estimators.values()) for s in by_seed})
-        table = [[by_seed.get(s, math.nan) for s in seeds] for by_seed in estimators.values()]
-        result = decide(table, [random.get(s, math.nan) for s in seeds], design, lower_is_better, margin)
-        levels = [design.levels[k - 1] if k else None for k in result["look"]]
+    """Fills the verdict entries of one place ({method: {seed: accuracy}} of the estimators, random's), each with
+    the seeds its verdict was read on: all of them in a fixed design, those of its last look in a sequential one
+    (fewer seeds than the first look: no verdict drawn)."""
+    result, read = (_fixed if design is None else _replayed)(estimators, random, lower_is_better, margin, design)
     for i, e in enumerate(entries):
-        look = result["look"][i]
-        if design is not None and not look:
+        if read[i] is None:
             e["verdict"] = f"no verdict drawn (fewer seeds than the design's first look, {design.looks[0]})"
             continue
-        n = len(estimators[e["method"]]) if design is None else design.looks[look - 1]
-        values = list(estimators[e["method"]].values())[:n] if design is None else \
-            [estimators[e["method"]][s] for s in sorted(estimators[e["method"]])][:n]
-        rv = [random[s] for s in sorted(random)][:n] if design is not None else list(random.values())
+        values, rv, level, look = read[i]
         interval = stats.welch_interval(rv, values)
-        se, df = welch_se_df(rv, values)
         e.update({k: _number(result[k][i]) for k in ("p", "p_holm", "p_equivalence", "p_equivalence_holm")})
         e.update(verdict=VERDICTS[int(result["code"][i])], diff=interval.mean, diff_low=interval.low,
-                 diff_high=interval.high, g=stats.hedges_g(rv, values), level=levels[i],
-                 detectable=detectable_welch(se, df, levels[i]),
-                 look=None if design is None else int(look))
+                 diff_high=interval.high, g=stats.hedges_g(rv, values), level=level, look=look,
+                 detectable=detectable_welch(*welch_se_df(rv, values), level))
+
+
+def _fixed(estimators: dict, random: dict, lower_is_better: bool, margin: float, _design) -> tuple:
+    """(the tests' p-values and verdict codes, [(values, random's, level, look None)]): every seed of each estimator
+    against every seed of random, at alpha."""
+    rv = list(random.values())
+    read = [(list(by_seed.values()), rv, stats.ALPHA, None) for by_seed in estimators.values()]
+    p = [stats.welch_p(r, v) for v, r, _level, _look in read]
+    pe = [stats.tost_p(r, v, margin) for v, r, _level, _look in read]
+    result = {"p": p, "p_holm": stats.holm(p), "p_equivalence": pe, "p_equivalence_holm": stats.holm(pe)}
+    diffs = [sum(v) / len(v) - sum(r) / len(r) for v, r, _level, _look in read]
+    result["code"] = classify(diffs, result["p_holm"], result["p_equivalence_holm"], stats.ALPHA, stats.ALPHA,
+                              lower_is_better)
+    return result, read
+
+
+def _replayed(estimators: dict, random: dict, lower_is_better: bool, margin: float, design: Design) -> tuple:
+    """(the replay's p-values, verdict codes and looks, [(values, random's, level, look) or None]): the seeds in
+    order, look by look (roarfast.stats.sequential.decide), each estimator read on its last look's first seeds."""
+    seeds = sorted({s for by_seed in (random, *estimators.values()) for s in by_seed})
+    table = [[by_seed.get(s, math.nan) for s in seeds] for by_seed in estimators.values()]
+    result = decide(table, [random.get(s, math.nan) for s in seeds], design, lower_is_better, margin)
+
+    def first(by_seed: dict, look: int) -> list:
+        return [by_seed[s] for s in sorted(by_seed)][:design.looks[look - 1]]
+
+    read = [(first(by_seed, k), first(random, k), design.levels[k - 1], int(k)) if k else None
+            for by_seed, k in zip(estimators.values(), result["look"])]
+    return result, read
 
 
 def _number(value):
