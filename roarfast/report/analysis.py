@@ -5,9 +5,8 @@ chance (mask leakage; Holm-corrected over the configuration's controls, untestab
 nothing), each estimator against random (Welch for a difference, TOST within the margin for "no different",
 each Holm-corrected; replayed look by look under a sequential design) with what its control's leak does to
 the verdict (the leak readings) and whether random sits near chance there, what the study could detect — and
-`analyse`, which adds each
-section's own numbers (roarfast.report.sections) to them, one configuration of the cells at a time. Plain
-data in, plain (JSON-able) data out: the summary.
+`analyse`, which adds each section's own numbers (roarfast.report.sections) to them, one configuration of the
+cells at a time. Plain data in, plain (JSON-able) data out: the summary.
 """
 
 import math

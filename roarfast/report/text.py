@@ -1,9 +1,11 @@
 """How the report writes its numbers, written once for every section: percentages, p-values, intervals,
-where a cell group sits ("ROAR 50% [road]"), what a ranking orders by, a verdict's reading beside its
-mask-only control and beside a random near chance, and the lines `roarfast report` and `roarfast run` print
-(also the page's "All verdicts"): what to know first (whether the study can answer: INCONCLUSIVE with its
-reasons and fix, first; several configurations, what was set aside, warnings), then the verdicts (each marked
-"not a finding" in a study that cannot answer), each labelled with its configuration when the run holds several.
+where a cell group sits ("ROAR 50% [road]"), what a ranking orders by, a verdict with what decided it (its
+difference, interval, Hedges' g and p-values), its reading beside its mask-only control and beside a random near
+chance, and the lines `roarfast report` and `roarfast run` print (also the page's "All verdicts"): what to know
+first (whether the study can answer: CONCLUSIVE, or INCONCLUSIVE / UNDERPOWERED with the reasons and fix;
+several configurations, what was set aside, warnings, what it could detect), then the verdicts (each marked
+"not a finding" in a study that is not CONCLUSIVE), each labelled with its configuration when the run holds
+several. `status_line` is one configuration's status in a line, for `compare`.
 """
 
 from roarfast import stats
