@@ -33,7 +33,8 @@ from roarfast.rundir.inventory import listing
 from roarfast.rundir.labels import check_name
 from roarfast.methods.selection import Selection
 from roarfast.stages.noretrain import NoRetrainOptions, run_noretrain
-from roarfast.common.options import check_seed, check_types
+from roarfast.common.options import MAX_SEEDS, check_positive, check_seed, check_types, parse_list
+from roarfast.errors import UserError
 from roarfast.common.plugins import user_named
 from roarfast.common.run_options import CellLayout, RunOptions
 from roarfast.data.options import DataOptions
@@ -45,7 +46,9 @@ from roarfast.execution.registry import EXECUTORS, ExecutorOptions
 from roarfast.report import write_report
 from roarfast.results import load
 from roarfast.rundir.directory import RunDir
+from roarfast.orchestration.seeds_auto import run_seeds_auto
 from roarfast.orchestration.sweep import run_sweep
+from roarfast.stats.levels import margin_of
 
 
 def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs, recipe,
@@ -59,7 +62,7 @@ def _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, pr
                     "names, functions or {name: function}, as a list or a comma-separated string"),
         "fractions": (fractions, (none, list, tuple, range), "fractions in (0, 1], as a list"),
         "modes": (modes, (none, *texts), '"roar", "kar" or a list of them'),
-        "seeds": (seeds, (none, int), "an int (retrainings per cell)"),
+        "seeds": (seeds, (none, int, str), 'an int (retrainings per cell) or "auto"'),
         "epochs": (epochs, (none, int), "an int"), "control_seeds": (control_seeds, (none, int), "an int"),
         "control": (control, (none, bool), "True or False"), "progress": (progress, (bool,), "True or False"),
         "trust_run_dir": (trust_run_dir, (bool,), "True or False"),
@@ -122,6 +125,10 @@ class Study:
             estimator this Study was not given), as --trust-run-dir; without it, only what the Study was given.
         name: what run() calls its configuration, as --name (`report(config=name)`, `results(config=name)`);
             None: the label it gets when made, saying what differs from the configuration before it.
+        margin: the smallest accuracy difference worth reporting, in points, as --margin (the learning rule's and
+            the equivalence test's; None: the one the sweep recorded, else 5).
+        seeds="auto", detect, max_seeds: seeds added only where a verdict is undecided, as `sweep --seeds auto
+            --detect POINTS --max-seeds N` (roarfast.orchestration.seeds_auto).
     """
 
     def __init__(self, run_dir, *, model=None, dataset=None, methods=None, fractions=None, modes=None,
@@ -130,7 +137,7 @@ class Study:
                  extract_options=None, method_args=None, seed: int = 0, progress: bool = True,
                  group_size: int | None = None, workers_per_cell: int = 1, weights=None, executor: str = "local",
                  trust_run_dir: bool = False, name: str | None = None, threads_per_cell: int | None = None,
-                 **backends):
+                 margin: float | None = None, detect: float | None = None, max_seeds: int | None = None, **backends):
         _check_arguments(run_dir, methods, fractions, modes, seeds, fill, device, preset, dataset_options, epochs,
                          recipe, control, control_seeds, method_args, seed, progress, executor, trust_run_dir, name)
         _check_backends(backends)
@@ -138,6 +145,13 @@ class Study:
         run = RunOptions(run_dir=run_dir, device=device, seed=seed, progress=progress)
         self.run_dir = run.run_dir
         self.name = None if name is None else check_name(name)
+        if isinstance(seeds, str) and seeds != "auto":
+            raise UserError(f'seeds should be an int or "auto", got {seeds!r}')
+        self.auto = {"detect": margin_of(detect, "detect"), "max_seeds": check_positive(
+            "max_seeds", max_seeds, optional=True, most=MAX_SEEDS)} if seeds == "auto" else None
+        self.margin = margin
+        margin_of(margin, "margin")  # refused now, before any work
+        seeds = None if seeds == "auto" else seeds
         if isinstance(methods, (str, Mapping)) or callable(methods):
             methods = [methods]
         self.grid = GridOptions(preset=preset, methods=None if methods is None else tuple(methods), fractions=fractions,
@@ -187,19 +201,22 @@ class Study:
 
     def run(self, fill: str | None = None):
         """The sweep (roarfast sweep): the base model and the ranks where missing, then every cell of the grid
-        that results.sqlite lacks (with `fill` instead of the Study's, when given). Returns its configuration's
-        cells (results(config=its id)), none of another configuration's."""
+        that results.sqlite lacks (with `fill` instead of the Study's, when given; seeds="auto": added where verdicts
+        are undecided). Returns its configuration's cells (results(config=its id)), none of another configuration's,
+        its study's status in the `study_status` column (conclusive, inconclusive, underpowered)."""
         grid = self.grid if fill is None else replace(self.grid, fill=fill)
         set_command("Study.run()" if fill is None else f"Study.run(fill={fill!r})")
         with self._records():
             if self.weights is not None:  # the adopted base model (reused once adopted), which the sweep takes
                 run_train(self.run_dir, TrainOptions(model=grid.model, weights=self.weights), dataset_obj=self.dataset,
                           device=self.device, seed=self.seed, progress=self.progress, echo=self._echo)
-            swept = run_sweep(self.run_dir, grid, dataset_obj=self.dataset, device=self.device, seed=self.seed,
-                              progress=self.progress, extract_options=self.extract_options, echo=self._echo,
-                              group_size=self.group_size, workers_per_cell=self.workers_per_cell,
-                              executor=self.executor, selection=self.selection, name=self.name,
-                              threads_per_cell=self.threads_per_cell)
+            swept = dict(dataset_obj=self.dataset, device=self.device, seed=self.seed, progress=self.progress,
+                         extract_options=self.extract_options, echo=self._echo, group_size=self.group_size,
+                         workers_per_cell=self.workers_per_cell, executor=self.executor, selection=self.selection,
+                         name=self.name, threads_per_cell=self.threads_per_cell)
+            margin = margin_of(self.margin, "margin")
+            swept = run_sweep(self.run_dir, grid, reading=None if margin is None else {"margin": margin}, **swept) \
+                if self.auto is None else run_seeds_auto(self.run_dir, grid, margin=margin, **self.auto, **swept)
         return self.results(config=swept["configuration"])
 
     def evaluate(self, metrics=("morf", "lerf", "road"), fractions=(0.1, 0.3, 0.5, 0.7, 0.9), methods=None):
@@ -223,7 +240,7 @@ class Study:
         """The report (roarfast report) with this Study's dataset for chance and the example images, of the
         configuration `config` names (its id or an id prefix, its name or any label it was shown with; "all": every
         one apart; None: the latest request's); returns the roarfast.report.Report (index_html, verdict_lines(), summary)."""
-        return write_report(self.run_dir, out_dir, dataset=self.dataset, config=config)
+        return write_report(self.run_dir, out_dir, dataset=self.dataset, config=config, margin=self.margin)
 
     def configurations(self):
         """What the run directory keeps (roarfast ls): a row per configuration (label, id, whether it is the
@@ -240,7 +257,7 @@ class Study:
         """The run directory's measurements of `kind` (None: all) as a pandas DataFrame (roarfast.results.load: a
         retraining row's configuration id and name in columns), of the configuration `config` names when given
         (its id or an id prefix, its name or any label it was shown with)."""
-        return load(self.run_dir, kind=kind, config=config)
+        return load(self.run_dir, kind=kind, config=config, margin=self.margin)
 
     def preview(self, plan_device: str | None = None, workers: int = 1):
         """What run() would do now, doing none of it: a roarfast.planning.preview.Preview, which prints as
@@ -254,7 +271,8 @@ class Study:
                                  device=self.device, seed=self.seed, extract_options=self.extract_options,
                                  plan_device=plan_device, workers=workers,
                                  cell_threads=self.executor.cell_threads(self.device, self.threads_per_cell,
-                                                                         workers_per_cell=self.workers_per_cell))
+                                                                         workers_per_cell=self.workers_per_cell),
+                                 **({} if self.auto is None else {"seeds_auto": True, **self.auto}))
 
     def __repr__(self) -> str:
         return "\n".join([f"Study({str(self.run_dir)!r}, device {self.device})",

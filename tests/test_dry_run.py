@@ -10,6 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from roarfast import stats
 from roarfast.cli import main
 from roarfast.results import ResultsDB
 from roarfast.rundir.directory import RunDir
@@ -280,3 +281,19 @@ def test_a_dry_run_previews_the_selection_the_sweep_was_given_and_resolves_no_na
     out = sweep_module.run_sweep(tmp_path / "run", grid, selection=given, dry_run=True, device="cpu",
                                  echo=lambda text: None)
     assert previewed == [given] and out["plan"] == "the plan" and not (tmp_path / "run").exists()
+
+
+def test_the_dry_run_says_what_the_planned_seeds_detect_and_what_detect_needs(swept):
+    grid = [*GRID[:6], "--epochs", "1", "--device", "cpu", "--no-progress", "--dry-run", *DATA]
+    # one seed per cell so far: no spread recorded, so the stated prior (3 points) is read
+    said = [text for text in sweep(swept, *grid, "--seeds", "4", "--detect", "10").splitlines()
+            if text.startswith("seeds: ")]
+    detect = stats.detectable(stats.PRIOR_SD, 4)
+    assert said == [f"seeds: seeds 4: detect a difference from random of {stats.points(detect)} points with 80% power "
+                    f"at alpha 0.05 (sd 3 points, the stated prior: results.sqlite holds no earlier cells of this model "
+                    f"on this data)",
+                    f"seeds: --detect 10: {stats.seeds_needed(0.10, stats.PRIOR_SD)} seeds per cell detect it with 80% "
+                    f"power"]
+    auto = line(sweep(swept, *grid, "--seeds", "auto", "--max-seeds", "7"), "seeds")
+    assert auto.startswith("seeds: seeds auto: looks at 3, 5, 7 seeds per cell, seeds added only where a verdict is "
+                           "undecided")

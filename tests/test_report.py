@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
 
 from roarfast.cli import main
 from roarfast.errors import UserError
@@ -92,10 +93,19 @@ def verdict(summary, method, mode, fraction, fill="dataset-mean"):
 def test_a_copy_of_random_is_no_different_and_a_clearly_lower_roar_curve_is_better(written):
     summary = written.summary
     for f in FRACTIONS:
-        copy = verdict(summary, "copy", "roar", f)
-        assert copy["verdict"] == "no different" and copy["p"] == pytest.approx(1.0)
+        copy, good = verdict(summary, "copy", "roar", f), verdict(summary, "good", "roar", f)
+        assert copy["p"] == pytest.approx(1.0) and copy["diff"] == 0.0
+        # "no different" only where the equivalence test (TOST within 5 points, Holm over copy and good) says so
+        p_tost = [max(sps.ttest_ind(np.add(RANDOM["roar"][f], 0.05), RANDOM["roar"][f], equal_var=False,
+                                    alternative="greater").pvalue,
+                      sps.ttest_ind(np.subtract(values, 0.05), RANDOM["roar"][f], equal_var=False,
+                                    alternative="less").pvalue) for values in (RANDOM["roar"][f], GOOD["roar"][f])]
+        equivalent = multipletests(p_tost, method="holm")[1][0] < 0.05
+        assert copy["verdict"] == ("no different" if equivalent else "undecided")
         for mode in ("roar", "kar"):
             assert verdict(summary, "good", mode, f)["verdict"] == "better than random"
+    assert verdict(summary, "copy", "roar", 0.1)["verdict"] == "no different"  # a spread of 1 point: +-1.7 at 90%
+    assert all(verdict(summary, "copy", "kar", f)["detectable"] > 0 for f in FRACTIONS)
     # Holm over {good, copy} at ROAR 50%: good's p is the smaller of two, so it is doubled
     p_good = sps.ttest_ind(GOOD["roar"][0.5], RANDOM["roar"][0.5], equal_var=False).pvalue
     good = verdict(summary, "good", "roar", 0.5)
@@ -140,7 +150,9 @@ def test_ranking_by_auc_per_seed(written):
     assert road["fractions"] == [0.5] and road["incomplete"] == []
     (kar,) = [r for r in written.summary["rankings"] if r["mode"] == "kar"]
     assert [e["method"] for e in kar["entries"]][:2] == ["good", "solo"]  # higher is better
-    assert any(line.startswith("ranking ROAR [dataset-mean]") for line in written.verdict_lines())
+    # solo's one seed: the ranking is shown, never as a finding
+    assert roar["not_a_finding"] == "one seed"
+    assert any(line.startswith("[not a finding: one seed] ranking ROAR [dataset-mean]") for line in written.verdict_lines())
 
 
 def test_newest_config_wins_fills_stay_apart_and_unknown_modes_are_ignored(written):
@@ -153,7 +165,9 @@ def test_newest_config_wins_fills_stay_apart_and_unknown_modes_are_ignored(writt
     assert road["random_mean"] == pytest.approx(0.51)
     (stale,) = summary["set_aside"]  # rows before schema v5: the newest of each cell, the older set aside
     assert stale["rows"] == 3 and "another config hash" in stale["why"]
-    assert written.verdict_lines()[0].startswith("set aside: 3 row(s): cells measured again under another config hash")
+    lines = written.verdict_lines()
+    assert lines[0].startswith("CONCLUSIVE: learning shown")
+    assert any(line.startswith("set aside: 3 row(s): cells measured again under another config hash") for line in lines)
     assert any("future-mode" in n for n in summary["notes"])
     assert not any(g["mode"] == "future-mode" for g in summary["groups"])
     assert summary["chance"] == pytest.approx(0.1) and summary["base"]["test_acc"] == 0.95

@@ -123,10 +123,17 @@ def test_no_verdict_ranking_curve_or_control_test_takes_cells_of_two_configurati
     assert legacy["ixg"]["random_mean"] == pytest.approx(0.5)
 
 
+#: how a status line begins (roarfast.report.text.status_lines)
+STATUS_LINE = ("CONCLUSIVE:", "UNDERPOWERED:", "INCONCLUSIVE:", "fix:", "so its rankings")
+
+
 def test_the_lines_and_the_page_carry_the_label_and_say_first_what_was_set_aside(mixed):
     run, report = mixed
     lines = report.verdict_lines()
-    assert lines[0].startswith("3 configurations of the retraining cells, reported apart")
+    # first each configuration's status, then the configurations
+    statuses = [line for line in lines if line.split("] ", 1)[-1].startswith(STATUS_LINE)]
+    assert len(statuses) >= 3 and lines[:len(statuses)] == statuses
+    assert lines[len(statuses)].startswith("3 configurations of the retraining cells, reported apart")
     (set_aside,) = [line for line in lines if "set aside" in line]
     assert set_aside.startswith("[epochs 2] set aside: 3 row(s) of ixg: made with ixg's older ranks (captum 0.7.0 -> "
                                 "0.8.0)")
@@ -136,8 +143,9 @@ def test_the_lines_and_the_page_carry_the_label_and_say_first_what_was_set_aside
                                "leaky control] (13.0% vs random 31.0%") for line in lines)
     index = (run.report_dir / "index.md").read_text()
     titles = [line for line in index.splitlines() if line.startswith("## ")]
-    assert titles[0].startswith("## Configurations: the cells were trained under 3")
-    assert titles[1] == "## Set aside (not in any number below)"
+    assert "whether the study can answer" in titles[0] or titles[0] == "## CONCLUSIVE: learning shown"
+    assert titles[1].startswith("## Configurations: the cells were trained under 3")
+    assert titles[2] == "## Set aside (not in any number below)"
     assert "## [epochs 2] What was measured" in titles
     assert any(title.startswith("## [epochs 4] Verdict against random, ROAR") for title in titles)
 
@@ -171,7 +179,8 @@ def test_cells_retrained_with_other_epochs_in_one_run_directory_are_reported_apa
                "--fraction", "0.5", *TINY)
     # by default the latest request's configuration, the other listed first with the command that reports it
     output = cli_ok("report", "--run-dir", run_dir)
-    assert output.startswith("reported: the latest request's configuration [epochs 2]")
+    first = [line for line in output.splitlines() if not line.startswith(STATUS_LINE)][0]
+    assert first.startswith("reported: the latest request's configuration [epochs 2]")
     # the first configuration is labelled by what it is, the second by what differs from the first
     first = f"{RunDir(run_dir).base_meta()['model']} on embedded"
     (other,) = [line for line in output.splitlines() if line.startswith(f"also in this run directory: [{first}]")]

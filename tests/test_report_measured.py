@@ -62,7 +62,8 @@ def test_the_first_table_says_what_was_trained_on_what(tmp_path):
     report = write_report(run.root)
     index = (report.out_dir / "index.md").read_text()
     assert not any("not the data these cells were trained on" in note for note in report.summary["notes"])
-    first = index.split("## ")[1]
+    assert index.split("## ")[1].startswith("CONCLUSIVE: learning shown")  # whether it can answer, first
+    first = index.split("## ")[2]
     assert first.startswith("What was measured")
     val = len(ds.val_index)
     images = f"images {40 - val} train / {val} validation / 20 test"
@@ -87,13 +88,18 @@ def test_random_near_chance_a_weak_base_and_undertraining_are_flagged_first(weak
     assert warnings[2].startswith("mostly undertraining: the cells train 2 epochs, the base model 15; even random's "
                                   "least-modified cells (ROAR 50%: 12.8%) stay far below the base model (34.0%)")
     lines = report.verdict_lines()
-    assert lines[:3] == [f"warning: {w}" for w in warnings]  # printed before any verdict
-    (a,) = [line for line in lines if line.startswith("ROAR 50% a:")]
-    assert a.startswith("ROAR 50% a: no different, not significant after Holm")
+    # random's best cells (12.8% [9.9%, 16.0%]) straddle chance + 5 points: the study cannot tell, said first
+    assert report.summary["status"] == "underpowered" and lines[0].startswith("UNDERPOWERED: ")
+    shown = lines.index(f"warning: {warnings[0]}")
+    assert lines[shown:shown + 3] == [f"warning: {w}" for w in warnings]  # printed before any verdict
+    assert not any(line.startswith(("ROAR", "KAR", "[not a finding]")) for line in lines[:shown])
+    (a,) = [line for line in lines if line.startswith("[not a finding] ROAR 50% a:")]
+    assert a.startswith("[not a finding] ROAR 50% a: no different, equivalent within +-5 points after Holm")
     assert a.endswith("random near chance (12.8% vs chance 10.0%: the warning says what this means)")
+    assert report.summary["learning"]["cells"]["state"] == "cannot tell"
     index = (run.report_dir / "index.md").read_text()
     assert index.index("## What was measured") < index.index("## Warnings: read before the verdicts") < index.index(
-        "## Ranking")
+        "## NOT A FINDING (the study is UNDERPOWERED): Ranking")
 
 
 def test_healthy_numbers_raise_no_warning(tmp_path):

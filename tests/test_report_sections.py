@@ -148,7 +148,7 @@ def test_a_section_registered_in_one_place_is_on_every_page(tmp_path, own_sectio
     assert image.shape[0] > 100 and (image[..., 2] - image[..., 0] > 0.4).mean() > 0.05  # the blue bars are drawn
     markdown = (run.report_dir / "index.md").read_text()
     table = markdown.index("## Probe: cells per method")
-    assert markdown.index("## Verdict against random") < table < markdown.index("## Test accuracy, ROAR")
+    assert markdown.index("Verdict against random, ") < table < markdown.index("## Test accuracy, ROAR")
     assert markdown[table:].startswith("## Probe: cells per method\n\n| method | cells |\n|---|---|\n| a | 4 |\n"
                                        "| b | 4 |\n| random | 4 |\n\n## Probe: a bar per method\n\n"
                                        "![Probe: a bar per method](probe.png)\n")

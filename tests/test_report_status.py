@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from roarfast import stats
+from roarfast.errors import UserError
 from roarfast.report import write_report
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.rundir.directory import RunDir
@@ -41,6 +42,8 @@ def hand_made_run(root, rows, base_acc: float, n_test: int = N_TEST, adopted: di
 AT_CHANCE = ([(m, "roar", f, [0.100, 0.100, 0.100]) for m in ("grad", "sg-sq-grad") for f in (0.1, 0.5)]
              + [("random", "roar", f, [0.100, 0.102, 0.101]) for f in (0.1, 0.5)]
              + [(m, "roar-mask", 0.5, [0.100, 0.100, 0.100]) for m in ("grad", "sg-sq-grad")])
+LEARNED = [("random", "roar", 0.5, [0.60, 0.62, 0.64]), ("grad", "roar", 0.5, [0.30, 0.32, 0.34]),
+           ("sg", "roar", 0.5, [0.20, 0.21, 0.22]), ("grad", "roar-mask", 0.5, [0.10, 0.10, 0.10])]
 
 
 @pytest.fixture(scope="module")
@@ -51,17 +54,17 @@ def stuck(tmp_path_factory):
 def test_cells_at_chance_make_the_study_inconclusive_said_first_with_the_fix(stuck):
     summary = stuck.summary
     assert summary["status"] == "inconclusive" and len(summary["reasons"]) == 1
-    assert summary["reasons"][0].startswith("the retrained cells did not leave chance: random's least-modified cells "
-                                            "(ROAR 10%) reach 10.1%")
+    assert summary["reasons"][0].startswith("random's least-modified cells (ROAR 10%) did not leave chance: 10.1% [")
+    assert summary["learning"]["cells"]["state"] == "at chance" and summary["learning"]["base"]["state"] == "shown"
     lines = stuck.verdict_lines()
     assert lines[0] == f"INCONCLUSIVE: {summary['reasons'][0]}"
     # the fix: the base model's epochs, and the 24 cells' 72 s of training (controls included) scaled to them
-    assert lines[1].startswith("fix: train the cells longer or on more images") and "--epochs 15" in lines[1]
+    assert lines[1].startswith("fix: train the cells longer") and "epochs=15" in lines[1]
     assert "24 cells would take about 9m00s of training (the 1m12s they took, x7.5)" in lines[1]
     on_disk = json.loads((stuck.out_dir / "summary.json").read_text())
     assert on_disk["status"] == "inconclusive" and on_disk["reasons"] == summary["reasons"]
     index = (stuck.out_dir / "index.md").read_text()
-    assert index.split("## ")[1].startswith("INCONCLUSIVE: this study cannot answer")
+    assert index.split("## ")[1].startswith("INCONCLUSIVE: whether the study can answer")
     assert f"- INCONCLUSIVE: {summary['reasons'][0]}" in index
 
 
@@ -82,29 +85,47 @@ def test_an_inconclusive_studys_rankings_and_verdicts_are_not_findings_and_its_c
     assert "| mask-only controls | 0 tested: 0 leaky, 0 not leaky; 2 untestable" in index
 
 
-def test_a_base_model_at_chance_makes_the_study_inconclusive_and_healthy_numbers_do_not(tmp_path):
-    learned = [("random", "roar", 0.5, [0.60, 0.62, 0.64]), ("grad", "roar", 0.5, [0.30, 0.32, 0.34]),
-               ("grad", "roar-mask", 0.5, [0.10, 0.10, 0.10])]
-    summary = write_report(hand_made_run(tmp_path / "a", learned, base_acc=0.105).root).summary
+def test_a_base_model_at_chance_is_inconclusive_with_the_command_that_trains_the_same_model_longer(tmp_path):
+    summary = write_report(hand_made_run(tmp_path / "a", LEARNED, base_acc=0.105).root).summary
     assert summary["status"] == "inconclusive"
     (reason,) = summary["reasons"]
-    assert reason.startswith("the base model did not leave chance: test 10.5%")
-    assert summary["fix"][0].startswith("train the base model longer or on more images")
+    assert reason.startswith("the base model did not leave chance: 10.5% [")
+    (fix,) = summary["fix"]
+    # the model it was (not the default one) for 4 x its 15 epochs, on the same data
+    assert f"`roarfast train --run-dir {tmp_path / 'a'} --model fastnet --epochs 60 --dataset embedded`" in fix
     (control,) = summary["leakage"]  # the cells learned: their control is tested
     assert control["leaky"] is False
-    healthy = write_report(hand_made_run(tmp_path / "b", learned, base_acc=0.9).root)
-    assert healthy.summary["status"] == "conclusive" and healthy.summary["reasons"] == []
+    healthy = write_report(hand_made_run(tmp_path / "b", LEARNED, base_acc=0.9).root)
+    assert healthy.summary["status"] == "conclusive" and healthy.summary["fix"] == []
+    assert healthy.verdict_lines()[0].startswith("CONCLUSIVE: learning shown: the base model 90.0% [")
     assert not any("INCONCLUSIVE" in line or "not a finding" in line for line in healthy.verdict_lines())
 
 
-def test_the_chance_rule_reads_the_upper_end_of_an_exact_binomial_or_t_interval():
-    # one seed of 2,000 images: Clopper-Pearson by scipy's own routine
-    exact = sps.binomtest(248, 2000, 0.1).proportion_ci(0.95, method="exact").high
-    assert stats.upper_bound([0.124], 2000) == pytest.approx(exact)
-    assert not stats.at_chance([0.124], 0.1, 2000)  # 12.4% of 2,000 is clearly above 10% + 2 points
-    assert stats.at_chance([0.100], 0.1, 2000)
-    assert not stats.at_chance([0.100], 0.1, 100)  # 100 images cannot tell 10% from 16%: not called at chance
-    assert stats.at_chance([0.10, 0.11, 0.105], 0.1, None)  # t-interval's upper end 11.7%
+def test_a_study_that_cannot_tell_is_underpowered_with_the_seeds_or_images_that_would_decide_it(tmp_path):
+    # random's best cells at 20% +- a wide interval over 2 seeds: neither above 15% nor at or below it
+    rows = [("random", "roar", 0.5, [0.12, 0.30]), ("grad", "roar", 0.5, [0.10, 0.12]),
+            ("sg", "roar", 0.5, [0.11, 0.12])]
+    written = write_report(hand_made_run(tmp_path / "run", rows, base_acc=0.9, n_test=1000).root)
+    summary = written.summary
+    assert summary["status"] == "underpowered"
+    cells = summary["learning"]["cells"]
+    assert cells["state"] == "cannot tell" and cells["low"] < 0.15 < cells["high"]
+    (fix,) = summary["fix"]
+    assert fix.startswith(f"to decide whether random's least-modified cells (ROAR 50%) left chance: "
+                          f"{cells['needs']['seeds']} seeds at their observed spread")
+    lines = written.verdict_lines()
+    assert lines[0].startswith("UNDERPOWERED: whether random's least-modified cells (ROAR 50%) left chance cannot "
+                               "be told")
+    assert all(line.startswith("[not a finding]") for line in lines if " grad:" in line or "ranking ROAR" in line)
+
+
+def test_the_issues_study_at_chance_with_two_seeds_on_500_images_is_never_conclusive(tmp_path):
+    rows = [(m, "roar", f, accs) for m, accs in (("random", [0.100, 0.120]), ("grad", [0.084, 0.100]),
+                                                 ("sg", [0.110, 0.090])) for f in (0.1, 0.5)]
+    summary = write_report(hand_made_run(tmp_path / "run", rows, base_acc=0.10, n_test=500).root).summary
+    assert summary["status"] == "inconclusive"  # the base model's upper end (12.8%) is at or below 15%
+    assert summary["learning"]["base"]["state"] == "at chance"
+    assert summary["learning"]["cells"]["state"] != "shown"
 
 
 # the issue's controls: one seed each on 500 test images, one at 12.4% (binomial p = 0.046 against 10%) among 6
@@ -166,3 +187,21 @@ def test_what_was_measured_names_the_estimators_parameters_versions_and_threads(
             in index)
     assert "| versions | numpy 2.4.6, python 3.11.7, roarfast 0.1.0, torch 2.14.1 |" in index
     assert "| CPU threads per cell | 2 |" in index
+
+
+def test_the_report_reads_the_margin_and_design_its_requests_recorded_and_a_given_margin_wins(tmp_path):
+    from types import SimpleNamespace
+
+    from roarfast.report.analysis import design_of
+
+    grids = [{"margin": 0.02}, {"margin": 0.03, "design": {"looks": [3, 5], "alpha": 0.05, "detect": 0.05,
+                                                           "max_seeds": 5}}]
+    design, recorded = design_of(SimpleNamespace(record={"grids": grids}))
+    assert design.looks == (3, 5) and recorded == {"margin": 0.03, "detect": 0.05, "max_seeds": 5}
+    assert design_of(SimpleNamespace(record={"grids": grids[:1]})) == (None, {"margin": 0.02})
+    run = hand_made_run(tmp_path / "run", LEARNED, base_acc=0.9)
+    assert write_report(run.root).summary["margin"] == stats.MARGIN  # nothing recorded: the default
+    wide = write_report(run.root, margin=60).summary  # points: random's 62% no longer above chance + 60
+    assert wide["margin"] == 0.6 and wide["status"] == "inconclusive"
+    with pytest.raises(UserError, match="--margin should be a number of accuracy points between 0 and 100"):
+        write_report(run.root, margin=0)

@@ -111,23 +111,26 @@ def test_each_verdict_reads_its_leaks_direction(directions):
     for method in ("roar-worse", "kar-better"):
         assert "[a leaky control could explain it]" in lines[method], lines[method]
         assert "which could explain" in lines[method]
-    # what was tested, in words: every drawn verdict says whether it is significant after Holm
-    assert ", significant after Holm" in lines["roar-better"] and ", not significant after Holm" in lines["kar-same"]
-    assert not any("conclusive" in line.lower() for line in directions.verdict_lines())
+    # what was tested, in words: every drawn verdict says what decided it after Holm
+    assert ", significant after Holm" in lines["roar-better"]
+    assert "no different, equivalent within +-5 points after Holm" in lines["kar-same"]
+    assert "TOST p=" in lines["kar-same"] and " points [" in lines["kar-same"] and ", g " in lines["kar-same"]
+    assert directions.verdict_lines()[0].startswith("CONCLUSIVE: learning shown")
     assert "LEAKY" not in lines["roar-clean"] and "not leaky" in lines["roar-clean"]
     assert "[" not in lines["kar-high"].split("(")[0] and "no control" in lines["kar-high"]
 
 
 def test_tables_and_counts_say_what_was_tested(directions):
     assert directions.summary["counts"]["verdicts"] == {
-        "all": 6, "drawn": 6, "significant": 5, "not_significant": 1, "control_not_leaky": 1, "leaky_stands": 2,
+        "all": 6, "drawn": 6, "significant": 5, "equivalent": 1, "undecided": 0, "control_not_leaky": 1, "leaky_stands": 2,
         "leaky_could_explain": 2, "no_control": 1}
     assert directions.summary["counts"]["controls"] == {"all": 5, "tested": 5, "leaky": 4, "untested": 0,
                                                         "untestable": 0}
     index = (directions.out_dir / "index.md").read_text()
-    assert ("| verdicts against random | 6 tested: 5 significant after Holm, 1 not significant; their controls: 1 not "
-            "leaky, 2 leaky but the verdict stands, 2 leaky and could explain the verdict, 1 none tested |") in index
-    assert "conclusive" not in index.split("## Methods")[0].lower()  # a study that can answer says nothing of it
+    assert ("| verdicts against random | 6 tested: 5 significant after Holm, 1 equivalent (no different), 0 undecided; "
+            "their controls: 1 not leaky, 2 leaky but the verdict stands, 2 leaky and could explain the verdict, 1 none "
+            "tested |") in index
+    assert "inconclusive" not in index.split("## Methods")[0].lower()
     cells = [[c.strip() for c in row.split("|")[1:3]] for row in index.splitlines() if row.startswith("| ")]
     table = {method: cell for method, cell in cells if cell.startswith(("better than random", "no different", "worse"))}
     assert table["roar-better"].endswith("LEAKY control, stands")

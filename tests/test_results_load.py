@@ -50,3 +50,19 @@ def test_without_pandas_the_same_measurements_come_as_dicts(tmp_path, monkeypatc
 def test_a_run_directory_without_results_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing has been measured"):
         load(tmp_path)
+
+
+def test_each_retraining_row_carries_its_studys_status_as_the_report_gives_it(tmp_path, monkeypatch):
+    from roarfast.report import write_report
+    from tests.test_report_status import AT_CHANCE, LEARNED, hand_made_run
+
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    for name, rows, base_acc in (("stuck", AT_CHANCE, 0.45), ("healthy", LEARNED, 0.9)):
+        run = hand_made_run(tmp_path / name, rows, base_acc=base_acc)
+        loaded = load(run.root, kind=RETRAIN)
+        expected = write_report(run.root).summary["status"]
+        assert {r["study_status"] for r in loaded} == {expected}
+    assert expected == "conclusive" and {r["study_status"] for r in load(tmp_path / "stuck")} == {"inconclusive"}
+    # a margin of 60 points: random's best cells (62% [58%, 66%]) no longer above chance 10% + 60
+    assert {r["study_status"] for r in load(tmp_path / "healthy", kind=RETRAIN, margin=60)} == {"inconclusive"}
+    assert {r["study_status"] for r in load(tmp_path / "healthy", kind=NO_RETRAIN)} <= {None}

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import ttost_ind
+
 from roarfast import stats
+from roarfast.stats.difference import VERDICTS, classify
+from roarfast.stats.intervals import accuracy_bounds
+from roarfast.stats.learning import AT_CHANCE, CANNOT_TELL, SHOWN, judge
+from roarfast.stats.levels import ALPHA
+from roarfast.stats.power import detectable_welch
 
 
 def test_t_interval_by_hand():
@@ -51,11 +59,96 @@ def test_holm_on_a_known_vector():
     assert stats.holm([]) == []
 
 
-def test_verdict_direction_per_mode():
-    assert stats.verdict(0.3, 0.8, 0.01, lower_is_better=True) == "better than random"
-    assert stats.verdict(0.9, 0.8, 0.01, lower_is_better=True) == "worse"
-    assert stats.verdict(0.9, 0.8, 0.01, lower_is_better=False) == "better than random"
-    assert stats.verdict(0.3, 0.8, 0.05, lower_is_better=True) == "no different"
+def test_verdict_direction_per_mode_and_what_decides_it():
+    # (diff, Holm p of the difference, Holm p of TOST): a difference decides first, then equivalence
+    codes = classify([-0.5, 0.1, 0.1, -0.5, 0.01], [0.01, 0.01, 0.01, 0.2, 0.3], [1, 1, 1, 0.01, 0.2],
+                     ALPHA, ALPHA, lower_is_better=True)
+    assert [VERDICTS[c] for c in codes] == ["better than random", "worse", "worse", "no different", "undecided"]
+    assert VERDICTS[classify(0.1, 0.01, 1, ALPHA, ALPHA, lower_is_better=False)] == "better than random"
+
+
+def test_tost_is_two_one_sided_welch_tests_as_statsmodels_computes_them():
+    a, b = [0.80, 0.82, 0.84, 0.81], [0.79, 0.80, 0.85, 0.83, 0.82]
+    p_low = sps.ttest_ind(np.add(b, 0.05), a, equal_var=False, alternative="greater").pvalue
+    p_high = sps.ttest_ind(np.subtract(b, 0.05), a, equal_var=False, alternative="less").pvalue
+    assert stats.tost_p(a, b, 0.05) == pytest.approx(max(p_low, p_high), rel=1e-9)
+    assert stats.tost_p(a, b, 0.05) == pytest.approx(ttost_ind(b, a, -0.05, 0.05, usevar="unequal")[0], rel=1e-9)
+    assert stats.tost_p(a, b, 0.05) < 0.05 < stats.tost_p(a, b, 0.02)  # equivalent within 5 points, not 2
+    assert stats.tost_p([0.5, 0.5], [0.52, 0.52], 0.05) == 0.0 and stats.tost_p([0.5, 0.5], [0.6, 0.6], 0.05) == 1.0
+
+
+def test_holm_over_many_studies_is_statsmodels_holm_with_untested_left_out():
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0, 0.2, (50, 4))
+    p[::3, 1] = np.nan  # not tested in these studies: out of m
+    adjusted = stats.holm(p)
+    for row, out in zip(p, adjusted):
+        tested = np.isfinite(row)
+        assert out[tested] == pytest.approx(multipletests(row[tested], method="holm")[1])
+        assert np.isnan(out[~tested]).all()
+
+
+def test_hedges_g_and_the_welch_interval_by_hand():
+    a, b = [0.80, 0.82, 0.84], [0.50, 0.55, 0.60]
+    pooled = math.sqrt((0.0004 * 2 + 0.0025 * 2) / 4)
+    assert stats.hedges_g(a, b) == pytest.approx((0.55 - 0.82) / pooled * (1 - 3 / (4 * 6 - 9)))
+    assert stats.hedges_g([0.5, 0.5], [0.6, 0.6]) is None
+    se = math.sqrt((0.0004 + 0.0025) / 3)
+    df = se ** 4 / ((0.0004 / 3) ** 2 / 2 + (0.0025 / 3) ** 2 / 2)
+    interval = stats.welch_interval(a, b)
+    assert interval.high - interval.mean == pytest.approx(sps.t.ppf(0.975, df) * se)
+
+
+def test_the_detectable_difference_has_80_percent_power_by_the_noncentral_t():
+    sd, n = 0.03, 5
+    d = stats.detectable(sd, n) / sd
+    df, crit = 2 * n - 2, sps.t.ppf(0.975, 2 * n - 2)
+    noncentral = d * math.sqrt(n / 2)
+    power = sps.nct.sf(crit, df, noncentral) + sps.nct.cdf(-crit, df, noncentral)
+    assert power == pytest.approx(0.8, abs=1e-3)
+    # a verdict's: Welch's test at its own standard error and degrees of freedom
+    se, df_welch = 0.012, 3.4
+    found = detectable_welch(se, df_welch)
+    crit = sps.t.ppf(0.975, df_welch)
+    assert sps.nct.sf(crit, df_welch, found / se) + sps.nct.cdf(-crit, df_welch, found / se) == pytest.approx(0.8)
+    assert detectable_welch(se, 50) < found  # more degrees of freedom, less to detect
+    needed = stats.seeds_needed(0.05, sd)  # the fewest seeds that detect 5 points at sd 3
+    assert stats.detectable(sd, needed) <= 0.05 < stats.detectable(sd, needed - 1)
+
+
+def test_a_learners_interval_is_exact_for_one_value_and_adds_the_test_splits_error_over_seeds():
+    exact = sps.binomtest(248, 2000).proportion_ci(0.95, method="exact")
+    one = stats.accuracy_interval([0.124], 2000)
+    assert (one.low, one.high) == (pytest.approx(exact.low), pytest.approx(exact.high))
+    values = [0.60, 0.62, 0.64]
+    many = stats.accuracy_interval(values, 500)
+    variance = np.var(values, ddof=1) / 3 + 0.62 * 0.38 / 500
+    df = variance ** 2 / ((np.var(values, ddof=1) / 3) ** 2 / 2)
+    assert many.high - many.mean == pytest.approx(sps.t.ppf(0.975, df) * math.sqrt(variance))
+    same = stats.accuracy_interval([0.1, 0.1, 0.1], 500)  # no spread: the test split's error remains, whole
+    wald = sps.norm.ppf(0.975) * math.sqrt(0.1 * 0.9 / 500)
+    exact_low, exact_high = stats.binomial_interval(0.1, 500)
+    assert (same.low, same.high) == pytest.approx((min(exact_low, 0.1 - wald), max(exact_high, 0.1 + wald)))
+
+
+def test_learning_is_shown_at_chance_or_cannot_be_told_with_what_would_decide_it():
+    assert judge([0.9], 500, 0.1).state == SHOWN
+    assert judge([0.1], 500, 0.1).state == AT_CHANCE  # the upper end 12.8% <= 15%
+    doubt = judge([0.1], 100, 0.1)  # 100 images: the upper end 17.6%
+    assert doubt.state == CANNOT_TELL and doubt.prior  # one value: its seeds at the prior spread
+    images = doubt.needs["images"]
+    assert accuracy_bounds(0.1, None, 1, images)[1] <= 0.15 < accuracy_bounds(0.1, None, 1, images - 1)[1]
+    spread = judge([0.12, 0.30], 1000, 0.1)  # 21% +- a wide t-interval over 2 seeds
+    seeds = spread.needs["seeds"]
+    sd = float(np.std([0.12, 0.30], ddof=1))
+    assert spread.state == CANNOT_TELL
+    assert accuracy_bounds(0.21, sd, seeds, 1000)[0] > 0.15 >= accuracy_bounds(0.21, sd, seeds - 1, 1000)[0]
+    # 12.7% over 2 close seeds on 500 images: more seeds leave the test split's error, more images the t of 1 df
+    both = judge([0.1234, 0.1306], 500, 0.1)
+    assert both.needs["seeds"] is None and both.needs["images"] is None
+    seeds, images = both.needs["both"]
+    sd = float(np.std([0.1234, 0.1306], ddof=1))
+    assert accuracy_bounds(0.127, sd, seeds, images)[1] <= 0.15 < accuracy_bounds(0.127, sd, seeds, images - 1)[1]
 
 
 def test_auc_trapezoid_by_hand():

@@ -77,7 +77,10 @@ def test_a_run_made_from_objects_records_them_and_the_command_line_says_what_to_
                                            ({"executor": "slurm"},
                                             f"executor should be one of {', '.join(EXECUTORS.names)}, got 'slurm'"),
                                            ({"ray": {"gpus": 1}}, "ray: gpus is no field of RayOptions"),
-                                           ({"ray": {"gpus_per_task": -1}}, "--gpus-per-task >= 0")])
+                                           ({"ray": {"gpus_per_task": -1}}, "--gpus-per-task >= 0"),
+                                           ({"margin": 150}, "margin should be a number of accuracy points between"),
+                                           ({"seeds": "many"}, 'seeds should be an int or "auto"'),
+                                           ({"seeds": "auto", "detect": 0}, "detect should be a number of accuracy")])
 def test_study_checks_its_arguments_before_any_work(tmp_path, changes, says):
     with pytest.raises(UserError, match=says):
         study(tmp_path / "run", **changes)

@@ -231,3 +231,25 @@ method_arg_option = click.option(
     help="an estimator's parameter or argument, repeatable, values read as YAML (--method-arg samples=30, "
          "--method-arg sliding_window_shapes=[3,8,8] for captum:Occlusion); each estimator gets those it takes, "
          "and a name none takes is refused with what each takes")
+
+
+#: --margin of report, sweep and run (points; roarfast.stats.levels.MARGIN says why 5)
+margin_option = click.option(
+    "--margin", type=click.FloatRange(min=0, max=100, min_open=True, max_open=True), default=None, metavar="POINTS",
+    help="the smallest accuracy difference worth reporting, in points: a learner must beat chance by more to show "
+         "learning, an estimator within it of random is \"no different\" (two one-sided tests)  [default: the one the "
+         "sweep recorded, else 5]")
+
+
+#: --detect and --max-seeds of sweep: what the seeds are planned for
+_DETECT = click.option(
+    "--detect", type=click.FloatRange(min=0, max=100, min_open=True), default=None, metavar="POINTS",
+    help="the difference from random (accuracy points) the seeds should detect with 80% power: the dry run says how "
+         "many seeds that needs; with --seeds auto, the most seeds it adds")
+_MAX_SEEDS = click.option("--max-seeds", type=click.IntRange(min=2, max=1000), default=None,
+                          help="--seeds auto: the most seeds per cell  [default: what --detect needs, at most 10]")
+
+
+def seeds_plan_options(func):
+    """Decorator: --detect and --max-seeds."""
+    return _DETECT(_MAX_SEEDS(func))

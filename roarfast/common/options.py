@@ -110,6 +110,9 @@ def check_types(name_value_kinds: dict) -> None:
 
 # ------------------------------------------------------------------- options declared once, with their flags
 
+#: --seeds auto: seeds added in stages only where a verdict is undecided (roarfast.orchestration.seeds_auto)
+AUTO_SEEDS = "auto"
+
 #: the work an executor's option applies to (Flag.uses): the retraining cells, or an extraction's chunks
 CELLS, CHUNKS = "cells", "chunks"
 
@@ -174,6 +177,17 @@ def parse_fractions(value) -> list[float] | None:
     if not out:
         raise UserError("give at least one fraction")
     return sorted(set(out))
+
+
+def parse_seeds(value) -> int | str | None:
+    """--seeds: a number of seeds (its text or an int), or "auto" (added where a verdict is undecided); nothing
+    given -> None. The number is checked where the grid is made."""
+    if value is None or value == AUTO_SEEDS or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise UserError(f"expected a number of seeds or `{AUTO_SEEDS}`, got {value!r}") from None
 
 
 def parse_pairs(value) -> dict:

@@ -18,6 +18,7 @@ from roarfast.execution.ray_cluster import local_threads
 from roarfast.report import write_report
 from roarfast.rundir.directory import RunDir
 from roarfast.stats import accuracy_over_seeds
+from roarfast.stats.levels import margin_of
 from roarfast.orchestration.sweep import run_sweep
 
 #: the embedded dataset's checks: oracle ROAR near chance, random far above, oracle KAR near unmodified
@@ -42,10 +43,10 @@ def object_fraction(ds) -> float:
 
 
 def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, methods=None, seeds=None, epochs=None,
-             dataset_options=None, echo=print, name: str | None = None) -> dict:
+             dataset_options=None, echo=print, name: str | None = None, margin: float | None = None) -> dict:
     """The quick preset with RUN_MODEL on the embedded dataset of RUN_DATA (`dataset_options` override it key by
-    key), then the report; `name`: what the user calls the configuration (--name). Returns {"rows", "checks",
-    "report"}."""
+    key), then the report (its verdicts within `margin` points: None, roarfast.stats.MARGIN's); `name`: what the
+    user calls the configuration (--name). Returns {"rows", "checks", "report"}."""
     started = time.perf_counter()
     device = resolve_device(device)
     ds = load_dataset("embedded", **{**RUN_DATA, **(dataset_options or {})})
@@ -59,9 +60,10 @@ def run_demo(run_dir, *, device="auto", seed=0, progress=True, fractions=None, m
                        model=RUN_MODEL)
     with single_threaded(processes > 1):
         result = run_sweep(run_dir, grid, dataset_obj=ds, device=device, seed=seed, progress=progress, echo=echo,
-                           cell_processes=processes, name=name)
+                           cell_processes=processes, name=name,
+                           reading=None if margin is None else {"margin": margin_of(margin)})
     meta = RunDir(run_dir).base_meta()
-    report = write_report(run_dir, dataset=ds)  # the dataset held here: the report does not generate it again
+    report = write_report(run_dir, dataset=ds, margin=margin)  # the dataset held here: not generated again
     echo("")
     for line in report.verdict_lines():
         echo(line)

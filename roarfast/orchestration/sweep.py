@@ -34,6 +34,7 @@ from roarfast.planning.preview import learning_warnings, outline_of, preview_swe
 from roarfast.execution.registry import make_executor
 from roarfast.measurements.row import RETRAIN
 from roarfast.recipe import effective_recipe
+from roarfast.rundir.configurations import grid_cells
 from roarfast.rundir.results import open_results
 from roarfast.rundir.directory import RunDir
 from roarfast.rundir.writing import open_for_writing
@@ -45,7 +46,8 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
               dataset=None, data_dir=None, dataset_options=None, device="auto", seed: int = 0, progress: bool = True,
               extract_options=None, dataset_obj=None, echo=print, group_size: int | None = None,
               workers_per_cell: int = 1, cell_processes: int = 1, plan_device: str | None = None,
-              plan_workers: int = 1, name: str | None = None, threads_per_cell: int | None = None) -> dict:
+              plan_workers: int = 1, name: str | None = None, threads_per_cell: int | None = None,
+              grids: list | None = None, reading: dict | None = None, seeds_plan: dict | None = None) -> dict:
     """Runs `grid` in run_dir: base model, ranks, then every cell not yet done, `group_size` cells trained
     together (None: the device's default, roarfast.train.default_grouping) or each over `workers_per_cell`
     processes (data-parallel) or (CPU) side by side in `cell_processes` processes (executors.execute), each cell
@@ -53,8 +55,12 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     cells of the configuration trained with other counts); `dry_run`: prints what it would do
     (roarfast.planning.preview), the cells' threads among it, its stages costed on `plan_device`
     (roarfast.planning.costs.STATED; None: this device) over `plan_workers` workers, and does none of it; `name`:
-    what the user calls the configuration (--name). Returns {"plan": Plan, "rows": [row of each cell of the grid],
-    "configuration": its id} (rows empty and configuration None on a dry run).
+    what the user calls the configuration (--name); `grids`: grid records (roarfast.rundir.configurations.grid_of,
+    with its design) whose cells alone are run and recorded, the cells of `grid` they name (a stage of
+    `--seeds auto`: roarfast.orchestration.seeds_auto); None: all of `grid`; `reading`: how its verdicts are read,
+    recorded with each grid for the report ({"margin"}, and --seeds auto's {"design"}); `seeds_plan`: what the dry run says of the
+    seeds (preview_sweep's seeds_auto, detect, max_seeds). Returns {"plan": Plan, "rows": [row of each
+    cell of the grid], "configuration": its id} (rows empty and configuration None on a dry run).
 
     `executor`: where the ranks' chunks and the cells are computed (an Executor, or its name:
     roarfast.execution.registry.make_executor; None: here). `selection`: the grid's estimators as the caller
@@ -75,7 +81,7 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
         preview = preview_sweep(RunDir(run_dir), grid, selection, dataset=dataset, data_dir=data_dir,
                                 dataset_options=dataset_options, dataset_obj=dataset_obj, device=device, seed=seed,
                                 extract_options=options, plan_device=plan_device, workers=plan_workers,
-                                cell_threads=threads)
+                                cell_threads=threads, **(seeds_plan or {}))
         for line in preview.lines():
             echo(line)
         return {"plan": preview.plan, "rows": [], "configuration": None}
@@ -95,10 +101,16 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     trainer = CellTrainer(run, ds, model, recipe, grid.fill, device, progress=False, grouping=grouping, base=base,
                           ranks=ids)
     trainer.check_ranks(selection.names)
-    record = trainer.request(selection.names, grid.record(selection.names), "roarfast.orchestration.sweep.run_sweep()",
-                             name)
+    for asked in grids if grids is not None else [grid.record(selection.names)]:
+        asked = asked if reading is None else {**asked, **reading}
+        record = trainer.request(selection.names, asked, "roarfast.orchestration.sweep.run_sweep()", name)
     with open_results(run) as db:
         plan = make_plan(trainer, grid, db, selection.names)
+        if grids is not None:  # only the cells the stage asks for
+            keep = grid_cells(grids)
+            plan.cells = [(c, k) for c, k in plan.cells
+                          if (c.method, c.measured_mode, round(c.fraction, 9), c.seed, None if c.control else grid.fill)
+                          in keep]
         plan.estimated = _estimated_rates(ds, model, recipe, device)
         for line in describe_plan(plan, grid):
             echo(f"[sweep] {line}")

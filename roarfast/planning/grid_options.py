@@ -8,7 +8,7 @@ Light on purpose (no torch): every --help builds its options from here.
 
 from dataclasses import dataclass
 
-from roarfast.common.options import flag, parse_fractions, parse_list, parse_pairs
+from roarfast.common.options import flag, parse_fractions, parse_list, parse_pairs, parse_seeds
 from roarfast.fills import DEFAULT_FILL, FILLS
 from roarfast.methods.registry import method_forms
 from roarfast.models.registry import MODELS
@@ -40,7 +40,10 @@ class GridOptions:
                              help="fractions removed (ROAR) or kept (KAR); repeat or comma-separate (default: the "
                                   "preset's)")
     modes: object = flag("--mode", help=f"{', '.join(MODES)} or {','.join(MODES)} (default: the preset's)")
-    seeds: int | None = flag("--seeds", kind=int, help="retrainings per cell, seeds --seed.. (default: the preset's)")
+    seeds: int | str | None = flag(
+        "--seeds", parse=parse_seeds, metavar="N|auto",
+        help="retrainings per cell, seeds --seed.., or `auto`: seeds added in stages only where a verdict is "
+             "undecided, at the stated error rates (default: the preset's)")
     control: bool | None = flag("--control/--no-control", help="the mask-only control beside every cell (default: on)")
     control_seeds: int | None = flag(
         "--control-seeds", kind=int,

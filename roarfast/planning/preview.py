@@ -24,9 +24,11 @@ from roarfast.stages.cells import CellTrainer, cell_model
 from roarfast.records.checkpoint import recorded_model
 from roarfast.data import outline_dataset
 from roarfast.data.base import Canvas
+from roarfast.planning import seeds
 from roarfast.planning.grid import Grid, Plan, describe_grid, make_plan, measured_rates, sweep_base
 from roarfast.records.ids import SHOWN_CHARS
 from roarfast import stats
+from roarfast.stats.learning import AT_CHANCE, clearly_above_chance, judge
 from roarfast.modes import MODES
 from roarfast.common.options import check_positive
 from roarfast.common.plugins import shown_method
@@ -160,6 +162,7 @@ class Preview:
     configuration_known: bool = False  # whether the run directory records that configuration
     warnings: list = field(default_factory=list)  # what to know before training (learning_warnings)
     cell_threads: int | None = None  # the CPU threads each cell trains with (Executor.cell_threads); None: unsaid
+    seeds: list = field(default_factory=list)  # what the planned seeds detect, what --detect needs (planning.seeds)
 
     @property
     def base_reused(self) -> bool:
@@ -194,6 +197,7 @@ class Preview:
         workers = f"{self.workers} worker" + ("s" if self.workers > 1 else "")
         return [("data", self.data.describe()), ("base model", self._base_text()), ("ranks", self._ranks_text()),
                 ("cells", cells), ("grid", grid), ("progress", progress),
+                *(("seeds", line) for line in self.seeds),
                 ("plan", f"on {self.target.name}, {workers}"), *plan, ("ETA", self._eta_text()),
                 *(("warning", w) for w in self.warnings)]
 
@@ -257,12 +261,14 @@ class Preview:
 
 def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
                   dataset_obj=None, device=None, seed: int = 0, plan_device: str | None = None,
-                  workers: int = 1, cell_threads: int | None = None) -> Preview:
+                  workers: int = 1, cell_threads: int | None = None, seeds_auto: bool = False,
+                  detect: float | None = None, max_seeds: int | None = None) -> Preview:
     """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`selection`: the grid's estimators
     as the sweep or the Study resolved them, a roarfast.methods.selection.Selection, looked up no further;
     `extract_options`: an ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on
     --plan-device `plan_device` (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers;
-    `cell_threads`: the CPU threads each cell would train with (the executor's choice), said with the cells."""
+    `cell_threads`: the CPU threads each cell would train with (the executor's choice), said with the cells.
+    `seeds_auto`, `detect`, `max_seeds`: --seeds auto, --detect and --max-seeds (the seeds' lines: planning.seeds)."""
     check_positive("--plan-workers", workers)
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
@@ -300,7 +306,9 @@ def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, 
                       kept_models=tuple(m for m in kept if m != model_id),
                       trained=trained_at(run, model_id) if reused else "", rank_ids=ids,
                       configuration=configuration, configuration_known=known, warnings=warnings,
-                      cell_threads=cell_threads)
+                      cell_threads=cell_threads,
+                      seeds=seeds.lines(seeds.recorded_spread(run, cells_spec.name, data.fingerprint),
+                                        "auto" if seeds_auto else grid.seeds, detect, max_seeds))
     costing = Costing(data, target)
     preview.stages["base model"] = Cost(0.0, "reused") if reused else costing.training(base_spec, base)
     preview.stages["ranks"] = costing.extraction(base_spec, selection.only(remade), extract_options)
@@ -346,8 +354,8 @@ def steps_per_cell(recipe, train_images: int) -> int:
 def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[str]:
     """What the dry run warns of before training: cells planned for fewer optimizer steps than this model needed
     to leave chance on this data, by the records (the base models kept of this model and data: the first epoch
-    whose validation accuracy left chance beyond doubt, roarfast.stats.clearly_above_chance; earlier random cells
-    of this model and data
+    whose validation accuracy left chance beyond doubt, roarfast.stats.learning.clearly_above_chance; earlier random
+    cells of this model and data
     that stayed at chance with at least as many steps), else by MIN_CELL_STEPS."""
     train = len(data.train_index)
     planned = steps_per_cell(recipe, train)
@@ -358,7 +366,7 @@ def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[s
         if record.get("model") != model or record.get("dataset_fingerprint") != data.fingerprint:
             continue
         for entry in record.get("history") or []:
-            if entry.get("val_acc") is not None and stats.clearly_above_chance(entry["val_acc"], chance,
+            if entry.get("val_acc") is not None and clearly_above_chance(entry["val_acc"], chance,
                                                                                data.val_images):
                 batch = (record.get("recipe") or {}).get("batch_size") or recipe.batch_size
                 needed.append((entry["epoch"] * math.ceil(train / batch), entry["epoch"]))
@@ -390,7 +398,7 @@ def learning_warnings(run, data, model: str, recipe, meta: dict, kept) -> list[s
 
 def _cells_at_chance(run, data, model: str, chance: float, train: int) -> list:
     """[(steps, epochs, best mean)] of the earlier random cells of `model` on this data (results.sqlite) whose
-    best group (fraction, mode) stayed at chance, per recipe they trained with."""
+    best group (fraction, mode) stayed at chance (roarfast.stats.learning's rule), per recipe they trained with."""
     if not run.results_path.exists():
         return []
     with open_results(run, readonly=True) as db:
@@ -407,7 +415,7 @@ def _cells_at_chance(run, data, model: str, chance: float, train: int) -> list:
     out = []
     for (epochs, batch), by_slot in groups.items():
         values = max(by_slot.values(), key=lambda v: sum(a for a, _n in v) / len(v))
-        if stats.at_chance([a for a, _n in values], chance, values[0][1]):
+        if judge([a for a, _n in values], values[0][1], chance).state == AT_CHANCE:
             steps = epochs * math.ceil(train / batch)
             out.append((steps, epochs, sum(a for a, _n in values) / len(values)))
     return out

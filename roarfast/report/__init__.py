@@ -25,6 +25,7 @@ from roarfast.report.load import ALL, load_run
 from roarfast.report.render import REPORT_FILES, page, paper_tables, write_files
 from roarfast.report.text import verdict_lines
 from roarfast.rundir.directory import RunDir
+from roarfast.stats.levels import margin_of
 
 #: the file that marks a directory as a report roarfast wrote: such a directory is replaced whole by the next
 #: report, and no other is (but an empty one)
@@ -57,24 +58,26 @@ class Report:
 
 
 def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None, figure_formats=("png",),
-                 dpi: int | None = None) -> Report:
+                 dpi: int | None = None, margin: float | None = None) -> Report:
     """Reads the run directory (writing nothing there), writes the report of the configuration `config` names
     (a label or an id prefix; "all": every configuration, each apart; None: the latest request's, HEAD's)
     under out_dir (default: the run directory's report directory) and returns it; `dataset`: the run's Dataset
     when the caller holds it (a Study's, which the run directory may not be able to load); `figure_formats`:
     the figures' formats (png, svg, pdf: a sequence or "png,svg"), `dpi` a PNG's resolution (None:
-    figures.FIGURE_DPI); beside the page,
+    figures.FIGURE_DPI); `margin`: the smallest accuracy difference worth reporting, in points (--margin; None:
+    the one the configuration's sweep recorded, else roarfast.stats.MARGIN's 5); beside the page,
     tables.tex (booktabs) and tables.md hold the rankings, verdicts and accuracies. Every file is built in a temporary directory
     beside out_dir, which replaces out_dir whole only once all are written: a failure or a kill leaves the
     previous report whole. Raises UserError, writing nothing, when the run directory has no results.sqlite
     or no finished cells, when out_dir cannot be written, or when it is a directory holding files no report
     wrote (the report replaces its directory whole); a failed write is one line saying what was left."""
     dpi = FIGURE_DPI if dpi is None else dpi
+    margin = margin_of(margin, "--margin")
     formats = check_formats(figure_formats, dpi)
     run = RunDir(run_dir)
     loaded = load_run(run, dataset, config)
     listed = sections.ordered()
-    summary = analyse(loaded, listed)
+    summary = analyse(loaded, listed, margin)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir
     previous = _snapshot(out_dir) if _check_replaceable(out_dir) else None
     check_writable(out_dir.parent, 0, "--out")  # the report is built beside out_dir, then swapped in

@@ -1,33 +1,40 @@
 """The report's shared analysis: from the loaded measurements (roarfast.report.load) to the numbers several
-sections read — whether the study can answer at all (.status: INCONCLUSIVE when its cells or base model did not
-leave chance), per cell group the mean and 95% interval over seeds, each mask-only control tested against
+sections read — whether the study can answer at all (.status: CONCLUSIVE only when its base model and cells
+showed learning), per cell group the mean and 95% interval over seeds, each mask-only control tested against
 chance (mask leakage; Holm-corrected over the configuration's controls, untestable where the cells learned
-nothing), each estimator against random (Welch, Holm) with what its control's leak does to
-the verdict (the leak readings) and whether random sits near chance there — and `analyse`, which adds each
-section's own numbers (roarfast.report.sections) to them, one configuration of the cells at a time. Plain
-data in, plain (JSON-able) data out: the summary.
+nothing), each estimator against random (Welch for a difference, TOST within the margin for "no different",
+each Holm-corrected; replayed look by look under a sequential design) with what its control's leak does to
+the verdict (the leak readings) and whether random sits near chance there, what the study could detect — and
+`analyse`, which adds each section's own numbers (roarfast.report.sections) to them, one configuration of the
+cells at a time. Plain data in, plain (JSON-able) data out: the summary.
 """
 
+import math
 from collections import defaultdict
 
 from roarfast import stats
+from roarfast.stats.difference import VERDICTS, classify
+from roarfast.stats.intervals import welch_se_df
+from roarfast.stats.power import detectable_welch
+from roarfast.stats.sequential import Design, decide
 from roarfast.modes import LOWER_IS_BETTER, MODES, control_mode, is_control
 from roarfast.report.load import method_order, mode_order
 from roarfast.report.sections import CONFIGURATION, RUN
-from roarfast.report.status import INCONCLUSIVE, study_status
+from roarfast.report.status import CONCLUSIVE, study_status
 
 #: random is near chance where its mean accuracy is less than this above chance: there an estimator has
 #: little room below it (ROAR), or random kept too little to learn from (KAR)
 NEAR_CHANCE = 0.05
 
 
-def analyse(loaded, sections) -> dict:
+def analyse(loaded, sections, margin: float | None = None) -> dict:
     """Everything the report shows, JSON-able (summary.json). Per configuration of the cells (LoadedRun's
-    parts): the shared numbers (`measured`), then each section's, in page order (a section reads those
-    placed before it). With one configuration, the summary is its numbers (with the run's notes first);
-    with several, {"configurations": [each one's numbers], "notes": the run's}. Then the numbers of the
-    sections about the whole run. A section setting a key the summary already holds is a ValueError."""
-    parts = [_analyse_part(part, [s for s in sections if s.scope == CONFIGURATION]) for part in loaded.parts]
+    parts): the shared numbers (`measured`, its verdicts within `margin`: None, the one its sweep recorded, else
+    roarfast.stats.MARGIN), then each section's, in page order (a section reads those placed before it). With
+    one configuration, the summary is its numbers (with the run's notes first); with several,
+    {"configurations": [each one's numbers], "notes": the run's}. Then the numbers of the sections about the
+    whole run. A section setting a key the summary already holds is a ValueError."""
+    parts = [_analyse_part(part, [s for s in sections if s.scope == CONFIGURATION], margin) for part in loaded.parts]
     if len(parts) == 1:
         summary = parts[0]
         summary["notes"] = loaded.notes + summary["notes"]
@@ -45,8 +52,8 @@ def parts_of(summary: dict) -> list:
     return summary.get("configurations") or [summary]
 
 
-def _analyse_part(loaded, sections) -> dict:
-    summary = measured(loaded)
+def _analyse_part(loaded, sections, margin: float | None) -> dict:
+    summary = measured(loaded, margin)
     for section in sections:
         _add(summary, section, loaded)
     return summary
@@ -62,13 +69,16 @@ def _add(summary: dict, section, loaded) -> None:
     summary.update(numbers)
 
 
-def measured(loaded) -> dict:
-    """The numbers several sections read, of one configuration: its status (status, reasons, fix,
-    cells_at_chance, base_at_chance: report.status), the configuration (label, config, what differs from the
-    others, its cells), groups (mean and interval per method x mode x fill x fraction),
-    the mask-only control tests (key "leakage": mask leakage), verdicts against random, the fills, the base
-    model, chance, and the notes (the loader's; a figure that cannot be drawn adds one)."""
+def measured(loaded, margin: float | None = None) -> dict:
+    """The numbers several sections read, of one configuration: its status (status, reasons, fix, learning:
+    report.status), the margin and the sequential design its verdicts were read with (design_of), the
+    configuration (label, config, what differs from the others, its cells), groups (mean and interval per method x
+    mode x fill x fraction), the mask-only control tests (key "leakage": mask leakage), verdicts against random,
+    what the study as run could detect (power), the fills, the base model, chance, and the notes (the loader's; a
+    figure that cannot be drawn adds one)."""
     cells, context = loaded.cells, loaded.context
+    design, recorded = design_of(loaded.configuration)
+    margin = margin if margin is not None else recorded.get("margin", stats.MARGIN)
     accs, sizes = accuracies(cells)
     groups = []
     for (method, mode, fill, fraction), by_seed in accs.items():
@@ -78,11 +88,15 @@ def measured(loaded) -> dict:
     meta = context.meta
     base = {**{k: meta.get(k) for k in ("model", "dataset", "test_acc", "val_acc", "seconds", "num_classes")},
             "epochs": (meta.get("recipe") or {}).get("epochs"), "adopted": meta.get("adopted")}
-    status = study_status(accs, sizes, context, base, cells, cells_epochs(loaded))
-    controls = control_tests(accs, sizes, context, untestable=status["cells_at_chance"] is not None)
+    record = getattr(loaded.configuration, "record", None) or {}
+    status = study_status(cells, context, base, cells_epochs(loaded), margin,
+                          record.get("command"))
+    controls = control_tests(accs, sizes, context, untestable=status.pop("cells_at_chance"))
     configuration = {} if loaded.configuration is None else loaded.configuration.to_dict()
     return {
         **status,
+        "margin": margin,
+        "design": None if design is None else {**design.to_dict(), **recorded},
         "configuration": {**configuration, "cells": len(cells)},
         "fills": sorted({c["fill"] for c in cells if c["fill"] is not None}),
         "base": base,
@@ -90,9 +104,38 @@ def measured(loaded) -> dict:
         "groups": sorted(groups, key=lambda g: (mode_order(g["mode"]), g["fill"] or "", method_order(g["method"]),
                                                 g["fraction"])),
         "leakage": controls,
-        "verdicts": verdicts_against_random(accs, controls, context.chance),
+        "verdicts": verdicts_against_random(accs, controls, context.chance, margin, design),
+        "power": study_power(accs, design, recorded),
         "notes": list(loaded.notes),
     }
+
+
+def design_of(configuration) -> tuple:
+    """(the sequential Design of `sweep --seeds auto`, or None for a fixed design; {margin, detect, max_seeds} as
+    the requests recorded them) of a configuration: its record's latest grids that hold them."""
+    grids = ((getattr(configuration, "record", None) or {}).get("grids")) or []
+    recorded = {k: g[k] for g in grids for k in ("margin",) if g.get(k) is not None}
+    designs = [g["design"] for g in grids if g.get("design")]
+    if not designs:
+        return None, recorded
+    last = designs[-1]
+    return Design(tuple(last["looks"]), last["alpha"]), {**recorded, **{k: last[k] for k in ("detect", "max_seeds")}}
+
+
+def study_power(accs: dict, design, recorded: dict) -> dict:
+    """What the finished study could detect: the seed-to-seed sd pooled over its ROAR/KAR cell groups, the seeds
+    most groups have, the difference those detect at 80% power (roarfast.stats.power.DETECTABLE; None below 2
+    seeds); with a sequential design, the trainings run against max-seeds everywhere."""
+    groups = [list(v.values()) for k, v in accs.items() if k[1] in MODES]
+    sd = stats.pooled_sd(groups)
+    counts = sorted(len(g) for g in groups)
+    seeds = max(set(counts), key=counts.count) if counts else 0
+    out = {"sd": sd, "seeds": seeds, "groups": sum(len(g) >= 2 for g in groups),
+           "detectable": stats.detectable(sd, seeds) if sd is not None and seeds >= 2 else None}
+    if design is not None:
+        everywhere = len(groups) * design.looks[-1]
+        out.update(trainings=sum(counts), everywhere=everywhere, saved=everywhere - sum(counts))
+    return out
 
 
 def cells_epochs(loaded) -> int | None:
@@ -113,8 +156,9 @@ def untestable(control: dict) -> bool:
 
 
 def findings(summary: dict) -> bool:
-    """Whether a configuration's rankings and verdicts are findings: not when its study is INCONCLUSIVE."""
-    return summary.get("status") != INCONCLUSIVE
+    """Whether a configuration's rankings and verdicts are findings: only when its study is CONCLUSIVE (learning
+    shown)."""
+    return summary.get("status") == CONCLUSIVE
 
 
 def accuracies(cells: list) -> tuple[dict, dict]:
@@ -170,9 +214,12 @@ def control_tests(accs: dict, sizes: dict, context, untestable: bool = False) ->
     return out
 
 
-def verdicts_against_random(accs: dict, control_entries: list, chance: float | None = None) -> list:
-    """Each estimator against random at every (mode, fill, fraction), Holm-corrected over the
-    estimators tested there, with its mask-only control's test and whether random is near `chance` there
+def verdicts_against_random(accs: dict, control_entries: list, chance: float | None = None,
+                             margin: float = stats.MARGIN, design: Design | None = None) -> list:
+    """Each estimator against random at every (mode, fill, fraction), read together with the other estimators
+    there (roarfast.stats.difference: Welch and TOST within `margin`, each Holm-corrected; a sequential `design`:
+    replayed look by look, roarfast.stats.sequential), with the difference's 95% interval, Hedges' g, what the
+    seeds could detect, its mask-only control's test and whether random is near `chance` there
     (random_near_chance: NEAR_CHANCE)."""
     controls = {(e["method"], e["mode"], e["fraction"]): e for e in control_entries}
     out = []
@@ -186,8 +233,10 @@ def verdicts_against_random(accs: dict, control_entries: list, chance: float | N
                 continue
             values = list(by_seed.values())
             entry = {"method": method, "mode": mode, "fill": fill, "fraction": fraction,
-                     "mean": sum(values) / len(values), "n": len(values),
-                     "random_mean": None, "n_random": 0, "p": None, "p_holm": None, "random_near_chance": False}
+                     "mean": sum(values) / len(values), "n": len(values), "random_mean": None, "n_random": 0,
+                     **dict.fromkeys(("p", "p_holm", "p_equivalence", "p_equivalence_holm", "diff", "diff_low",
+                                      "diff_high", "g", "detectable", "look")), "margin": margin,
+                     "random_near_chance": False}
             if random is None:
                 entry["verdict"] = "no verdict drawn (random was not run here)"
             else:
@@ -196,20 +245,70 @@ def verdicts_against_random(accs: dict, control_entries: list, chance: float | N
                 entry["random_near_chance"] = chance is not None and entry["random_mean"] < chance + NEAR_CHANCE
                 if len(values) < 2 or len(rv) < 2:
                     entry["verdict"] = "no verdict drawn (one seed)"
-                else:
-                    entry["p"] = stats.welch_p(values, rv)
             control = controls.get((method, control_mode(mode), fraction))
             entry["control"] = None if control is None else {k: control[k]
                                                              for k in ("mean", "n", "p", "p_holm", "leaky", "test")}
             entries.append(entry)
-        tested = [e for e in entries if e["p"] is not None]
-        for e, p_holm in zip(tested, stats.holm([e["p"] for e in tested])):
-            e["p_holm"] = p_holm
-            e["verdict"] = stats.verdict(e["mean"], e["random_mean"], p_holm, LOWER_IS_BETTER[mode])
+        tested = [e for e in entries if "verdict" not in e]
+        if tested:
+            estimators = {e["method"]: accs[(e["method"], mode, fill, fraction)] for e in tested}
+            _decide(tested, estimators, random, LOWER_IS_BETTER[mode], margin, design)
         for e in entries:
             e["leak"] = leak_reading(e)
         out.extend(sorted(entries, key=lambda e: method_order(e["method"])))
     return out
+
+
+def _decide(entries: list, estimators: dict, random: dict, lower_is_better: bool, margin: float, design) -> None:
+    """Fills the verdict entries of one place ({method: {seed: accuracy}} of the estimators, random's), each with
+    the seeds its verdict was read on: all of them in a fixed design, those of its last look in a sequential one
+    (fewer seeds than the first look: no verdict drawn)."""
+    result, read = (_fixed if design is None else _replayed)(estimators, random, lower_is_better, margin, design)
+    for i, e in enumerate(entries):
+        if read[i] is None:
+            e["verdict"] = f"no verdict drawn (fewer seeds than the design's first look, {design.looks[0]})"
+            continue
+        values, rv, level, look = read[i]
+        interval = stats.welch_interval(rv, values)
+        e.update({k: _number(result[k][i]) for k in ("p", "p_holm", "p_equivalence", "p_equivalence_holm")})
+        e.update(verdict=VERDICTS[int(result["code"][i])], diff=interval.mean, diff_low=interval.low,
+                 diff_high=interval.high, g=stats.hedges_g(rv, values), level=level, look=look,
+                 detectable=detectable_welch(*welch_se_df(rv, values), level))
+
+
+def _fixed(estimators: dict, random: dict, lower_is_better: bool, margin: float, _design) -> tuple:
+    """(the tests' p-values and verdict codes, [(values, random's, level, look None)]): every seed of each estimator
+    against every seed of random, at alpha."""
+    rv = list(random.values())
+    read = [(list(by_seed.values()), rv, stats.ALPHA, None) for by_seed in estimators.values()]
+    p = [stats.welch_p(r, v) for v, r, _level, _look in read]
+    pe = [stats.tost_p(r, v, margin) for v, r, _level, _look in read]
+    result = {"p": p, "p_holm": stats.holm(p), "p_equivalence": pe, "p_equivalence_holm": stats.holm(pe)}
+    diffs = [sum(v) / len(v) - sum(r) / len(r) for v, r, _level, _look in read]
+    result["code"] = classify(diffs, result["p_holm"], result["p_equivalence_holm"], stats.ALPHA, stats.ALPHA,
+                              lower_is_better)
+    return result, read
+
+
+def _replayed(estimators: dict, random: dict, lower_is_better: bool, margin: float, design: Design) -> tuple:
+    """(the replay's p-values, verdict codes and looks, [(values, random's, level, look) or None]): the seeds in
+    order, look by look (roarfast.stats.sequential.decide), each estimator read on its last look's first seeds."""
+    seeds = sorted({s for by_seed in (random, *estimators.values()) for s in by_seed})
+    table = [[by_seed.get(s, math.nan) for s in seeds] for by_seed in estimators.values()]
+    result = decide(table, [random.get(s, math.nan) for s in seeds], design, lower_is_better, margin)
+
+    def first(by_seed: dict, look: int) -> list:
+        return [by_seed[s] for s in sorted(by_seed)][:design.looks[look - 1]]
+
+    read = [(first(by_seed, k), first(random, k), design.levels[k - 1], int(k)) if k else None
+            for by_seed, k in zip(estimators.values(), result["look"])]
+    return result, read
+
+
+def _number(value):
+    """A p-value as summary.json holds it: a float, None where untested (NaN)."""
+    value = float(value)
+    return None if math.isnan(value) else value
 
 
 #: how a verdict reads beside its mask-only control (a verdict entry's "leak"): what was tested, in words
@@ -230,7 +329,7 @@ def leak_reading(entry: dict) -> str:
         return UNTESTED
     if not control["leaky"]:
         return NOT_LEAKY
-    if entry["p_holm"] is None:
+    if entry["p_holm"] is None or entry["verdict"] == stats.UNDECIDED:
         return LEAKY_NO_VERDICT
     better = entry["verdict"] == stats.BETTER
     return LEAK_STANDS if better == LOWER_IS_BETTER[entry["mode"]] else LEAK_INCONCLUSIVE

@@ -35,6 +35,7 @@ class Context:
     chance_source: str
     n_test: int | None
     dataset: object = None
+    run_dir: str | None = None  # the run directory, as the fixes' commands name it
 
 
 @dataclass
@@ -285,7 +286,7 @@ def _context(run, meta: dict, cells: list, notes: list, ds, configuration: Confi
     else:
         chance, source = None, "unknown (no dataset, no base meta)"
     n_test = recorded_n if recorded_n is not None else (len(ds.test) if ds is not None else None)
-    return Context(meta, chance, source, n_test, ds)
+    return Context(meta, chance, source, n_test, ds, str(run.root))
 
 
 def _recorded(cells: list, key: str):

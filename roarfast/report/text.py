@@ -1,16 +1,19 @@
 """How the report writes its numbers, written once for every section: percentages, p-values, intervals,
-where a cell group sits ("ROAR 50% [road]"), what a ranking orders by, a verdict's reading beside its
-mask-only control and beside a random near chance, and the lines `roarfast report` and `roarfast run` print
-(also the page's "All verdicts"): what to know first (whether the study can answer: INCONCLUSIVE with its
-reasons and fix, first; several configurations, what was set aside, warnings), then the verdicts (each marked
-"not a finding" in a study that cannot answer), each labelled with its configuration when the run holds several.
+where a cell group sits ("ROAR 50% [road]"), what a ranking orders by, a verdict with what decided it (its
+difference, interval, Hedges' g and p-values), its reading beside its mask-only control and beside a random near
+chance, and the lines `roarfast report` and `roarfast run` print (also the page's "All verdicts"): what to know
+first (whether the study can answer: CONCLUSIVE, or INCONCLUSIVE / UNDERPOWERED with the reasons and fix;
+several configurations, what was set aside, warnings, what it could detect), then the verdicts (each marked
+"not a finding" in a study that is not CONCLUSIVE), each labelled with its configuration when the run holds
+several. `status_line` is one configuration's status in a line, for `compare`.
 """
 
 from roarfast import stats
 from roarfast.fills import DEFAULT_FILL
 from roarfast.report.analysis import (LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED,
                                       findings, parts_of, shown_bounds, untestable)
-from roarfast.report.status import INCONCLUSIVE
+from roarfast.report.status import CONCLUSIVE
+from roarfast.stats.learning import STATUS_WORDS
 
 
 def pct(value) -> str:
@@ -57,10 +60,37 @@ LEAK_TAG = {LEAK_STANDS: " [stands despite a leaky control]", LEAK_INCONCLUSIVE:
 
 
 def significance(entry: dict) -> str:
-    """"significant after Holm" / "not significant after Holm" for a drawn verdict, "" for none."""
+    """What decided a drawn verdict, in words: "significant after Holm" (better or worse), "equivalent within +-5
+    points after Holm" (no different), "neither significant nor equivalent after Holm" (undecided); "" for none."""
     if entry["p_holm"] is None:
         return ""
-    return "significant after Holm" if entry["p_holm"] < stats.ALPHA else "not significant after Holm"
+    if entry["verdict"] in (stats.BETTER, stats.WORSE):
+        return "significant after Holm"
+    within = f"within +-{stats.points(entry['margin'])} points"
+    return f"equivalent {within} after Holm" if entry["verdict"] == stats.NO_DIFFERENT else \
+        f"neither significant nor equivalent {within} after Holm"
+
+
+def verdict_text(entry: dict) -> str:
+    """The verdict with what decided it: "undecided (the study could detect 8.7 points)" (at 80% power, for the
+    seeds run), "better than random, significant after Holm"; a verdict not drawn as it is."""
+    if entry["p_holm"] is None:
+        return entry["verdict"]
+    if entry["verdict"] == stats.UNDECIDED:
+        could = "any difference" if not entry["detectable"] else f"{stats.points(entry['detectable'])} points"
+        return f"undecided (the study could detect {could}; {significance(entry)})"
+    return f"{entry['verdict']}, {significance(entry)}"
+
+
+def difference_text(entry: dict) -> str:
+    """"-59.4 points [-70.1, -48.7], g -5.2": an estimator's difference from random, its 95% interval and Hedges'
+    g ("" where none was drawn)."""
+    if entry.get("diff") is None:
+        return ""
+    interval = "" if entry["diff_low"] is None else \
+        f" [{100 * entry['diff_low']:+.1f}, {100 * entry['diff_high']:+.1f}]"
+    g = "" if entry["g"] is None else f", g {entry['g']:+.2f}"
+    return f"{100 * entry['diff']:+.1f} points{interval}{g}"
 
 
 def label_prefix(summary: dict, part: dict) -> str:
@@ -96,36 +126,62 @@ def set_aside_line(entry: dict, several: bool, lead: str = "") -> str:
     return f"{label}{lead}{what}: {entry['why']}"
 
 
-#: what marks a ranking or verdict line of an INCONCLUSIVE study
+#: what marks a ranking or verdict line that is no finding (a study not CONCLUSIVE; a ranking of one method)
 NOT_A_FINDING = "[not a finding] "
 
 
 def not_finding(summary: dict) -> str:
-    """What a ranking or verdict table's title starts with when its study is INCONCLUSIVE (report.status)."""
-    return "" if findings(summary) else "NOT A FINDING (the study is INCONCLUSIVE): "
+    """What a ranking or verdict table's title starts with when its study is not CONCLUSIVE (report.status)."""
+    return "" if findings(summary) else f"NOT A FINDING (the study is {STATUS_WORDS[summary['status']]}): "
+
+
+def status_line(part: dict) -> str:
+    """One configuration's status in a line: "CONCLUSIVE", "UNDERPOWERED: why; ..." (what `compare` shows)."""
+    word = STATUS_WORDS[part["status"]]
+    return word if part["status"] == CONCLUSIVE else f"{word}: " + "; ".join(part["reasons"])
 
 
 def status_lines(summary: dict) -> list[str]:
-    """The study's first answer, whether it can answer: "INCONCLUSIVE: reason" and "fix: ..." lines per
-    configuration that cannot (labelled when the run holds several), then what that makes of its rankings and
-    verdicts; [] when every configuration can."""
+    """The study's first answer, whether it can answer, per configuration (labelled when the run holds several):
+    "CONCLUSIVE: learning shown ...", or "INCONCLUSIVE: reason" / "UNDERPOWERED: reason" lines, each "fix: ..."
+    and what that makes of its rankings and verdicts."""
     lines = []
     for part in parts_of(summary):
-        if part.get("status") != INCONCLUSIVE:
-            continue
         prefix = label_prefix(summary, part)
-        lines += [f"{prefix}INCONCLUSIVE: {reason}" for reason in part["reasons"]]
+        word = STATUS_WORDS[part["status"]]
+        lines += [f"{prefix}{word}: {reason}" for reason in part["reasons"]]
+        if part["status"] == CONCLUSIVE:
+            continue
         lines += [f"{prefix}fix: {fix}" for fix in part["fix"]]
+        untestable_controls = any(untestable(c) for c in part["leakage"])
         lines.append(f"{prefix}so its rankings and verdicts below are not findings (each marked "
-                     f"{NOT_A_FINDING.strip()}), and its mask-only controls are untestable, not \"not leaky\"")
+                     f"{NOT_A_FINDING.strip()})" + (", and its mask-only controls are untestable, not \"not leaky\""
+                                                    if untestable_controls else ""))
+    return lines
+
+
+def power_lines(summary: dict) -> list[str]:
+    """Per configuration, what the study as run could detect, and what `--seeds auto` saved."""
+    lines = []
+    for part in parts_of(summary):
+        power, prefix = part["power"], label_prefix(summary, part)
+        if power["detectable"] is not None:
+            lines.append(f"{prefix}the study as run could detect a difference from random of "
+                         f"{stats.points(power['detectable'])} points with 80% power ({power['seeds']} seeds per cell, "
+                         f"seed-to-seed sd {stats.points(power['sd'])} points pooled over {power['groups']} cell "
+                         f"groups)")
+        if power.get("everywhere"):
+            lines.append(f"{prefix}--seeds auto trained {power['trainings']} cells where max-seeds "
+                         f"({part['design']['looks'][-1]}) everywhere would have trained {power['everywhere']}: "
+                         f"{power['saved']} saved")
     return lines
 
 
 def head_lines(summary: dict) -> list[str]:
     """What to know before the verdicts: whether the study can answer (status_lines), which configuration is
-    reported and the others with the command that
-    reports each, the configurations when several are reported, what was set aside and why, and each
-    configuration's warnings (random near chance, a weak or undertrained model)."""
+    reported and the others with the command that reports each, the configurations when several are reported,
+    what was set aside and why, each configuration's warnings (random near chance, a weak or undertrained model),
+    and what it could detect (power_lines)."""
     parts = parts_of(summary)
     lines = status_lines(summary)
     lines += [f"reported: {summary['answered']}"] if summary.get("answered") else []
@@ -140,7 +196,7 @@ def head_lines(summary: dict) -> list[str]:
     lines += [f"warning: {w}" for w in common]  # the same in every configuration: said once
     for part in parts:
         lines += [f"{label_prefix(summary, part)}warning: {w}" for w in part.get("warnings", []) if w not in common]
-    return lines
+    return lines + power_lines(summary)
 
 
 def titled(text, part: dict):
@@ -170,10 +226,12 @@ def _part_lines(summary: dict) -> list[str]:
     for e in summary["verdicts"]:
         numbers = f"{pct(e['mean'])} vs random {pct(e['random_mean'])}"
         if e["p"] is not None:
-            numbers += f", Welch p={p_text(e['p'])}, Holm p={p_text(e['p_holm'])}"
+            look = f"; look {e['look']}, level {p_text(e['level'])}" if e.get("look") else ""
+            numbers += (f": {difference_text(e)}; Welch p={p_text(e['p'])}, Holm p={p_text(e['p_holm'])}; TOST "
+                        f"p={p_text(e['p_equivalence'])}, Holm p={p_text(e['p_equivalence_holm'])}{look}")
         else:
             numbers += f", seeds {e['n']} vs {e['n_random']}"
-        verdict = e["verdict"] + (f", {significance(e)}" if e["p_holm"] is not None else "")
+        verdict = verdict_text(e)
         near = (f"; random near chance ({pct(e['random_mean'])} vs chance {pct(summary['chance'])}: the warning says "
                 f"what this means)" if e.get("random_near_chance") else "")
         lines.append(f"{where(summary, e['mode'], e['fill'], e['fraction'])} {e['method']}: {verdict}"
@@ -190,6 +248,7 @@ def _part_lines(summary: dict) -> list[str]:
         fill = fill_tag(summary, r["fill"])
         better = "lower" if r["lower_is_better"] else "higher"
         missing = f"; not ranked (a fraction or seed missing): {', '.join(r['incomplete'])}" if r["incomplete"] else ""
-        lines.append(f"ranking {r['mode'].upper()}{fill} ({ranked_by(r['fractions'])}, {better} is better): "
+        alone = f"[not a finding: {r['not_a_finding']}] " if r["not_a_finding"] and findings(summary) else ""
+        lines.append(f"{alone}ranking {r['mode'].upper()}{fill} ({ranked_by(r['fractions'])}, {better} is better): "
                      f"{ranked}{missing}")
     return lines

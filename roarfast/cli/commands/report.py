@@ -6,7 +6,7 @@ import click
 
 from roarfast.cli.commands import command
 from roarfast.cli.errors import friendly_errors
-from roarfast.cli.options import field_option, trust_option
+from roarfast.cli.options import field_option, margin_option, trust_option
 from roarfast.common.run_options import RunOptions
 
 
@@ -21,9 +21,10 @@ from roarfast.common.run_options import RunOptions
 @click.option("--figure-format", "figure_formats", default="png", metavar="png,svg,pdf",
               help="the figures' formats, comma-separated (the page embeds the PNG, else the SVG)")
 @click.option("--dpi", type=int, default=None, help="a PNG figure's resolution  [default: the report's, for a screen]")
+@margin_option
 @trust_option
 @friendly_errors
-def report(run_dir, out_dir, config, every, figure_formats, dpi):
+def report(run_dir, out_dir, config, every, figure_formats, dpi, margin):
     """Tables, figures and verdicts (estimators against random, leakage, ranking) from results.sqlite, with
     the tables a paper quotes as tables.tex (booktabs) and tables.md, for the configuration of the latest request (a sweep, `run`, `retrain`, Study.run()) unless --config or --all say
     otherwise; its first lines list the other configurations and the command that reports each."""
@@ -32,7 +33,8 @@ def report(run_dir, out_dir, config, every, figure_formats, dpi):
 
     if config is not None and every:
         raise click.UsageError("--config and --all: give one of them")
-    written = write_report(run_dir, out_dir, config=ALL if every else config, figure_formats=figure_formats, dpi=dpi)
+    written = write_report(run_dir, out_dir, config=ALL if every else config, figure_formats=figure_formats, dpi=dpi,
+                           margin=margin)
     for line in written.verdict_lines():
         click.echo(line)
     click.echo(f"report: {written.index_html}")

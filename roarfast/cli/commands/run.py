@@ -4,7 +4,7 @@ import click
 
 from roarfast.cli.commands import command
 from roarfast.cli.errors import friendly_errors
-from roarfast.cli.options import METHOD_FORMS, field_option, name_option, options_of
+from roarfast.cli.options import METHOD_FORMS, field_option, margin_option, name_option, options_of
 from roarfast.common.run_options import RunOptions
 from roarfast.data.options import DataOptions
 from roarfast.planning.grid_options import GridOptions
@@ -17,13 +17,14 @@ from roarfast.planning.grid_options import GridOptions
 @click.option("--method", "methods", default=None, help=METHOD_FORMS + " (default: the quick preset's)")
 @click.option("--seeds", type=int, default=None, help="retrainings per cell (default: the quick preset's 3)")
 @click.option("--epochs", type=int, default=None, help="training epochs of each cell (default: the quick preset's)")
+@margin_option
 @name_option
 @friendly_errors
-def run_command(run, options, fractions, methods, seeds, epochs, name):
+def run_command(run, options, fractions, methods, seeds, epochs, margin, name):
     """The main job on the embedded dataset: the quick sweep (train, extract, retrain ROAR and KAR over seeds
     with mask-only controls), then the report; prints the verdicts and the dataset's own checks."""
     # late: loads torch, and --help imports this module
     from roarfast.orchestration.demo import run_demo
 
     run_demo(run.run_dir, **run.stage_arguments(), fractions=fractions, methods=methods, seeds=seeds, epochs=epochs,
-             dataset_options=options, name=name)
+             dataset_options=options, name=name, margin=margin)

@@ -1,5 +1,6 @@
 """The rankings: per mode and fill, each estimator's area under its accuracy-vs-fraction curve (per seed,
-then mean and interval over the seeds), best first; with one fraction, its accuracy there."""
+then mean and interval over the seeds), best first; with one fraction, its accuracy there. A ranking of fewer than
+two estimators besides random, or with an entry of one seed, is never a finding."""
 
 from collections import defaultdict
 
@@ -9,6 +10,10 @@ from roarfast.report.analysis import accuracies
 from roarfast.report.load import method_order, mode_order
 from roarfast.report.sections import Table, register
 from roarfast.report.text import interval_text, not_finding, ranked_by, title_fill
+
+
+#: the fewest estimators (random aside) a ranking orders for it to be a finding
+MIN_RANKED = 2
 
 
 def numbers(loaded, summary: dict) -> dict:
@@ -36,8 +41,19 @@ def rankings(accs: dict) -> list:
             entries.append({"method": method, **stats.t_interval(list(aucs.values())).to_dict()})
         entries.sort(key=lambda e: e["mean"] if LOWER_IS_BETTER[mode] else -e["mean"])
         out.append({"mode": mode, "fill": fill, "fractions": fractions, "lower_is_better": LOWER_IS_BETTER[mode],
-                    "entries": entries, "incomplete": incomplete})
+                    "entries": entries, "incomplete": incomplete, "not_a_finding": not_a_finding(entries)})
     return out
+
+
+def not_a_finding(entries: list) -> str | None:
+    """Why a ranking is no finding whatever the study: it orders fewer than MIN_RANKED estimators besides random
+    (one estimator against random is its verdict's business), or an entry rests on one seed (no interval);
+    None when it can be one."""
+    if sum(e["method"] != "random" for e in entries) < MIN_RANKED:
+        return f"fewer than {MIN_RANKED} estimators besides random"
+    if any(e["n"] < 2 for e in entries):
+        return "one seed"
+    return None
 
 
 def seed_aucs(curves: dict, fractions: list) -> dict:
@@ -54,7 +70,8 @@ def tables(summary: dict) -> list:
         measure = "AUC" if len(r["fractions"]) > 1 else "accuracy"
         rows = [[str(i + 1), e["method"], interval_text(e), str(e["n"])] for i, e in enumerate(r["entries"])]
         rows += [["-", m, "not ranked: a fraction or seed missing", "-"] for m in r["incomplete"]]
-        out.append(Table(f"{not_finding(summary)}Ranking, {title_fill(r['mode'], r['fill'])}: "
+        alone = f"NOT A FINDING ({r['not_a_finding']}): " if r["not_a_finding"] and not not_finding(summary) else ""
+        out.append(Table(f"{not_finding(summary)}{alone}Ranking, {title_fill(r['mode'], r['fill'])}: "
                          f"{ranked_by(r['fractions'])}, {better} is "
                          f"better", ["rank", "method", f"{measure} [95% interval]", "seeds"], rows))
     return out

@@ -131,15 +131,17 @@ def training_text(training: dict) -> str:
 
 def counts(controls: list, verdicts: list) -> dict:
     """What was tested: the controls tested and found leaky or not (an untested one is counted as such,
-    never as not leaky); the verdicts drawn, significant after Holm or not, and by their control."""
+    never as not leaky); the verdicts drawn: significant (better or worse), equivalent within the margin (no
+    different), undecided; and by their control."""
     drawn = [e for e in verdicts if e["p_holm"] is not None]
     return {"controls": {"all": len(controls), "tested": sum(c["leaky"] is not None for c in controls),
                          "leaky": sum(bool(c["leaky"]) for c in controls),
                          "untested": sum(c["leaky"] is None and not untestable(c) for c in controls),
                          "untestable": sum(untestable(c) for c in controls)},
             "verdicts": {"all": len(verdicts), "drawn": len(drawn),
-                         "significant": sum(e["p_holm"] < stats.ALPHA for e in drawn),
-                         "not_significant": sum(e["p_holm"] >= stats.ALPHA for e in drawn),
+                         "significant": sum(e["verdict"] in (stats.BETTER, stats.WORSE) for e in drawn),
+                         "equivalent": sum(e["verdict"] == stats.NO_DIFFERENT for e in drawn),
+                         "undecided": sum(e["verdict"] == stats.UNDECIDED for e in drawn),
                          "control_not_leaky": sum(e["leak"] == NOT_LEAKY for e in drawn),
                          "leaky_stands": sum(e["leak"] == LEAK_STANDS for e in drawn),
                          "leaky_could_explain": sum(e["leak"] == LEAK_INCONCLUSIVE for e in drawn),
@@ -241,7 +243,7 @@ def _versions_text(found: list) -> str:
 
 def _count_rows(counted: dict) -> list:
     """The rows saying what was tested: the mask-only controls (leaky or not), the verdicts (significant after
-    Holm or not; beside a control not leaky, a leaky one, or none)."""
+    Holm, equivalent or undecided; beside a control not leaky, a leaky one, or none)."""
     controls, verdicts = counted["controls"], counted["verdicts"]
     untested = (f"; {controls['untested']} untested (chance or the test split's size unknown)"
                 if controls["untested"] else "")
@@ -249,7 +251,7 @@ def _count_rows(counted: dict) -> list:
                  f"nothing cannot show leakage)" if controls.get("untestable") else "")
     not_drawn = verdicts["all"] - verdicts["drawn"]
     tested = (f"{verdicts['drawn']} tested: {verdicts['significant']} significant after Holm, "
-              f"{verdicts['not_significant']} not significant; their controls: {verdicts['control_not_leaky']} not "
+              f"{verdicts['equivalent']} equivalent (no different), {verdicts['undecided']} undecided; their controls: {verdicts['control_not_leaky']} not "
               f"leaky, {verdicts['leaky_stands']} leaky but the verdict stands, {verdicts['leaky_could_explain']} "
               f"leaky and could explain the verdict, {verdicts['no_control']} none tested")
     if not_drawn:

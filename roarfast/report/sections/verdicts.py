@@ -1,12 +1,15 @@
-"""The verdicts against random, a table per mode and fill: each estimator at each fraction, its
-Holm-corrected p, and what its mask-only control's leak does to the verdict."""
+"""The verdicts against random, a table per mode and fill: each estimator at each fraction, its verdict ("no
+different" only from the equivalence test; "undecided" with what the study could detect), its difference from
+random with the 95% interval and Hedges' g, the Holm-corrected p that decided it, and what its mask-only control's
+leak does to the verdict."""
 
 from collections import defaultdict
 
+from roarfast import stats
 from roarfast.report.analysis import LEAK_INCONCLUSIVE, LEAK_STANDS, LEAKY_NO_VERDICT, NO_CONTROL, UNTESTED
 from roarfast.report.load import method_order
 from roarfast.report.sections import Table, register
-from roarfast.report.text import not_finding, p_text, significance, title_fill
+from roarfast.report.text import difference_text, not_finding, p_text, title_fill, verdict_text
 
 #: what a verdict table's cell adds per leak reading
 LEAK_CELL = {NO_CONTROL: "; no control", UNTESTED: "; control untested", LEAK_STANDS: "; LEAKY control, stands",
@@ -24,7 +27,8 @@ def tables(summary: dict) -> list:
         methods = sorted({e["method"] for e in entries}, key=method_order)
         rows = [[m] + [verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
         out.append(Table(f"{not_finding(summary)}Verdict against random, {title_fill(mode, fill)} "
-                         f"(Holm-corrected p; beside a leaky "
+                         f"(difference from random in points [95% interval], Hedges' g, Holm-corrected p; \"no "
+                         f"different\" only from TOST within +-{stats.points(summary['margin'])} points; beside a leaky "
                          f"control a verdict stands, or the leak could explain it, by the leak's direction: Methods)",
                          ["method"] + [f"{f:.0%}" for f in fractions], rows))
     return out
@@ -33,7 +37,8 @@ def tables(summary: dict) -> list:
 def verdict_cell(e: dict | None) -> str:
     if e is None:
         return "-"
-    text = e["verdict"] if e["p"] is None else f"{e['verdict']} ({significance(e)}, p={p_text(e['p_holm'])})"
+    p = e["p_equivalence_holm"] if e["verdict"] == stats.NO_DIFFERENT else e["p_holm"]
+    text = e["verdict"] if e["p"] is None else f"{verdict_text(e)}: {difference_text(e)}, p={p_text(p)}"
     return text + LEAK_CELL.get(e["leak"], "") + ("; random near chance" if e["random_near_chance"] else "")
 
 
