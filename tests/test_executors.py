@@ -333,8 +333,8 @@ def test_a_cell_trains_with_the_threads_asked_for_and_its_row_records_them(tmp_p
 
 
 def test_each_executor_decides_a_cells_threads_whatever_the_nodes_hold(monkeypatch):
-    monkeypatch.setattr("roarfast.execution.ray_executor.local_threads", lambda: 4)
-    monkeypatch.setattr("roarfast.execution.local.local_threads", lambda: 4)
+    monkeypatch.setattr("roarfast.execution.backends.ray.local_threads", lambda: 4)
+    monkeypatch.setattr("roarfast.execution.backends.local.local_threads", lambda: 4)
     local, ray = LocalExecutor(), RayExecutor()
     assert local.cell_threads("cpu", None) == 4 and ray.cell_threads("cpu", None) == 4
     assert local.cell_threads("cpu", 3) == 3 and ray.cell_threads("cpu", 3) == 3
