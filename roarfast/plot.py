@@ -9,11 +9,13 @@ them and returned as matplotlib Figures to restyle, annotate and save in any for
     fig = roarfast.plot.ranking(frame, mode="kar")
 
 A frame holds one configuration of the cells, or several told apart by a `configuration` column (pick one
-with configuration=); cells of two configurations are never drawn as one curve: a frame holding the same cell
+with configuration=: its name, any label it was shown with, its id or an id prefix, as `roarfast report --config`
+takes them); cells of two configurations are never drawn as one curve: a frame holding the same cell
 twice is refused, saying how to filter it.
 """
 
 import math
+from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL
@@ -23,6 +25,8 @@ from roarfast.report.figures import accuracy_panel, figure_legend, method_colors
 from roarfast.report.load import Context, Loaded
 from roarfast.report.sections.rankings import rankings
 from roarfast.results import KIND_MODES, RETRAIN
+from roarfast.rundir.ids import SHOWN_CHARS
+from roarfast.rundir.labels import select
 
 __all__ = ["accuracy_curves", "ranking", "summary"]
 
@@ -39,14 +43,13 @@ def summary(frame, configuration: str | None = None, chance: float | None = None
     control is tested, no point marked leaky and no chance line drawn."""
     records = _records(frame)
     if records and "configuration" in records[0]:
-        labels = sorted({str(r["configuration"]) for r in records})
-        if configuration is None and len(labels) > 1:
-            raise UserError(f"the frame holds {len(labels)} configurations ({'; '.join(labels)}): name one with "
-                            f"configuration=")
+        owners = _owners(frame, records)
+        if configuration is None and len(owners) > 1:
+            raise UserError(f"the frame holds {len(owners)} configurations ({_choices(owners)}): name one with "
+                            f"configuration= (its name, a label, its id or an id prefix)")
         if configuration is not None:
-            if configuration not in labels:
-                raise UserError(f"configuration={configuration!r}: the frame holds {'; '.join(labels)}")
-            records = [r for r in records if str(r["configuration"]) == configuration]
+            chosen = select(owners, configuration, "configuration=").id
+            records = [r for r in records if str(r["configuration"]) == chosen]
     cells = [_cell(r) for r in records if r.get("kind", RETRAIN) == RETRAIN and r.get("status", "done") == "done"
              and r["mode"] in KIND_MODES[RETRAIN]]  # a mode a later roarfast writes is left out, as the report does
     if not cells:
@@ -111,6 +114,32 @@ def ranking(frame, mode: str = MODES[0], fill: str | None = None, configuration:
             _, ax = plt.subplots(figsize=(5.0, 0.45 * len(found[0]["entries"]) + 1.4))
         ranking_panel(ax, found[0], method_colors(numbers), f"{mode.upper()} (fill {fill})")
     return ax.figure
+
+
+@dataclass
+class _Owner:
+    """A configuration of the frame as roarfast.rundir.labels.select reads it: its id and what else selects it."""
+
+    id: str
+    known: list = field(default_factory=list)
+
+
+def _owners(frame, records: list) -> list:
+    """The frame's configurations, each with every text it answers to: the names its rows carry, and the names and
+    labels results.load recorded (the frame's attrs["configurations"]: {id: [text]})."""
+    recorded = getattr(frame, "attrs", {}).get("configurations") or {}
+    owners = {}
+    for r in records:
+        cid = str(r["configuration"])
+        owner = owners.setdefault(cid, _Owner(cid, list(recorded.get(cid, ()))))
+        name = r.get("name")
+        if not _missing(name) and str(name) not in owner.known:
+            owner.known.append(str(name))
+    return list(owners.values())
+
+
+def _choices(owners: list) -> str:
+    return "; ".join(f"{o.id[:SHOWN_CHARS]} [{o.known[0]}]" if o.known else o.id[:SHOWN_CHARS] for o in owners)
 
 
 def _fill(numbers: dict, fill: str | None) -> str:

@@ -5,6 +5,7 @@ results frame."""
 import xml.etree.ElementTree as ET
 
 import matplotlib.image as mpimg
+import numpy as np
 import pandas
 import pytest
 from click.testing import CliRunner
@@ -18,7 +19,8 @@ from roarfast.report.sections import Table
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.report.tables import latex_escape, latex_table
 from roarfast.results import load
-from tests.test_compare import IXG, RANDOM, make_run
+from roarfast.rundir.configurations import configurations
+from tests.test_compare import IXG, RANDOM, SG5, make_run, make_shared_run
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +121,22 @@ def test_plot_refuses_a_frame_mixing_configurations(run):
     with pytest.raises(UserError, match="holds 2 configurations"):
         roarfast.plot.ranking(labelled)
     assert roarfast.plot.ranking(labelled, configuration="b").axes
+
+
+def test_plot_takes_any_selector_a_configuration_answers_to(tmp_path):
+    run = make_shared_run(tmp_path / "run")
+    frame = load(run.root)
+    ids = {name: cid for cid, name in zip(frame["configuration"], frame["name"])}
+    (label,) = [r["label"] for r in configurations(run) if r["id"] == ids["sg5"]]  # what it was shown as before
+    assert label != "sg5"
+    for selector in ("sg5", label, ids["sg5"], ids["sg5"][:6]):  # its name, its label, its id, an id prefix
+        fig = roarfast.plot.ranking(frame, configuration=selector)
+        widths = {t.get_text(): p.get_width() for t, p in zip(fig.axes[0].get_yticklabels(), fig.axes[0].patches)}
+        assert widths["sg-sq-grad"] == pytest.approx(100 * np.mean([np.mean(SG5[0.1]), np.mean(SG5[0.5][:3])]))
+    with pytest.raises(UserError) as err:
+        roarfast.plot.accuracy_curves(frame, configuration="sg7")
+    lines = str(err.value).splitlines()
+    assert len(lines) == 1 and "configuration= sg7: no such configuration" in lines[0]
+    assert all(f"{ids[name][:8]} [{name}]" in lines[0] for name in ("sg15", "sg5", "adopted"))
+    with pytest.raises(UserError, match=r"holds 3 configurations \(.*\[sg15\].*\): name one with configuration="):
+        roarfast.plot.accuracy_curves(frame)
