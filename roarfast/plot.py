@@ -21,7 +21,8 @@ from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL
 from roarfast.modes import MODES
 from roarfast.report.analysis import accuracies, measured
-from roarfast.report.figures import accuracy_panel, figure_legend, method_colors, ranking_panel, styled
+from roarfast.report.figures import (COLUMN, PAGE, accuracy_panel, figure_legend, method_colors, panel_grid,
+                                     ranking_panel, styled)
 from roarfast.report.load import Context, Loaded
 from roarfast.report.sections.rankings import rankings
 from roarfast.results import KIND_MODES, RETRAIN
@@ -73,10 +74,11 @@ def summary(frame, configuration: str | None = None, chance: float | None = None
 
 
 def accuracy_curves(frame, fill: str | None = None, modes=None, configuration: str | None = None, ax=None,
-                    chance: float | None = None):
+                    chance: float | None = None, width: float = PAGE):
     """The paper's figure: test accuracy against the fraction removed (ROAR) or kept (KAR), one line per
     estimator with its 95% interval over seeds, random as the reference, leaky points marked; a panel per mode
-    (`modes`: default every one the frame holds), of one `fill` (default: the paper's, else the first). With
+    (`modes`: default every one the frame holds), of one `fill` (default: the paper's, else the first), laid out
+    `width` inches wide (its print size: COLUMN, 3.3, stacks the panels; PAGE, 7, sets them side by side). With
     `ax`, draws one mode into it; `chance` as summary takes it. Returns the Figure."""
     numbers = summary(frame, configuration, chance)
     fill = _fill(numbers, fill)
@@ -90,18 +92,20 @@ def accuracy_curves(frame, fill: str | None = None, modes=None, configuration: s
             if len(shown) > 1:
                 raise UserError(f"ax= takes one mode: give modes= one of {', '.join(shown)}")
             accuracy_panel(ax, numbers, shown[0], fill, colors, f"{shown[0].upper()} (fill {fill})")
-            figure_legend(ax.figure, [ax])
+            ax.legend()  # in your axes: the figure is yours to lay out
             return ax.figure
-        fig, axes = plt.subplots(1, len(shown), figsize=(5.0 * len(shown), 3.8), squeeze=False)
-        for panel, mode in zip(axes[0], shown):
+        fig, axes, _ = panel_grid(plt, len(shown), width)
+        for panel, mode in zip(axes, shown):
             accuracy_panel(panel, numbers, mode, fill, colors, f"{mode.upper()} (fill {fill})")
-        figure_legend(fig, axes.flat)
+        figure_legend(fig, axes)
     return fig
 
 
-def ranking(frame, mode: str = MODES[0], fill: str | None = None, configuration: str | None = None, ax=None):
+def ranking(frame, mode: str = MODES[0], fill: str | None = None, configuration: str | None = None, ax=None,
+            width: float = COLUMN):
     """The estimators ranked by the area under their accuracy curve (mean and 95% interval over seeds; with one
-    fraction, the accuracy there) in `mode` and `fill`, best at the top, random marked. Returns the Figure."""
+    fraction, the accuracy there) in `mode` and `fill`, best at the top, random marked, `width` inches wide.
+    Returns the Figure."""
     if mode not in MODES:
         raise UserError(f"mode={mode!r}: give one of {', '.join(MODES)}")
     numbers = summary(frame, configuration)
@@ -111,7 +115,7 @@ def ranking(frame, mode: str = MODES[0], fill: str | None = None, configuration:
         raise UserError(f"no complete {mode} curve with fill {fill} in the frame to rank")
     with styled() as plt:
         if ax is None:
-            _, ax = plt.subplots(figsize=(5.0, 0.45 * len(found[0]["entries"]) + 1.4))
+            _, ax = plt.subplots(figsize=(width, 0.2 * len(found[0]["entries"]) + 0.9), layout="constrained")
         ranking_panel(ax, found[0], method_colors(numbers), f"{mode.upper()} (fill {fill})")
     return ax.figure
 

@@ -2,9 +2,11 @@
 the axes; tables.tex (booktabs, LaTeX's specials escaped) and tables.md; roarfast.plot's figures from a
 results frame."""
 
+import re
 import xml.etree.ElementTree as ET
 
 import matplotlib.image as mpimg
+from matplotlib.text import Text
 import numpy as np
 import pandas
 import pytest
@@ -14,9 +16,11 @@ import roarfast
 from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.report import write_report
-from roarfast.report.figures import save, styled
+from roarfast.report.figures import COLUMN, MIN_PANEL, PAGE, panel_grid, pyplot, save, styled
 from roarfast.report.sections import Table
 from roarfast.report.sections.accuracy import figure_accuracy
+from roarfast.report.sections.controls import figure_controls
+from roarfast.report.sections.rankings import figures as ranking_figures
 from roarfast.report.tables import latex_escape, latex_table
 from roarfast.results import load
 from roarfast.rundir.configurations import configurations
@@ -49,7 +53,7 @@ def test_dpi_scales_the_png_and_an_svg_alone_is_embedded(run, report, tmp_path):
     (entry,) = [f for f in report.summary["figures"] if f["kind"] == "accuracy"]
     small = mpimg.imread(report.out_dir / entry["file"])  # at dpi 40
     with styled() as plt:
-        fig = figure_accuracy(report.summary, "dataset-mean")
+        fig = figure_accuracy(report.summary, "dataset-mean", PAGE)
         (png,) = save(fig, tmp_path / "twice", ("png",), 80)
         plt.close(fig)
     assert mpimg.imread(png).shape[0] == pytest.approx(2 * small.shape[0], rel=0.1)
@@ -68,12 +72,35 @@ def test_a_bad_format_or_dpi_is_one_line(run, tmp_path, args, says):
     assert not (tmp_path / "r").exists()
 
 
-def test_legends_sit_inside_the_axes(report):
-    with styled():
-        fig = figure_accuracy(report.summary, "dataset-mean")
-    assert not fig.legends  # no legend of the figure's own, outside the panels
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    assert len(legends) == 1 and {t.get_text() for t in legends[0].get_texts()} >= {"random", "ixg"}
+def text_sizes(fig) -> dict:
+    """{text: size in points} of every piece of text `fig` shows."""
+    return {t.get_text(): t.get_fontsize() for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip() and (t.axes is None or t.axes.get_visible())}
+
+
+@pytest.mark.parametrize("width", [COLUMN, PAGE])
+def test_figures_are_laid_out_for_their_print_width_with_readable_text_inside(report, run, width, tmp_path):
+    summary = report.summary
+    with styled():  # as the report and the paper draw them
+        drawn = [figure_accuracy(summary, "dataset-mean", width), figure_controls(summary, width),
+                 *(f.draw(width) for f in ranking_figures(summary, None, run))]
+        for fig in drawn:
+            assert fig.get_figwidth() == pytest.approx(width)
+            sizes = text_sizes(fig)
+            assert sizes and min(sizes.values()) >= 7, {t: size for t, size in sizes.items() if size < 7}
+            fig.canvas.draw()
+            drawn_box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches: everything drawn, text included
+            assert drawn_box.x0 >= -0.01 and drawn_box.x1 <= width + 0.01 and drawn_box.y0 >= -0.01 \
+                and drawn_box.y1 <= fig.get_figheight() + 0.01, drawn_box
+            for legend in fig.legends:  # below the panels, covering none
+                box = legend.get_window_extent()
+                assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes if ax.get_visible())
+            (pdf,) = save(fig, tmp_path / "f", ("pdf",))
+            media = re.search(rb"/MediaBox \[\s*0 0 ([\d.]+) ([\d.]+)", pdf.read_bytes())
+            assert float(media.group(1)) == pytest.approx(72 * width, abs=0.5)  # its print size, not cropped
+        fig, axes, columns = panel_grid(pyplot(), 2, width)  # a ROAR and a KAR panel
+        assert columns == (2 if width == PAGE else 1)  # side by side across the page, stacked in a column
+        assert min(ax.get_position().width * width for ax in axes) >= 0.6 * MIN_PANEL
 
 
 def test_latex_specials_are_escaped_and_columns_match():
