@@ -151,7 +151,8 @@ WEIGHTS = {"weights_sha256": "e" * 64, "file": "/data/weights.pt", "file_sha256"
 SHARED_RANDOM = {0.1: [0.80, 0.82, 0.81], 0.5: [0.70, 0.74, 0.72]}
 SG15 = {0.1: [0.60, 0.63, 0.61], 0.5: [0.30, 0.35, 0.31]}
 SG5 = {0.1: [0.66, 0.70, 0.69], 0.5: [0.40, 0.45, 0.41, 0.43]}  # a fourth seed at 50%: other seeds than sg15's
-AT_CHANCE = {0.1: [0.100, 0.101, 0.099], 0.5: [0.100, 0.099, 0.101]}  # chance 10%, and hardly any spread
+#: chance 10%, and hardly any spread, at nine fractions (a table of them is wider than a page: set in parts)
+AT_CHANCE = {f / 10: [0.100, 0.101, 0.099] for f in range(1, 10)}
 
 
 def rank_id(text: str) -> str:

@@ -17,11 +17,11 @@ from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.report import write_report
 from roarfast.report.figures import COLUMN, MIN_PANEL, PAGE, panel_grid, pyplot, save, styled
-from roarfast.report.sections import Table
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.report.sections.controls import figure_controls
 from roarfast.report.sections.rankings import figures as ranking_figures
-from roarfast.report.tables import latex_escape, latex_table
+from roarfast.report.latex import breakable, latex_escape, latex_table, parts
+from roarfast.report.tables import PaperTable
 from roarfast.results import load
 from roarfast.rundir.configurations import configurations
 from tests.test_compare import IXG, RANDOM, SG5, make_run, make_shared_run
@@ -106,23 +106,34 @@ def test_figures_are_laid_out_for_their_print_width_with_readable_text_inside(re
 def test_latex_specials_are_escaped_and_columns_match():
     assert latex_escape("50% a_b & #1 {x} $y ~ ^ \\") == \
         r"50\% a\_b \& \#1 \{x\} \$y \textasciitilde{} \textasciicircum{} \textbackslash{}"
-    text = latex_table(Table("Ranking_1 at 50%", ["method", "50%", "seeds"],
-                             [["[epochs 2] ixg", "21.0% [18.5%, 23.5%]", "3"], ["a|b", "x", "1"]]))
+    text = latex_table(PaperTable("tab:x", "Ranking_1 at 50%", ["method", "50%", "seeds"],
+                                  [["[epochs 2] ixg", ("21.0", "[18.5, 23.5]"), "3"], ["a|b", "x", "1"]], ["a_b"]))
     lines = text.splitlines()
-    assert r"\begin{tabular}{lll}" in lines and r"\toprule" in lines and r"\bottomrule" in lines
+    assert r"\begin{tabular}{lcc}" in lines and r"\toprule" in lines and r"\bottomrule" in lines
     assert r"\caption{Ranking\_1 at 50\%}" in lines and r"method & 50\% & seeds \\" in lines
     rows = lines[lines.index(r"\midrule") + 1:lines.index(r"\bottomrule")]
     assert all(row.count(" & ") == 2 for row in rows)  # one cell per column, none split by an escaped &
     assert rows[0].startswith("{}[epochs 2]")  # not read as the previous \\'s optional argument
+    assert r"\begin{tabular}[t]{@{}c@{}}{}21.0\\{}[18.5, 23.5]\end{tabular}" in rows[0]  # a cell of two lines
+    assert r"a\_b\par}" in text  # the note, escaped
 
 
-def test_tables_tex_and_md_hold_the_rankings_verdicts_and_accuracies(report):
-    tex = (report.out_dir / "tables.tex").read_text()
-    assert tex.count(r"\begin{table}") == tex.count(r"\end{table}") >= 3
-    assert "Ranking, ROAR (fill dataset-mean)" in tex and "Verdict against random" in tex and "Test accuracy" in tex
-    assert "%" not in tex.replace(r"\%", "").split("\n", 2)[2]  # past its two comment lines, every % is escaped
-    md = (report.out_dir / "tables.md").read_text()
-    assert "| rank | method | AUC [95% interval] | seeds |" in md
+def test_a_table_goes_in_a_column_across_the_page_or_in_parts_by_its_width():
+    def table(columns: int) -> PaperTable:
+        return PaperTable("tab:w", "w", ["estimator"] + [f"{10 * i}%" for i in range(columns)],
+                          [["sg-sq-grad"] + [("94.8", "[82.9, 100.0]")] * columns], [])
+
+    narrow, wide, wider = (latex_table(table(n)) for n in (3, 6, 11))
+    assert narrow.startswith(r"\begin{table}[tbp]") and narrow.count(r"\begin{table") == 1
+    assert wide.startswith(r"\begin{table*}[tbp]") and wide.count(r"\begin{table") == 1
+    assert wider.count(r"\begin{table*}") == 2 and r"\label{tab:w-part2}" in wider  # split, evenly
+    assert [len(p) for p in parts(table(11))] == [1 + 6, 1 + 5]  # the estimator column repeated in each part
+    assert all(r"sg-sq-grad" in part for part in wider.split(r"\end{table*}")[:2])
+
+
+def test_long_words_in_a_note_may_break():
+    note = breakable("adopted weights /data/some/long/path/weights.pt (sha256 " + "f" * 64 + ")")
+    assert r"/\allowbreak{}some/\allowbreak{}" in note and note.count(r"ffffffff\allowbreak{}") == 7
 
 
 def test_plot_functions_take_a_results_frame_and_return_figures(run):

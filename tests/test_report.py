@@ -210,6 +210,8 @@ def test_figures_draw_one_line_per_method(written, tmp_path):
     assert roar.get_xlabel() == "fraction of pixels removed (%)" and kar.get_xlabel() == "fraction of pixels kept (%)"
     image = read_png(fig, tmp_path / "a.png")
     assert image.shape[1] > image.shape[0]  # two panels side by side
+    # across a paper's page where a fill has two panels (ROAR and KAR), in a column where it has one (road: ROAR)
+    assert {f.fill: f.wide for f in accuracy.figures(summary, None, None)} == {"dataset-mean": True, "road": False}
     fig = controls.figure_controls(summary, PAGE)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["random, ROAR", "good, ROAR: LEAKY control"]

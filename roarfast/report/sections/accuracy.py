@@ -12,7 +12,12 @@ from roarfast.report.sections import Figure, register
 def figures(summary: dict, context, run) -> list:
     return [Figure(f"accuracy_{fill}.png", f"Test accuracy after retraining against the fraction of pixels removed "
                                           f"(ROAR) or kept (KAR), fill {fill}; {INTERVALS}",
-                   partial(figure_accuracy, summary, fill), fill) for fill in summary["fills"]]
+                   partial(figure_accuracy, summary, fill), fill, wide=len(_modes(summary, fill)) > 1)
+            for fill in summary["fills"]]
+
+
+def _modes(summary: dict, fill: str) -> list:
+    return [m for m in MODES if curves_of(summary, m, fill)]
 
 
 def figure_accuracy(summary: dict, fill: str, width: float):
@@ -20,7 +25,7 @@ def figure_accuracy(summary: dict, fill: str, width: float):
     cells with this fill)."""
     plt = pyplot()
 
-    modes = [m for m in MODES if curves_of(summary, m, fill)]
+    modes = _modes(summary, fill)
     if not modes:
         return None
     colors = method_colors(summary)

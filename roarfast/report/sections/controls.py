@@ -42,7 +42,14 @@ def leak_cell(e: dict | None) -> str:
 def figures(summary: dict, context, run) -> list:
     return [Figure("controls.png", "Each method's ROAR/KAR test accuracy beside its mask-only control's (a model "
                                    f"trained on the removal pattern alone: above chance, the pattern leaks); "
-                                   f"{INTERVALS.partition(' (')[0]}", partial(figure_controls, summary))]
+                                   f"{INTERVALS.partition(' (')[0]}", partial(figure_controls, summary),
+                   wide=len(_panels(summary)) > 1)]
+
+
+def _panels(summary: dict) -> list:
+    """(mode, method) of each panel: every method with a mask-only control, per mode."""
+    return [(mode, method) for mode in MODES
+            for method in sorted(curves_of(summary, control_mode(mode), None), key=method_order)]
 
 
 def figure_controls(summary: dict, width: float):
@@ -50,10 +57,7 @@ def figure_controls(summary: dict, width: float):
     `width` inches wide. None when there are no controls."""
     plt = pyplot()
 
-    panels = []
-    for mode in MODES:
-        controls = curves_of(summary, control_mode(mode), None)
-        panels += [(mode, method) for method in sorted(controls, key=method_order)]
+    panels = _panels(summary)
     if not panels:
         return None
     leaky = {(e["method"], e["mode"]) for e in summary["leakage"] if e["leaky"]}

@@ -21,7 +21,8 @@ def figures(summary: dict, context, run) -> list:
             shown = "; ".join(f"{base} against {', '.join(members[1:])}" for base, members in panels)
             out.append(Figure(f"ensembles_{fill}.png", f"Base estimators against their SmoothGrad ensembles "
                                                        f"({shown}), fill {fill}; {INTERVALS}",
-                              partial(figure_ensembles, summary, fill), fill))
+                              partial(figure_ensembles, summary, fill), fill,
+                              wide=len(panels) * len([m for m in MODES if curves_of(summary, m, fill)]) > 1))
     return out
 
 
