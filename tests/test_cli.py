@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 
-SUBCOMMANDS = ["train", "extract", "retrain", "sweep", "report", "run", "evaluate", "leakage", "doctor", "compare", "list"]
+SUBCOMMANDS = ["train", "extract", "retrain", "sweep", "report", "run", "evaluate", "leakage", "doctor", "compare", "list",
+               "paper"]
 
 
 #: what a --help must not import: torch alone takes seconds, the others are as heavy or optional
