@@ -69,7 +69,8 @@ def test_the_folder_holds_figures_for_a_column_and_the_page_tables_methods_and_r
                           (folder / "figures.tex").read_text())
     assert included and all(f.endswith("-column.pdf") == (w == "linewidth") for w, f in included)
     configuration = ids(shared)
-    assert f"\\label{{fig:roarfast-{configuration['sg15']}-ranking-dataset-mean}}" in (folder / "figures.tex").read_text()
+    label = f"\\label{{fig:roarfast-{configuration['sg15']}-ranking-dataset-mean}}"
+    assert label in (folder / "figures.tex").read_text()
 
 
 def test_table_labels_are_made_of_what_they_hold_and_stable_across_commands(folder, shared, tmp_path):

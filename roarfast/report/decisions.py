@@ -43,7 +43,8 @@ def test_sentences(summary: dict) -> list[str]:
     tests = summary.get("tests") or {}
     known = [key for key in TEST_WORDS if key in tests]
     return ([f"{TEST_WORDS[key]}: {tests[key]}." for key in known]
-            + [f"{key.replace('_', ' ').capitalize()}: {text}." for key, text in tests.items() if key not in TEST_WORDS])
+            + [f"{key.replace('_', ' ').capitalize()}: {text}." for key, text in tests.items()
+               if key not in TEST_WORDS])
 
 
 #: what each margin the rules state decides, in words (a margin the rules add is named by its key)

@@ -103,10 +103,10 @@ def draw(sections: list, summary: dict, loaded, run, out_dir: Path, formats=("pn
     section with scope RUN draws from the run's summary and gets `loaded` as its context): with several, each
     configuration's figures are saved under file names ending in its slug, their titles labelled; `suffix` ends
     every file's name (the paper's "-column", "-page"). Lists them in summary["figures"] ([{file, files, title,
-    kind, wide, configuration_id}]: file, the one the page shows (PNG, else SVG, else the first written); files,
-    every format's; kind: the section's name, plus configuration: the label, where labelled; wide: printed across
-    the page rather than in a column; fill by fill, then those of the whole run); returns section name -> the
-    figures it drew, for the page."""
+    kind, name, wide, configuration_id}]: file, the one the page shows (PNG, else SVG, else the first written);
+    files, every format's; kind: the section's name, plus configuration: the label, where labelled; name: the
+    file's stem before the slug and suffix; wide: printed across the page rather than in a column; fill by fill,
+    then those of the whole run); returns section name -> the figures it drew, for the page."""
     parts = parts_of(summary)
     several = len(parts) > 1
     shown, listed = defaultdict(list), []

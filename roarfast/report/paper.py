@@ -80,9 +80,9 @@ def write_paper(run_dir, out_dir=None, configs=(), figure_formats=("pdf", "png")
             drawn[variant] = summary.pop("figures")
         pieces = paragraphs(summary)
         tables = paper_tables(summary)
-        texts = {"figures.tex": figures_tex(drawn, summary, formats),
-                 "tables.tex": latex_document(tables, str(run.root)), "tables.md": paper_markdown(tables, str(run.root)),
-                 "methods.tex": to_latex(pieces),
+        source = str(run.root)
+        texts = {"figures.tex": figures_tex(drawn, summary, formats), "tables.tex": latex_document(tables, source),
+                 "tables.md": paper_markdown(tables, source), "methods.tex": to_latex(pieces),
                  "methods.md": to_markdown(pieces), "references.bib": bibtex(cited(pieces)), "preview.tex": PREVIEW}
         for name in PAPER_FILES:
             (tmp / name).write_text(texts[name])
@@ -116,8 +116,8 @@ def figures_tex(drawn: dict, summary: dict, formats) -> str:
 
 
 #: the two-column article that shows the folder as printed: a 7 in text of two 3.3 in columns
-PREVIEW = r"""% written by roarfast: the paper folder as a two-column article prints it (a column 3.3 in wide, the text 7 in);
-% pdflatex preview && bibtex preview && pdflatex preview && pdflatex preview
+PREVIEW = r"""% written by roarfast: the paper folder as a two-column article prints it (a column 3.3 in wide, the
+% text 7 in): pdflatex preview && bibtex preview && pdflatex preview && pdflatex preview
 \documentclass[10pt,twocolumn]{article}
 \usepackage[letterpaper,textwidth=7in,columnsep=0.4in,textheight=9in]{geometry}
 \usepackage{graphicx}

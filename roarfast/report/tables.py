@@ -123,8 +123,8 @@ def _rankings(part: dict, several: bool) -> list:
                                 if r["incomplete"] else [])
         out.append(PaperTable(
             label(_config_id(part), "ranking", r["mode"], r["fill"]),
-            f"{_finding(part)}{r['mode'].upper()} ranking of the estimators, fill {r['fill']}: {what} in percent, mean and 95% "
-            f"t-interval over seeds, best first ({'lower' if r['lower_is_better'] else 'higher'} is better)."
+            f"{_finding(part)}{r['mode'].upper()} ranking of the estimators, fill {r['fill']}: {what} in percent, mean "
+            f"and 95% t-interval over seeds, best first ({'lower' if r['lower_is_better'] else 'higher'} is better)."
             + _of(part, several),
             ["rank", "estimator", f"{measure} (%)", "95% interval", "seeds"], rows, notes, fixed=2))
     return out
@@ -141,7 +141,7 @@ def _verdicts(part: dict, several: bool, run: dict) -> list:
         cells = {(e["method"], e["fraction"]): e for e in entries}
         methods = sorted({e["method"] for e in entries}, key=method_order)
         rows = [[m] + [_verdict_cell(cells.get((m, f))) for f in fractions] for m in methods]
-        marks = sorted({(LEAK_MARKS[e["leak"]][0], LEAK_MARKS[e["leak"]][1]) for e in entries if e["leak"] in LEAK_MARKS})
+        marks = sorted({LEAK_MARKS[e["leak"]] for e in entries if e["leak"] in LEAK_MARKS})
         notes = _notes(part) + [f"{mark}: {meaning}." for mark, meaning in marks]
         if any(e["random_near_chance"] for e in entries):
             notes.append(f"{NEAR_CHANCE_MARK}: random is near chance there, which leaves little room for a verdict.")

@@ -11,9 +11,9 @@ from roarfast.report.sections import Figure, register
 
 
 def figures(summary: dict, context, run) -> list:
-    return [Figure("fills.png", "Test accuracy after retraining with each fill, a panel per fill and mode; the hole "
-                                "detector's pixel accuracy at finding the removed pixels against the base rate says how "
-                                f"visible each fill's holes are; {INTERVALS}", partial(figure_fills, summary))]
+    return [Figure("fills.png", "Test accuracy after retraining with each fill, a panel per fill and mode; the "
+                                "hole detector's pixel accuracy at finding the removed pixels against the base rate "
+                                f"says how visible each fill's holes are; {INTERVALS}", partial(figure_fills, summary))]
 
 
 def figure_fills(summary: dict, width: float):
