@@ -9,20 +9,25 @@ them and returned as matplotlib Figures to restyle, annotate and save in any for
     fig = roarfast.plot.ranking(frame, mode="kar")
 
 A frame holds one configuration of the cells, or several told apart by a `configuration` column (pick one
-with configuration=); cells of two configurations are never drawn as one curve: a frame holding the same cell
+with configuration=: its name, any label it was shown with, its id or an id prefix, as `roarfast report --config`
+takes them); cells of two configurations are never drawn as one curve: a frame holding the same cell
 twice is refused, saying how to filter it.
 """
 
 import math
+from dataclasses import dataclass, field
 
 from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL
 from roarfast.modes import MODES
 from roarfast.report.analysis import accuracies, measured
-from roarfast.report.figures import accuracy_panel, figure_legend, method_colors, ranking_panel, styled
+from roarfast.report.figures import (COLUMN, PAGE, accuracy_panel, figure_legend, method_colors, panel_grid,
+                                     ranking_panel, styled)
 from roarfast.report.load import Context, Loaded
 from roarfast.report.sections.rankings import rankings
 from roarfast.results import KIND_MODES, RETRAIN
+from roarfast.records.ids import SHOWN_CHARS
+from roarfast.rundir.labels import select
 
 __all__ = ["accuracy_curves", "ranking", "summary"]
 
@@ -39,14 +44,13 @@ def summary(frame, configuration: str | None = None, chance: float | None = None
     control is tested, no point marked leaky and no chance line drawn."""
     records = _records(frame)
     if records and "configuration" in records[0]:
-        labels = sorted({str(r["configuration"]) for r in records})
-        if configuration is None and len(labels) > 1:
-            raise UserError(f"the frame holds {len(labels)} configurations ({'; '.join(labels)}): name one with "
-                            f"configuration=")
+        owners = _owners(frame, records)
+        if configuration is None and len(owners) > 1:
+            raise UserError(f"the frame holds {len(owners)} configurations ({_choices(owners)}): name one with "
+                            f"configuration= (its name, a label, its id or an id prefix)")
         if configuration is not None:
-            if configuration not in labels:
-                raise UserError(f"configuration={configuration!r}: the frame holds {'; '.join(labels)}")
-            records = [r for r in records if str(r["configuration"]) == configuration]
+            chosen = select(owners, configuration, "configuration=").id
+            records = [r for r in records if str(r["configuration"]) == chosen]
     cells = [_cell(r) for r in records if r.get("kind", RETRAIN) == RETRAIN and r.get("status", "done") == "done"
              and r["mode"] in KIND_MODES[RETRAIN]]  # a mode a later roarfast writes is left out, as the report does
     if not cells:
@@ -70,10 +74,11 @@ def summary(frame, configuration: str | None = None, chance: float | None = None
 
 
 def accuracy_curves(frame, fill: str | None = None, modes=None, configuration: str | None = None, ax=None,
-                    chance: float | None = None):
+                    chance: float | None = None, width: float = PAGE):
     """The paper's figure: test accuracy against the fraction removed (ROAR) or kept (KAR), one line per
     estimator with its 95% interval over seeds, random as the reference, leaky points marked; a panel per mode
-    (`modes`: default every one the frame holds), of one `fill` (default: the paper's, else the first). With
+    (`modes`: default every one the frame holds), of one `fill` (default: the paper's, else the first), laid out
+    `width` inches wide (its print size: COLUMN, 3.3, stacks the panels; PAGE, 7, sets them side by side). With
     `ax`, draws one mode into it; `chance` as summary takes it. Returns the Figure."""
     numbers = summary(frame, configuration, chance)
     fill = _fill(numbers, fill)
@@ -87,18 +92,20 @@ def accuracy_curves(frame, fill: str | None = None, modes=None, configuration: s
             if len(shown) > 1:
                 raise UserError(f"ax= takes one mode: give modes= one of {', '.join(shown)}")
             accuracy_panel(ax, numbers, shown[0], fill, colors, f"{shown[0].upper()} (fill {fill})")
-            figure_legend(ax.figure, [ax])
+            ax.legend()  # in your axes: the figure is yours to lay out
             return ax.figure
-        fig, axes = plt.subplots(1, len(shown), figsize=(5.0 * len(shown), 3.8), squeeze=False)
-        for panel, mode in zip(axes[0], shown):
+        fig, axes, _ = panel_grid(plt, len(shown), width)
+        for panel, mode in zip(axes, shown):
             accuracy_panel(panel, numbers, mode, fill, colors, f"{mode.upper()} (fill {fill})")
-        figure_legend(fig, axes.flat)
+        figure_legend(fig, axes)
     return fig
 
 
-def ranking(frame, mode: str = MODES[0], fill: str | None = None, configuration: str | None = None, ax=None):
+def ranking(frame, mode: str = MODES[0], fill: str | None = None, configuration: str | None = None, ax=None,
+            width: float = COLUMN):
     """The estimators ranked by the area under their accuracy curve (mean and 95% interval over seeds; with one
-    fraction, the accuracy there) in `mode` and `fill`, best at the top, random marked. Returns the Figure."""
+    fraction, the accuracy there) in `mode` and `fill`, best at the top, random marked, `width` inches wide.
+    Returns the Figure."""
     if mode not in MODES:
         raise UserError(f"mode={mode!r}: give one of {', '.join(MODES)}")
     numbers = summary(frame, configuration)
@@ -108,9 +115,35 @@ def ranking(frame, mode: str = MODES[0], fill: str | None = None, configuration:
         raise UserError(f"no complete {mode} curve with fill {fill} in the frame to rank")
     with styled() as plt:
         if ax is None:
-            _, ax = plt.subplots(figsize=(5.0, 0.45 * len(found[0]["entries"]) + 1.4))
+            _, ax = plt.subplots(figsize=(width, 0.2 * len(found[0]["entries"]) + 0.9), layout="constrained")
         ranking_panel(ax, found[0], method_colors(numbers), f"{mode.upper()} (fill {fill})")
     return ax.figure
+
+
+@dataclass
+class _Owner:
+    """A configuration of the frame as roarfast.rundir.labels.select reads it: its id and what else selects it."""
+
+    id: str
+    known: list = field(default_factory=list)
+
+
+def _owners(frame, records: list) -> list:
+    """The frame's configurations, each with every text it answers to: the names its rows carry, and the names and
+    labels results.load recorded (the frame's attrs["configurations"]: {id: [text]})."""
+    recorded = getattr(frame, "attrs", {}).get("configurations") or {}
+    owners = {}
+    for r in records:
+        cid = str(r["configuration"])
+        owner = owners.setdefault(cid, _Owner(cid, list(recorded.get(cid, ()))))
+        name = r.get("name")
+        if not _missing(name) and str(name) not in owner.known:
+            owner.known.append(str(name))
+    return list(owners.values())
+
+
+def _choices(owners: list) -> str:
+    return "; ".join(f"{o.id[:SHOWN_CHARS]} [{o.known[0]}]" if o.known else o.id[:SHOWN_CHARS] for o in owners)
 
 
 def _fill(numbers: dict, fill: str | None) -> str:

@@ -80,6 +80,16 @@ def test_adopted_weights_give_the_ranks_and_measurements_of_the_model_they_came_
     assert meta["normalization"]["std"] == pytest.approx(list(ds.std))
 
 
+def test_ls_lists_a_base_model_and_its_ranks_before_any_cell(trained):
+    run = RunDir(trained[0])
+    listed = CliRunner().invoke(main, ["ls", "--run-dir", str(run.root)]).output.splitlines()
+    assert listed[0] == f"no configurations in {run.root} yet (no cells were requested)"
+    head = run.head()
+    assert any(line.startswith(f"* base model {head.base[:8]} (fastnet, seed 0, ") for line in listed), listed
+    for method in ("grad", "random"):
+        assert any(line.startswith(f"* ranks of {method} {head.ranks[method][:8]} (") for line in listed), listed
+
+
 def test_evaluate_carries_random_and_names_the_ranks_it_lacks(trained, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(trained[0], run_dir)
@@ -108,8 +118,13 @@ def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
     # named as adopted, by file and sha256, where the base models are listed and planned on: no recipe invented
     digest = hashlib.sha256((tmp_path / "other.pt").read_bytes()).hexdigest()
     listed = CliRunner().invoke(main, ["ls", "--run-dir", str(run_dir)]).output
-    assert (f"base model {first[:8]} (fastnet, adopted weights {weights.resolve()} (sha256 "
+    assert (f"  base model {first[:8]} (fastnet, adopted weights {weights.resolve()} (sha256 "
             f"{hashlib.sha256(weights.read_bytes()).hexdigest()[:12]}), not trained here") in listed
+    # the adopted weights alone (no cell requested yet) are listed too, as the latest request's
+    latest = RunDir(run_dir).head().base
+    assert (f"* base model {latest[:8]} (fastnet, adopted weights {(tmp_path / 'other.pt').resolve()} (sha256 "
+            f"{hashlib.sha256((tmp_path / 'other.pt').read_bytes()).hexdigest()[:12]}), not trained here") in listed
+    assert "no configurations in" in listed.splitlines()[0]
     planned = invoke("sweep", "--run-dir", str(run_dir), "--method", "grad", "--mode", "roar", "--fraction", "0.5",
                      "--seeds", "1", "--epochs", "1", "--device", "cpu", "--dry-run")
     (base,) = [line for line in planned.splitlines() if line.startswith("base model: ")]

@@ -1,19 +1,26 @@
 """`roarfast compare` / roarfast.compare: configurations side by side (two of one run directory, or those of
-two run directories), with what differs and each change's Welch interval over seeds; its one-line errors and
-its files."""
+two run directories), with what differs, each side's status and base model, and each change from the baseline
+tested as what it is (shared cells not tested, the same seeds paired, other seeds by Welch); its one-line errors
+and its files."""
 
 import csv
+import hashlib
 import json
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
 
 import roarfast
 from roarfast.cli import main
+from roarfast.common.atomic import write_record
+from roarfast.errors import UserError
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
+from roarfast.rundir.configurations import request, settings_of
 from roarfast.rundir.directory import RunDir
+from roarfast.records.model import ModelRecord
 
 RECIPE = {"epochs": 2, "batch_size": 128, "lr": 0.1, "momentum": 0.9}
 #: per epochs: random and ixg at ROAR 10% and 50% (three seeds), ixg's mask-only control at 50%
@@ -68,14 +75,22 @@ def welch(a, b) -> tuple:
     return np.mean(b) - np.mean(a), low, high, result.pvalue
 
 
+def paired(a, b) -> tuple:
+    """mean(b - a) over the same seeds and scipy's paired 95% interval of it, and its p."""
+    result = sps.ttest_rel(b, a)
+    low, high = result.confidence_interval(0.95)
+    return np.mean(b) - np.mean(a), low, high, result.pvalue
+
+
 def test_two_configurations_of_one_run_directory_side_by_side(runs):
     comparison = roarfast.compare(runs[0], configs=["epochs 2", "epochs 8"])  # the order given: 2 is the baseline
     assert [s["label"] for s in comparison.sides] == ["epochs 2", "epochs 8"]
     assert comparison.differs == {"epochs": ["2", "8"]}  # nothing else differs between the two records
     for method, values in (("random", RANDOM), ("ixg", IXG)):
         r = row(comparison, "accuracy", method)
-        change, low, high, p = welch(values[2], values[8])
-        assert r["change"] == pytest.approx(change) and (r["change_low"], r["change_high"]) == pytest.approx((low, high))
+        change, low, high, p = paired(values[2], values[8])  # the same seeds on both sides
+        assert r["test"] == "paired" and r["change"] == pytest.approx(change)
+        assert (r["change_low"], r["change_high"]) == pytest.approx((low, high))
         assert r["p"] == pytest.approx(p)
     assert row(comparison, "accuracy", "random")["change_low"] > 0  # random clearly higher after 8 epochs
     control = row(comparison, "accuracy", "ixg", mode="roar-mask")
@@ -95,8 +110,9 @@ def test_run_directories_side_by_side_name_the_directory_and_what_differs(runs):
     assert [s["label"] for s in comparison.sides] == ["short", "long"]
     assert comparison.differs["run directory"] == [str(runs[1]), str(runs[2])]
     assert comparison.differs["epochs"] == ["2", "8"]
-    change, low, high, _ = welch(RANDOM[2], RANDOM[8])
+    change, low, high, _ = paired(RANDOM[2], RANDOM[8])
     assert row(comparison, "accuracy", "random", fraction=0.1)["change"] == pytest.approx(change)
+    assert row(comparison, "accuracy", "random", fraction=0.1)["change_low"] == pytest.approx(low)
 
 
 def test_sides_whose_cells_trained_with_other_thread_counts_say_so(runs, tmp_path):
@@ -141,3 +157,120 @@ def test_bad_input_is_one_line(runs, tmp_path, args, says):
     result = CliRunner().invoke(main, ["compare", *(a.format(**names) for a in args)])
     lines = result.output.strip().splitlines()
     assert result.exit_code == 1 and len(lines) == 1 and says in lines[0], result.output
+
+
+# Configurations that share cells: sg15 and sg5 differ only in sg-sq-grad's ranks, so both claim the same random
+# rows (one measurement); "adopted" is another base model (adopted weights at chance) with cells of its own.
+BASE = "0123456789abcdef"
+WEIGHTS = {"weights_sha256": "e" * 64, "file": "/data/weights.pt", "file_sha256": "f" * 64}
+SHARED_RANDOM = {0.1: [0.80, 0.82, 0.81], 0.5: [0.70, 0.74, 0.72]}
+SG15 = {0.1: [0.60, 0.63, 0.61], 0.5: [0.30, 0.35, 0.31]}
+SG5 = {0.1: [0.66, 0.70, 0.69], 0.5: [0.40, 0.45, 0.41, 0.43]}  # a fourth seed at 50%: other seeds than sg15's
+#: chance 10%, and hardly any spread, at nine fractions (a table of them is wider than a page: set in parts)
+AT_CHANCE = {f / 10: [0.100, 0.101, 0.099] for f in range(1, 10)}
+
+
+def rank_id(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cell_config(base: str, ranks: str, control: bool) -> dict:
+    return {"recipe": RECIPE, "dataset": "d" * 64, "base": base, "rank_id": rank_id(ranks),
+            "ranks": {"granularity": "pixel", "reduction": "sum_sq", "code": {"roarfast": "0.1.0"},
+                      "parameters": {"ranks": ranks}}, **({} if control else {"fill": "dataset-mean"})}
+
+
+def record_cells(db, base, method, ranks, curve, mode="roar"):
+    control = mode.endswith("-mask")
+    for fraction, accs in curve.items():
+        for seed, acc in enumerate(accs):
+            key = MeasurementKey.of(kind=RETRAIN, dataset="embedded", model="fastnet", method=method, mode=mode,
+                                    fill=None if control else "dataset-mean", fraction=fraction, seed=seed,
+                                    config=cell_config(base, ranks, control))
+            db.record(key, {"test_acc": acc, "val_acc": acc, "epochs": 2, "seconds": 1.0, "versions": {},
+                            "test_images": 1000, "test_chance": 0.1})
+
+
+def ask(run, base, ranks: dict, name: str) -> dict:
+    """The configuration record a request of these methods' ranks ({method: the text its rank id is made of})
+    on `base` makes, named `name`."""
+    row = {"dataset": "embedded", "model": "fastnet", "config": cell_config(base, "any", False)}
+    provenance = {m: cell_config(base, r, False)["ranks"] for m, r in ranks.items()}
+    return request(run, settings_of(row), {m: rank_id(r) for m, r in ranks.items()}, provenance, {}, "test", {},
+                   name)
+
+
+def make_shared_run(root) -> RunDir:
+    run = RunDir(root)
+    adopted = ModelRecord("d" * 64, "fastnet", adopted=True, weights_sha256=WEIGHTS["weights_sha256"])
+    meta = {**adopted.to_record(), "adopted": WEIGHTS, "test_acc": 0.1, "val_acc": 0.1, "epochs": 0}
+    run.model_path(adopted.id).mkdir(parents=True)
+    write_record(run.model_path(adopted.id) / "meta.json", meta)
+    with ResultsDB(run.results_path) as db:
+        record_cells(db, BASE, "random", "random", SHARED_RANDOM)
+        record_cells(db, BASE, "sg-sq-grad", "sg15", SG15)
+        record_cells(db, BASE, "sg-sq-grad", "sg5", SG5)
+        record_cells(db, BASE, "sg-sq-grad", "sg15", {0.5: [0.12]}, mode="roar-mask")
+        record_cells(db, adopted.id, "random", "random", AT_CHANCE)
+        record_cells(db, adopted.id, "grad", "grad", AT_CHANCE)
+    ask(run, BASE, {"random": "random", "sg-sq-grad": "sg15"}, "sg15")
+    ask(run, BASE, {"random": "random", "sg-sq-grad": "sg5"}, "sg5")
+    ask(run, adopted.id, {"random": "random", "grad": "grad"}, "adopted")
+    return run
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    return make_shared_run(tmp_path_factory.mktemp("shared") / "run")
+
+
+def test_cells_both_sides_share_are_one_measurement_not_tested_nor_corrected(shared):
+    comparison = roarfast.compare(shared.root, configs=["sg15", "sg5"])
+    for fraction in (0.1, 0.5):
+        random = row(comparison, "accuracy", "random", fraction=fraction)
+        assert (random["test"], random["change"], random["p"], random["p_holm"]) == ("shared", 0.0, None, None)
+    assert row(comparison, "auc", "random")["test"] == "shared"
+    # Holm counts the changes tested, the shared ones not: sg-sq-grad's two accuracies and its AUC
+    tested = [r for r in comparison.rows if r["p"] is not None]
+    assert sorted(r["method"] for r in tested) == ["sg-sq-grad"] * 3
+    expected = multipletests([r["p"] for r in tested], method="holm")[1]
+    assert [r["p_holm"] for r in tested] == pytest.approx(list(expected))
+    assert "shared (the same cells)" in "\n".join(str(c) for t in comparison.tables() for r in t.rows for c in r)
+    assert "changes from A: 3 shared (the same cells on both sides: not tested" in comparison.legend()[-1]
+
+
+def test_the_same_seeds_are_paired_other_seeds_compared_by_welch(shared):
+    comparison = roarfast.compare(shared.root, configs=["sg15", "sg5"])
+    paired = row(comparison, "accuracy", "sg-sq-grad", fraction=0.1)
+    expected = sps.ttest_rel(SG5[0.1], SG15[0.1])
+    assert paired["test"] == "paired" and paired["p"] == pytest.approx(expected.pvalue)
+    low, high = expected.confidence_interval(0.95)
+    assert (paired["change_low"], paired["change_high"]) == pytest.approx((low, high))
+    assert paired["change"] == pytest.approx(np.mean(SG5[0.1]) - np.mean(SG15[0.1]))
+    other = row(comparison, "accuracy", "sg-sq-grad", fraction=0.5)  # 4 seeds against 3
+    change, low, high, p = welch(SG15[0.5], SG5[0.5])
+    assert other["test"] == "Welch" and other["p"] == pytest.approx(p)
+    assert (other["change"], other["change_low"], other["change_high"]) == pytest.approx((change, low, high))
+
+
+def test_each_side_keeps_its_status_and_adopted_weights_are_named(shared):
+    comparison = roarfast.compare(shared.root, configs=["sg15", "adopted"])
+    assert [s["status"] for s in comparison.sides] == ["conclusive", "inconclusive"]
+    legend = comparison.legend()
+    assert legend[0].startswith("A = sg15 (") and legend[0].endswith("CONCLUSIVE), the baseline")
+    assert f"B's base model: fastnet, adopted weights /data/weights.pt (sha256 {'f' * 64}), not trained here: test " \
+           f"10.0%" in legend
+    assert any(line.startswith("B is INCONCLUSIVE: ") and line.endswith("its verdicts are not findings")
+               for line in legend)
+    verdicts = [r[-2] for t in comparison.tables() if t.title.startswith("Test accuracy, ROAR (fill") for r in t.rows]
+    assert any(v.endswith("(not a finding)") for v in verdicts)  # B's grad against B's random
+    assert comparison.sides[1]["adopted"]["file_sha256"] == "f" * 64
+
+
+@pytest.mark.parametrize("configs, says", [
+    (["sg15"], "--config sg15 names one configuration of {run}, which holds 3 with finished cells ("),
+])
+def test_one_config_of_a_directory_of_three_is_counted_right(shared, configs, says):
+    with pytest.raises(UserError) as err:
+        roarfast.compare(shared.root, configs=configs)
+    assert says.format(run=shared.root) in str(err.value) and "[adopted]" in str(err.value)

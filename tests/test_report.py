@@ -15,6 +15,7 @@ from statsmodels.stats.multitest import multipletests
 from roarfast.cli import main
 from roarfast.errors import UserError
 from roarfast.report import write_report
+from roarfast.report.figures import PAGE
 from roarfast.report.load import load_run
 from roarfast.report.sections import accuracy, controls, ensembles, examples, rankings
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
@@ -216,20 +217,22 @@ def read_png(fig, path):
 
 def test_figures_draw_one_line_per_method(written, tmp_path):
     summary = written.summary
-    fig = accuracy.figure_accuracy(summary, "dataset-mean")
+    fig = accuracy.figure_accuracy(summary, "dataset-mean", PAGE)
     roar, kar = fig.axes[:2]
     expected = {"random", "copy", "good", "solo", "chance", "base model (unmodified)"}
     assert labelled_lines(roar) == expected and labelled_lines(kar) == expected
     assert roar.get_xlabel() == "fraction of pixels removed (%)" and kar.get_xlabel() == "fraction of pixels kept (%)"
     image = read_png(fig, tmp_path / "a.png")
     assert image.shape[1] > image.shape[0]  # two panels side by side
-    fig = controls.figure_controls(summary)
+    # across a paper's page where a fill has two panels (ROAR and KAR), in a column where it has one (road: ROAR)
+    assert {f.fill: f.wide for f in accuracy.figures(summary, None, None)} == {"dataset-mean": True, "road": False}
+    fig = controls.figure_controls(summary, PAGE)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["random, ROAR", "good, ROAR: LEAKY control"]
     assert labelled_lines(panels[1]) == {"ROAR (dataset-mean)", "ROAR (road)", "mask-only control", "chance",
                                          "base model (unmodified)"}
     read_png(fig, tmp_path / "c.png")
-    assert ensembles.figure_ensembles(summary, "dataset-mean") is None  # no grad family in these results
+    assert ensembles.figure_ensembles(summary, "dataset-mean", PAGE) is None  # no grad family in these results
 
 
 def test_ensemble_panels_per_base_estimator(tmp_path):
@@ -238,7 +241,7 @@ def test_ensemble_panels_per_base_estimator(tmp_path):
                                                           ("var-grad", 0.35), ("ig", 0.7), ("random", 0.8))
               for f in FRACTIONS]
     summary = {"groups": groups, "chance": 0.1, "base": {"test_acc": 0.9}, "fills": ["dataset-mean"]}
-    fig = ensembles.figure_ensembles(summary, "dataset-mean")
+    fig = ensembles.figure_ensembles(summary, "dataset-mean", PAGE)
     (panel,) = fig.axes  # ig has no ensemble member here: no panel
     assert labelled_lines(panel) == {"grad", "sg-grad", "sg-sq-grad", "var-grad", "random", "chance",
                                      "base model (unmodified)"}
@@ -272,7 +275,8 @@ def test_example_grid_masks_as_retraining_does(tmp_path):
     written = write_report(run.root)
     assert (run.report_dir / "examples.png").is_file()
     images, methods, labels, fill = examples.example_grid(written.summary, load_run(run), run)
-    assert fill == "dataset-mean" and methods == ["random", "oracle"] and labels == ["original", "ROAR 25%", "ROAR 50%", "KAR 25%", "KAR 50%"]
+    assert fill == "dataset-mean" and methods == ["random", "oracle"]
+    assert labels == ["original", "ROAR\n25%", "ROAR\n50%", "KAR\n25%", "KAR\n50%"]
     original = ds.test.images[examples.EXAMPLE_INDEX].permute(1, 2, 0).double().numpy() / 255
     mean = np.array(ds.mean)
     for r, method in enumerate(methods):

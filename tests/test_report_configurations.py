@@ -11,6 +11,7 @@ import sqlite3
 import pytest
 
 from roarfast.report import write_report
+from roarfast.report.figures import PAGE
 from roarfast.report.analysis import parts_of
 from roarfast.rundir.catalog import UNRECORDED
 from roarfast.report.sections.accuracy import figure_accuracy
@@ -156,7 +157,7 @@ def test_figures_and_files_are_per_configuration(mixed):
     files = {f["file"]: f for f in report.summary["figures"]}
     assert {"accuracy_dataset-mean_epochs-2.png", "accuracy_dataset-mean_epochs-4.png"} <= set(files)
     assert files["accuracy_dataset-mean_epochs-4.png"]["title"].startswith("[epochs 4] Test accuracy")
-    fig = figure_accuracy(parts["epochs 4"], "dataset-mean")
+    fig = figure_accuracy(parts["epochs 4"], "dataset-mean", PAGE)
     drawn = {line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")}
     assert drawn == {"random", "grad", "sobel", "chance", "base model (unmodified, 4 epochs)"}
     with open(run.report_dir / "cells.csv") as f:

@@ -14,6 +14,7 @@ from matplotlib.collections import LineCollection, PolyCollection
 from roarfast.common.atomic import write_record
 from roarfast.data import load_dataset
 from roarfast.report import write_report
+from roarfast.report.figures import PAGE
 from roarfast.report.sections import ensembles
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
@@ -118,7 +119,7 @@ def legend_labels(fig) -> list:
 
 def test_one_fraction_draws_random_intervals_and_every_method_apart(weak):
     _, report = weak
-    fig = figure_accuracy(report.summary, "dataset-mean")
+    fig = figure_accuracy(report.summary, "dataset-mean", PAGE)
     (ax,) = fig.axes
     lines = {line.get_label(): line for line in ax.get_lines()}
     random = lines["random"]
@@ -142,7 +143,7 @@ def test_one_fraction_draws_random_intervals_and_every_method_apart(weak):
 def test_several_fractions_keep_the_paper_look(tmp_path):
     run = issue_run(tmp_path / "run", [0.6, 0.62, 0.64], {"a": [0.2, 0.22, 0.24]}, base_acc=0.9,
                     fractions=(0.1, 0.5, 0.9))
-    fig = figure_accuracy(write_report(run.root).summary, "dataset-mean")
+    fig = figure_accuracy(write_report(run.root).summary, "dataset-mean", PAGE)
     (ax,) = fig.axes
     (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]  # random's, between the fractions
     assert band.get_paths()[0].vertices[:, 0].min() == pytest.approx(ax.get_lines()[0].get_xdata()[0])

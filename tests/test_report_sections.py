@@ -121,12 +121,13 @@ def probe_table(summary):
 
 
 def probe_figures(summary, context, run):
-    def bars():
-        fig, ax = pyplot().subplots(figsize=(3, 2))
+    def bars(width):
+        fig, ax = pyplot().subplots(figsize=(width, 2))
         ax.bar(list(summary["probe"]), list(summary["probe"].values()), color="tab:blue")
         return fig
 
-    return [Figure("probe.png", "Probe: a bar per method", bars), Figure("nothing.png", "Never drawn", lambda: None)]
+    return [Figure("probe.png", "Probe: a bar per method", bars),
+            Figure("nothing.png", "Never drawn", lambda width: None)]
 
 
 def test_a_section_registered_in_one_place_is_on_every_page(tmp_path, own_sections):
@@ -142,7 +143,8 @@ def test_a_section_registered_in_one_place_is_on_every_page(tmp_path, own_sectio
     # fill_run: per method 2 seeds with each of 2 fills
     assert report.summary["probe"] == {"a": 4, "b": 4, "random": 4}
     assert json.loads((run.report_dir / "summary.json").read_text())["probe"] == {"a": 4, "b": 4, "random": 4}
-    assert {"file": "probe.png", "files": ["probe.png"], "title": "Probe: a bar per method", "kind": "probe"} in report.summary["figures"]
+    (probe,) = [f for f in report.summary["figures"] if f["kind"] == "probe"]
+    assert (probe["file"], probe["files"], probe["title"]) == ("probe.png", ["probe.png"], "Probe: a bar per method")
     assert "probe.png" in report.files and not (run.report_dir / "nothing.png").exists()
     image = mpimg.imread(run.report_dir / "probe.png")
     assert image.shape[0] > 100 and (image[..., 2] - image[..., 0] > 0.4).mean() > 0.05  # the blue bars are drawn

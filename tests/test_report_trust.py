@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from roarfast.report import write_report
+from roarfast.report.figures import PAGE
 from roarfast.report.sections.accuracy import figure_accuracy
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
 from roarfast.rundir.directory import RunDir
@@ -141,7 +142,7 @@ def test_tables_and_counts_say_what_was_tested(directions):
 
 
 def test_the_figure_marks_leaky_points_by_what_the_leak_does_to_the_verdict(directions):
-    fig = figure_accuracy(directions.summary, "dataset-mean")
+    fig = figure_accuracy(directions.summary, "dataset-mean", PAGE)
     roar, kar = fig.axes[:2]
 
     def marks(ax) -> dict:
@@ -171,6 +172,6 @@ def test_intervals_are_shown_within_accuracys_range_and_one_fraction_ranks_by_it
     lines = directions.verdict_lines()
     assert any(line.startswith("ranking ROAR (accuracy at 50%, lower is better)") for line in lines), lines
     assert "AUC over 50%-50%" not in index and "Ranking, KAR (fill dataset-mean): accuracy at 50%" in index
-    fig = figure_accuracy(directions.summary, "dataset-mean")
+    fig = figure_accuracy(directions.summary, "dataset-mean", PAGE)
     shaded = [c for c in fig.axes[1].collections if not c.get_label().startswith("leaky")]
     assert max(path.vertices[:, 1].max() for c in shaded for path in c.get_paths()) <= 100

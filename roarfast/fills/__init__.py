@@ -28,12 +28,14 @@ class Fill:
         in memory fills the whole split once, this many images a call (a fill that costs more than a copy,
         like road's solve, then runs once per cell, not once per epoch). A streamed split is filled batch by
         batch, whatever `apply` draws keyed by the sample index.
+    cites: the keys of the papers it comes from (roarfast.report.citations holds their BibTeX).
     """
 
     name: str = ""
     description: str = ""
     pixel_ranks: str | None = None
     whole_split_chunk: int | None = None
+    cites: tuple = ()
 
     def values(self, mean, std) -> tuple | None:
         """The replacement per channel in the normalized space the model sees (a constant fill), or None

@@ -20,6 +20,7 @@ class Road(Fill):
     description = "ROAD's noisy linear imputation from the kept neighbours (pixel ranks)"
     pixel_ranks = "imputes whole pixels"
     whole_split_chunk = ROAD_CHUNK
+    cites = ("rong2022consistent",)
 
     def apply(self, images, ranks, fraction: float, keep: bool, *, mean, std, ids, out_dtype=None,
               channels_last: bool = False):

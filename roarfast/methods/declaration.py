@@ -63,6 +63,8 @@ class Estimator:
             grad for sg-sq-grad), or None.
         compilable: its maps stay right when the model is torch.compile'd (False for anything that hooks
             modules, and for anything not checked).
+        cites: the keys of the papers it comes from (roarfast.report.citations holds their BibTeX), cited where
+            a paper's methods paragraph names it.
         form: where it came from (roarfast.common.resolver's BUILTIN, SCHEME, IMPORT_PATH, OBJECT).
         code: the identity of its code (roarfast.methods.identity), recorded in its rank store.
     """
@@ -83,6 +85,7 @@ class Estimator:
     shared: tuple[str, ...] | None = None
     base: str | None = None
     compilable: bool = False
+    cites: tuple[str, ...] = ()
     form: str = BUILTIN
     code: Mapping = field(default_factory=lambda: dict(BUILTIN_CODE))
 
@@ -150,7 +153,7 @@ ESTIMATORS = Resolver(
 
 def register(name: str, description: str | None = None, *, reads=(), parameters=(), uses_model: bool = True,
              seeded: bool = False, keying: str | None = KEYING, target_mode: str = "given", requires=(),
-             ground_truth: bool = False, compilable: bool = False, order: float = 0.0):
+             ground_truth: bool = False, compilable: bool = False, order: float = 0.0, cites=()):
     """Decorator: registers `fn(model, batch, target, params) -> Tensor` as the built-in `name`.
 
     Args:
@@ -166,7 +169,8 @@ def register(name: str, description: str | None = None, *, reads=(), parameters=
     def decorate(fn):
         _add(Estimator(name, fn, description or first_line(fn), parameters_of(reads, parameters, target_mode),
                        uses_model=uses_model, seeded=seeded, keying=keying, target_mode=target_mode,
-                       requires=tuple(requires), ground_truth=ground_truth, compilable=compilable), order)
+                       requires=tuple(requires), ground_truth=ground_truth, compilable=compilable,
+                       cites=tuple(cites)), order)
         return fn
 
     return decorate
@@ -174,16 +178,17 @@ def register(name: str, description: str | None = None, *, reads=(), parameters=
 
 def register_shared(names: Mapping[str, str], *, reads=(), uses_model: bool = True, seeded: bool = False,
                     target_mode: str = "given", requires=(), compilable: bool = False, order: float = 0.0,
-                    base: str | None = None):
+                    base: str | None = None, cites: Mapping[str, tuple] | None = None):
     """Decorator: registers `fn(model, batch, target, params, names) -> {name: Tensor}`, which computes any
     subset of `names` (name -> description) from one piece of shared work, as one built-in per name (`base`:
-    the estimator whose maps they aggregate, if any)."""
+    the estimator whose maps they aggregate, if any; `cites`: name -> the keys of its papers)."""
 
     def decorate(fn):
         for name, description in names.items():
             _add(Estimator(name, fn, description, parameters_of(reads, (), target_mode), uses_model=uses_model,
                            seeded=seeded, target_mode=target_mode, requires=tuple(requires),
-                           shared=tuple(names), base=base, compilable=compilable), order)
+                           shared=tuple(names), base=base, compilable=compilable,
+                           cites=tuple((cites or {}).get(name, ()))), order)
         return fn
 
     return decorate

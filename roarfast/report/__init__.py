@@ -16,13 +16,13 @@ numbers in summary["configurations"]: roarfast.report.analysis.parts_of lists th
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roarfast.common.atomic import check_writable, replace_dir
-from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.report import sections
 from roarfast.report.analysis import analyse
 from roarfast.report.figures import FIGURE_DPI, check_formats, draw
 from roarfast.report.load import ALL, load_run
-from roarfast.report.render import REPORT_FILES, page, paper_tables, write_files
+from roarfast.report.output_dir import write_whole
+from roarfast.report.render import REPORT_FILES, page, write_files
+from roarfast.report.tables import paper_tables
 from roarfast.report.text import verdict_lines
 from roarfast.rundir.directory import RunDir
 from roarfast.stats.levels import margin_of
@@ -79,57 +79,17 @@ def write_report(run_dir, out_dir=None, dataset=None, config: str | None = None,
     listed = sections.ordered()
     summary = analyse(loaded, listed, margin)
     out_dir = Path(out_dir) if out_dir is not None else run.report_dir
-    previous = _snapshot(out_dir) if _check_replaceable(out_dir) else None
-    check_writable(out_dir.parent, 0, "--out")  # the report is built beside out_dir, then swapped in
     cells = [cell for part in loaded.parts for cell in part.cells]
 
     def build(tmp: Path) -> list:
         shown = draw(listed, summary, loaded, run, tmp, formats, dpi)
-        files = write_files(summary, page(listed, summary, shown), cells, tmp, paper_tables(listed, summary),
-                            str(run.root))
-        (tmp / MARKER).write_text("written by `roarfast report`, which replaces this directory whole\n")
-        return files
+        return write_files(summary, page(listed, summary, shown), cells, tmp, paper_tables(summary), str(run.root))
 
-    try:
-        files = replace_dir(out_dir, build)
-    except OSError as err:
-        if not is_write_refused(err):
-            raise
-        raise write_error(err, err.filename or out_dir, _left(out_dir, previous)) from None
-    except UserError as err:
-        raise UserError(f"{err}; {_left(out_dir, previous)}") from None
+    files = write_whole(out_dir, build, "report", MARKER, _written_before)
     return Report(out_dir, summary, [name for f in summary["figures"] for name in f["files"]] + files)
 
 
-def _check_replaceable(out_dir: Path) -> bool:
-    """Whether out_dir holds a report (which the new one replaces). A UserError when it is a directory
-    holding anything else: the report never replaces a directory roarfast did not write."""
-    if out_dir.is_symlink() or not out_dir.is_dir():
-        return False  # nothing there, or what replace_dir refuses in one line (a link, a file)
-    names = {p.name for p in out_dir.iterdir()}
-    if not names:
-        return False
-    # without the marker: a directory holding only render.REPORT_FILES and PNGs, index.html and summary.json
-    # among them, is a report written before the marker existed
-    if MARKER in names or ({"index.html", "summary.json"} <= names
-                           and all(n in REPORT_FILES or n.endswith(".png") for n in names)):
-        return True
-    others = sorted(names - {*REPORT_FILES, MARKER})
-    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-    raise UserError(f"refusing to write the report into {out_dir}: it holds files no roarfast report wrote ({shown}), "
-                    f"and a report replaces its directory whole; name a new or empty directory with --out")
-
-
-def _snapshot(out_dir: Path) -> dict:
-    """name -> (size, modification time) of every file in out_dir: what says, after a failure, that the
-    previous report is still there as it was."""
-    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in out_dir.iterdir() if p.is_file()}
-
-
-def _left(out_dir: Path, previous: dict | None) -> str:
-    """What a failed report left, said only as far as it is seen to be true."""
-    if previous is None:
-        return "no report was written"
-    if out_dir.is_dir() and not out_dir.is_symlink() and _snapshot(out_dir) == previous:
-        return f"the previous report in {out_dir} is intact"
-    return f"the previous report in {out_dir} was not found as it was; rerun to write a new one"
+def _written_before(names: set) -> bool:
+    """Whether a directory without the marker holding only render.REPORT_FILES and PNGs, index.html and
+    summary.json among them, is a report written before the marker existed."""
+    return {"index.html", "summary.json"} <= names and all(n in REPORT_FILES or n.endswith(".png") for n in names)

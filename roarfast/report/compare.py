@@ -2,8 +2,10 @@
 directory, or the configurations of several run directories, read as the report reads them (load_run, then
 the shared analysis and the rankings), shown per mode, fill and fraction — each side's accuracy with its
 interval and its verdict against random, each side's AUC — with what differs between them (the settings of
-their configuration records) and each side's change from the first, the baseline: the difference of means
-with its Welch interval over seeds and a Welch p-value, Holm-corrected over every change of that side.
+their configuration records), each side's status (whether its study can answer) and base model (adopted weights
+named as adopted, with their digest), and each side's change from the first, the baseline: the cells both hold
+are SHARED (one measurement: not tested), the same seeds are paired, other seeds compared by Welch
+(roarfast.report.compare_rows), Holm-corrected over every change of that side.
 
 A comparison is a sensitivity reading ("samples 5 vs 15", "epochs 2 vs 8"), never a verdict of its own: an
 estimator's verdicts are each side's, against that side's random.
@@ -15,25 +17,25 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roarfast import stats
 from roarfast.common.atomic import check_writable
 from roarfast.errors import UserError, is_write_refused, write_error
 from roarfast.modes import MODES
-from roarfast.report.analysis import accuracies, measured
-from roarfast.rundir.catalog import flatten, named, short
-from roarfast.rundir.labels import describe
+from roarfast.report.analysis import findings, measured
+from roarfast.report.compare_rows import SHARED, accuracy_rows, auc_rows, cell_groups, holm
 from roarfast.report.load import ALL, load_run, method_order, mode_order
 from roarfast.report.sections import Table
-from roarfast.report.sections.rankings import seed_aucs
+from roarfast.report.sections.run import base_text
 from roarfast.report.tables import markdown_document
-from roarfast.report.text import interval_text, p_text, title_fill
+from roarfast.report.text import interval_text, p_text, pct, title_fill
+from roarfast.rundir.catalog import flatten, named, short
 from roarfast.rundir.directory import RunDir
+from roarfast.rundir.labels import describe
 
 #: the files `write` puts in its directory
 COMPARE_FILES = ("compare.md", "compare.csv", "compare.json")
 #: the columns of compare.csv, one row per measure x cell group x side
 CSV_COLUMNS = ("measure", "mode", "fill", "fraction", "method", "side", "configuration", "mean", "low", "high", "n",
-               "verdict", "change", "change_low", "change_high", "p", "p_holm")
+               "verdict", "change", "change_low", "change_high", "test", "shared_seeds", "p", "p_holm")
 #: a side's letter in the tables (its label stands in the legend above them)
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -41,11 +43,12 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 @dataclass
 class Comparison:
     """Configurations side by side. `sides`: [{label, letter, run_dir, id, configuration, cells, base_test_acc,
-    chance}], the first the baseline; `differs`: {setting: [its value on each side]} for the settings that
+    chance, status, reasons, adopted (its base model's record of adopted weights, or None), base (the base model
+    in words)}], the first the baseline; `differs`: {setting: [its value on each side]} for the settings that
     differ; `rows`: one per measure ("accuracy": per mode, fill, fraction and method; "auc": per mode, fill and
     method) and side, with its mean and interval, its verdict against random (accuracy, estimators only) and,
-    beside the baseline, its change from the baseline's with the Welch interval, p and Holm-corrected p
-    (CSV_COLUMNS); `notes`: what could not be compared."""
+    beside the baseline, its change from the baseline's: the interval, the test (compare_rows: shared, paired or
+    Welch), p and Holm-corrected p (CSV_COLUMNS); `notes`: what could not be compared."""
 
     sides: list
     differs: dict
@@ -64,18 +67,29 @@ class Comparison:
         return pandas.DataFrame.from_records(self.rows, columns=list(CSV_COLUMNS) + ["fractions"])
 
     def legend(self) -> list[str]:
-        """One line per side ("A = epochs 2 (runs/a, 1a2b3c4d; 120 cells), the baseline") and one per setting
-        that differs ("epochs: A 2, B 8"), every one, never "+N more"."""
+        """One line per side ("A = epochs 2 (runs/a, 1a2b3c4d; 120 cells; CONCLUSIVE), the baseline"), with its
+        base model where adopted weights are one's, and why a side's study cannot answer; then one per setting that
+        differs ("epochs: A 2, B 8"), every one, never "+N more"; then how changes were tested."""
         lines = []
         for s in self.sides:
             where = f"{s['run_dir']}, {s['id'][:8]}" if s["id"] else s["run_dir"]
-            lines.append(f"{s['letter']} = {s['label']} ({where}; {s['cells']} cells)"
+            lines.append(f"{s['letter']} = {s['label']} ({where}; {s['cells']} cells; {s['status'].upper()})"
                          + (", the baseline" if s is self.sides[0] else ""))
+            if s["adopted"]:
+                lines.append(f"{s['letter']}'s base model: {s['base']}")
+            lines += [f"{s['letter']} is {s['status'].upper()}: {reason}; its verdicts are not findings"
+                      for reason in s["reasons"]]
         for name, values in self.differs.items():
             lines.append(f"{name}: " + ", ".join(f"{s['letter']} {v}" for s, v in zip(self.sides, values)))
         if not self.differs:
             lines.append("no recorded setting differs between them")
-        return lines
+        return lines + [self._tested()]
+
+    def _tested(self) -> str:
+        counts = {test: sum(r["test"] == test for r in self.rows) for test in (SHARED, "paired", "Welch")}
+        return (f"changes from A: {counts[SHARED]} shared (the same cells on both sides: not tested, not in Holm's "
+                f"correction), {counts['paired']} paired over the same seeds, {counts['Welch']} by Welch (other "
+                f"seeds); Holm-corrected over each side's changes")
 
     def tables(self) -> list:
         """The comparison as Table blocks: per mode and fill, the accuracies (each side's mean [interval],
@@ -98,12 +112,16 @@ class Comparison:
                     row = ([f"{fraction:.0%}"] if measure == "accuracy" else []) + [method]
                     row += [_mean_text(by_side.get(i)) for i in range(len(self.sides))]
                     if measure == "accuracy" and mode in MODES:
-                        row += [(by_side.get(i) or {}).get("verdict") or "-" for i in range(len(self.sides))]
+                        row += [self._verdict_text(by_side.get(i), i) for i in range(len(self.sides))]
                     row += [_change_text(by_side.get(i)) for i in range(1, len(self.sides))]
                     rows.append(row)
                 what = "Test accuracy" if measure == "accuracy" else "AUC (accuracy averaged over the fractions run)"
                 out.append(Table(f"{what}, {title_fill(mode, fill)}", header, rows))
         return out
+
+    def _verdict_text(self, row: dict | None, side: int) -> str:
+        verdict = (row or {}).get("verdict") or "-"
+        return verdict if verdict == "-" or self.sides[side]["findings"] else f"{verdict} (not a finding)"
 
     def write(self, out_dir) -> list[Path]:
         """Writes compare.md, compare.csv and compare.json into out_dir (made if missing); returns their paths.
@@ -146,9 +164,6 @@ def compare(run_dirs, configs=()) -> Comparison:
             raise UserError(f"compare: {len(run_dirs)} run directories and {len(configs)} --config: give none "
                             f"(each one's latest request) or one per run directory, in their order")
         sides = [_side_of(RunDir(d), configs[i] if configs else None) for i, d in enumerate(run_dirs)]
-    if len(sides) < 2:
-        raise UserError(f"compare: {run_dirs[0]} holds one configuration with finished cells; compare it with "
-                        f"another run directory, or make another configuration (`roarfast ls` lists them)")
     return _compare(sides, several=len(run_dirs) > 1)
 
 
@@ -159,6 +174,14 @@ def _sides_of_one(run: RunDir, configs: list) -> list:
     chosen = [named(found, c) for c in configs] if configs else found
     if len({id(c) for c in chosen}) < len(chosen):
         raise UserError(f"compare: --config {', '.join(configs)} name one configuration more than once")
+    if len(chosen) < 2:
+        held = "; ".join(f"{c.id[:8]} [{c.label}]" if c.label else c.id[:8] for c in found)
+        if configs:
+            raise UserError(f"compare: --config {configs[0]} names one configuration of {run.root}, which holds "
+                            f"{len(found)} with finished cells ({held}): give --config for two or more (the first "
+                            f"the baseline), or none to compare every one")
+        raise UserError(f"compare: {run.root} holds one configuration with finished cells ({held}); compare it with "
+                        f"another run directory, or make another configuration (`roarfast ls` lists them)")
     return [(run, parts[id(c)]) for c in chosen]
 
 
@@ -173,18 +196,20 @@ def _side_of(run: RunDir, config: str | None) -> tuple:
 
 def _compare(sides: list, several: bool) -> Comparison:
     summaries = [measured(part) for _, part in sides]
-    accs = [accuracies(part.cells)[0] for _, part in sides]
+    groups = [cell_groups(part.cells) for _, part in sides]
     labels = _labels(sides, several)
     info = []
     for i, ((run, part), summary) in enumerate(zip(sides, summaries)):
-        c = part.configuration
+        c, base = part.configuration, summary["base"]
         info.append({"label": labels[i], "letter": LETTERS[i % len(LETTERS)], "run_dir": str(run.root),
                      "id": c.id if c is not None else "", "configuration": c.label if c is not None else "",
-                     "cells": len(part.cells), "base_test_acc": summary["base"].get("test_acc"),
-                     "chance": summary["chance"]})
+                     "cells": len(part.cells), "base_test_acc": base.get("test_acc"), "chance": summary["chance"],
+                     "status": summary["status"], "reasons": summary["reasons"], "findings": findings(summary),
+                     "adopted": base.get("adopted"),
+                     "base": f"{base_text(base)}: test {pct(base.get('test_acc'))}"})
     notes = []
-    rows = _accuracy_rows(accs, summaries, labels) + _auc_rows(accs, labels, notes)
-    _holm(rows)
+    rows = accuracy_rows(groups, summaries, labels) + auc_rows(groups, labels, notes)
+    holm(rows)
     differs = _differs(sides, several)
     # not a setting of a configuration (a done cell stays done under another count), but CPU accuracies depend on it
     threads = [", ".join(map(str, sorted({c["threads"] for c in part.cells if c["threads"] is not None}))) or "-"
@@ -230,85 +255,6 @@ def _differs(sides: list, several: bool) -> dict:
     return out
 
 
-def _row(measure, key, side, label, interval, **more) -> dict:
-    mode, fill, fraction, method = key
-    return {"measure": measure, "mode": mode, "fill": fill, "fraction": fraction, "method": method, "side": side,
-            "configuration": label, **interval.to_dict(), "verdict": None, "change": None, "change_low": None,
-            "change_high": None, "p": None, "p_holm": None, **more}
-
-
-def _change(row: dict, base: list, values: list) -> None:
-    """The change from the baseline's values: its Welch interval and p (>= 2 values on both sides)."""
-    diff = stats.welch_interval(base, values)
-    row.update(change=diff.mean, change_low=diff.low, change_high=diff.high)
-    if len(base) >= 2 and len(values) >= 2:
-        row["p"] = stats.welch_p(base, values)
-
-
-def _accuracy_rows(accs: list, summaries: list, labels: list) -> list:
-    verdicts = [{(e["method"], e["mode"], e["fill"], e["fraction"]): e["verdict"] for e in s["verdicts"]}
-                for s in summaries]
-    keys = sorted({k for a in accs for k in a}, key=lambda k: (mode_order(k[1]), k[2] or "", k[3],
-                                                              method_order(k[0])))
-    rows = []
-    for method, mode, fill, fraction in keys:
-        for i, a in enumerate(accs):
-            values = list(a.get((method, mode, fill, fraction), {}).values())
-            if not values:
-                continue
-            row = _row("accuracy", (mode, fill, fraction, method), i, labels[i], stats.t_interval(values),
-                       verdict=verdicts[i].get((method, mode, fill, fraction)))
-            base = list(accs[0].get((method, mode, fill, fraction), {}).values())
-            if i > 0 and base:
-                _change(row, base, values)
-            rows.append(row)
-    return rows
-
-
-def _auc_rows(accs: list, labels: list, notes: list) -> list:
-    """Per mode, fill and method, each side's AUC over its fractions; the change only where both sides ran the
-    same fractions (an AUC over other fractions is another measure)."""
-    curves = []  # per side: (mode, fill) -> method -> fraction -> {seed: acc}
-    for a in accs:
-        by_slot = defaultdict(lambda: defaultdict(dict))
-        for (method, mode, fill, fraction), by_seed in a.items():
-            if mode in MODES:
-                by_slot[(mode, fill)][method][fraction] = by_seed
-        curves.append(by_slot)
-    rows = []
-    slots = sorted({s for c in curves for s in c}, key=lambda s: (mode_order(s[0]), s[1] or ""))
-    for mode, fill in slots:
-        fractions = [sorted({fr for m in c.get((mode, fill), {}).values() for fr in m}) for c in curves]
-        if any(f and f != fractions[0] for f in fractions[1:]) and fractions[0]:
-            notes.append(f"{title_fill(mode, fill)}: the sides ran other fractions "
-                         f"({'; '.join(', '.join(f'{x:g}' for x in f) or 'none' for f in fractions)}): "
-                         f"their AUCs are shown, not compared")
-        methods = sorted({m for c in curves for m in c.get((mode, fill), {})}, key=method_order)
-        for method in methods:
-            per_side = [seed_aucs(c.get((mode, fill), {}).get(method, {}), f) if method in c.get((mode, fill), {})
-                        else {} for c, f in zip(curves, fractions)]
-            for i, aucs in enumerate(per_side):
-                if not aucs:
-                    continue
-                row = _row("auc", (mode, fill, None, method), i, labels[i], stats.t_interval(list(aucs.values())),
-                           fractions=",".join(f"{x:g}" for x in fractions[i]))
-                if i > 0 and per_side[0] and fractions[i] == fractions[0]:
-                    _change(row, list(per_side[0].values()), list(aucs.values()))
-                rows.append(row)
-    return rows
-
-
-def _holm(rows: list) -> None:
-    """Holm over every change of one side (its accuracies and AUCs read together)."""
-    by_side = defaultdict(list)
-    for r in rows:
-        if r["p"] is not None:
-            by_side[r["side"]].append(r)
-    for tested in by_side.values():
-        for r, p in zip(tested, stats.holm([r["p"] for r in tested])):
-            r["p_holm"] = p
-
-
 def _mean_text(row: dict | None) -> str:
     return "-" if row is None else interval_text(row)
 
@@ -316,7 +262,11 @@ def _mean_text(row: dict | None) -> str:
 def _change_text(row: dict | None) -> str:
     if row is None or row["change"] is None:
         return "-"
+    if row["test"] == SHARED:
+        return "shared (the same cells)"
     points = f"{100 * row['change']:+.1f}"
     if row["change_low"] is None:
         return f"{points} (1 seed)"
-    return f"{points} [{100 * row['change_low']:+.1f}, {100 * row['change_high']:+.1f}], p={p_text(row['p_holm'])}"
+    shared = f"; {row['shared_seeds']} shared seed(s) left out" if row["shared_seeds"] else ""
+    return (f"{points} [{100 * row['change_low']:+.1f}, {100 * row['change_high']:+.1f}], {row['test']} "
+            f"p={p_text(row['p_holm'])}{shared}")

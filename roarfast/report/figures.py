@@ -2,10 +2,15 @@
 (each configuration's apart), and the pieces the sections' figures share — a method's curve with its
 interval as error bars, random as the reference (a visible marker with its interval, also with one
 fraction, and a band between fractions), points of different methods side by side, chance and the base model as
-lines, one colour per method in every figure, one legend for all panels (inside the axes: a free panel, else
-the last one), the accuracy panel of one mode and fill with its leaky points marked, and the ranking panel.
-Every figure is drawn in one style (STYLE: constrained layout, fonts sized for a page, editable text in SVG
-and PDF) and saved in each format asked (FORMATS, matplotlib's own backends) at the dpi asked.
+lines, one colour per method in every figure, one legend for all panels (below them, as wide as the figure
+allows), the accuracy panel of one mode and fill with its leaky points marked, and the ranking panel.
+
+Every figure is drawn for the width it is printed at (COLUMN: one column of a two-column paper, 3.3 in; PAGE:
+the whole text width, 7 in; the report's page shows PAGE), its panels laid out to fit (panel_grid: as many side by
+side as keep each at least MIN_PANEL wide), in one style (STYLE: constrained layout, no text under 7 pt at that
+size, editable text in SVG and PDF) and saved at exactly that size (no cropping: the size is the print size) in
+each format asked (FORMATS, matplotlib's own backends) at the dpi asked. What a figure shows is its caption's to
+say (a section Figure's title): no figure carries a title of its own above its panels.
 """
 
 from collections import defaultdict
@@ -27,16 +32,23 @@ LEAK_MARKS = {LEAK_STANDS: ("o", "black", "leaky control, verdict stands"),
               LEAK_INCONCLUSIVE: ("s", "red", "leaky control could explain the verdict"),
               LEAKY_NO_VERDICT: ("D", "0.45", "leaky control, no verdict drawn")}
 #: the resolution of a PNG (SVG and PDF are vector: their dpi only sizes embedded images)
-FIGURE_DPI = 110
+FIGURE_DPI = 150
+#: the widths a figure is printed at (inches): one column of a two-column paper, and the whole text width
+COLUMN, PAGE = 3.3, 7.0
+#: the narrowest a panel may be at print size (inches), and a panel's height
+MIN_PANEL, PANEL_HEIGHT = 2.3, 2.2
+#: the smallest text at print size (points): what a reader can read on paper
+MIN_TEXT_PT = 7
 #: the formats a figure is saved in (matplotlib's Agg, SVG and PDF backends), and those the page can embed
 FORMATS = ("png", "svg", "pdf")
 EMBEDDABLE = ("png", "svg")
-#: the one style of every figure: laid out without overlapping labels, fonts readable in a column, text left
-#: as text (SVG) and TrueType (PDF) so a paper's editor can restyle it
-STYLE = {"figure.constrained_layout.use": True, "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
-         "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5, "legend.framealpha": 0.85,
-         "figure.titlesize": 10, "axes.spines.top": False, "axes.spines.right": False, "svg.fonttype": "none",
-         "pdf.fonttype": 42}
+#: the one style of every figure: laid out without overlapping labels, no text under MIN_TEXT_PT at print size,
+#: text left as text (SVG) and TrueType (PDF) so a paper's editor can restyle it
+STYLE = {"figure.constrained_layout.use": True, "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8,
+         "xtick.labelsize": MIN_TEXT_PT, "ytick.labelsize": MIN_TEXT_PT, "legend.fontsize": MIN_TEXT_PT,
+         "legend.framealpha": 0.85, "figure.titlesize": 8, "axes.spines.top": False, "axes.spines.right": False,
+         "axes.linewidth": 0.6, "lines.linewidth": 1.2, "xtick.major.width": 0.6, "ytick.major.width": 0.6,
+         "grid.linewidth": 0.5, "svg.fonttype": "none", "pdf.fonttype": 42}
 #: metadata left out of a saved file so the same figure gives the same bytes (no creation date)
 _METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}, "png": {}}
 
@@ -55,13 +67,25 @@ def check_formats(formats, dpi: int) -> tuple:
 
 
 def save(fig, stem: Path, formats=("png",), dpi: int = FIGURE_DPI) -> list[Path]:
-    """Saves `fig` as stem.<format> for each format; returns the paths."""
+    """Saves `fig` as stem.<format> for each format, at its size (not cropped: it is the print size); returns the
+    paths."""
     paths = []
     for fmt in formats:
         path = stem.with_name(f"{stem.name}.{fmt}")
-        fig.savefig(path, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_METADATA[fmt])
+        fig.savefig(path, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
         paths.append(path)
     return paths
+
+
+def panel_grid(plt, count: int, width: float, height: float = PANEL_HEIGHT, min_width: float = MIN_PANEL):
+    """A figure `width` inches wide with `count` panels laid out in rows, as many side by side as keep each at
+    least `min_width` wide: (figure, [axes], columns), the grid's unused axes hidden."""
+    columns = max(1, min(count, int(width // min_width)))
+    rows = -(-count // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(width, rows * height), squeeze=False, layout="constrained")
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)[:count], columns
 
 
 @contextmanager
@@ -72,14 +96,17 @@ def styled():
         yield plt
 
 
-def draw(sections: list, summary: dict, loaded, run, out_dir: Path, formats=("png",), dpi: int = FIGURE_DPI) -> dict:
-    """Draws and saves every section's figures into out_dir in each of `formats` (FORMATS) at `dpi`, one
-    configuration at a time (LoadedRun `loaded`'s parts, whose summaries analysis.parts_of lists; a section with
-    scope RUN draws from the run's summary and gets `loaded` as its context): with several, each configuration's
-    figures are saved under file names ending in its slug, their titles labelled. Lists them in
-    summary["figures"] ([{file, files, title, kind}]: file, the one the page shows (PNG, else SVG, else the first
-    written); files, every format's; kind: the section's name, plus configuration: the label, where labelled;
-    fill by fill, then those of the whole run); returns section name -> the figures it drew, for the page."""
+def draw(sections: list, summary: dict, loaded, run, out_dir: Path, formats=("png",), dpi: int = FIGURE_DPI,
+         width: float = PAGE, suffix: str = "") -> dict:
+    """Draws and saves every section's figures `width` inches wide into out_dir in each of `formats` (FORMATS) at
+    `dpi`, one configuration at a time (LoadedRun `loaded`'s parts, whose summaries analysis.parts_of lists; a
+    section with scope RUN draws from the run's summary and gets `loaded` as its context): with several, each
+    configuration's figures are saved under file names ending in its slug, their titles labelled; `suffix` ends
+    every file's name (the paper's "-column", "-page"). Lists them in summary["figures"] ([{file, files, title,
+    kind, name, wide, configuration_id}]: file, the one the page shows (PNG, else SVG, else the first written);
+    files, every format's; kind: the section's name, plus configuration: the label, where labelled; name: the
+    file's stem before the slug and suffix; wide: printed across the page rather than in a column; fill by fill,
+    then those of the whole run); returns section name -> the figures it drew, for the page."""
     parts = parts_of(summary)
     several = len(parts) > 1
     shown, listed = defaultdict(list), []
@@ -94,15 +121,17 @@ def draw(sections: list, summary: dict, loaded, run, out_dir: Path, formats=("pn
                 asked = [(p, section.figures(p, part.context, run)) for p, part in zip(parts, loaded.parts)]
             for part, figures in asked:
                 for figure in figures:
-                    fig = figure.draw()
+                    fig = figure.draw(width)
                     if fig is None:
                         continue
                     stem = figure.file.rpartition(".")[0] or figure.file
-                    entry = {"title": figure.title, "kind": section.name}
+                    entry = {"title": figure.title, "kind": section.name, "wide": figure.wide, "name": stem,
+                             "configuration_id": None if part is None else part["configuration"].get("id")}
                     if part is not None and several:
                         label = part["configuration"]["label"]
                         stem = f"{stem}_{part['configuration']['slug']}"
                         entry.update(title=f"[{label}] {figure.title}", configuration=label)
+                    stem += suffix
                     entry.update(file=f"{stem}.{shows}", files=[f"{stem}.{fmt}" for fmt in formats])
                     save(fig, out_dir / stem, formats, dpi)
                     plt.close(fig)
@@ -168,7 +197,7 @@ def _errorbars(ax, xs, points, color, **style) -> None:
     if bars:
         x, y, lo, hi = zip(*bars)
         ax.errorbar(x, y, yerr=[[yi - li for yi, li in zip(y, lo)], [hi_ - yi for yi, hi_ in zip(y, hi)]],
-                    fmt="none", ecolor=color, elinewidth=1, capsize=3, **style)
+                    fmt="none", ecolor=color, elinewidth=0.9, capsize=2, **style)
 
 
 def draw_curve(ax, points, label, color=None, linestyle="-", dx: float = 0.0):
@@ -176,7 +205,7 @@ def draw_curve(ax, points, label, color=None, linestyle="-", dx: float = 0.0):
     where n >= 2 (bars, not bands: several methods' bands would cover each other)."""
     x = [100 * f + dx for f, _ in points]
     y = [100 * g["mean"] for _, g in points]
-    (line,) = ax.plot(x, y, marker="o", markersize=4, label=label, color=color, linestyle=linestyle)
+    (line,) = ax.plot(x, y, marker="o", markersize=3.5, label=label, color=color, linestyle=linestyle)
     _errorbars(ax, x, points, line.get_color())
     return line
 
@@ -186,7 +215,7 @@ def draw_random(ax, points, dx: float = 0.0):
     95% interval as error bars and, between the fractions, as a grey band."""
     x = [100 * f + dx for f, _ in points]
     y = [100 * g["mean"] for _, g in points]
-    ax.plot(x, y, color="0.3", linestyle="--", marker="D", markersize=6, label="random", zorder=4)
+    ax.plot(x, y, color="0.3", linestyle="--", marker="D", markersize=5, label="random", zorder=4)
     _errorbars(ax, x, points, "0.3", zorder=4)
     spread = [(xi, *(100 * b for b in shown_bounds(g))) for xi, (_, g) in zip(x, points) if g["low"] is not None]
     if len(spread) >= 2:
@@ -195,22 +224,28 @@ def draw_random(ax, points, dx: float = 0.0):
 
 
 def figure_legend(fig, axes) -> None:
-    """One legend for all panels, every label drawn in any panel once, inside the axes: filling a panel the
-    grid left empty where there is one, else at the best place in the last panel (in two columns when long)."""
-    axes = list(axes)
+    """One legend for all panels, every label drawn in any panel once, below them: in as many columns as fit the
+    figure's width, the figure made taller by the legend's height so the panels keep theirs."""
     entries = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     if not entries:
         return
-    free = [ax for ax in axes if not ax.get_visible() or not ax.has_data()]
-    host = free[0] if free else [ax for ax in axes if ax.get_visible()][-1]
-    if free:
-        host.set_visible(True)
-        host.set_axis_off()
-    host.legend(list(entries.values()), list(entries), loc="center" if free else "best",
-                ncols=2 if len(entries) > 8 and not free else 1)
+    renderer = fig.canvas.get_renderer()
+    room = 0.98 * fig.get_figwidth() * fig.dpi
+    for columns in range(min(len(entries), 4), 0, -1):
+        legend = fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=columns,
+                            frameon=False, handlelength=1.8, columnspacing=1.2)
+        if columns == 1 or legend.get_window_extent(renderer).width <= room:
+            break
+        legend.remove()
+    fig.set_figheight(fig.get_figheight() + legend.get_window_extent(renderer).height / fig.dpi + 0.05)
+
+
+def plural(count: int, noun: str) -> str:
+    """"1 epoch", "3 epochs"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def decorate(ax, summary, mode, title):
@@ -221,7 +256,7 @@ def decorate(ax, summary, mode, title):
     if summary["base"].get("test_acc") is not None:
         epochs = summary["base"].get("epochs")
         ax.axhline(100 * summary["base"]["test_acc"], color="tab:green", linestyle="-.", linewidth=1,
-                   label="base model (unmodified" + (f", {epochs} epochs)" if epochs else ")"))
+                   label="base model (unmodified" + (f", {plural(epochs, 'epoch')})" if epochs else ")"))
     fractions = panel_fractions(summary, mode)
     ax.set_xticks(fractions, [f"{f:g}" for f in fractions])
     if len(fractions) == 1:
@@ -263,8 +298,8 @@ def accuracy_panel(ax, summary: dict, mode: str, fill: str, colors: dict, title:
         leaky = [e for e in summary["verdicts"] if (e["mode"], e["fill"], e["leak"]) == (mode, fill, leak)]
         if leaky:
             ax.scatter([100 * e["fraction"] + dx.get(e["method"], 0.0) for e in leaky],
-                       [100 * e["mean"] for e in leaky], s=160,
-                       marker=marker, facecolors="none", edgecolors=color, linewidths=1.4, zorder=5, label=label)
+                       [100 * e["mean"] for e in leaky], s=80,
+                       marker=marker, facecolors="none", edgecolors=color, linewidths=1.1, zorder=5, label=label)
 
 
 def ranking_panel(ax, ranking: dict, colors: dict, title: str) -> None:

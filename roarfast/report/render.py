@@ -1,8 +1,8 @@
 """The report's rendering: the page assembled from the sections in order (each section's tables and lines,
 then its figures; with several configurations, each configuration's apart under its label), written as
 index.md and a self-contained index.html (figures embedded: PNG, else SVG; a PDF alone is linked), beside
-cells.csv, summary.json and the tables a paper quotes as tables.tex (booktabs) and tables.md
-(roarfast.report.tables). Knows no section: what a page holds is the sections' business
+cells.csv, summary.json and the tables a paper quotes as tables.tex (booktabs: roarfast.report.latex) and tables.md
+(roarfast.report.tables, as `roarfast paper` writes them). Knows no section: what a page holds is the sections' business
 (roarfast.report.sections).
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 from roarfast.report.analysis import parts_of
 from roarfast.report.sections import RUN, Lines, Table
-from roarfast.report.tables import PAPER_SECTIONS, latex_document, markdown_document
+from roarfast.report.latex import latex_document
+from roarfast.report.tables import paper_markdown
 from roarfast.report.text import titled
 
 #: the files a report writes besides its figures, in the order written
@@ -71,24 +72,17 @@ def _titled(block, summary: dict):
     return dataclasses.replace(block, lines=[titled(line, summary) for line in block.lines])
 
 
-def paper_tables(sections: list, summary: dict) -> list:
-    """The tables a paper quotes (tables.PAPER_SECTIONS': rankings, verdicts, accuracies with intervals), as
-    the page shows them: each configuration's labelled."""
-    quoted = [s for s in sections if s.name in PAPER_SECTIONS]
-    return [b for b in page(quoted, summary, {}) if isinstance(b, Table)]
-
-
 def write_files(summary: dict, blocks: list, cells: list, out_dir: Path, tables: list = (),
                 source: str = "a run directory") -> list[str]:
-    """Writes cells.csv, summary.json, index.md, index.html and `tables` (paper_tables) as tables.tex and
-    tables.md into out_dir (a directory of its own, which the report fills whole:
-    roarfast.report.write_report); returns their names."""
+    """Writes cells.csv, summary.json, index.md, index.html and `tables` (roarfast.report.tables.paper_tables: what
+    `roarfast paper` writes too) as tables.tex and tables.md into out_dir (a directory of its own, which the report
+    fills whole: roarfast.report.write_report); returns their names."""
     write_csv(cells, out_dir / "cells.csv")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out_dir / "index.md").write_text(render_markdown(blocks))
     (out_dir / "index.html").write_text(render_html(blocks, out_dir))
     (out_dir / "tables.tex").write_text(latex_document(list(tables), source))
-    (out_dir / "tables.md").write_text(markdown_document(list(tables), "roarfast tables"))
+    (out_dir / "tables.md").write_text(paper_markdown(list(tables), source))
     return list(REPORT_FILES)
 
 

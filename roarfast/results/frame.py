@@ -67,7 +67,10 @@ def load(run_dir, *, status: str | None = "done", kind: str | None = None, confi
     except ImportError:
         return out
     columns = list(out[0]) if out else [*CONFIGURATION_COLUMNS, *KEY_COLUMNS, "status", "study_status"]
-    return pandas.DataFrame.from_records(out, columns=columns)
+    frame = pandas.DataFrame.from_records(out, columns=columns)
+    # every text each configuration answers to (roarfast.plot's configuration= takes any of them, as config= here)
+    frame.attrs["configurations"] = {cid: list(owner.known) for cid, owner in owners.items()}
+    return frame
 
 
 def _statuses(run, rows: list, records: dict, margin: float | None) -> dict:

@@ -17,6 +17,7 @@ from roarfast.measurements.row import RETRAIN
 from roarfast.rundir.results import open_results
 from roarfast.records.claims import owner_alive
 from roarfast.rundir.directory import RunDir
+from roarfast.records.head import Head
 from roarfast.rundir.writing import forget, open_for_writing
 
 log = logging.getLogger(__name__)
@@ -72,8 +73,9 @@ def listing(run_dir) -> dict:
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
     uses: what pruning it frees), first, last, command, adopted (its base model's record of adopted weights, or
     None)], "damaged": [configuration records that cannot be read: file, why], "models": [base models no
-    configuration uses: id, bytes, model, seed (None where its meta is damaged), adopted], "ranks": [rank stores
-    no configuration uses: method, id, bytes]}."""
+    configuration uses: id, bytes, model, seed (None where its meta is damaged), adopted, head (the latest
+    request's: a base model trained or adopted before any cell was requested)], "ranks": [rank stores no
+    configuration uses: method, id, bytes, head]}."""
     run, head, found, _, damaged = _state(run_dir)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()
@@ -81,7 +83,9 @@ def listing(run_dir) -> dict:
     size = {artifact: _size(path) for artifact, path in {**models, **stores}.items()}
     out = {"configurations": [], "damaged": [{"file": path.name, "why": why} for path, why in damaged],
            "models": [], "ranks": []}
-    used_models, used_ranks = reachable(head, found)
+    # what no configuration uses is listed, HEAD's too (marked): a directory holding only a base model trained or
+    # adopted, or its ranks, shows them rather than nothing
+    used_models, used_ranks = reachable(Head(), found)
     for c in found:
         base, ranks = _uses(c)
         done = {(r["method"], r["mode"], r["fraction"], r["seed"], r["fill"]) for r in c.rows}
@@ -102,9 +106,9 @@ def listing(run_dir) -> dict:
         if mid not in used_models:
             meta = _meta(run, mid)
             out["models"].append({"id": mid, "bytes": size[mid], "model": meta.get("model"), "seed": meta.get("seed"),
-                                  "adopted": meta.get("adopted")})
-    out["ranks"] = [{"method": m, "id": rid, "bytes": size[(m, rid)]} for m, rid in sorted(stores)
-                    if (m, rid) not in used_ranks]
+                                  "adopted": meta.get("adopted"), "head": mid == head.base})
+    out["ranks"] = [{"method": m, "id": rid, "bytes": size[(m, rid)], "head": head.ranks.get(m) == rid}
+                    for m, rid in sorted(stores) if (m, rid) not in used_ranks]
     return out
 
 
@@ -133,11 +137,11 @@ def ls_lines(run_dir, found: dict | None = None) -> list[str]:
         lines.append(f"! damaged configuration record {d['file']} (`roarfast prune {d['file']}` removes it): {d['why']}")
     for m in found["models"]:
         made = _adopted(m["adopted"]) if m.get("adopted") else f"seed {m['seed']}"
-        lines.append(f"  base model {m['id'][:SHOWN_CHARS]} ({m['model'] or 'its meta.json is damaged'}, {made}, "
-                     f"{_mib(m['bytes'])}): no configuration uses it")
+        lines.append(f"{_unused(m)}base model {m['id'][:SHOWN_CHARS]} ({m['model'] or 'its meta.json is damaged'}, "
+                     f"{made}, {_mib(m['bytes'])}): no configuration uses it{_yet(m)}")
     for r in found["ranks"]:
-        lines.append(f"  ranks of {r['method']} {r['id'][:SHOWN_CHARS]} ({_mib(r['bytes'])}): no configuration uses "
-                     f"them")
+        lines.append(f"{_unused(r)}ranks of {r['method']} {r['id'][:SHOWN_CHARS]} ({_mib(r['bytes'])}): no "
+                     f"configuration uses them{_yet(r)}")
     return lines
 
 
@@ -191,6 +195,15 @@ def prune(run_dir, names, dry_run: bool = False) -> list[str]:
     lines.append("prune: kept everything a kept configuration or HEAD uses"
                  + (" (--dry-run: nothing was removed)" if dry_run else ""))
     return lines
+
+
+def _unused(artifact: dict) -> str:
+    """The mark of a line of what no configuration uses: * for the latest request's (as a configuration's)."""
+    return "* " if artifact.get("head") else "  "
+
+
+def _yet(artifact: dict) -> str:
+    return " yet (the latest request's: prune keeps it)" if artifact.get("head") else ""
 
 
 def _adopted(adopted: dict) -> str:

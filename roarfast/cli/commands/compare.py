@@ -21,8 +21,9 @@ from roarfast.cli.errors import friendly_errors
 @friendly_errors
 def compare(run_dirs, configs, as_json, out_dir):
     """Configurations side by side: two or more of one run directory, or those of several. Per mode, fill and
-    fraction each side's accuracy and verdict, each side's AUC, what differs between them and each side's
-    change from the first (the difference with its Welch 95% interval over seeds, Holm-corrected p)."""
+    fraction each side's accuracy and verdict, each side's AUC, status and base model, what differs between them
+    and each side's change from the first (cells both hold: shared, not tested; the same seeds: paired t-test;
+    other seeds: Welch; a 95% interval, Holm-corrected p)."""
     # late: loads numpy and scipy (the statistics), and --help imports this module
     from roarfast.cli.tables import text_table
     from roarfast.report.compare import compare as compare_runs

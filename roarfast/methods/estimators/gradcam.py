@@ -6,7 +6,7 @@ from roarfast.methods.declaration import CONV_LAYER, register
 
 
 @register("gradcam", "Grad-CAM at --cam-layer, upsampled to the input", reads=("gradcam_layer",), target_mode="own",
-          requires=(CONV_LAYER,), order=4)
+          requires=(CONV_LAYER,), order=4, cites=("selvaraju2017gradcam",))
 def gradcam(model, batch, target, params):
     """Grad-CAM at params.gradcam_layer (default: model.cam_layer, else the last Conv2d) -> float32
     Tensor[B, 1, H, W]."""

@@ -10,6 +10,8 @@ BASES = {
     "ig": {"reads": ("ig_steps", "ig_baseline"), "requires": (), "compilable": True},
     "gb": {"reads": (), "requires": (RELU_MODULES,), "compilable": False},  # its ReLU hooks: dropped when compiled
 }
+#: the papers each comes from (Simonyan et al. 2014, Sundararajan et al. 2017, Springenberg et al. 2015)
+CITES = {"grad": ("simonyan2014deep",), "ig": ("sundararajan2017axiomatic",), "gb": ("springenberg2015striving",)}
 
 
 def _attribution(model, batch, target, params, base: str):
@@ -19,19 +21,20 @@ def _attribution(model, batch, target, params, base: str):
     return input_attribution(model, batch.x, target, params, base)
 
 
-@register("grad", "vanilla gradient d logit / d x", target_mode="own", order=1, **BASES["grad"])
+@register("grad", "vanilla gradient d logit / d x", target_mode="own", order=1, cites=CITES["grad"], **BASES["grad"])
 def grad(model, batch, target, params):
     """Vanilla gradient d logit_target / d x -> Tensor[B, C, H, W]."""
     return _attribution(model, batch, target, params, "grad")
 
 
-@register("ig", "integrated gradients from the baseline (black)", order=1, **BASES["ig"])
+@register("ig", "integrated gradients from the baseline (black)", order=1, cites=CITES["ig"], **BASES["ig"])
 def ig(model, batch, target, params):
     """Integrated gradients from params.ig_baseline -> Tensor[B, C, H, W]."""
     return _attribution(model, batch, target, params, "ig")
 
 
-@register("gb", "guided backprop (needs nn.ReLU modules)", target_mode="own", order=1, **BASES["gb"])
+@register("gb", "guided backprop (needs nn.ReLU modules)", target_mode="own", order=1, cites=CITES["gb"],
+          **BASES["gb"])
 def gb(model, batch, target, params):
     """Guided backprop -> Tensor[B, C, H, W]."""
     return _attribution(model, batch, target, params, "gb")

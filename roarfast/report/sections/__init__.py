@@ -11,7 +11,7 @@ Adding a section is one module here plus its test:
         ...
     def tables(summary):                     # render: [Table | Lines], from the whole summary
         ...
-    def figures(summary, context, run):      # draw: [Figure]
+    def figures(summary, context, run):      # draw: [Figure], each drawn at the width asked
         ...
     register("name", "what it shows, in one line", order=75, numbers=numbers, blocks=tables, figures=figures)
 
@@ -63,14 +63,17 @@ class Lines:
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure a section draws: `draw()` returns the matplotlib Figure (None: nothing to draw, so neither
-    saved nor shown), saved as `file` and shown under `title`. `fill`: the fill it shows, if one
-    (summary.json lists the figures fill by fill, then those of the whole run)."""
+    """A figure a section draws: `draw(width)` returns the matplotlib Figure laid out `width` inches wide, its
+    print size (roarfast.report.figures: COLUMN, PAGE; None: nothing to draw, so neither saved nor shown), saved
+    as `file` and shown under `title`, which says what it shows (a paper's caption). `fill`: the fill it shows, if
+    one (summary.json lists the figures fill by fill, then those of the whole run); `wide`: a paper prints it
+    across the page rather than in a column (both widths are written)."""
 
     file: str
     title: str
     draw: Callable
     fill: str | None = None
+    wide: bool = True
 
 
 @dataclass(frozen=True)

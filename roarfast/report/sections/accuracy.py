@@ -4,31 +4,35 @@
 from functools import partial
 
 from roarfast.modes import MODES
-from roarfast.report.figures import INTERVALS, accuracy_panel, curves_of, figure_legend, method_colors, pyplot
+from roarfast.report.figures import (INTERVALS, accuracy_panel, curves_of, figure_legend, method_colors, panel_grid,
+                                     pyplot)
 from roarfast.report.sections import Figure, register
 
 
 def figures(summary: dict, context, run) -> list:
-    return [Figure(f"accuracy_{fill}.png", f"Test accuracy against the fraction of pixels removed (ROAR) or kept "
-                                          f"(KAR), fill {fill}", partial(figure_accuracy, summary, fill), fill)
+    return [Figure(f"accuracy_{fill}.png", f"Test accuracy after retraining against the fraction of pixels removed "
+                                          f"(ROAR) or kept (KAR), fill {fill}; {INTERVALS}",
+                   partial(figure_accuracy, summary, fill), fill, wide=len(_modes(summary, fill)) > 1)
             for fill in summary["fills"]]
 
 
-def figure_accuracy(summary: dict, fill: str):
-    """A ROAR and a KAR panel of one fill. Returns the Figure (None when neither mode has cells with this
-    fill)."""
+def _modes(summary: dict, fill: str) -> list:
+    return [m for m in MODES if curves_of(summary, m, fill)]
+
+
+def figure_accuracy(summary: dict, fill: str, width: float):
+    """A ROAR and a KAR panel of one fill, `width` inches wide. Returns the Figure (None when neither mode has
+    cells with this fill)."""
     plt = pyplot()
 
-    modes = [m for m in MODES if curves_of(summary, m, fill)]
+    modes = _modes(summary, fill)
     if not modes:
         return None
     colors = method_colors(summary)
-    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.8), squeeze=False,
-                             layout="constrained")
-    for ax, mode in zip(axes[0], modes):
+    fig, axes, _ = panel_grid(plt, len(modes), width)
+    for ax, mode in zip(axes, modes):
         accuracy_panel(ax, summary, mode, fill, colors, f"{mode.upper()} (fill {fill})")
-    figure_legend(fig, axes.flat)
-    fig.suptitle(f"Test accuracy after retraining; {INTERVALS}")
+    figure_legend(fig, axes)
     return fig
 
 

@@ -5,7 +5,8 @@ from collections import defaultdict
 from functools import partial
 
 from roarfast.modes import MODES, cell_mode, control_mode
-from roarfast.report.figures import curves_of, decorate, draw_curve, figure_legend, offsets, panel_fractions, pyplot
+from roarfast.report.figures import (INTERVALS, curves_of, decorate, draw_curve, figure_legend, offsets,
+                                     panel_fractions, panel_grid, pyplot)
 from roarfast.report.analysis import untestable
 from roarfast.report.load import method_order
 from roarfast.report.sections import Figure, Table, register
@@ -39,29 +40,29 @@ def leak_cell(e: dict | None) -> str:
 
 
 def figures(summary: dict, context, run) -> list:
-    return [Figure("controls.png", "Each method's ROAR/KAR curve beside its mask-only control",
-                   partial(figure_controls, summary))]
+    return [Figure("controls.png", "Each method's ROAR/KAR test accuracy beside its mask-only control's (a model "
+                                   f"trained on the removal pattern alone: above chance, the pattern leaks); "
+                                   f"{INTERVALS.partition(' (')[0]}", partial(figure_controls, summary),
+                   wide=len(_panels(summary)) > 1)]
 
 
-def figure_controls(summary: dict):
-    """A panel per method and mode: its ROAR (KAR) curve per fill beside its mask-only control and chance.
-    None when there are no controls."""
+def _panels(summary: dict) -> list:
+    """(mode, method) of each panel: every method with a mask-only control, per mode."""
+    return [(mode, method) for mode in MODES
+            for method in sorted(curves_of(summary, control_mode(mode), None), key=method_order)]
+
+
+def figure_controls(summary: dict, width: float):
+    """A panel per method and mode: its ROAR (KAR) curve per fill beside its mask-only control and chance,
+    `width` inches wide. None when there are no controls."""
     plt = pyplot()
 
-    panels = []
-    for mode in MODES:
-        controls = curves_of(summary, control_mode(mode), None)
-        panels += [(mode, method) for method in sorted(controls, key=method_order)]
+    panels = _panels(summary)
     if not panels:
         return None
-    cols = min(4, len(panels))
-    rows = -(-len(panels) // cols)
     leaky = {(e["method"], e["mode"]) for e in summary["leakage"] if e["leaky"]}
-    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.6 * rows), squeeze=False,
-                             layout="constrained")
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
-    for ax, (mode, method) in zip(axes.flat, panels):
+    fig, axes, _ = panel_grid(plt, len(panels), width)
+    for ax, (mode, method) in zip(axes, panels):
         fills = [fill for fill in summary["fills"] if method in curves_of(summary, mode, fill)]
         dx = offsets([*fills, None], [f / 100 for f in panel_fractions(summary, mode)])
         for fill in fills:
@@ -71,9 +72,7 @@ def figure_controls(summary: dict):
         decorate(ax, summary, mode, f"{method}, {mode.upper()}")
         if (method, control_mode(mode)) in leaky:
             ax.set_title(f"{method}, {mode.upper()}: LEAKY control", color="firebrick")
-    figure_legend(fig, axes.flat)
-    fig.suptitle("ROAR/KAR accuracy beside the mask-only control (trained on the removal pattern alone); "
-                 "bars: 95% t-interval over seeds")
+    figure_legend(fig, axes)
     return fig
 
 

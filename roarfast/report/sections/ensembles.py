@@ -1,5 +1,6 @@
-"""Base estimators against their SmoothGrad ensembles (SG, SG-SQ, VAR), one figure per fill: a panel per
-base estimator with ensemble members in the results, and mode. Which method belongs to which family is read
+"""Base estimators against their SmoothGrad ensembles (SG, SG-SQ, VAR), one figure per fill where the configuration
+ran a base estimator and a member of its family: a panel per such base estimator and mode, titled by the
+estimators it shows. Which method belongs to which family is read
 from the estimators' records (a member declares its `base`), never from their names; only estimators this
 process knows are looked up, so a name from the run directory imports nothing."""
 
@@ -7,13 +8,22 @@ from functools import partial
 
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.modes import MODES
-from roarfast.report.figures import INTERVALS, curves_of, decorate, draw_methods, figure_legend, method_colors, pyplot
+from roarfast.report.figures import (INTERVALS, curves_of, decorate, draw_methods, figure_legend, method_colors,
+                                     panel_grid, pyplot)
 from roarfast.report.sections import Figure, register
 
 
 def figures(summary: dict, context, run) -> list:
-    return [Figure(f"ensembles_{fill}.png", f"Base estimators against their SmoothGrad ensembles, fill {fill}",
-                   partial(figure_ensembles, summary, fill), fill) for fill in summary["fills"]]
+    out = []
+    for fill in summary["fills"]:
+        panels = families(summary, fill)
+        if panels:
+            shown = "; ".join(f"{base} against {', '.join(members[1:])}" for base, members in panels)
+            out.append(Figure(f"ensembles_{fill}.png", f"Base estimators against their SmoothGrad ensembles "
+                                                       f"({shown}), fill {fill}; {INTERVALS}",
+                              partial(figure_ensembles, summary, fill), fill,
+                              wide=len(panels) * len([m for m in MODES if curves_of(summary, m, fill)]) > 1))
+    return out
 
 
 def _record(method: str):
@@ -31,33 +41,36 @@ def family(method: str, methods) -> str | None:
     return method if method in declared else None
 
 
-def figure_ensembles(summary: dict, fill: str):
-    """Random as the reference in every panel. None when no base estimator has an ensemble member in the
-    results."""
-    plt = pyplot()
-
-    modes = [m for m in MODES if curves_of(summary, m, fill)]
-    methods = {m for mode in modes for m in curves_of(summary, mode, fill)}
+def families(summary: dict, fill: str) -> list:
+    """[(base, [base, its ensemble members])] of the estimators this configuration ran with `fill`: a base estimator
+    and at least one member of its family, both in the results (a member without its base, or a base without a
+    member, compares nothing)."""
+    methods = {m for mode in MODES for m in curves_of(summary, mode, fill)}
     bases = {}
     for method in methods:
         base = family(method, methods)
         if base is not None:
             bases.setdefault(base, set()).add(method)
-    panels = [(base, sorted(members, key=lambda m: (m != base, m))) for base, members in sorted(bases.items())
-              if len(members) >= 2 or base not in members]
+    return [(base, sorted(members, key=lambda m: (m != base, m))) for base, members in sorted(bases.items())
+            if base in members and len(members) >= 2]
+
+
+def figure_ensembles(summary: dict, fill: str, width: float):
+    """A panel per base estimator and mode: the base, its ensemble members the configuration ran, random as the
+    reference. None when no base estimator has an ensemble member in the results."""
+    plt = pyplot()
+
+    modes = [m for m in MODES if curves_of(summary, m, fill)]
+    panels = [(mode, base, members) for mode in modes for base, members in families(summary, fill)]
     if not panels:
         return None
     colors = method_colors(summary)
-    fig, axes = plt.subplots(len(modes), len(panels), figsize=(5.2 * len(panels), 4.2 * len(modes)),
-                             squeeze=False, layout="constrained")
-    for row, mode in enumerate(modes):
+    fig, axes, _ = panel_grid(plt, len(panels), width)
+    for ax, (mode, base, members) in zip(axes, panels):
         curves = curves_of(summary, mode, fill)
-        for col, (base, members) in enumerate(panels):
-            ax = axes[row][col]
-            draw_methods(ax, summary, mode, curves, [m for m in ["random", *members] if m in curves], colors)
-            decorate(ax, summary, mode, f"{base} and its ensembles, {mode.upper()}")
-    figure_legend(fig, axes.flat)
-    fig.suptitle(f"Base estimators against SG / SG-SQ / VAR (fill {fill}); {INTERVALS}")
+        draw_methods(ax, summary, mode, curves, [m for m in ["random", *members] if m in curves], colors)
+        decorate(ax, summary, mode, f"{base} vs {', '.join(members[1:])}, {mode.upper()}")
+    figure_legend(fig, axes)
     return fig
 
 

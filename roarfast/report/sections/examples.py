@@ -23,18 +23,29 @@ EXAMPLE_INDEX = 0  # the test image drawn in the example grid
 
 
 def figures(summary: dict, context, run) -> list:
-    return [Figure("examples.png", f"Test image {EXAMPLE_INDEX} as retraining saw it (rows: methods; columns: mode "
-                                   f"and fraction)", partial(_draw, summary, context, run))]
+    fills = sorted({fill for p in parts_of(summary) for fill in p["fills"]})
+    shown = f"the fill {shown_fill(fills)}" if fills else "the fill"
+    return [Figure("examples.png", f"Test image {EXAMPLE_INDEX} as retraining saw it, the removed pixels given {shown} "
+                                   f"(rows: estimators; columns: mode and fraction)",
+                   partial(_draw, summary, context, run))]
 
 
-def _draw(summary: dict, context, run):
-    """The figure, or None (with a note in the summary when the store or the extension cannot serve)."""
+def shown_fill(fills: list) -> str:
+    """The fill the grid shows: the paper's where the cells have it, else the first."""
+    return DEFAULT_FILL if DEFAULT_FILL in fills else fills[0]
+
+
+def _draw(summary: dict, context, run, width: float):
+    """The figure `width` inches wide, or None (with a note in the summary, once, when the store or the extension
+    cannot serve)."""
     try:
         grid = example_grid(summary, context, run)
     except (UserError, ExtensionError) as err:
-        summary["notes"].append(f"example images not drawn: {err}")
+        note = f"example images not drawn: {err}"
+        if note not in summary["notes"]:
+            summary["notes"].append(note)
         return None
-    return None if grid is None else figure_examples(*grid)
+    return None if grid is None else figure_examples(*grid, width)
 
 
 def example_grid(summary: dict, context, run):
@@ -50,7 +61,7 @@ def example_grid(summary: dict, context, run):
         return None
     if isinstance(ds.test, FileSet):
         raise UserError("the dataset is streamed from disk; the grid draws in-memory datasets only")
-    fill_name = DEFAULT_FILL if DEFAULT_FILL in fills else fills[0]
+    fill_name = shown_fill(fills)
     fill = resolve_fill(fill_name)
     columns = [(mode, f) for mode in MODES for f in sorted({g["fraction"] for g in groups
                                                             if g["mode"] == mode and g["fill"] == fill_name})]
@@ -79,16 +90,22 @@ def example_grid(summary: dict, context, run):
                            ids=torch.tensor([EXAMPLE_INDEX]))
             row.append((x * std + mean).clamp(0, 1)[0].permute(1, 2, 0).numpy())
         rows.append(row)
-    labels = ["original"] + [f"{mode.upper()} {f:.0%}" for mode, f in columns]
+    labels = ["original"] + [f"{mode.upper()}\n{f:.0%}" for mode, f in columns]
     return np.stack([np.stack(r) for r in rows]), methods, labels, fill_name
 
 
-def figure_examples(images, row_labels: list, col_labels: list, fill: str):
-    """The example grid: rows = methods, columns = original then mode x fraction."""
+#: the room the row labels (estimators' names) and the column labels take beside the images (inches)
+LABEL_WIDTH, LABEL_HEIGHT = 0.7, 0.35
+
+
+def figure_examples(images, row_labels: list, col_labels: list, fill: str, width: float):
+    """The example grid `width` inches wide: rows = methods, columns = original then mode x fraction (the fill is
+    the caption's to say)."""
     plt = pyplot()
 
     rows, cols = images.shape[:2]
-    fig, axes = plt.subplots(rows, cols, figsize=(1.35 * cols + 1.0, 1.4 * rows + 0.6), squeeze=False,
+    side = min(1.0, (width - LABEL_WIDTH) / cols)  # square images, no larger than an inch
+    fig, axes = plt.subplots(rows, cols, figsize=(width, side * rows + LABEL_HEIGHT), squeeze=False,
                              layout="constrained")
     for r in range(rows):
         for c in range(cols):
@@ -98,11 +115,11 @@ def figure_examples(images, row_labels: list, col_labels: list, fill: str):
                       else None, vmin=0, vmax=1, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
+            ax.spines[:].set_visible(False)
             if r == 0:
-                ax.set_title(col_labels[c], fontsize=8)
+                ax.set_title(col_labels[c])
             if c == 0:
-                ax.set_ylabel(row_labels[r], fontsize=8)
-    fig.suptitle(f"One test image as retraining saw it (removed pixels take the fill: {fill})", fontsize=10)
+                ax.set_ylabel(row_labels[r])
     return fig
 
 

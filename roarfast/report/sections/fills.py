@@ -1,20 +1,22 @@
-"""The fills side by side (with two fills or more): a row of ROAR and KAR panels per fill, each row's title
-saying how visible that fill's holes are (the hole detector's accuracy against the base rate)."""
+"""The fills side by side (with two fills or more): ROAR and KAR panels per fill, the first panel of each fill
+saying how visible its holes are (the hole detector's accuracy against the base rate)."""
 
 from collections import defaultdict
 from functools import partial
 
 from roarfast.modes import MODES
-from roarfast.report.figures import INTERVALS, accuracy_panel, curves_of, figure_legend, method_colors, pyplot
+from roarfast.report.figures import (INTERVALS, PANEL_HEIGHT, accuracy_panel, curves_of, figure_legend, method_colors,
+                                     panel_grid, pyplot)
 from roarfast.report.sections import Figure, register
 
 
 def figures(summary: dict, context, run) -> list:
-    return [Figure("fills.png", "The fills side by side, with how visible each fill's holes are",
-                   partial(figure_fills, summary))]
+    return [Figure("fills.png", "Test accuracy after retraining with each fill, a panel per fill and mode; the "
+                                "hole detector's pixel accuracy at finding the removed pixels against the base rate "
+                                f"says how visible each fill's holes are; {INTERVALS}", partial(figure_fills, summary))]
 
 
-def figure_fills(summary: dict):
+def figure_fills(summary: dict, width: float):
     """The figure; None unless the cells hold two fills or more."""
     plt = pyplot()
 
@@ -26,17 +28,13 @@ def figure_fills(summary: dict):
     leakage = defaultdict(list)
     for row in summary.get("fill_leakage") or []:
         leakage[row["fill"]].append(row)
-    fig, axes = plt.subplots(len(fills), len(modes), figsize=(6.0 * len(modes), 4.5 * len(fills)),
-                             squeeze=False, layout="constrained")
-    for row, fill in enumerate(fills):
-        for col, mode in enumerate(modes):
-            # the detector removes pixels whatever the mode: said once per row, in its first panel
-            holes = _holes_found(leakage[fill]) if col == 0 else ""
-            accuracy_panel(axes[row][col], summary, mode, fill, colors, f"{mode.upper()}, fill {fill}{holes}")
-            axes[row][col].title.set_fontsize(10 if holes else 11)
-    figure_legend(fig, axes.flat)
-    fig.suptitle("Test accuracy after retraining, one row per fill (hole detector: pixel accuracy at finding the "
-                 f"removed pixels vs the base rate); {INTERVALS}")
+    panels = [(fill, mode) for fill in fills for mode in modes]
+    fig, axes, _ = panel_grid(plt, len(panels), width, PANEL_HEIGHT + (0.35 if leakage else 0))
+    for ax, (fill, mode) in zip(axes, panels):
+        # the detector removes pixels whatever the mode: said in the fill's first panel
+        holes = _holes_found(leakage[fill]) if mode == modes[0] else ""
+        accuracy_panel(ax, summary, mode, fill, colors, f"{mode.upper()}, fill {fill}{holes}")
+    figure_legend(fig, axes)
     return fig
 
 

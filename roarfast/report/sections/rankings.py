@@ -1,14 +1,17 @@
 """The rankings: per mode and fill, each estimator's area under its accuracy-vs-fraction curve (per seed,
 then mean and interval over the seeds), best first; with one fraction, its accuracy there. A ranking of fewer than
-two estimators besides random, or with an entry of one seed, is never a finding."""
+two estimators besides random, or with an entry of one seed, is never a finding. Drawn as bars, a panel per mode,
+one figure per fill (a column's width: the panels stacked)."""
 
 from collections import defaultdict
+from functools import partial
 
 from roarfast import stats
 from roarfast.modes import LOWER_IS_BETTER, MODES
 from roarfast.report.analysis import accuracies
 from roarfast.report.load import method_order, mode_order
-from roarfast.report.sections import Table, register
+from roarfast.report.figures import MIN_PANEL, method_colors, panel_grid, pyplot, ranking_panel
+from roarfast.report.sections import Figure, Table, register
 from roarfast.report.text import interval_text, not_finding, ranked_by, title_fill
 
 
@@ -77,5 +80,29 @@ def tables(summary: dict) -> list:
     return out
 
 
+def figures(summary: dict, context, run) -> list:
+    out = []
+    for fill in summary["fills"]:
+        ranked = [r for r in summary["rankings"] if r["fill"] == fill and r["entries"]]
+        if ranked:
+            measure = "; ".join(f"{r['mode'].upper()}: {ranked_by(r['fractions'])}, "
+                                f"{'lower' if r['lower_is_better'] else 'higher'} is better" for r in ranked)
+            out.append(Figure(f"ranking_{fill}.png", f"{not_finding(summary)}The estimators ranked, best at the top, "
+                                                     f"fill {fill} ({measure}); bars: 95% t-interval over seeds",
+                              partial(figure_ranking, summary, ranked), fill, wide=False))
+    return out
+
+
+def figure_ranking(summary: dict, ranked: list, width: float):
+    """A bar panel per mode's ranking (`ranked`: entries of rankings()), `width` inches wide."""
+    plt = pyplot()
+
+    height = 0.2 * max(len(r["entries"]) for r in ranked) + 0.75
+    fig, axes, _ = panel_grid(plt, len(ranked), width, height, min_width=max(MIN_PANEL, width / 2))
+    for ax, r in zip(axes, ranked):
+        ranking_panel(ax, r, method_colors(summary), r["mode"].upper())
+    return fig
+
+
 register("rankings", "the estimators ranked by the area under their accuracy curves", 20, numbers=numbers,
-         blocks=tables)
+         blocks=tables, figures=figures)
