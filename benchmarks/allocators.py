@@ -206,8 +206,10 @@ def main():
                 print(json.dumps(record), flush=True)
     records = [json.loads(line) for line in records_file.read_text().splitlines()]
     loads = [r["load"] for r in records]
+    threads = os.environ.get("OMP_NUM_THREADS", "torch's default")
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{min(loads):.1f}-{max(loads):.1f} during the runs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+          f"{min(loads):.1f}-{max(loads):.1f} during the runs, threads a process: {threads}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(table(records))
 
 

@@ -1,11 +1,12 @@
-"""The process's memory allocator: a well-kept one (jemalloc, tcmalloc or mimalloc), chosen before the process starts.
+"""The process's memory allocator: a well-kept one (tcmalloc, jemalloc or mimalloc), chosen before the process starts.
 
 A CPU extraction or evaluation allocates and frees activation tensors of tens to hundreds of MB every batch, and
 DALI's decoder scratch of 1-2 MiB every image. glibc's malloc serves such blocks with a fresh `mmap` and unmaps them
 on free, so the next batch faults in and zero-fills every page again (half of a CPU extraction's time went to the
 kernel); keeping them on its heap instead leaves holes that later batches do not fit, and a long run creeps. The
-allocators built for this (jemalloc, tcmalloc, mimalloc: size classes, per-thread caches, freed pages handed back
-over time) do both well (benchmarks/RESULTS.md, "allocators side by side").
+allocators built for this keep freed blocks in size classes for the next and hand memory back over time; tcmalloc
+did it fastest, with the fewest page faults, on every CPU benchmark (benchmarks/RESULTS.md, "allocators side by
+side"), so it comes first.
 
 An allocator replaces `malloc` only when it is loaded before anything allocates: `LD_PRELOAD`, read by the dynamic
 loader as the process starts. So the `roarfast` command re-executes itself once, at its start, with the best one
@@ -56,9 +57,9 @@ def library_dirs() -> list[Path]:
     prefixes = [Path(sys.prefix) / "lib", *(Path(p) / "cmeel.prefix" / "lib" for p in site.getsitepackages())]
     if os.environ.get("CONDA_PREFIX"):
         prefixes.append(Path(os.environ["CONDA_PREFIX"]) / "lib")
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""  # Debian's x86_64-linux-gnu; "" elsewhere
     system = [Path("/usr/local/lib"), Path("/usr/lib") / multiarch, Path("/usr/lib64"), Path("/usr/lib")]
-    return list(dict.fromkeys(prefixes + [path for path in system if multiarch or path != Path("/usr/lib")]))
+    return list(dict.fromkeys(prefixes + system))
 
 
 def find_allocator(name: str) -> Path | None:
@@ -142,6 +143,7 @@ def _maps() -> list[str]:
         return []
 
 
+@functools.cache
 def serves_malloc_itself() -> bool:
     """Whether glibc's own malloc serves this process (no allocator preloaded in front of it)."""
     libc = glibc()
