@@ -5,8 +5,8 @@ DALI's decoder scratch of 1-2 MiB every image. glibc's malloc serves such blocks
 on free, so the next batch faults in and zero-fills every page again (half of a CPU extraction's time went to the
 kernel); keeping them on its heap instead leaves holes that later batches do not fit, and a long run creeps. The
 allocators built for this keep freed blocks in size classes for the next and hand memory back over time; tcmalloc
-did it fastest, with the fewest page faults, on every CPU benchmark (benchmarks/RESULTS.md, "allocators side by
-side"), so it comes first.
+spent the least time in the kernel on every CPU benchmark (benchmarks/RESULTS.md, "allocators side by side"), so it
+comes first.
 
 An allocator replaces `malloc` only when it is loaded before anything allocates: `LD_PRELOAD`, read by the dynamic
 loader as the process starts. So the `roarfast` command re-executes itself once, at its start, with the best one
