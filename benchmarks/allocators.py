@@ -172,8 +172,8 @@ def main():
     parser.add_argument("--long-rounds", type=int, default=1)
     parser.add_argument("--fresh", action="store_true", help="forget the records of earlier runs into --out")
     parser.add_argument("--threads", type=int, default=None,
-                        help="OMP_NUM_THREADS for every process (default: torch's own); on a loaded machine 1 keeps "
-                             "threads waiting for each other out of the system time")
+                        help="OMP_NUM_THREADS for every process (default: torch's own); on a loaded machine 1 keeps a "
+                             "thread from waiting for its sibling")
     args = parser.parse_args()
     out = args.out.resolve()
     if out.is_relative_to(ROOT):
