@@ -42,8 +42,10 @@ SAMPLE_S = 0.02
 TRACER = r'''
 import json, os, re, sys, threading, time
 run_dir, model = sys.argv[1], sys.argv[2] or None
-from roarfast.common.memory import keep_freed_memory
-keep_freed_memory()  # as every stage that trains does
+from roarfast.common import memory
+# a checkout from before issue 49 tuned glibc in the process, as each of its stages did; later ones are started with
+# their allocator (benchmarks/allocators.py)
+getattr(memory, "keep_freed_memory", lambda: None)()
 import torch
 from roarfast.rundir.directory import RunDir
 from roarfast.recipe import effective_recipe

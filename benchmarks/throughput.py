@@ -10,8 +10,8 @@ Stages (the targets: README, "Performance"):
   retrain          seconds to train one model on the embedded dataset with the default recipe
   impute           ops.impute (ROAD fill, batched CG) vs a per-image scipy spsolve loop, 50% removed
   extract-cli      `roarfast extract --method M` as a whole command (a subprocess on a freshly trained base
-                   model) with roarfast.common.memory's allocator tuning vs the same command with it turned off
-                   (ROARFAST_MALLOC_TUNING=0): wall, user, system, page faults, max RSS, identical ranks
+                   model) with the allocator the CLI picks (roarfast.common.memory) vs the same command started
+                   as it is (ROARFAST_ALLOCATOR=0): wall, user, system, page faults, max RSS, identical ranks
 
 A second table gives each stage's CPU cost: user and system seconds and minor page faults of this
 process over the stage (resource.getrusage), so time spent in the kernel is visible.
@@ -207,10 +207,10 @@ def bench_retrain(args, device):
 
 
 def roarfast_command(argv, tuning: bool):
-    """Runs `roarfast ARGV` in a subprocess (this checkout's package) with the allocator tuning on or off;
+    """Runs `roarfast ARGV` in a subprocess (this checkout's package) with the allocator the CLI picks or none;
     returns its usage row (wall, user, sys, faults, max RSS of that process alone)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    env["ROARFAST_MALLOC_TUNING"] = "1" if tuning else "0"
+    env["ROARFAST_ALLOCATOR"] = "auto" if tuning else "0"
     zero = resource.struct_rusage((0.0,) * 16)
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "roarfast.cli", *argv], env=env, stdout=subprocess.PIPE,
@@ -260,7 +260,7 @@ def bench_extract_cli(args, device, usage_rows):
                                   f"images; ranks {'identical' if identical else 'DIFFER'}; sys/user "
                                   f"{on['sys_s'] / on['user_s']:.0%} vs {off['sys_s'] / off['user_s']:.0%})",
                          "ours": on["wall_s"], "baseline": off["wall_s"], "unit": "s", "ratio": off["wall_s"] / on["wall_s"],
-                         "baseline_name": "same command, ROARFAST_MALLOC_TUNING=0",
+                         "baseline_name": "same command, ROARFAST_ALLOCATOR=0",
                          "target": "CPU >= 2x, sys <= 10% of user", "identical_ranks": identical})
     return rows
 
@@ -474,9 +474,9 @@ def main(argv=None):
                         help="instead of the stages: the wall time of `roarfast sweep --preset paper` on CIFAR-10-size "
                              "data here, from measured training and attribution rates")
     args = parser.parse_args(argv)
-    from roarfast.common.memory import keep_freed_memory
+    from roarfast.common.memory import allocator
 
-    malloc = keep_freed_memory()  # the in-process stages run as the CLI runs them
+    malloc = allocator()  # the in-process stages run with what this process started with
     device = torch.device(args.device)
     if args.estimate:
         rows, total = estimate_paper(args, device)
@@ -521,7 +521,7 @@ def main(argv=None):
         rows.extend(bench_extract_cli(args, device, usage))
     machine = _machine(device)
     print(f"roarfast throughput: {machine}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}, "
-          f"malloc tuning {malloc}")
+          f"malloc {malloc}")
     print(format_rows(rows))
     print()
     print(format_usage(usage))

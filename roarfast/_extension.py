@@ -37,23 +37,6 @@ def load():
         raise ExtensionError(f"roarfast's C++/CUDA extension roarfast._C {what}; build it: {REBUILD}") from err
     if not hasattr(torch.ops.roarfast, "rank"):
         raise ExtensionError(f"roarfast._C loaded but registered no ops; rebuild it: {REBUILD}")
-    global _loaded
-    _loaded = True
-    while _on_load:
-        _on_load.pop(0)()
-
-
-_loaded = False
-_on_load = []
-
-
-def on_load(hook) -> None:
-    """Calls `hook()` once roarfast._C is loaded: now if it is, else right after `load` (roarfast.common.memory
-    installs the block cache so: it sits above this module and the tuning may come before torch loads)."""
-    if _loaded:
-        hook()
-    else:
-        _on_load.append(hook)
 
 
 def has_kernel(op: str, dispatch_key: str) -> bool:

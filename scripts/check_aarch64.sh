@@ -15,11 +15,10 @@ fi
 include=$("$PY" -c "import torch.utils.cpp_extension as e; print(' '.join(e.include_paths()))")
 flags=(-std=c++20 -fsyntax-only -ffp-contract=off -fno-math-errno -Icsrc)
 for dir in $include; do flags+=(-isystem "$dir"); done
-# csrc/module.cpp needs Python.h of the host; the ops, their CPU kernels and the block cache are what runs on the
+# csrc/module.cpp needs Python.h of the host; the ops and their CPU kernels are what runs on the
 # host CPU. One translation unit includes them all, as setup.py's unity build does: torch's headers are parsed
 # once (about 10 s) rather than once a source (minutes); an error still names the source it is in.
-shopt -s nullglob  # a folder that is gone (or not yet there) adds nothing
-sources=(csrc/ops/*.cpp csrc/ops/cpu/*.cpp csrc/memory/*.cpp)
+sources=(csrc/ops/*.cpp csrc/ops/cpu/*.cpp)
 unit=$(mktemp --suffix=.cpp)
 trap 'rm -f "$unit"' EXIT
 for src in "${sources[@]}"; do echo "#include \"$PWD/$src\""; done > "$unit"

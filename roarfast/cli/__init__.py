@@ -16,7 +16,7 @@ import click
 from roarfast.cli.commands import COMMANDS
 from roarfast.cli.config import load_config
 from roarfast.cli.errors import OneLineGroup
-from roarfast.common.memory import keep_freed_memory
+from roarfast.common.memory import preload_allocator
 from roarfast.records.head import set_command
 
 
@@ -32,7 +32,7 @@ def main(ctx):
     A session on the embedded dataset: `roarfast train`, then `roarfast extract --method sg-sq`,
     then `roarfast retrain --fraction 0.7`; or everything at once with `roarfast run`.
     """
-    keep_freed_memory()  # before torch loads: every command's CPU work reuses freed memory (issue 13)
+    preload_allocator()  # before torch loads: the command starts again, once, with a well-kept allocator
     # what HEAD and the configurations record: the command line, where this process is roarfast's own
     own = Path(sys.argv[0]).name == "roarfast" or Path(sys.argv[0]).parts[-2:] == ("cli", "__main__.py")
     set_command(shlex.join(["roarfast", *sys.argv[1:]]) if own else f"roarfast {ctx.invoked_subcommand}")

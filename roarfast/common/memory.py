@@ -1,34 +1,24 @@
-"""Keeps freed memory inside the process, so the CPU stages stop paying the kernel to zero-fill it again.
+"""The process's memory allocator: a well-kept one (tcmalloc, jemalloc or mimalloc), chosen before the process starts.
 
-Every batch of an IG or SmoothGrad pass allocates activation tensors of tens to hundreds of MB. glibc
-serves blocks that large with a fresh `mmap` and unmaps them on free, so the next batch faults in and
-zero-fills every page again: half of a CPU extraction's time went to the kernel (issue 13). Two glibc
-settings, made once per process through `mallopt`, kept those blocks on the heap for reuse instead:
-no `mmap` for large blocks (now only where the block cache below is off), and a heap top of up to 2 GiB that
-is not trimmed. The heap grows during the first batch and then stays: its peak is that of one batch plus
-fragmentation (torch's 64-byte aligned blocks do not refit exactly into the holes they leave), 1.5-1.85x the
-untuned peak for IG and SmoothGrad at extract's CPU batch of 256 on 32px images. Other C libraries are left as
-they are.
-Setting ROARFAST_MALLOC_TUNING=0 leaves glibc's defaults (for comparison, or to share memory back).
+A CPU extraction or evaluation allocates and frees activation tensors of tens to hundreds of MB every batch, and
+DALI's decoder scratch of 1-2 MiB every image. glibc's malloc serves such blocks with a fresh `mmap` and unmaps them
+on free, so the next batch faults in and zero-fills every page again (half of a CPU extraction's time went to the
+kernel); keeping them on its heap instead leaves holes that later batches do not fit, and a long run creeps. The
+allocators built for this keep freed blocks in size classes for the next and hand memory back over time; tcmalloc
+spent the least time in the kernel on every CPU benchmark (benchmarks/RESULTS.md, "allocators side by side"), so it
+comes first.
 
-A heap that is never trimmed creeps over a long run, though: a block is reused only where it fits, so an
-allocation that finds no hole of its size extends the heap, and the pages of every hole stay resident (an
-extraction at 224 px: 0.14 GiB in use in a heap spanning 1.7 GiB after 108 chunks). `release_freed_memory`
-hands the free pages back (glibc's `malloc_trim`, which also frees whole pages inside the heap, not just its
-top) where little is in use: before each extraction chunk, before and after an evaluation and after each large
-evaluation batch (HAND_BACK_BATCH_BYTES). That alone still let an extraction creep, by about 4.6 KiB an image at
-224 px: within a chunk, a batch's large blocks land across the heap's growing span.
+An allocator replaces `malloc` only when it is loaded before anything allocates: `LD_PRELOAD`, read by the dynamic
+loader as the process starts. So the `roarfast` command re-executes itself once, at its start, with the best one
+found (`preload_allocator`); nothing changes the allocator of a running process, whose live tensors (a oneDNN
+tensor, a profiler's records, a notebook's state) belong to the one it started with. With none found, glibc is
+tuned the same way, by environment (GLIBC_TUNABLES) before the process starts. A program that calls the stages in
+its own process (a notebook, a script) keeps the allocator it started with; `python -m roarfast.common.memory
+COMMAND ...` starts any command with the one the CLI would pick (`launch`).
 
-So torch's large CPU blocks (BLOCK_CACHE_MIN_BYTES and up) leave the heap altogether: where the tuning is on and
-roarfast._C is loaded, torch's CPU allocator becomes roarfast's (csrc/memory/), which maps each large block on
-its own and, when it is freed, keeps it mapped for the next block of its size class. A batch like the last one
-takes the last one's blocks, pages already faulted in; freeing leaves no hole; and what is mapped stays within
-1.5 times the peak of the bytes in use since the cache was last emptied (past it, a cached block is resized to the
-size asked for). Other libraries' large blocks are then mapped on their own by glibc (MMAP_THRESHOLD), so none
-leaves a hole in the heap either. `release_freed_memory` empties the cache (before and after an evaluation:
-training and evaluation use other shapes; and after a large evaluation batch); `trim_heap` leaves it (between
-extraction chunks, whose batches repeat the same shapes). ROARFAST_BLOCK_CACHE=0 keeps torch's own allocator (for
-comparison).
+ROARFAST_ALLOCATOR picks: unset or `auto` (the first found of ALLOCATORS, else glibc tuned), a name of ALLOCATORS,
+`glibc` (tuned), a path to an allocator's shared library, or 0 / off (the process as started). A user's own
+LD_PRELOAD is kept as it is: the command then starts nothing again.
 
 Imports nothing heavy: the CLI calls it before torch loads.
 """
@@ -36,128 +26,139 @@ Imports nothing heavy: the CLI calls it before torch loads.
 import ctypes
 import functools
 import os
+import site
 import sys
+import sysconfig
+from pathlib import Path
 
-from roarfast import _extension  # imports nothing heavy: torch loads with roarfast._C
+from roarfast.errors import UserError
 
-#: environment variable that turns the tuning off when set to 0 / false / off / no
-ENV_VAR = "ROARFAST_MALLOC_TUNING"
-#: environment variable that keeps torch's own CPU allocator (no block cache) when set to 0 / false / off / no
-BLOCK_CACHE_ENV_VAR = "ROARFAST_BLOCK_CACHE"
-#: torch's CPU blocks of this size and above come from the block cache (a batch's canvases, activations and
-#: gradients: MiBs at 224 px, hundreds of KiB at 32 px); smaller ones stay on the heap, whose holes they fit
-BLOCK_CACHE_MIN_BYTES = 256 * 2**10
-#: with the block cache, glibc maps blocks of this size and up on their own (a torch block just under the cache's
-#: minimum, with its 64-byte header, stays below it). DALI's per-image scratch at 224 px (1 and 2.3 MiB) is then
-#: mapped afresh for each image, 7% of that extraction's time; a 4-MiB threshold kept it on the heap, 8% faster but
-#: with a 105-170 MiB higher peak (benchmarks/RESULTS.md), so the threshold stays here
-MMAP_THRESHOLD = BLOCK_CACHE_MIN_BYTES + 4096
-#: what torch.ops.roarfast_memory.cpu_block_cache_stats() returns, in its order (csrc/memory/cpu_allocator.cpp)
-BLOCK_CACHE_STATS = ("installed", "min_bytes", "in_use_bytes", "peak_in_use_bytes", "cached_bytes",
-                     "cached_blocks", "hits", "maps", "resizes", "unmaps")
-#: glibc's mallopt parameter numbers (malloc.h)
-M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
-M_MMAP_MAX = -4
-#: keep up to 2 GiB of free heap top rather than trim it (glibc's default trims above 128 KiB, later above
-#: the largest freed mmap); mallopt takes an int, so this is its largest value
-TRIM_THRESHOLD = 2**31 - 1
-
-_state: str | None = None
-_block_cache: str | None = None
+#: environment variable that picks the allocator (module docstring)
+ENV_VAR = "ROARFAST_ALLOCATOR"
+#: set in the re-executed command's environment (to what it loaded): a command that finds it starts nothing again,
+#: even where the dynamic loader could not load what was asked (it says so on stderr, once)
+APPLIED_VAR = "ROARFAST_ALLOCATOR_APPLIED"
+#: the allocators, best first (benchmarks/allocators.py), and their shared libraries' names
+ALLOCATORS = {
+    "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4", "libtcmalloc_minimal.so", "libtcmalloc.so"),
+    "jemalloc": ("libjemalloc.so.2", "libjemalloc.so"),
+    "mimalloc": ("libmimalloc.so.3", "libmimalloc.so.2", "libmimalloc.so"),
+}
+#: glibc without a preloaded allocator: no block mapped on its own (each would be faulted in afresh) and up to
+#: 2 GiB of free heap top kept rather than trimmed; `release_freed_memory` hands free pages back between units of work
+GLIBC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
+OFF = ("0", "false", "off", "no")
 
 
-def keep_freed_memory() -> str:
-    """Makes glibc keep freed memory for reuse (once per process; later calls return the first result).
-
-    Returns what happened, for `roarfast doctor`: "on", "off (ROARFAST_MALLOC_TUNING=0)" or
-    "not glibc (unchanged)".
-    """
-    global _state
-    if _state is None:
-        _state = _apply()
-        if _state == "on":
-            _extension.on_load(cache_large_blocks)
-    return _state
+def library_dirs() -> list[Path]:
+    """Where an allocator's shared library is looked for, first found first: this Python environment's (a pip
+    package such as cmeel-mimalloc: site-packages/cmeel.prefix/lib; a conda environment's lib), conda's active
+    environment, then the system's library folders."""
+    prefixes = [Path(sys.prefix) / "lib", *(Path(p) / "cmeel.prefix" / "lib" for p in site.getsitepackages())]
+    if os.environ.get("CONDA_PREFIX"):
+        prefixes.append(Path(os.environ["CONDA_PREFIX"]) / "lib")
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""  # Debian's x86_64-linux-gnu; "" elsewhere
+    system = [Path("/usr/local/lib"), Path("/usr/lib") / multiarch, Path("/usr/lib64"), Path("/usr/lib")]
+    return list(dict.fromkeys(prefixes + system))
 
 
-def _apply() -> str:
-    if _turned_off(ENV_VAR):
-        return f"off ({ENV_VAR}={os.environ[ENV_VAR]})"
+def find_allocator(name: str) -> Path | None:
+    """The shared library of allocator `name` (a key of ALLOCATORS) in library_dirs(), or None."""
+    for folder in library_dirs():
+        for file in ALLOCATORS[name]:
+            if (folder / file).is_file():
+                return folder / file
+    return None
+
+
+def chosen_environment(environ) -> dict:
+    """The variables a command started with `environ` should have set for its allocator (none where it is set
+    already: a user's LD_PRELOAD, ROARFAST_ALLOCATOR=0, a command re-executed once, not Linux with glibc)."""
+    choice = environ.get(ENV_VAR, "auto").strip()
+    if (choice.lower() in OFF or environ.get(APPLIED_VAR) or environ.get("LD_PRELOAD", "").strip()
+            or glibc() is None):
+        return {}
+    if choice.lower() == "glibc":
+        return _tunables(environ)
+    if choice.lower() == "auto":
+        found = next(filter(None, map(find_allocator, ALLOCATORS)), None)
+        return {"LD_PRELOAD": str(found), APPLIED_VAR: str(found)} if found else _tunables(environ)
+    library = find_allocator(choice.lower()) if choice.lower() in ALLOCATORS else Path(choice)
+    if library is None or not library.is_file():
+        where = ", ".join(map(str, library_dirs())) if library is None else "that path"
+        raise UserError(f"{ENV_VAR}={choice}: no such allocator library in {where}; install it (docs/performance.md"
+                        f"#memory), name another ({', '.join(ALLOCATORS)}, glibc), or set {ENV_VAR}=0")
+    return {"LD_PRELOAD": str(library.resolve()), APPLIED_VAR: str(library.resolve())}
+
+
+def _tunables(environ) -> dict:
+    """glibc tuned by GLIBC_TUNABLES, after a user's own tunables (a malloc tunable of theirs is kept: theirs wins)."""
+    own = environ.get("GLIBC_TUNABLES", "")
+    if "glibc.malloc." in own:
+        return {APPLIED_VAR: "glibc (your GLIBC_TUNABLES)"}
+    return {"GLIBC_TUNABLES": ":".join(filter(None, (own, GLIBC_TUNABLES))), APPLIED_VAR: "glibc"}
+
+
+def preload_allocator() -> None:
+    """Re-executes this command once with its allocator (chosen_environment), where it is the `roarfast` command's
+    own process; a program that calls the CLI in its own process (a test, a notebook) keeps what it has."""
+    own = Path(sys.argv[0]).name == "roarfast" or Path(sys.argv[0]).parts[-2:] == ("cli", "__main__.py")
+    try:
+        changes = chosen_environment(os.environ) if own else {}
+    except UserError as err:  # the command's own process, before its group's one-line errors take over
+        raise SystemExit(f"Error: {err}") from None
+    if changes:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # sys.orig_argv: the interpreter's own options and `-m roarfast.cli` or the script, as this process began
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, **changes})
+
+
+def launch(argv: list) -> None:
+    """Runs the command `argv` (a program and its arguments) in place of this process, with the allocator the CLI
+    would pick (chosen_environment) in its environment."""
+    if not argv:
+        raise UserError("python -m roarfast.common.memory COMMAND [ARGS...]: name the command to start, e.g. "
+                        "`python -m roarfast.common.memory jupyter lab`")
+    os.execvpe(argv[0], argv, {**os.environ, **chosen_environment(os.environ)})
+
+
+def allocator() -> str:
+    """Which allocator serves this process's malloc, for `roarfast doctor`: a preloaded library's path, or glibc
+    with the tunables it started with."""
+    mapped = [line.split()[-1] for line in _maps() if any(name.split(".so")[0] in line
+                                                          for names in ALLOCATORS.values() for name in names)]
+    if mapped and not serves_malloc_itself():
+        return f"{mapped[0]} (preloaded)"
+    if glibc() is None:
+        return "the C library's (not glibc: unchanged)"
+    tunables = [t for t in os.environ.get("GLIBC_TUNABLES", "").split(":") if t.startswith("glibc.malloc.")]
+    return f"glibc, tuned: {':'.join(tunables)}" if tunables else "glibc, untuned"
+
+
+def _maps() -> list[str]:
+    try:
+        return Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return []
+
+
+@functools.cache
+def serves_malloc_itself() -> bool:
+    """Whether glibc's own malloc serves this process (no allocator preloaded in front of it)."""
     libc = glibc()
     if libc is None:
-        return "not glibc (unchanged)"
-    libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    libc.mallopt.restype = ctypes.c_int
-    libc.malloc_trim.argtypes = (ctypes.c_size_t,)
-    # with the block cache, torch's large blocks never reach glibc: the other large ones (a decoded photo, a
-    # library's buffer) are mapped on their own as glibc does by default, at a fixed threshold just above the
-    # cache's, so that no large block leaves a hole in the heap; without it, every block stays on the heap
-    mmap = ((M_MMAP_THRESHOLD, MMAP_THRESHOLD) if _block_cache_wanted() else (M_MMAP_MAX, 0))
-    if not (libc.mallopt(*mmap) and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
-        raise RuntimeError("glibc's mallopt refused M_MMAP_MAX / M_MMAP_THRESHOLD / M_TRIM_THRESHOLD; set "
-                           f"{ENV_VAR}=0 to run without the tuning")
-    return "on"
-
-
-def _turned_off(name: str) -> bool:
-    """Whether the environment variable `name` says 0 / false / off / no (unset: on)."""
-    return os.environ.get(name, "1").strip().lower() in ("0", "false", "off", "no")
-
-
-def _block_cache_wanted() -> bool:
-    return not _turned_off(BLOCK_CACHE_ENV_VAR)
-
-
-def cache_large_blocks() -> str:
-    """Makes torch's CPU allocator roarfast's block cache for large blocks, where this process tuned glibc
-    (`keep_freed_memory`) and roarfast._C is loaded: the tuning asks for it once the extension loads. Returns
-    what holds, for `roarfast doctor`: "on (blocks of N KiB and up)", "off (...)" or "not yet (...)"."""
-    global _block_cache
-    if _block_cache is not None and _block_cache.startswith(("on", "off")):
-        return _block_cache
-    if not _block_cache_wanted():
-        _block_cache = f"off ({BLOCK_CACHE_ENV_VAR}={os.environ[BLOCK_CACHE_ENV_VAR]})"
-    elif _state is not None and _state != "on":
-        _block_cache = f"off (freed memory not kept: {_state})"
-    elif _state is None or "roarfast._C" not in sys.modules:
-        return "not yet (installed once the malloc tuning is on and roarfast._C is loaded)"
-    else:
-        import torch  # loaded already: roarfast._C is
-
-        if torch.ops.roarfast_memory.install_cpu_block_cache(BLOCK_CACHE_MIN_BYTES):
-            _block_cache = f"on (blocks of {BLOCK_CACHE_MIN_BYTES // 2**10} KiB and up)"
-        else:  # said, not raised: the work runs as well on the other allocator, only its memory differs
-            _block_cache = "off (another CPU allocator is registered with torch at a higher priority)"
-    return _block_cache
-
-
-def block_cache_stats() -> dict:
-    """The block cache's counters (BLOCK_CACHE_STATS: bytes in use, their peak, bytes cached, hits, ...), or {}
-    where roarfast._C is not loaded."""
-    if "roarfast._C" not in sys.modules:
-        return {}
-    import torch  # loaded already: roarfast._C is
-
-    return dict(zip(BLOCK_CACHE_STATS, torch.ops.roarfast_memory.cpu_block_cache_stats()))
-
-
-def trim_heap() -> None:
-    """Hands the heap's free pages back to the system where this process tuned glibc (a no-op otherwise, and
-    never a tuning of its own), keeping the block cache: call it between units of work of the same shapes (an
-    extraction's chunks), when their tensors are freed."""
-    if _state == "on":
-        glibc().malloc_trim(0)
+        return False
+    own = ctypes.CDLL("libc.so.6")
+    return ctypes.cast(libc.malloc, ctypes.c_void_p).value == ctypes.cast(own.malloc, ctypes.c_void_p).value
 
 
 def release_freed_memory() -> None:
-    """trim_heap, and the block cache's blocks unmapped too: call it where the work changes shapes (training to
-    evaluation and back), so that one kind's cached blocks do not sit under the other's."""
-    trim_heap()
-    if _block_cache is not None and _block_cache.startswith("on"):
-        import torch  # loaded already: the block cache is roarfast._C's
-
-        torch.ops.roarfast_memory.release_cpu_block_cache()
+    """Hands the heap's free pages back to the system (glibc's `malloc_trim`) where glibc serves malloc, tuned to
+    keep them (GLIBC_TUNABLES) or not; a preloaded allocator hands its own back over time. Call it between units of
+    work (an extraction's chunks, before and after an evaluation), when their tensors are freed."""
+    if serves_malloc_itself():
+        glibc().malloc_trim(0)
 
 
 #: a batch whose inputs take fewer bytes keeps its blocks for the next batch: handing them back would re-fault them
@@ -168,9 +169,7 @@ HAND_BACK_BATCH_BYTES = 64 * 2**20
 
 def release_after_batch(input_bytes: int) -> None:
     """release_freed_memory after a batch whose inputs took `input_bytes`, where they were large enough
-    (HAND_BACK_BATCH_BYTES) that keeping its blocks for the next would hold the memory of two such batches (a
-    cached block's pages count as long as it is cached); the next batch maps and faults them in again, a small cost
-    beside a batch that large."""
+    (HAND_BACK_BATCH_BYTES) that keeping its freed blocks for the next would hold the memory of two such batches."""
     if input_bytes >= HAND_BACK_BATCH_BYTES:
         release_freed_memory()
 
@@ -181,6 +180,14 @@ def glibc():
     if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(None)
-    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):
         return None
+    libc.malloc_trim.argtypes = (ctypes.c_size_t,)
     return libc
+
+
+if __name__ == "__main__":
+    try:
+        launch(sys.argv[1:])
+    except UserError as err:
+        raise SystemExit(f"Error: {err}") from None

@@ -13,7 +13,6 @@ from roarfast.execution.executors import check_workers, execute, thread_note
 from roarfast.execution.registry import make_executor
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.rundir.configurations import grid_of
-from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.selection import Selection
 from roarfast.recipe import effective_recipe
@@ -41,7 +40,6 @@ def run_retrain(run_dir, options: RetrainOptions, *, dataset=None, data_dir=None
     model and of the ranks HEAD names for each method (methods default: every method HEAD has ranks of, plus
     random); the request is recorded (its configuration, called `name` when given; HEAD) before any cell trains. Model-free ranks
     (random, sobel, oracle) are extracted here when missing; other methods need `roarfast extract` first."""
-    keep_freed_memory()
     run = open_for_writing(run_dir)
     device = resolve_device(device)
     grouping = default_grouping(device, group_size)

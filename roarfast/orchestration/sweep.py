@@ -24,7 +24,6 @@ from roarfast.common.options import check_positive
 from roarfast.execution.executors import Progress, check_workers, execute, thread_note
 from roarfast.stages.extract import ExtractOptions, run_extract
 from roarfast.planning.grid import Grid, describe_plan, make_plan, sweep_base
-from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.batches import compute_batch
 from roarfast.methods.requirements import check_methods
 from roarfast.methods.selection import Selection
@@ -65,7 +64,6 @@ def run_sweep(run_dir, grid: Grid, *, executor=None, selection: Selection | None
     `executor`: where the ranks' chunks and the cells are computed (an Executor, or its name:
     roarfast.execution.registry.make_executor; None: here). `selection`: the grid's estimators as the caller
     resolved them (a Study's), else resolved here, once, with extract_options' values."""
-    keep_freed_memory()
     executor = make_executor(executor)
     executor.prepare()  # fail before any work when it cannot run (Ray missing)
     device = resolve_device(device)

@@ -23,7 +23,6 @@ from roarfast.errors import UserError
 from roarfast.common.fingerprint import sha256_file
 from roarfast.records.model import ModelRecord
 from roarfast.records.ranks import RankStoreRecord
-from roarfast.common.memory import keep_freed_memory
 from roarfast.common.options import check_choice, check_positive
 from roarfast.models.probe import checked_model, checkpoint_bytes
 from roarfast.recipe import AMP_CHOICES, BASE_MODEL, check_overrides, default_model, effective_recipe
@@ -70,7 +69,6 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     that of several processes one makes it); records it as HEAD's base model. Returns a summary dict (model, id,
     reused, trained, val_acc, test_acc, best_epoch, epochs, seconds, checkpoint, adopted: the meta's record of
     adopted weights or None)."""
-    keep_freed_memory()
     run = open_for_writing(run_dir)
     device = join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)

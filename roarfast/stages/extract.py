@@ -17,7 +17,6 @@ from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.stages.extract_tasks import Chunk, Explainer, check_nameable, explained_model, task_settings
 from roarfast.stages.worker_view import driver_view
-from roarfast.common.memory import keep_freed_memory
 from roarfast.methods.batches import compute_batch, whole_batches
 from roarfast.methods.parameters import PARAMETERS, RANKING, check_method_args, parameter_fields
 from roarfast.methods.requirements import check_methods
@@ -100,7 +99,6 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     The dataset defaults to the one `train` recorded in run_dir (RunDir.open_dataset).
     `model` / `dataset_obj` let a caller that already holds them (roarfast run) skip reloading.
     """
-    keep_freed_memory()
     run = open_for_writing(run_dir)
     device = resolve_device(device)
     if selection is None:

@@ -34,7 +34,7 @@ from roarfast.methods import ExplainBatch, compute_maps
 from roarfast.methods.compute import rank_maps
 from roarfast.methods.registry import resolve_methods
 from roarfast.methods.selection import Selection
-from roarfast.common.memory import trim_heap
+from roarfast.common.memory import release_freed_memory
 from roarfast.common.plugins import OBJECT_PREFIX, named_imports, user_named
 from roarfast.stages.worker_view import check_view, driver_data, this_node
 
@@ -86,10 +86,9 @@ class Explainer:
         c = part.shape[0]
         reduction = self.selection.reduction
         groups = _model_groups(self.models, self.selection.only(chunk.methods))
-        # the previous chunk's heap pages go back to the system first, so that a chunk holds the pages it touches,
-        # not those of every chunk before it; its large blocks stay cached for this chunk's batches, which have
-        # the same shapes (roarfast.common.memory)
-        trim_heap()
+        # the previous chunk's free heap pages go back to the system first, so that a chunk holds the pages it
+        # touches, not those of every chunk before it (roarfast.common.memory)
+        release_freed_memory()
         # a chunk's ranks (and maps) are made once, before its first batch, and filled batch by batch: one block a
         # chunk that lives as long as the chunk, not a list of pieces and their join
         row = (c, *part.shape[1:]) if reduction == "value" else tuple(part.shape[1:])

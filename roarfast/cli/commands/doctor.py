@@ -10,7 +10,7 @@ import click
 from roarfast import _extension
 from roarfast.cli.commands import command
 from roarfast.common.device import native_bf16
-from roarfast.common.memory import cache_large_blocks, keep_freed_memory
+from roarfast.common.memory import allocator
 from roarfast.version import __version__
 
 
@@ -65,8 +65,7 @@ def report_lines() -> list[str]:
     lines.append(f"ray          {_version('ray')}")
     lines.append(f"captum       {_version('captum')}")
     lines.append(f"timm         {_version('timm')} (--model timm:<name>)")
-    lines.append(f"malloc       freed memory kept for reuse: {keep_freed_memory()}")
-    lines.append(f"block cache  torch's large CPU blocks mapped and reused: {cache_large_blocks()}")
+    lines.append(f"malloc       {allocator()}")
     native = native_bf16("cpu")
     lines.append(f"cpu bf16     {'native' if native else 'not native'}: --amp auto trains on the CPU in "
                  f"{'bf16' if native else 'fp32'}" + (" (ROARFAST_NATIVE_BF16 set)"
