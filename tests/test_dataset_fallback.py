@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from roarfast.cli.options import _data_options
+from roarfast.common.options import parse_pairs
 from roarfast.data import load_dataset
 from roarfast.models import build_model
 from roarfast.rundir import fallback
@@ -58,8 +58,7 @@ def test_the_fallback_is_said_once_with_options_that_load_the_base_model_s_data(
     # what it says to pass, read as the command line reads it, loads the data the base model was trained on
     words = shlex.split(said.split("`")[1])
     named = dict(zip(words[::2], words[1::2]))
-    options = _data_options(None, None, [value for flag, value in zip(words[::2], words[1::2])
-                                         if flag == "--data-option"])
+    options = parse_pairs([value for flag, value in zip(words[::2], words[1::2]) if flag == "--data-option"])
     assert run.open_dataset(named["--dataset"], named.get("--data-dir"), options).fingerprint == small.fingerprint
 
 
