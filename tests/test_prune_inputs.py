@@ -33,7 +33,7 @@ def test_seeds_and_counts_out_of_bounds_are_one_line(tmp_path, args, exit_code, 
     ("run", {"methods": 5}, "methods should be names, functions or {name: function}"),
     ("run", {"seed": "x"}, "seed should be an int (a seed), got str 'x'"),
     ("run", {"seed": MAX_SEED + 1}, f"seed should be a seed in [0, {MAX_SEED}]"),
-    ("run", {"seeds": 2.5}, "seeds should be an int (retrainings per cell), got float"),
+    ("run", {"seeds": 2.5}, "seeds should be an int (retrainings per cell) or \"auto\", got float"),
     ("run", {"dataset_options": ["num_train=8"]}, "dataset_options should be a dict, got list"),
     ("run", {"progress": "no"}, "progress should be True or False"),
 ])
