@@ -40,6 +40,8 @@ def main() -> None:
     args = parser.parse_args()
     notebook = nbformat.read(args.notebook, as_version=4)
     notebook.cells = [c for c in notebook.cells if c.get("id") != MADE_BY]
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"  # what runs: read before it runs
     with tempfile.TemporaryDirectory(prefix="roarfast-notebook-") as where:
         started = time.perf_counter()
         execute(notebook, Path(where), args.timeout)
@@ -49,7 +51,10 @@ def main() -> None:
     if status != "conclusive":
         raise SystemExit(f"{args.notebook}: its study is {status or 'without a report'} ({SUMMARY}), not conclusive; "
                          "outputs not stored: give it more images or epochs")
-    notebook.cells.append(nbformat.v4.new_markdown_cell(made_by(seconds), id=MADE_BY))
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = coalesced(cell.outputs)
+    notebook.cells.append(nbformat.v4.new_markdown_cell(made_by(seconds, commit), id=MADE_BY))
     nbformat.write(notebook, args.notebook)
     print(f"{args.notebook}: executed in {seconds:.0f} s, study conclusive; outputs stored")
 
@@ -68,9 +73,22 @@ def execute(notebook, where: Path, timeout: int) -> None:
     notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
-def made_by(seconds: float) -> str:
-    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
+def coalesced(outputs: list) -> list:
+    """`outputs` as a reader's Jupyter shows them: consecutive stream outputs of one stream joined, and each line
+    redrawn by a carriage return (a progress bar's updates) kept as its last drawing only."""
+    out = []
+    for output in outputs:
+        if output.output_type == "stream" and out and out[-1].output_type == "stream" and out[-1].name == output.name:
+            out[-1].text += output.text
+        else:
+            out.append(output)
+    for output in out:
+        if output.output_type == "stream":
+            output.text = "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in output.text.split("\n"))
+    return out
+
+
+def made_by(seconds: float, commit: str) -> str:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f"*The outputs above were made by `python scripts/run_notebook.py` on {when}: {cpu()}, "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, roarfast at {commit} (-dirty: with "
