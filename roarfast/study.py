@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 
-from roarfast.stages.basemodel import TrainOptions, run_train
+from roarfast.stages.basemodel import TrainOptions, adopted_model, base_spec, run_train
 from roarfast.stages.cells import cell_estimators
 from roarfast.data import load_dataset
 from roarfast.common.device import resolve_device
@@ -265,13 +265,16 @@ class Study:
         whether it is reused (by id) or trained beside those kept, the ranks to extract and those reused, the grid, the cells done and to do in the run directory, and
         each stage's images, bytes on disk, peak memory and time, on this device or `plan_device` (as
         --plan-device), shared by `workers` workers (as --plan-workers); steps are measured once per machine
-        (roarfast.stages.step_times)."""
+        (roarfast.stages.step_times). With weights=, the base model is those weights, adopted first."""
         with self._records():
+            adopting = None if self.weights is None else adopted_model(
+                base_spec(self.grid.model, self.dataset, self.device), self.dataset, self.weights)
             return preview_sweep(RunDir(self.run_dir), self.grid, self.selection, dataset_obj=self.dataset,
                                  device=self.device, seed=self.seed, extract_options=self.extract_options,
                                  plan_device=plan_device, workers=workers,
                                  cell_threads=self.executor.cell_threads(self.device, self.threads_per_cell,
                                                                          workers_per_cell=self.workers_per_cell),
+                                 adopting=adopting,
                                  **({} if self.auto is None else {"seeds_auto": True, **self.auto}))
 
     def __repr__(self) -> str:

@@ -7,6 +7,7 @@ model; a file that does not fit, or is no state dict, is refused in one line."""
 import filecmp
 import hashlib
 import json
+import shlex
 import shutil
 
 import pytest
@@ -108,7 +109,10 @@ def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
     state = load_checkpoint(weights.parent)[0].state_dict()
     torch.save(state, tmp_path / "same.pt")
     said = invoke("train", "--run-dir", str(run_dir), "--weights", str(tmp_path / "same.pt"), *DATA)
-    assert "reusing fastnet (adopted" in said and RunDir(run_dir).head().base == first
+    # named as adopted by the file its record names and that file's digest, never "trained"
+    recorded = f"adopted weights {weights.resolve()} (sha256 {hashlib.sha256(weights.read_bytes()).hexdigest()[:12]})"
+    assert f"base model: reusing fastnet ({recorded}, not trained here; adopted 20" in said, said
+    assert "trained 20" not in said and RunDir(run_dir).head().base == first
     # other tensors: another base model, kept beside the first
     state["head.weight"] = state["head.weight"] * 2
     torch.save(state, tmp_path / "other.pt")
@@ -134,9 +138,33 @@ def test_the_id_comes_from_the_weights_not_the_file(trained, tmp_path):
     assert "inputs normalized with mean (" in base
     # the cells' epochs apart from the base model's, and the warning of too few steps (1 epoch of 144 images: no
     # record of this model's learning, so the stated floor)
-    assert planned.count("; epochs: the cells 1 (sweep --epochs sets these), the base model adopted weights, "
-                         "trained elsewhere (its own: train --epochs)") == 1
     assert "warning: the cells would train " in planned and "fewer than 100 (no record says" in planned
+    # adopted weights have no epochs: never `train --epochs` (refused beside --weights), but what applies
+    assert "train --epochs" not in planned
+    (epochs,) = [line for line in planned.splitlines() if "; epochs: the cells 1 (sweep --epochs sets these)" in line]
+    suggested = epochs.split("the base model none (adopted weights, trained elsewhere; to train one here instead: `")[1]
+    suggested = shlex.split(suggested.split("`")[0])
+    assert suggested[:2] == ["roarfast", "train"] and "--weights" not in suggested
+    # the suggestion runs (no refusal) and trains a base model here, which the next sweep takes
+    said = invoke(*suggested[1:])  # HEAD's data: the command is whole as suggested
+    assert said.splitlines()[-1].startswith("base model: val ") and "adopted" not in said
+    trained_here = RunDir(run_dir).head().base
+    assert "adopted" not in RunDir(run_dir).model_meta(trained_here) and len(RunDir(run_dir).models()) == 3
+    planned = invoke("sweep", "--run-dir", str(run_dir), "--method", "grad", "--mode", "roar", "--fraction", "0.5",
+                     "--seeds", "1", "--epochs", "1", "--device", "cpu", "--dry-run")
+    assert f"(as its meta.json records it): reused {trained_here[:8]} (trained 20" in planned
+
+
+def test_a_sweep_reusing_adopted_weights_names_them_as_adopted(trained, tmp_path):
+    _, weights = trained
+    run_dir = tmp_path / "run"
+    invoke("train", "--run-dir", str(run_dir), "--weights", str(weights), *DATA)
+    said = invoke("sweep", "--run-dir", str(run_dir), "--method", "grad", "--mode", "roar", "--fraction", "0.5",
+                  "--seeds", "1", "--epochs", "1", "--no-control", "--device", "cpu")
+    (reusing,) = [line for line in said.splitlines() if line.startswith("[sweep] base model: reusing")]
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    assert f"(adopted weights {weights.resolve()} (sha256 {digest}), not trained here; adopted 20" in reusing
+    assert "trained 20" not in reusing
 
 
 def test_a_torchvision_resnet18_state_dict_is_the_base_model_of_a_study(tmp_path):
@@ -154,7 +182,17 @@ def test_a_torchvision_resnet18_state_dict_is_the_base_model_of_a_study(tmp_path
     study = Study(tmp_path / "run", model="resnet18", dataset=(split(48), split(16)), methods=["sobel"],
                   fractions=[0.5], modes=["roar"], seeds=1, control=False, epochs=1, device="cpu", progress=False,
                   weights=tmp_path / "resnet18.pth")
+    # displayed before run(): the weights to adopt, by file and digest, evaluated and not trained
+    (base,) = [line for line in study.preview().lines() if line.startswith("base model: ")]
+    digest = hashlib.sha256((tmp_path / "resnet18.pth").read_bytes()).hexdigest()
+    assert base.startswith(f"base model: resnet18, adopted weights {(tmp_path / 'resnet18.pth').resolve()} (sha256 "
+                           f"{digest}), not trained here: to adopt as "), base
+    (cost,) = [line for line in study.preview().lines() if line.startswith("plan, base model: ")]
+    evaluated = len(study.dataset.val_index) + len(study.dataset.test)  # validation and test: what adoption reads
+    assert cost.startswith(f"plan, base model: {evaluated} images evaluated, nothing trained;"), cost
+    assert "to train" not in base and "epochs" not in base
     cells = study.run()
+    assert f"not trained here: reused {RunDir(tmp_path / 'run').head().base[:8]}" in str(study.preview())
     run = RunDir(tmp_path / "run")
     assert len(run.models()) == 1  # the adopted model; none trained beside it
     model, meta = run.load_base_model(study.dataset)

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from dataclasses import dataclass
 
 import pytest
+from click.testing import CliRunner
 
 from roarfast.common.atomic import write_record
 from roarfast.common.plugins import object_name, object_title, shown_method
@@ -25,7 +26,8 @@ from roarfast.rundir.configurations import configurations, request, settings_of
 from roarfast.rundir.directory import RunDir
 from roarfast.records.head import FORMAT
 from roarfast.records.configuration import ConfigurationRecord
-from roarfast.rundir.labels import select
+from roarfast.cli import main
+from roarfast.rundir.labels import check_name, select
 
 
 def rid(text: str) -> str:
@@ -248,3 +250,19 @@ def test_the_report_shows_an_object_by_what_it_is_in_its_lines_and_tables():
         Table("ranking", ["method", "AUC"], [[name, "40.1%"]]), Lines("verdicts", [f"{name}: better"])])
     table, lines = _blocks(section, part)
     assert table.rows == [["mix(w=0.1)", "40.1%"]] and lines.lines == ["mix(w=0.1): better"]
+
+
+@pytest.mark.parametrize("bad", ["7DCCF27C", "7dccf27c", "DeadBeef", "0123", "all", "  ", "line one\nline two",
+                                 "tab\there", "right\u202eto left", "bell\x07", "\x1b[31mred"])
+def test_a_name_that_reads_as_an_id_or_holds_an_unprintable_character_is_refused_in_one_line(bad):
+    with pytest.raises(UserError, match="^--name ") as refused:
+        check_name(bad)
+    assert "\n" not in str(refused.value)  # the refusal itself cannot forge a line either
+    result = CliRunner().invoke(main, ["sweep", "--name", bad, "--dry-run"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and "--name" in lines[0], result.output
+
+
+def test_a_name_of_hex_letters_too_short_for_an_id_prefix_or_with_other_letters_is_kept():
+    for good in ("abc", "7dccf27g", "cafe bar", "run: 0.1 épochs"):
+        assert check_name(f" {good} ") == good

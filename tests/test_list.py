@@ -2,16 +2,22 @@
 (a new entry appears by itself), the installed Captum's classes as --method takes them, and no torch for the
 kinds that do not need it."""
 
+import inspect
 import json
+import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
+from roarfast.cli import listing as listing_module
 from roarfast.cli import main
 from roarfast.common.resolver import Entry
 from roarfast.data.registry import DATASETS
 from roarfast.fills import FILLS, ConstantFill
+from roarfast.methods.captum_outline import outline_of_class
+from roarfast.methods.captum_source import source_outlines
 from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.registry import get
 from roarfast.models.registry import MODELS
@@ -84,3 +90,47 @@ def test_text_listing_names_each_entry_and_an_unknown_kind_is_a_usage_error():
     assert "metrics:" in lines
     result = CliRunner().invoke(main, ["list", "widgets"])
     assert result.exit_code == 2 and "'widgets' is not one of" in result.output
+
+
+def test_captum_read_from_its_source_agrees_with_its_imported_classes():
+    """The source reader (no import) outlines every class captum.attr exports exactly as the imported class reads."""
+    attr = pytest.importorskip("captum.attr")
+    outlines = source_outlines()
+    assert outlines is not None  # the installed captum's source is read, not imported
+    imported = {name: outline_of_class(getattr(attr, name), attr) for name in dir(attr)
+                if inspect.isclass(getattr(attr, name))}
+    assert {o.name: o for o in outlines} == imported
+
+
+def test_captum_descriptions_are_whole_first_sentences_of_the_docstrings():
+    attr = pytest.importorskip("captum.attr")
+    captum = [e for e in listed("estimators")["estimators"] if e["name"].startswith("captum:")]
+    assert captum
+    for entry in captum:
+        name = entry["name"].removeprefix("captum:")
+        head, text = entry["description"].split(": ", 1)
+        assert head == f"captum.attr.{name}"
+        paragraph = " ".join(inspect.cleandoc(getattr(attr, name).__doc__).split("\n\n", 1)[0].split())
+        assert paragraph.startswith(text), (name, text)
+        # the whole paragraph, or a sentence ending before the next one (never cut mid-sentence at a line's end)
+        assert text == paragraph or (text[-1] in ".!?" and paragraph[len(text)] == " "), (name, text)
+
+
+def test_captum_listing_from_source_equals_the_one_from_imported_classes(monkeypatch):
+    pytest.importorskip("captum.attr")
+    from_source = listed("estimators")["estimators"]
+    monkeypatch.setattr(listing_module, "source_outlines", lambda: None)  # source unreadable: the classes imported
+    assert listed("estimators")["estimators"] == from_source
+
+
+def test_list_with_captum_imports_neither_torch_nor_captum_attr_nor_starts_again():
+    """`roarfast list` (Captum's classes included) reads captum's source: no torch, no captum.attr; and it is not
+    started again for an allocator (a command that is imports roarfast.cli twice: -X importtime shows each)."""
+    pytest.importorskip("captum")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "roarfast.cli", "list", "--json"],
+                         capture_output=True, text=True, env={**os.environ, "ROARFAST_ALLOCATOR": "glibc"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert any(e["name"] == "captum:IntegratedGradients" for e in json.loads(out.stdout)["estimators"])
+    imported = [line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")]
+    assert not [m for m in imported if m.split(".")[0] in ("torch", "matplotlib") or m.startswith("captum.attr")]
+    assert imported.count("roarfast.cli") == 1

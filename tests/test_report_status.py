@@ -205,3 +205,31 @@ def test_the_report_reads_the_margin_and_design_its_requests_recorded_and_a_give
     assert wide["margin"] == 0.6 and wide["status"] == "inconclusive"
     with pytest.raises(UserError, match="--margin should be a number of accuracy points between 0 and 100"):
         write_report(run.root, margin=0)
+
+
+def test_adopted_weights_fixes_never_suggest_what_train_refuses_beside_weights(tmp_path):
+    from roarfast.report.load import Context
+    from roarfast.report.status import study_status
+
+    adopted = {"file": "/models/published.pt", "file_sha256": "c" * 64, "weights_sha256": "d" * 64}
+    meta = {"model": "fastnet", "dataset": "embedded", "dataset_options": {"num_test": 100}, "adopted": adopted}
+    command = "roarfast sweep --run-dir /r --method grad --data-option num_test=100"
+    cells = [{"method": "random", "mode": "roar", "fill": "dataset-mean", "fraction": 0.5, "seed": s, "test_acc": a}
+             for s, a in enumerate((0.60, 0.61, 0.62))]
+
+    def fixes(base_acc):
+        context = Context(meta=meta, chance=0.1, chance_source="", n_test=100, run_dir="/r")
+        return study_status(cells, context, {"test_acc": base_acc, "adopted": adopted, "epochs": 0}, 2, 0.05,
+                            command)
+    # at chance: other weights, or a base model trained here; never --epochs beside --weights
+    (fix,) = fixes(0.04)["fix"]
+    assert "`roarfast train --run-dir /r --weights FILE --model fastnet`" in fix and "--epochs" not in fix
+    # cannot tell on 100 test images: more of them, the weights adopted on that data first (the sweep's command on
+    # other data alone would train a base model instead of taking the adopted one)
+    status = fixes(0.2)
+    (fix,) = status["fix"]
+    images = status["learning"]["base"]["needs"]["images"]
+    assert (f"(`roarfast train --run-dir /r --weights /models/published.pt --model fastnet --dataset embedded "
+            f"--data-option num_test={images}` (the same weights adopted on that data), then `roarfast sweep --run-dir "
+            f"/r --method grad --data-option num_test={images}`)") in fix, fix
+    assert "--epochs" not in fix

@@ -32,7 +32,8 @@ def main(ctx):
     A session on the embedded dataset: `roarfast train`, then `roarfast extract --method sg-sq`,
     then `roarfast retrain --fraction 0.7`; or everything at once with `roarfast run`.
     """
-    preload_allocator()  # before torch loads: the command starts again, once, with a well-kept allocator
+    if getattr(ctx.command.get_command(ctx, ctx.invoked_subcommand), "tensors", True):
+        preload_allocator()  # before torch loads: the command starts again, once, with a well-kept allocator
     # what HEAD and the configurations record: the command line, where this process is roarfast's own
     own = Path(sys.argv[0]).name == "roarfast" or Path(sys.argv[0]).parts[-2:] == ("cli", "__main__.py")
     set_command(shlex.join(["roarfast", *sys.argv[1:]]) if own else f"roarfast {ctx.invoked_subcommand}")

@@ -1,8 +1,9 @@
 """`roarfast list`: every name the commands take, read from the registries (the estimators' ESTIMATORS, the
 models' MODELS, the datasets' DATASETS, the fills' FILLS, the no-retrain metrics of roarfast.modes), each with
 its one-line description and its parameters, so a new entry appears here by itself. The installed Captum's
-attribution classes are listed among the estimators as --method takes them (captum:<Class>), read from the
-classes as extraction reads them; only they load torch, and only when captum is installed.
+attribution classes are listed among the estimators as --method takes them (captum:<Class>), outlined from
+captum's source files (methods/captum_source.py) and made records as extraction makes them from the classes
+(methods/captum_outline.py): nothing loads torch (the classes are imported only where that source cannot be read).
 """
 
 import importlib.util
@@ -11,6 +12,8 @@ import inspect
 from roarfast.data.registry import DATASETS
 from roarfast.errors import UserError
 from roarfast.fills import FILLS, ConstantFill
+from roarfast.methods.captum_outline import PREFIX, captum_record, refusal
+from roarfast.methods.captum_source import source_outlines
 from roarfast.methods.declaration import ALIASES, ESTIMATORS
 from roarfast.models.registry import MODELS
 from roarfast.modes import NO_RETRAIN_METRICS
@@ -50,21 +53,23 @@ def _estimator(record) -> dict:
 def _estimators(captum: bool) -> list:
     out = [_estimator(entry.value) for entry in ESTIMATORS]
     if captum and importlib.util.find_spec("captum") is not None:
-        out += captum_estimators()
+        outlines = source_outlines()
+        out += captum_estimators() if outlines is None else [
+            {**_estimator(captum_record(o)), "form": PREFIX.rstrip(":")} for o in outlines if refusal(o) is None]
     return out
 
 
 def captum_estimators() -> list:
-    """The installed captum.attr's attribution classes --method accepts, as captum:<Class> entries."""
+    """The installed captum.attr's attribution classes --method accepts, as captum:<Class> entries, read from the
+    imported classes: where its source cannot be read without importing it (captum_source.source_outlines)."""
     # late: captum and the adapter load torch, which the other kinds and --help never need
     import captum.attr
 
-    from roarfast.methods.captum_adapter import PREFIX, captum_estimator
+    from roarfast.methods.captum_adapter import captum_estimator
 
     out = []
     for name in sorted(dir(captum.attr)):
-        cls = getattr(captum.attr, name)
-        if not inspect.isclass(cls) or not hasattr(cls, "attribute"):  # a base class: nothing to call
+        if not inspect.isclass(getattr(captum.attr, name)):
             continue
         try:
             out.append({**_estimator(captum_estimator(name)), "form": PREFIX.rstrip(":")})

@@ -24,7 +24,7 @@ from roarfast.execution.registry import EXECUTORS, ExecutorOptions
 from roarfast.methods.parameters import PARAMETERS, RANKING
 from roarfast.methods.registry import method_forms
 from roarfast.planning.grid_options import GridOptions, model_help
-from roarfast.rundir.labels import check_name
+from roarfast.rundir.labels import check_name, name_refusal
 
 METHOD_FORMS = method_forms()
 #: --model's help on the stages that load the base model
@@ -150,14 +150,14 @@ compute_batch_option = click.option("--compute-batch", type=int, default=None, h
 
 
 def _name(ctx, param, value):
-    """--name: checked before any work (roarfast.rundir.labels.check_name); one used by another configuration is
+    """--name: checked before any work (roarfast.rundir.labels.name_refusal); one used by another configuration is
     refused when the configuration is recorded, before any cell trains."""
     if value is None:
         return None
-    try:
-        return check_name(value)
-    except UserError as err:
-        raise click.BadParameter(str(err).removeprefix(f"--name {value}: ")) from None
+    why = name_refusal(value)
+    if why is not None:
+        raise click.BadParameter(why)
+    return check_name(value)
 
 
 name_option = click.option(

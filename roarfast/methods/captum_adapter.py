@@ -1,6 +1,7 @@
 """`captum:<ClassName>`: any attribution class of captum.attr as an estimator, its record read from the class.
 
-The record comes from the class's constructor and `attribute()` signatures: every class reads the target
+The record comes from the class's constructor and `attribute()` signatures (captum_outline.py, which `roarfast
+list` reads from captum's source files alike): every class reads the target
 (when attribute() takes one); a `layer` constructor argument reads --cam-layer and needs a conv layer;
 `n_steps` reads --ig-steps and `baselines` the IG baseline (black). Their other arguments are the ones a user
 passes with `--method-arg NAME=VALUE` (Study: method_args=), each to the constructor or to attribute() by
@@ -19,27 +20,11 @@ from functools import partial
 import torch.nn.functional as F
 
 from roarfast.errors import UserError
-from roarfast.methods.declaration import CONV_LAYER, Estimator, parameters_of
+from roarfast.methods.captum_outline import PREFIX, RULES, captum_record, needs_rules, outline_of_class, refusal
+from roarfast.methods.declaration import Estimator
 from roarfast.methods.identity import captum_identity
 from roarfast.methods.model_context import cam_layer
 from roarfast.methods.draws import keyed_per_image, stream_of
-from roarfast.common.resolver import SCHEME
-
-PREFIX = "captum:"
-#: classes that wrap or underlie another method: no single-call default exists (neuron and LLM classes are
-#: refused by their base classes)
-UNSUPPORTED = {
-    "NoiseTunnel": "it wraps another method; the built-in sg-*, sg-sq-*, var-* compute the same ensembles",
-    "LimeBase": "it is the base of captum:Lime and captum:KernelShap, which take it from there",
-}
-#: what roarfast passes itself: the model (and layer), the images, the classes, and the arguments it reads as
-#: its own parameters; the rest of a signature is the user's to pass
-_SUPPLIED = {"self", "forward_func", "model", "layer", "device_ids", "inputs", "target", "additional_forward_args",
-             "return_convergence_delta", "n_steps", "baselines"}
-#: the shared parameter each of Captum's arguments reads
-_READS = {"layer": "gradcam_layer", "n_steps": "ig_steps", "baselines": "ig_baseline"}
-#: the argument of LRP classes that names the rules of modules Captum has no default rule for
-RULES = "rules"
 
 
 def _captum_attr():
@@ -51,42 +36,23 @@ def _captum_attr():
 
 
 def attribution_class(name: str):
-    """The captum.attr class called `name`, or a UserError saying why it cannot be used."""
+    """The captum.attr class called `name`, or a UserError saying why it cannot be used (captum_outline.refusal)."""
     attr = _captum_attr()
     cls = getattr(attr, name, None)
-    if not (inspect.isclass(cls) and issubclass(cls, attr.Attribution)) or inspect.isabstract(cls):
+    why = refusal(outline_of_class(cls, attr)) if inspect.isclass(cls) else "is not a captum.attr attribution class"
+    if why is None:
+        return cls
+    if why.startswith("is not a captum.attr"):
         known = sorted(n for n in dir(attr) if inspect.isclass(getattr(attr, n))
                        and issubclass(getattr(attr, n), attr.Attribution))
-        raise UserError(f"captum:{name} is not a captum.attr attribution class; captum.attr has: {' '.join(known)}")
-    if not callable(getattr(cls, "attribute", None)):  # Attribution, GradientAttribution, ...: bases, nothing to call
-        raise UserError(f"captum:{name} is a base class of Captum's attributions, with no attribute() to call: name "
-                        f"one of its subclasses (`roarfast list estimators` lists them)")
-    if name in UNSUPPORTED:
-        raise UserError(f"captum:{name} is not supported: {UNSUPPORTED[name]}")
-    foreign = tuple(getattr(attr, base) for base in ("NeuronAttribution", "LLMAttribution", "LLMGradientAttribution")
-                    if hasattr(attr, base))
-    if issubclass(cls, foreign):
-        raise UserError(f"captum:{name} is not supported: it does not attribute a class logit of an image model")
-    return cls
+        why += f"; captum.attr has: {' '.join(known)}"
+    raise UserError(f"captum:{name} {why}")
 
 
 def captum_estimator(name: str) -> Estimator:
-    """The record of captum:<name>, read from its class's signatures."""
+    """The record of captum:<name>, read from its class's signatures (captum_outline.captum_record)."""
     cls = attribution_class(name)
-    init = _signature(cls.__init__)
-    attribute = _signature(cls.attribute)
-    reads = [_READS[arg] for arg in ("layer", "n_steps", "baselines") if arg in {**init, **attribute}]
-    arguments = {arg: f"{name}.__init__" for arg in init if arg not in _SUPPLIED}
-    arguments.update({arg: f"{name}.attribute" for arg in attribute if arg not in _SUPPLIED})
-    if _needs_rules(cls):
-        arguments[RULES] = f"roarfast's rules of {name}: {{module type or name: rule class}}"
-    required = tuple(arg for arg, where in arguments.items() if arg != RULES
-                     and {**init, **attribute}[arg].default is inspect.Parameter.empty)
-    target_mode = "given" if "target" in attribute else "none"
-    return Estimator(PREFIX + name, partial(captum_maps, name=name), _first_line(cls),
-                     parameters_of(reads, (), target_mode), arguments=arguments, required=required,
-                     seeded=True, target_mode=target_mode, requires=(CONV_LAYER,) if "layer" in init else (),
-                     form=SCHEME, code=captum_identity(cls))
+    return captum_record(outline_of_class(cls, _captum_attr()), partial(captum_maps, name=name), captum_identity(cls))
 
 
 def captum_maps(model, batch, target, params, name: str):
@@ -95,6 +61,7 @@ def captum_maps(model, batch, target, params, name: str):
     attr = _captum_attr()
     cls = attribution_class(name)
     init, attribute = _signature(cls.__init__), _signature(cls.attribute)
+    rules_needed = needs_rules(outline_of_class(cls, attr))
     args = dict(params.args)
     rules = args.pop(RULES, None)
     built = {arg: _captum_value(value) for arg, value in args.items() if arg in init}
@@ -106,7 +73,7 @@ def captum_maps(model, batch, target, params, name: str):
         kwargs["n_steps"] = params.ig_steps
 
     def call(rows):
-        if _needs_rules(cls):  # each call: Captum removes the rules after one
+        if rules_needed:  # each call: Captum removes the rules after one
             _attach_rules(model, name, rules or {})
         x = batch.x[rows].detach().requires_grad_(True)
         own = dict(kwargs)
@@ -144,10 +111,6 @@ def _captum_value(value):
     return value
 
 
-def _needs_rules(cls) -> bool:
-    return issubclass(cls, _captum_attr().LRP)  # LayerLRP too
-
-
 def _attach_rules(model, name: str, rules) -> None:
     """Sets `rule` on every module `rules` names (by type name or dotted module name), for this call (Captum
     removes them after); refuses, naming them and how to pass a rule, modules Captum has no default rule for."""
@@ -172,7 +135,3 @@ def _attach_rules(model, name: str, rules) -> None:
     for n, m in leaves:
         if chosen[n] is not None:
             m.rule = kinds[chosen[n]]()
-
-
-def _first_line(cls) -> str:
-    return f"captum.attr.{cls.__name__}: " + (cls.__doc__ or "").strip().split("\n")[0]

@@ -16,7 +16,7 @@ from contextlib import ExitStack
 
 import torch
 
-from roarfast.stages.basemodel import TrainOptions, head_after, run_train, trained_at
+from roarfast.stages.basemodel import TrainOptions, head_after, made_text, run_train
 from roarfast.stages.cells import CellTrainer, cell_estimators, cell_model
 from roarfast.records.checkpoint import recorded_model
 from roarfast.common.device import resolve_device
@@ -156,7 +156,7 @@ def _ensure_base_model(run, ds, grid, selection, amp, device, seed, progress, ec
             return summary["id"]
     meta = run.model_meta(model_id)
     recorded_model(meta, run.model_path(model_id))  # a changed model source is refused, both hashes named
-    echo(f"[sweep] base model: reusing {meta['model']} {model_id[:8]} (trained {trained_at(run, model_id)}, "
+    echo(f"[sweep] base model: reusing {meta['model']} {model_id[:8]} ({made_text(run, model_id, meta)}, "
          f"test {meta['test_acc']:.1%})")
     run.update_head("roarfast.orchestration.sweep.run_sweep()", base=model_id,
                     **head_after(run, model_id, ds.fingerprint))

@@ -186,6 +186,17 @@ class Costing:
                     training_memory(self.shape(spec), recipe, self.data, self.target,
                                     self.evaluation(spec) if self.shape(spec) is not None else None))
 
+    def adoption(self, spec, recipe) -> Cost:
+        """The cost of adopting weights for `spec` (`train --weights`): one evaluation of the validation and test
+        images at `recipe`'s batch, nothing trained."""
+        times = self.times(spec, recipe)
+        images = self.data.val_images + len(self.data.test)
+        return Cost(None if times is None else images * times.eval_image,
+                    "its step could not be traced" if times is None else times.source,
+                    f"{images:,} images evaluated, nothing trained",
+                    training_memory(self.shape(spec), recipe, self.data, self.target,
+                                    self.evaluation(spec) if self.shape(spec) is not None else None, trains=False))
+
     def evaluation(self, spec) -> float | None:
         """evaluation_bytes of `spec` on the data's canvas, traced once (None: it cannot be traced)."""
         key = ("evaluation", spec.name, spec.source_sha256)
@@ -250,20 +261,23 @@ class Costing:
         return Cost(sum(flops.values()) * images / rate, f"their FLOPs at {source}", work, peak, stored)
 
 
-def training_memory(shape, recipe, data, target: Target, evaluation: float | None = None) -> float | None:
+def training_memory(shape, recipe, data, target: Target, evaluation: float | None = None,
+                    trains: bool = True) -> float | None:
     """Peak bytes of one worker training at `recipe`'s batch (a StepShape `shape`; None: unknown): weights,
     gradients, momentum and the EMA copy; a batch's activations and an evaluation batch's (`evaluation`:
     evaluation_bytes, per image; None: not counted), the larger of the two (on a CPU times CPU_HEAP_FACTOR); the
-    data held (data_held); on a CPU, the process."""
+    data held (data_held); on a CPU, the process. `trains` False: a worker that only evaluates (the weights and
+    an evaluation batch)."""
     if shape is None:
         return None
-    copies = 4 if recipe.ema_decay is not None else 3
+    copies = (4 if recipe.ema_decay is not None else 3) if trains else 1
     half = 0.5 if recipe.amp in ("bf16", "fp16") else 1.0
     batch = min(recipe.batch_size, len(data.train_index))
     # an evaluation batch: eval_batch_size images, or the whole validation (or test) split where it is smaller
     evaluated = min(recipe.eval_batch_size, max(data.val_images, len(data.test)))
     cpu = getattr(target.device, "type", None) == "cpu"
-    step, evaluating = batch * shape.activation_bytes * half, evaluated * (evaluation or 0) * half
+    step = batch * shape.activation_bytes * half if trains else 0
+    evaluating = evaluated * (evaluation or 0) * half
     # a CPU heap keeps freed blocks, and torch's aligned blocks fragment it (CPU_HEAP_FACTOR); an evaluation hands
     # the training steps' back first and each batch's after it (roarfast.common.memory), so a CPU worker holds the
     # larger of the two, as a GPU's allocator does

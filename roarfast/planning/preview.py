@@ -16,9 +16,11 @@ does not load (generate, decode) the data; any other dataset is loaded.
 
 import html
 import math
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roarfast.records.model import adopted_text
 from roarfast.stages.basemodel import trained_at
 from roarfast.stages.cells import CellTrainer, cell_model
 from roarfast.records.checkpoint import recorded_model
@@ -163,6 +165,8 @@ class Preview:
     warnings: list = field(default_factory=list)  # what to know before training (learning_warnings)
     cell_threads: int | None = None  # the CPU threads each cell trains with (Executor.cell_threads); None: unsaid
     seeds: list = field(default_factory=list)  # what the planned seeds detect, what --detect needs (planning.seeds)
+    adopting: dict | None = None  # the weights a Study adopts first ({file, file_sha256}), where not kept yet
+    run_dir: str = ""  # the run directory, as the lines' commands name it
 
     @property
     def base_reused(self) -> bool:
@@ -170,8 +174,9 @@ class Preview:
 
     @property
     def adopted(self) -> dict | None:
-        """The reused base model's record of adopted weights ({file, file_sha256, weights_sha256}), or None."""
-        return self.base_meta.get("adopted")
+        """The reused base model's record of adopted weights ({file, file_sha256, weights_sha256}), or those a
+        Study adopts first; None where the base model is trained."""
+        return self.base_meta.get("adopted") or self.adopting
 
     @property
     def eta(self) -> float | None:
@@ -182,9 +187,12 @@ class Preview:
     def rows(self) -> list[tuple[str, str]]:
         """(what, says) in reading order: the lines of the dry run and the rows of the Study's table."""
         cells = f"{_recipe_text(self.cells_model, self.cells_recipe)}, fill {self.grid.fill}"
-        base = "adopted weights, trained elsewhere" if self.adopted else f"{self.base_recipe.epochs} epochs"
-        cells += (f"; epochs: the cells {self.cells_recipe.epochs} (sweep --epochs sets these), the base model "
-                  f"{base} (its own: train --epochs)")
+        # adopted weights have no epochs, and train refuses --epochs beside --weights: what applies is said instead
+        train = shlex.join(["roarfast", "train", "--run-dir", self.run_dir, "--model", self.base_model])
+        base = (f"none (adopted weights, trained elsewhere; to train one here instead: `{train}`, without --weights, "
+                f"or a Study without weights=)"
+                if self.adopted else f"{self.base_recipe.epochs} epochs (its own: train --epochs)")
+        cells += f"; epochs: the cells {self.cells_recipe.epochs} (sweep --epochs sets these), the base model {base}"
         if self.cell_threads is not None and self.target.device.type == "cpu":
             cells += (f"; {self.cell_threads} CPU thread{'s' if self.cell_threads > 1 else ''} a cell (its row records "
                       f"it: --threads-per-cell)")
@@ -222,11 +230,13 @@ class Preview:
 
     def _base_text(self) -> str:
         recipe = _recipe_text(self.base_model, self.base_recipe)
+        if self.adopted and not self.base_reused:  # a Study's weights, adopted (evaluated, not trained) first
+            return (f"{self.base_model}, {adopted_text(self.adopted)}: to adopt as {_short(self.base_id)} (evaluated "
+                    f"on the validation and test images first){_took(self.stages)}")
         if self.adopted:  # nothing was trained: no recipe to state
-            adopted = self.adopted
-            return (f"{self.base_model}, adopted weights {adopted['file']} (sha256 {adopted['file_sha256']}), "
-                    f"not trained here: reused {_short(self.base_id)} (adopted {self.trained}, test "
-                    f"{self.base_meta['test_acc']:.1%} on this dataset{_normalization(self.base_meta)})")
+            return (f"{self.base_model}, {adopted_text(self.adopted)}: reused {_short(self.base_id)} (adopted "
+                    f"{self.trained}, test {self.base_meta['test_acc']:.1%} on this dataset"
+                    f"{_normalization(self.base_meta)})")
         if self.base_reused:
             return (f"{recipe} (as its meta.json records it): reused {_short(self.base_id)} (trained {self.trained} on "
                     f"this dataset, test {self.base_meta['test_acc']:.1%})")
@@ -262,13 +272,14 @@ class Preview:
 def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, data_dir=None, dataset_options=None,
                   dataset_obj=None, device=None, seed: int = 0, plan_device: str | None = None,
                   workers: int = 1, cell_threads: int | None = None, seeds_auto: bool = False,
-                  detect: float | None = None, max_seeds: int | None = None) -> Preview:
+                  detect: float | None = None, max_seeds: int | None = None, adopting=None) -> Preview:
     """The Preview of run_sweep(run.root, grid, ...) with the same arguments (`selection`: the grid's estimators
     as the sweep or the Study resolved them, a roarfast.methods.selection.Selection, looked up no further;
     `extract_options`: an ExtractOptions, the sweep's), on `device` (a torch.device); its stages costed on
     --plan-device `plan_device` (roarfast.planning.costs.plan_target; None: `device`) shared by `workers` workers;
     `cell_threads`: the CPU threads each cell would train with (the executor's choice), said with the cells.
-    `seeds_auto`, `detect`, `max_seeds`: --seeds auto, --detect and --max-seeds (the seeds' lines: planning.seeds)."""
+    `seeds_auto`, `detect`, `max_seeds`: --seeds auto, --detect and --max-seeds (the seeds' lines: planning.seeds).
+    `adopting`: the weights a Study adopts before its sweep (roarfast.stages.basemodel.Adopted), its base model."""
     check_positive("--plan-workers", workers)
     if dataset_obj is not None:
         data = outline_of(dataset_obj)
@@ -279,7 +290,9 @@ def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, 
     # as the sweep leaves out or refuses them
     grid, selection, note = grid.for_data(selection, data.name, data.ground_truth)
     target = plan_target(plan_device, device)
-    model_id, base_spec, base = sweep_base(run, data, grid, target.device, seed)
+    # a Study's weights are adopted first (run_train makes them HEAD's), so the sweep takes them
+    model_id, base_spec, base = (adopting.id, adopting.spec, None) if adopting is not None else \
+        sweep_base(run, data, grid, target.device, seed)
     kept = run.models()
     reused = model_id in kept
     meta = run.model_meta(model_id) if reused else {}
@@ -306,11 +319,14 @@ def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, 
                       kept_models=tuple(m for m in kept if m != model_id),
                       trained=trained_at(run, model_id) if reused else "", rank_ids=ids,
                       configuration=configuration, configuration_known=known, warnings=warnings,
-                      cell_threads=cell_threads,
+                      cell_threads=cell_threads, run_dir=str(run.root),
+                      adopting=None if adopting is None or reused else {"file": adopting.file,
+                                                                        "file_sha256": adopting.file_sha256},
                       seeds=seeds.lines(seeds.recorded_spread(run, cells_spec.name, data.fingerprint),
                                         "auto" if seeds_auto else grid.seeds, detect, max_seeds))
     costing = Costing(data, target)
-    preview.stages["base model"] = Cost(0.0, "reused") if reused else costing.training(base_spec, base)
+    preview.stages["base model"] = Cost(0.0, "reused") if reused else costing.adoption(base_spec, base) \
+        if adopting is not None else costing.training(base_spec, base)
     preview.stages["ranks"] = costing.extraction(base_spec, selection.only(remade), extract_options)
     local = target.peak is None
     rates = ", ".join(f"{format_duration(v)} per {k}" for k, v in sorted(plan.seconds.items()))

@@ -88,3 +88,9 @@ class ModelRecord(Record):
             return super().mismatch(path, record_id, gives, repair)
         return (f"{path} does not describe the base model {record_id} (its record gives the id {gives}): the "
                 f"directory was renamed or the record edited; {repair}")
+
+
+def adopted_text(adopted: dict, digits: int | None = None) -> str:
+    """"adopted weights FILE (sha256 DIGEST), not trained here": a base model of weights trained elsewhere (its meta's
+    `adopted` record), as every listing, plan and report names it; `digits`: the digest's first digits (None: all)."""
+    return f"adopted weights {adopted['file']} (sha256 {adopted['file_sha256'][:digits]}), not trained here"

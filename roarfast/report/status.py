@@ -113,8 +113,10 @@ def _base_fix(base: dict, context, command: str | None) -> str:
     make the configuration again; adopted weights at chance: adopt other weights."""
     meta = context.meta
     if base.get("adopted"):
+        where = f"--run-dir {shlex.quote(str(context.run_dir))} " if context.run_dir else ""
         return (f"the adopted weights ({base['adopted']['file']}) are at chance on this data: adopt weights trained "
-                f"on it (`roarfast train --weights FILE --model {meta.get('model')}`), then run the study again")
+                f"on it (`roarfast train {where}--weights FILE --model {meta.get('model')}`), or train a base model "
+                f"here (the same without --weights), then run the study again")
     epochs = base.get("epochs")
     target = MORE_EPOCHS * epochs if epochs else None
     words = ["roarfast", "train", *(["--run-dir", context.run_dir] if context.run_dir else []),
@@ -157,8 +159,14 @@ def _decide_fix(who: str, j: dict, one_model: bool, context, command: str | None
         rewritten = with_option(command, "--seeds", needs["seeds"], drop=("--max-seeds",))  # caps --seeds auto only
         options.append(f"{needs['seeds']} seeds at {spread}" + (f": `{rewritten}`" if rewritten else ""))
     if needs.get("images"):
+        meta = context.meta
         rewritten = with_option(command, "--data-option", f"num_test={needs['images']}", "num_test") \
-            if "num_test" in (context.meta.get("dataset_options") or {}) else None
+            if "num_test" in (meta.get("dataset_options") or {}) else None
+        if rewritten and meta.get("adopted"):  # on other data the sweep would train a base model: adopt them there
+            data = {**meta, "dataset_options": {**meta["dataset_options"], "num_test": needs["images"]}}
+            adopt = ["roarfast", "train", *(["--run-dir", context.run_dir] if context.run_dir else []),
+                     "--weights", meta["adopted"]["file"], "--model", meta.get("model"), *_data_words(data)]
+            rewritten = f"{shlex.join(adopt)}` (the same weights adopted on that data), then `{rewritten}"
         options.append(f"a test split of {needs['images']:,} images" + (f" (`{rewritten}`)" if rewritten else ""))
     if not options and needs.get("both"):
         seeds, images = needs["both"]

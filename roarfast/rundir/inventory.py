@@ -18,6 +18,7 @@ from roarfast.rundir.results import open_results
 from roarfast.records.claims import owner_alive
 from roarfast.rundir.directory import RunDir
 from roarfast.records.head import Head
+from roarfast.records.model import adopted_text
 from roarfast.rundir.writing import forget, open_for_writing
 
 log = logging.getLogger(__name__)
@@ -132,11 +133,11 @@ def ls_lines(run_dir, found: dict | None = None) -> list[str]:
                      f"cells {cells}, {_mib(c['bytes'])} ({_mib(c['own_bytes'])} its own), requested {_when(c['first'])}"
                      + (f" .. {_when(c['last'])}" if _when(c["last"]) != _when(c["first"]) else "")
                      + f": {c['command'] or 'made before run-directory format 2'}"
-                     + (f"; base model {_adopted(c['adopted'])}" if c.get("adopted") else ""))
+                     + (f"; base model {adopted_text(c['adopted'], 12)}" if c.get("adopted") else ""))
     for d in found["damaged"]:
         lines.append(f"! damaged configuration record {d['file']} (`roarfast prune {d['file']}` removes it): {d['why']}")
     for m in found["models"]:
-        made = _adopted(m["adopted"]) if m.get("adopted") else f"seed {m['seed']}"
+        made = adopted_text(m["adopted"], 12) if m.get("adopted") else f"seed {m['seed']}"
         lines.append(f"{_unused(m)}base model {m['id'][:SHOWN_CHARS]} ({m['model'] or 'its meta.json is damaged'}, "
                      f"{made}, {_mib(m['bytes'])}): no configuration uses it{_yet(m)}")
     for r in found["ranks"]:
@@ -204,11 +205,6 @@ def _unused(artifact: dict) -> str:
 
 def _yet(artifact: dict) -> str:
     return " yet (the latest request's: prune keeps it)" if artifact.get("head") else ""
-
-
-def _adopted(adopted: dict) -> str:
-    """"adopted weights FILE (sha256 ...), not trained here": a base model of weights trained elsewhere."""
-    return f"adopted weights {adopted['file']} (sha256 {adopted['file_sha256'][:12]}), not trained here"
 
 
 def _mib(size: int) -> str:

@@ -26,6 +26,8 @@ _DIGEST_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
 SHOWN = 8
 #: what `select` answers for: every configuration apart
 ALL = "all"
+#: the fewest characters `select` reads as an id's prefix
+PREFIX = 4
 
 
 def title_of(method: str, titles: dict | None = None) -> str:
@@ -162,15 +164,30 @@ def known_as(record: dict) -> list[str]:
 
 
 def check_name(name) -> str:
-    """A configuration's name as given (--name, Study(name=)), refused in one line where it could be read as
-    something else: empty, `all`, or hex an id prefix could be."""
+    """A configuration's name as given (--name, Study(name=)), refused in one line (name_refusal) where it could be
+    read as something else."""
+    text = name.strip() if isinstance(name, str) else name
+    why = name_refusal(name)
+    if why is not None:
+        raise UserError(f"--name {text if isinstance(text, str) and text.isprintable() else repr(name)}: {why}")
+    return text
+
+
+def name_refusal(name) -> str | None:
+    """Why `name` cannot name a configuration (None: it can): empty; `all`; hex of `select`'s id prefix length or
+    more, in either case (select reads a prefix case-blind: 7DCCF27C is an id's start); a character that is not
+    printable (a newline would make a line of its own in `roarfast ls`, a tab or a bidirectional override garble it)."""
     text = name.strip() if isinstance(name, str) else name
     if not isinstance(text, str) or not text:
-        raise UserError(f"--name {name!r}: give a configuration a name of some text")
-    if text == ALL or re.fullmatch(r"[0-9a-f]{4,}", text):
-        raise UserError(f"--name {text}: reads as {'every configuration' if text == ALL else 'an id'}; choose "
-                        f"another name")
-    return text
+        return "give a configuration a name of some text"
+    if not text.isprintable():
+        odd = next(c for c in text if not c.isprintable())
+        return f"holds the unprintable character {odd!r}; a name is one line of printable text"
+    if text == ALL:
+        return "reads as every configuration; choose another name"
+    if re.fullmatch(rf"[0-9a-fA-F]{{{PREFIX},}}", text):
+        return "reads as an id (hex, in any case); choose another name"
+    return None
 
 
 def select(configurations: list, text: str, flag: str = "--config"):
@@ -179,7 +196,7 @@ def select(configurations: list, text: str, flag: str = "--config"):
     them where none or several match."""
     text = str(text).strip()
     found = ([c for c in configurations if text == c.id or text in c.known]
-             or [c for c in configurations if len(text) >= 4 and c.id.startswith(text.lower())])
+             or [c for c in configurations if len(text) >= PREFIX and c.id.startswith(text.lower())])
     if len(found) == 1:
         return found[0]
     listing = "; ".join(f"{c.id[:SHOWN]} [{c.known[0] if c.known else 'the only one'}]" for c in configurations)

@@ -21,7 +21,7 @@ from roarfast.data.loader import split_loader
 from roarfast.common.device import resolve_device
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import sha256_file
-from roarfast.records.model import ModelRecord
+from roarfast.records.model import ModelRecord, adopted_text
 from roarfast.records.ranks import RankStoreRecord
 from roarfast.common.options import check_choice, check_positive
 from roarfast.models.probe import checked_model, checkpoint_bytes
@@ -67,12 +67,12 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
     the base model of the id these settings make when the run directory holds it, else trains it on the
     unmodified images (or adopts options.weights) beside the others (under the run directory's claim on it, so
     that of several processes one makes it); records it as HEAD's base model. Returns a summary dict (model, id,
-    reused, trained, val_acc, test_acc, best_epoch, epochs, seconds, checkpoint, adopted: the meta's record of
-    adopted weights or None)."""
+    reused, trained, made: made_text, val_acc, test_acc, best_epoch, epochs, seconds, checkpoint, adopted: the
+    meta's record of adopted weights or None)."""
     run = open_for_writing(run_dir)
     device = join_torchrun(resolve_device(device))
     ds = dataset_obj if dataset_obj is not None else run.open_dataset(dataset, data_dir, dataset_options)
-    spec = checked_model(options.model or default_model(ds, device), ds)
+    spec = base_spec(options.model, ds, device)
     adopted = None
     if options.weights is not None:
         adopted = adopted_model(spec, ds, options.weights)
@@ -95,9 +95,16 @@ def run_train(run_dir, options: TrainOptions, *, dataset=None, data_dir=None, da
         run.update_head("roarfast.stages.basemodel.run_train()", dataset=run.remember_dataset(ds), base=model_id,
                         **head_after(run, model_id, ds.fingerprint))
     return {"model": spec.name, "id": model_id, "reused": reused, "trained": trained_at(run, model_id),
+            "made": made_text(run, model_id, meta),
             "val_acc": meta["val_acc"], "test_acc": meta["test_acc"], "best_epoch": meta["best_epoch"],
             "epochs": meta["epochs"], "seconds": meta["seconds"], "checkpoint": str(run.model_path(model_id)),
             "adopted": meta.get("adopted")}
+
+
+def base_spec(model, ds, device):
+    """The ModelSpec of the base model `model` (a name, a factory, ...; None: the dataset's default on `device`)
+    for ds, checked against its data."""
+    return checked_model(model or default_model(ds, device), ds)
 
 
 def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -> None:
@@ -119,13 +126,15 @@ def _train(run, model_id: str, spec, ds, recipe, device, seed, progress, echo) -
 
 @dataclass(frozen=True)
 class Adopted:
-    """Weights adopted as a base model: the model holding them, the file they came from (absolute) and its
-    sha256, and the base model's record (the digest of the weights as the checkpoint stores them)."""
+    """Weights adopted as a base model: the model holding them (a network of `spec`), the file they came from
+    (absolute) and its sha256, and the base model's record (the digest of the weights as the checkpoint stores
+    them)."""
 
     model: torch.nn.Module
     file: str
     file_sha256: str
     record: ModelRecord
+    spec: object
 
     @property
     def id(self) -> str:
@@ -142,7 +151,7 @@ def adopted_model(spec, ds, path) -> Adopted:
                                        f"{ds.channels}x{ds.image_size}x{ds.image_size} images)")
     digest = hashlib.sha256(weights_bytes(model, spec.name)).hexdigest()
     return Adopted(model, str(Path(path).expanduser().resolve()), sha256_file(Path(path).expanduser()),
-                   ModelRecord.of_weights(spec, ds, digest))
+                   ModelRecord.of_weights(spec, ds, digest), spec)
 
 
 def _adopt(run, adopted: Adopted, spec, ds, device, echo) -> None:
@@ -185,6 +194,14 @@ def trained_at(run, model_id: str) -> str:
     """When the base model `model_id` was saved (its meta.json's time), UTC, to the minute."""
     stamp = (run.model_path(model_id) / META).stat().st_mtime
     return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def made_text(run, model_id: str, meta: dict) -> str:
+    """How the kept base model `model_id` (its meta `meta`) was made, as `train` and the sweep say when they reuse
+    it: "trained WHEN", or its adopted weights by file and digest (nothing trained) and when they were adopted."""
+    when = trained_at(run, model_id)
+    adopted = meta.get("adopted")
+    return f"{adopted_text(adopted, 12)}; adopted {when}" if adopted else f"trained {when}"
 
 
 def base_meta(spec, ds, record: ModelRecord, device, result) -> dict:

@@ -9,11 +9,11 @@ from roarfast.cli.errors import friendly_errors
 from roarfast.cli.listing import KINDS, listing, listing_lines
 
 
-@command("list")
+@command("list", tensors=False)  # nothing here loads torch: not started again for an allocator
 @click.argument("kinds", nargs=-1, type=click.Choice(KINDS), metavar=f"[{'|'.join(KINDS)}]...")
 @click.option("--json", "as_json", is_flag=True, help="print the listing as JSON")
 @click.option("--captum/--no-captum", default=True,
-              help="list the installed Captum's attribution classes among the estimators (loads torch)")
+              help="list the installed Captum's attribution classes among the estimators (read from its source)")
 @friendly_errors
 def list_names(kinds, as_json, captum):
     """Every name the commands take: estimators (--method; the installed Captum's classes as captum:<Class>),

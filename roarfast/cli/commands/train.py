@@ -35,8 +35,7 @@ def train(run, data, model, epochs, batch_size, recipe, amp, weights):
                     weights=weights)
     summary = run_train(run.run_dir, options, **data.stage_arguments(), **run.stage_arguments(), echo=click.echo)
     adopted = summary["adopted"]
-    made = "adopted" if adopted else "trained"
-    reused = f"reusing {summary['model']} ({made} {summary['trained']}): " if summary["reused"] else ""
+    reused = f"reusing {summary['model']} ({summary['made']}): " if summary["reused"] else ""
     source = f"{summary['model']} adopted from {adopted['file']} (sha256 {adopted['file_sha256'][:12]}): " \
         if adopted and not summary["reused"] else ""
     click.echo(f"base model: {reused}{source}val {summary['val_acc']:.2%}, test {summary['test_acc']:.2%} "

@@ -6,6 +6,7 @@ much, cells so much shorter-trained than the base model that the gap to it is mo
 
 from roarfast import stats
 from roarfast.modes import LOWER_IS_BETTER, MODES
+from roarfast.records.model import adopted_text
 from roarfast.report.analysis import (LEAK_INCONCLUSIVE, LEAK_STANDS, NEAR_CHANCE, NO_CONTROL, NOT_LEAKY, UNTESTED,
                                       untestable)
 from roarfast.report.sections import Lines, Table, register
@@ -102,8 +103,7 @@ def base_text(training: dict) -> str:
     adopted = training.get("adopted")
     if not adopted:
         return training_text(training)
-    return (f"{training.get('model') or 'model unknown'}, adopted weights {adopted['file']} (sha256 "
-            f"{adopted['file_sha256']}), not trained here")
+    return f"{training.get('model') or 'model unknown'}, {adopted_text(adopted)}"
 
 
 def _normalization_text(norm: dict | None) -> str:
