@@ -1,6 +1,6 @@
 """The example notebook as the repository stores it (issue 48 item 6): sized at or above the dry run's floor of
 optimizer steps, stored with the outputs of a conclusive study, made by scripts/run_notebook.py, which says so and
-stores progress bars as a reader sees them. (tests/test_notebook.py executes it in a kernel.)"""
+stores progress bars as a reader sees them. (tests/test_notebook.py executes its cells in a kernel, on a smaller study.)"""
 
 import re
 import sys
@@ -30,6 +30,8 @@ def test_the_stored_notebook_shows_a_conclusive_study_and_says_what_made_its_out
     report = "".join(o.get("data", {}).get("text/html", "") for o in code[-1].outputs)
     assert "<h2 style='display:inline'>CONCLUSIVE: learning shown</h2>" in report
     assert "INCONCLUSIVE" not in report and "UNDERPOWERED" not in report
+    # its verdict lines, grad against random under both modes
+    assert re.search(r"<li[^>]*>ROAR 50%[^<]* grad: ", report) and re.search(r"<li[^>]*>KAR 50%[^<]* grad: ", report)
     made_by = stored.cells[-1]
     assert made_by.get("id") == MADE_BY and "`python scripts/run_notebook.py`" in made_by.source
 
