@@ -42,6 +42,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+STARTED = time.monotonic()
 
 from benchmarks import paper_loans  # noqa: E402
 from benchmarks.cifar_gpu import PACK, canvas_hash, encoded, load_pack  # noqa: E402
@@ -357,7 +358,9 @@ def part_paper(args, ds) -> tuple[dict, str]:
                 f"again ({result['loan_2'].get('ranks', {}).get('stores', 0)} stores, the same bytes) and finished: "
                 f"{len(result['resumed'])} rows, equal to the straight run's.\n")
         return {k: v for k, v in result.items() if k not in ("straight", "resumed")}, text
-    out = paper_loans.paper_call(args.run_dir, grid, args.seconds, carry_in=args.carry_in,
+    # --seconds counts from this process's start: decoding the pack and the earlier parts come out of it
+    left = args.seconds - (time.monotonic() - STARTED)
+    out = paper_loans.paper_call(args.run_dir, grid, left, carry_in=args.carry_in,
                                  carry_out=args.out / paper_loans.CARRY, report_out=args.out / paper_loans.REPORT)
     return out, paper_summary(args, ds, grid, out)
 
@@ -403,6 +406,24 @@ def paper_summary(args, ds, grid, out: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plan(args) -> str:
+    """benchmarks/plan_check.py's hook (no GPU, no pack needed): the parts named exist, and the roarfast command
+    lines the paper part would run parse."""
+    from benchmarks.plan_check import click_parses
+
+    unknown = set(args.parts.split(",")) - set(PARTS)
+    if unknown:
+        raise SystemExit(f"--parts: no part {', '.join(sorted(unknown))} (the parts: {', '.join(PARTS)})")
+    if "paper" not in args.parts.split(","):
+        return f"parts {args.parts}"
+    grid = paper_grid(args)
+    skip = len(paper_loans.roarfast())
+    for fill in grid.fills:
+        click_parses(grid.sweep_command(args.run_dir, fill)[skip:])
+    click_parses(grid.extract_command(args.run_dir, ["grad", "sg-sq"])[skip:])
+    return f"parts {args.parts}; the paper grid's {len(grid.fills)} sweeps and its extraction parse"
+
+
 PARTS = {"reference": part_reference, "timing": part_timing, "gap": part_gap, "in-a-row": part_in_a_row,
          "grouped": part_grouped, "paper": part_paper}
 
@@ -426,7 +447,8 @@ def main(argv=None):
     parser.add_argument("--grouped-epochs", type=int, default=2, help="epochs per cell in the grouped part")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=None, help="the paper sweep's --group-size")
-    parser.add_argument("--seconds", type=float, default=480, help="the paper part's time in this call")
+    parser.add_argument("--seconds", type=float, default=480,
+                        help="the paper part's end, in seconds from this process's start")
     parser.add_argument("--fills", default="dataset-mean,road", help="the paper grid's fills, swept in this order")
     parser.add_argument("--max-seeds", type=int, default=5, help="the paper grid's seeds at most (--seeds auto)")
     parser.add_argument("--sweep-args", default="", help="more flags of the paper sweep, as --sweep-args='--epochs 8'")

@@ -83,6 +83,10 @@ class PaperGrid:
         return [*roarfast(), "sweep", "--run-dir", str(run_dir), "--device", self.device, "--no-progress",
                 *self.data, *self.sweep, "--fill", fill, "--name", f"paper-{fill}", *self.extra]
 
+    def extract_command(self, run_dir: Path, methods: list) -> list:
+        return [*roarfast(), "extract", "--run-dir", str(run_dir), "--device", self.device, "--no-progress",
+                *self.data, "--method", ",".join(methods)]
+
 
 def roarfast() -> list:
     """The command line of `roarfast` run as a user runs it (it starts again once with its allocator preloaded)."""
@@ -284,8 +288,7 @@ def regenerate_ranks(run_dir: Path, grid: PaperGrid, seconds: float, call: dict)
     methods = sorted({m.get("method", key[0]) for key, m in carried.items()})
     if not methods or side(run_dir, "ranks-checked").exists():
         return "same"
-    code, took = run_cut([*roarfast(), "extract", "--run-dir", str(run_dir), "--device", grid.device, "--no-progress",
-                          *grid.data, "--method", ",".join(methods)], seconds)
+    code, took = run_cut(grid.extract_command(run_dir, methods), seconds)
     differing = compare_ranks(carried, manifests_of(run_dir / "ranks")) if code == 0 else []
     call["ranks"] = dict(methods=methods, stores=len(carried), exit=code, seconds=took, differing=differing)
     for line in differing:
