@@ -136,6 +136,17 @@ def click_parses(args: list) -> None:
         raise SystemExit(f"roarfast {' '.join(args)}: {error.format_message()}") from None
 
 
+def selected(collected: str) -> int:
+    """Tests listed by `pytest --collect-only`: one `path::name` line each (-q), or `path: N` per file (-qq)."""
+    count = 0
+    for line in collected.splitlines():
+        if "::" in line:
+            count += 1
+        elif line.endswith(tuple("0123456789")) and ".py: " in line:
+            count += int(line.rsplit(": ", 1)[1])
+    return count
+
+
 def check(argv: list) -> str:
     """What `argv` would run, checked; returns a line saying what was checked (SystemExit when it would fail)."""
     command = strip_wrappers(argv)
@@ -146,11 +157,11 @@ def check(argv: list) -> str:
         collect = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
                                   *[a for a in args[2:] if not a.startswith("--junitxml")]],
                                  cwd=ROOT, capture_output=True, text=True)
-        tests = [line for line in collect.stdout.splitlines() if "::" in line]
+        tests = selected(collect.stdout)
         if collect.returncode not in (0, 5) or not tests:
             tail = (collect.stdout + collect.stderr).strip().splitlines()[-3:]
-            raise SystemExit(f"pytest {' '.join(args[2:])}: {len(tests)} tests selected; {' / '.join(tail)}")
-        return f"pytest: {len(tests)} tests selected"
+            raise SystemExit(f"pytest {' '.join(args[2:])}: {tests} tests selected; {' / '.join(tail)}")
+        return f"pytest: {tests} tests selected"
     if args[:2] == ["-m", "roarfast.cli"]:
         click_parses(args[2:])
         return f"roarfast {args[2]}: parsed"
