@@ -309,7 +309,7 @@ def part_in_a_row(args, ds) -> tuple[dict, str]:
         median = float(np.median(later))
         cost = runs[0]["seconds"] - median
         gain = eager - median
-        pays = f"{cost / gain:.0f}" if way != "alone" and gain > 0 and cost > 0 else ("never" if way != "alone" else "-")
+        pays = "-" if way == "alone" else f"{cost / gain:.0f}" if gain > 0 and cost > 0 else "never"
         recompiled = "-" if runs[0]["graphs"] is None else f"{runs[0]['graphs']} / {sum(c['graphs'] for c in runs[1:])}"
         lines.append(f"| {way} | {runs[0]['seconds']:.2f} | {median:.2f} ({min(later):.2f}-{max(later):.2f}) | "
                      f"{eager / median:.2f} | {cost:.1f} | {recompiled} | {pays} | "
@@ -351,10 +351,11 @@ def part_paper(args, ds) -> tuple[dict, str]:
     if args.smoke:
         result = paper_loans.simulate(args.out / "paper-loans", grid, cut_cells=2)
         if not (result["equal"] and result["finished"] and result["ok"]):
+            said = {k: result[k] for k in ("finished", "ok", "only_straight", "only_resumed")}
             raise SystemExit(f"the resumed grid differs from the straight run or did not finish: "
-                             f"{json.dumps({k: result[k] for k in ('finished', 'ok', 'only_straight', 'only_resumed')}, default=str)}")
+                             f"{json.dumps(said, default=str)}")
         text = (f"Two loans on the CPU: loan 1 cut after {result['loan_1']['sweeps'][0]['cells']} cell(s), packed "
-                f"({result['loan_1']['archive']:,} bytes), its run directory wiped; loan 2 unpacked, extracted the ranks "
+                f"({result['archive_1']:,} bytes), its run directory wiped; loan 2 unpacked, extracted the ranks "
                 f"again ({result['loan_2'].get('ranks', {}).get('stores', 0)} stores, the same bytes) and finished: "
                 f"{len(result['resumed'])} rows, equal to the straight run's.\n")
         return {k: v for k, v in result.items() if k not in ("straight", "resumed")}, text
@@ -389,7 +390,8 @@ def paper_summary(args, ds, grid, out: dict) -> str:
     ranks = call.get("ranks")
     if ranks:
         lines += ["", f"This call extracted {len(ranks['methods'])} methods' ranks again in {ranks['seconds']:.0f} s: "
-                  + ("every store the same bytes as the carried manifests'" if not ranks["differing"] and ranks["exit"] == 0
+                  + ("every store the same bytes as the carried manifests'"
+                     if not ranks["differing"] and ranks["exit"] == 0
                      else f"exit {ranks['exit']}; " + "; ".join(ranks["differing"]))]
     for sweep in call["sweeps"]:
         lines.append(f"- {sweep['fill']}: {sweep['seconds']:.0f} s, exit {sweep['exit']} (None: cut), "

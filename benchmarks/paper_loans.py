@@ -305,7 +305,7 @@ def paper_call(run_dir: Path, grid: PaperGrid, seconds: float, carry_in: Path | 
                carry_out: Path | None = None, report_out: Path | None = None, until_cells: int | None = None,
                report: bool = True) -> dict:
     """One call of the grid (the module docstring's steps) in at most `seconds`; returns this call's record and
-    every call's so far ({"call", "loans", "finished", "ok"})."""
+    every call's so far ({"call", "loans", "finished", "ok", "archive": the carried archive's bytes})."""
     deadline = time.monotonic() + seconds
     run_dir = Path(run_dir).resolve()
     run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -344,9 +344,11 @@ def paper_call(run_dir: Path, grid: PaperGrid, seconds: float, carry_in: Path | 
     if done and report and report_out is not None:
         write_reports(run_dir, grid, report_out)
     log_path.write_text(json.dumps(loans, indent=1) + "\n")
+    archive = None  # its bytes: said beside the call's record, which the archive holds
     if carry_out is not None:
-        call["archive"] = sum(pack(run_dir, Path(carry_out), loans).values())
-    return dict(call=call, loans=loans, finished=done, ok=ok)
+        pack(run_dir, Path(carry_out), loans)
+        archive = Path(carry_out).stat().st_size
+    return dict(call=call, loans=loans, finished=done, ok=ok, archive=archive)
 
 
 def write_reports(run_dir: Path, grid: PaperGrid, out: Path) -> None:
@@ -383,5 +385,5 @@ def simulate(root: Path, grid: PaperGrid, cut_cells: int = 1, seconds: float = 3
                         report_out=root / "loan-2" / REPORT)
     straight, loans = done_rows(root / "straight" / "run"), done_rows(resumed)
     return dict(straight=straight, resumed=loans, equal=straight == loans, loan_1=first["call"],
-                loan_2=second["call"], finished=second["finished"], ok=first["ok"] and second["ok"],
+                archive_1=first["archive"], loan_2=second["call"], finished=second["finished"], ok=first["ok"] and second["ok"],
                 only_straight=sorted(set(straight) - set(loans)), only_resumed=sorted(set(loans) - set(straight)))
