@@ -408,15 +408,20 @@ def paper_summary(args, ds, grid, out: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parts_asked(args) -> list:
+    """--parts, each a part of PARTS (SystemExit naming the others)."""
+    unknown = set(args.parts.split(",")) - set(PARTS)
+    if unknown:
+        raise SystemExit(f"--parts: no part {', '.join(sorted(unknown))} (the parts: {', '.join(PARTS)})")
+    return args.parts.split(",")
+
+
 def plan(args) -> str:
     """benchmarks/plan_check.py's hook (no GPU, no pack needed): the parts named exist, and the roarfast command
     lines the paper part would run parse."""
     from benchmarks.plan_check import click_parses
 
-    unknown = set(args.parts.split(",")) - set(PARTS)
-    if unknown:
-        raise SystemExit(f"--parts: no part {', '.join(sorted(unknown))} (the parts: {', '.join(PARTS)})")
-    if "paper" not in args.parts.split(","):
+    if "paper" not in parts_asked(args):
         return f"parts {args.parts}"
     grid = paper_grid(args)
     skip = len(paper_loans.roarfast())
@@ -459,6 +464,7 @@ def main(argv=None):
                         help="the archive the last call returned, unpacked on a fresh machine")
     parser.add_argument("--smoke", action="store_true", help="the parts on the CPU on tiny data")
     args = parser.parse_args(argv)
+    parts = parts_asked(args)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.smoke:
@@ -475,7 +481,7 @@ def main(argv=None):
     ds = dataset(args)
     meta = machine(args.device)
     header = f"{meta['device']}, torch {meta['torch']}, {meta['date']}"
-    for name in args.parts.split(","):
+    for name in parts:
         started = time.perf_counter()
         result, text = PARTS[name](args, ds)
         (args.out / f"{name}.json").write_text(json.dumps(dict(meta=meta, seconds=time.perf_counter() - started,
