@@ -14,8 +14,8 @@
 #                    roarfast's airbench on the same images and card, seconds per training and share of peak
 #   paper            benchmarks/gpu_round.py --parts paper: the paper grid across loans (benchmarks/paper_loans.py),
 #                    resumed from .device-data/paper-carry.tar.gz when carried, with every second left
-# More stages, by name only: memcheck-ops (the op tests under memcheck), bench-ops, run-e2e, retrain-cells,
-# estimate, airbench-gap, grouped.
+# More stages, by name only: memcheck-ops (the op tests under memcheck), airbench-gap, grouped, bench-ops,
+# cifar-real (GPU JPEG decoding against the CPU path's canvases), bench-throughput, run-e2e, retrain-cells, estimate.
 # --plan (no GPU needed): every stage's command line checked by benchmarks/plan_check.py instead of run
 # (imports resolve, arguments parse, the pytest selections are not empty), and what the loan must carry.
 # Each stage's output is RESULTS_DIR/<stage>.log; summary.txt says each stage's status and seconds. A stage is cut
@@ -150,12 +150,16 @@ if [ "$PACKED" = 1 ] || [ "$PLAN" = 1 ]; then
   stage paper 600 $PY "${ROUND[@]}" --parts paper --seconds "$left" \
     ${ROARFAST_GROUP_SIZE:+--group-size "$ROARFAST_GROUP_SIZE"} --sweep-args="${ROARFAST_SWEEP_ARGS:-}"
 else
-  for s in compiled-cells airbench-timing airbench-gap grouped paper; do
+  for s in compiled-cells airbench-timing airbench-gap grouped paper cifar-real; do
     wanted $s && echo "$s: SKIPPED (no .device-data/cifar10-jpeg.npz: see benchmarks/cifar_gpu.py pack)" | tee -a "$SUMMARY"
   done
 fi
 stage bench-ops 75 $PY benchmarks/ops.py --device cuda --min-run-time 0.2 --rank-sort device,segmented \
   --json "$RESULTS/ops.json"
+if [ "$PACKED" = 1 ] || [ "$PLAN" = 1 ]; then
+  stage cifar-real 150 $PY benchmarks/cifar_gpu.py run --pack .device-data --out "$RESULTS/cifar" ${ROARFAST_CIFAR_ARGS:-}
+fi
+stage bench-throughput 100 $PY benchmarks/throughput.py --device cuda --quick --json "$RESULTS/throughput.json"
 stage run-e2e 150 $PY -m roarfast.cli run --device cuda --run-dir "$RESULTS/run" --no-progress
 stage retrain-cells 180 $PY benchmarks/retrain_cells.py --out "$RESULTS/cells"
 stage estimate 90 $PY benchmarks/throughput.py --device cuda --estimate paper --json "$RESULTS/estimate.json"
