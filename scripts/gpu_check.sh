@@ -135,7 +135,7 @@ ROUND=(benchmarks/gpu_round.py --pack .device-data --out "$ROUND_OUT")
 PACKED=1
 [ -f .device-data/cifar10-jpeg.npz ] || PACKED=0
 if [ "$PACKED" = 1 ] || [ "$PLAN" = 1 ]; then
-  stage compiled-cells 180 $PY "${ROUND[@]}" --parts in-a-row --cells 8 --ways loop+reduce-overhead,loop+default
+  stage compiled-cells 240 $PY "${ROUND[@]}" --parts in-a-row --cells 8 --ways loop+reduce-overhead,loop+default
 fi
 stage extract-passes 60 $PY benchmarks/throughput.py --device cuda --quick --stages extract --model airbench \
   --methods grad,sg-sq,gb --json "$RESULTS/extract-passes.json" --md "$RESULTS/extract-passes.md"
