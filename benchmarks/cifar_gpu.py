@@ -1,13 +1,14 @@
 """CIFAR-10 (JPEG q75) on a GPU machine that cannot see ../shared: a pack small enough to travel with the
 tree, then GPU JPEG decoding checked against the CPU path and one fastnet-gpu training on the real images.
 
-    python benchmarks/cifar_gpu.py pack --jpeg-dir ../shared/data/cifar10-jpeg --out .device-data   (here, DALI)
+    python benchmarks/cifar_gpu.py pack --jpeg-dir ../shared/data/cifar10-jpeg --out .device-data   (here)
     python benchmarks/cifar_gpu.py run --pack .device-data --out DIR [--epochs 10,20]               (GPU machine)
 
 pack: every file's bytes in roarfast's listing order (train, then test; roarfast.data.imagefolder.list_tree),
-zlib-compressed in one npz (the 60,000 files share their JPEG tables: 55 MB -> about 18 MB). Beside them,
-what roarfast's CPU path (DALI's CPU decoder, canvas 32/32) makes of them: a 64-bit hash of every canvas
-and the full canvases of REFERENCE_CANVASES test images.
+zlib-compressed in one npz (the 60,000 files share their JPEG tables: 55 MB -> 24.6 MB). Beside them,
+what roarfast's CPU path (DALI's CPU decoder, else PIL and torchvision; canvas 32/32) makes of them: a 64-bit
+hash of every canvas and the full canvases of REFERENCE_CANVASES test images. airbench94's published script
+(--reference) is copied beside the pack, for benchmarks/gpu_round.py's reference and timing parts.
 run: decodes every file with torchvision.io.decode_jpeg on the CPU and batched on the GPU (nvJPEG),
 compares both with the CPU path's canvases (identical images; the largest and mean level differences),
 times both decoders against torchvision ImageFolder + DataLoader on the same files written to disk,
@@ -253,6 +254,8 @@ def main(argv=None):
     p = sub.add_parser("pack", help="here: the tree -> a compressed pack with the CPU path's canvases")
     p.add_argument("--jpeg-dir", type=Path, default=Path("../shared/data/cifar10-jpeg"))
     p.add_argument("--out", type=Path, default=Path(".device-data"))
+    p.add_argument("--reference", type=Path, default=Path("../shared/reference/airbench94/airbench94.py"),
+                   help="airbench94's published script, copied beside the pack")
     r = sub.add_parser("run", help="on the GPU machine: decode, compare, train")
     r.add_argument("--pack", type=Path, default=Path(".device-data"))
     r.add_argument("--out", type=Path, default=Path("gpu-results/cifar"))
@@ -265,6 +268,9 @@ def main(argv=None):
         if not args.jpeg_dir.is_dir():
             raise SystemExit(f"no CIFAR-10 JPEG tree at {args.jpeg_dir} (skipped)")
         pack(args.jpeg_dir, args.out)
+        if not args.reference.is_file():
+            raise SystemExit(f"no airbench94 script at {args.reference}: pass --reference")
+        (args.out / "airbench94.py").write_bytes(args.reference.read_bytes())
     else:
         run(args.pack, args.out, [int(e) for e in args.epochs.split(",")], args.seeds, parse_variants(args.variants))
 

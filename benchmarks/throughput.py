@@ -21,6 +21,7 @@ Ratios are only meaningful within one run; absolute figures only with the machin
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -470,6 +471,7 @@ def main(argv=None):
     parser.add_argument("--cli-images", type=int, default=1000,
                         help="extract-cli: embedded train images (test: a fifth); 5000 is the default dataset")
     parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    parser.add_argument("--md", default=None, help="also write the tables (with the machine's line) as markdown here")
     parser.add_argument("--estimate", choices=["paper"], default=None,
                         help="instead of the stages: the wall time of `roarfast sweep --preset paper` on CIFAR-10-size "
                              "data here, from measured training and attribution rates")
@@ -495,9 +497,12 @@ def main(argv=None):
         torch.manual_seed(1)
         x = torch.randn(batch, 3, 32, 32, device=device)
         labels = torch.randint(0, 10, (batch,), device=device)
-        with StageUsage("extract-sg3 (ours + Captum)") as stage:
-            rows.append(bench_extract_sg3(model, x, labels, args, device))
-        usage.append(stage.row)
+        if importlib.util.find_spec("captum") is None:  # the GPU machine has none unless it is carried as a wheel
+            print("extract-sg3: skipped (Captum is not installed: pip install captum, or carry its wheel)")
+        else:
+            with StageUsage("extract-sg3 (ours + Captum)") as stage:
+                rows.append(bench_extract_sg3(model, x, labels, args, device))
+            usage.append(stage.row)
         with StageUsage("extract-<method> (ours + baselines)") as stage:
             rows.extend(bench_extract_methods(model, x, labels, args, device))
         usage.append(stage.row)
@@ -520,11 +525,11 @@ def main(argv=None):
     if "extract-cli" in stages:
         rows.extend(bench_extract_cli(args, device, usage))
     machine = _machine(device)
-    print(f"roarfast throughput: {machine}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}, "
-          f"malloc {malloc}")
-    print(format_rows(rows))
-    print()
-    print(format_usage(usage))
+    text = (f"roarfast throughput: {machine}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}, malloc {malloc}"
+            f"\n\n{format_rows(rows)}\n\n{format_usage(usage)}\n")
+    print(text)
+    if args.md:
+        Path(args.md).write_text(text)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine, "torch": torch.__version__,
                                                "date": time.strftime("%Y-%m-%d"), "rows": rows, "usage": usage},
