@@ -1,8 +1,8 @@
 """One test image masked exactly as retraining saw it: a row per method, a column per mode and fraction.
 The only part of the report that reads the dataset and the rank store, and imports the compiled extension
-(when it draws); a grid that cannot be drawn becomes a note. About the reported configurations: its methods
-and columns are those of every one, each method's ranks those of the first that names it (HEAD's where
-none does: cells made before base models were recorded)."""
+(when it draws); a grid that cannot be drawn becomes a note. About the reported configurations of the data it
+draws (the report's: roarfast.report.load): its methods and columns are those of every one, each method's ranks
+those of the first that names it (HEAD's where none does: cells made before base models were recorded)."""
 
 from functools import partial
 
@@ -54,10 +54,14 @@ def example_grid(summary: dict, context, run):
     then back to pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve.
     The only part of the report that needs the compiled extension: it is imported here."""
     ds = context.dataset
-    parts = parts_of(summary)
+    if ds is None:
+        return None
+    # the configurations of the data drawn (cells of other data have their ranks of that data: not drawn here)
+    parts = [p for p in parts_of(summary)
+             if ((p["configuration"].get("config") or {}).get("config") or {}).get("dataset") in (None, ds.fingerprint)]
     fills = sorted({fill for p in parts for fill in p["fills"]})
     groups = [g for p in parts for g in p["groups"]]
-    if ds is None or not fills:
+    if not fills:
         return None
     if isinstance(ds.test, FileSet):
         raise UserError("the dataset is streamed from disk; the grid draws in-memory datasets only")
