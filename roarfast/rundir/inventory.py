@@ -34,7 +34,7 @@ def _state(run_dir, writing: bool = False, unreadable: list | None = None):
     """(RunDir, HEAD, configurations (rundir.catalog.assemble: records and the rows no record claims),
     every retraining row, the damaged configuration records [(path, why)]) of `run_dir`, read as it is (migrated
     first when `writing`); a prune a kill left unfinished is finished first. With `unreadable` (a list: `roarfast
-    ls`), a damaged HEAD.json, leakage.json, results.sqlite or results row is appended there (its one line) and the
+    ls`), a prune's intent that cannot be finished, a damaged HEAD.json, leakage.json, results.sqlite or results row is appended there (its one line) and the
     rest is read without it; otherwise it is refused in that line."""
     run = RunDir(run_dir)
     if not run.root.is_dir():
@@ -46,6 +46,10 @@ def _state(run_dir, writing: bool = False, unreadable: list | None = None):
             finish(run)
         except OSError as err:  # a run directory this process cannot write: read as it is
             log.warning("note: an interrupted prune in %s cannot be finished here (%s)", run.root, err)
+        except UserError as err:  # said once (its intent removed): `ls` lists it and goes on
+            if unreadable is None:
+                raise
+            unreadable.append(str(err))
     rows = []
     if run.results_path.is_file():
         try:
