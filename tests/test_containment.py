@@ -4,6 +4,7 @@ path, a manifest whose method is not its folder's: every command that opens the 
 as it was and says what is wrong in one line (`ls` lists it and goes on); an intent that cannot be finished is said
 once and never tried again."""
 
+import errno
 import json
 import shutil
 
@@ -11,7 +12,7 @@ import pytest
 
 from roarfast.common.atomic import write_record
 from roarfast.errors import UserError
-from roarfast.records.head import FORMAT
+from roarfast.records.head import FORMAT, Head
 from roarfast.records.ranks import MANIFEST, RankStoreRecord
 from roarfast.rundir import pruning
 from roarfast.rundir.directory import RunDir
@@ -178,3 +179,42 @@ def test_a_manifest_whose_method_is_not_its_folder_s_is_refused_in_one_line(run,
     assert ("evil", rid) in {(m, r) for m, r, _ in run.rank_stores()}
     assert method not in {m for m, _, _ in run.rank_stores()}
     assert "ranks of evil" in cli_ok("ls", "--run-dir", str(run.root))
+
+
+def without_claims(root) -> dict:
+    """snapshot(root) less claims/ (the prune's lock file is written there)."""
+    return {path: size for path, size in snapshot(root).items() if not path.startswith("claims")}
+
+
+def test_a_failure_before_anything_is_removed_withdraws_the_intent(run, monkeypatch):
+    (path,) = run.configurations_root.glob("*.json")
+    assert run.head().configuration == path.stem  # pruning it writes HEAD first
+    before = without_claims(run.root)
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(RunDir, "update_head", broken)
+    line = fails_with_one_line(["prune", "--run-dir", str(run.root), path.stem[:8]])
+    assert line.startswith("Error: prune: ") and "Input/output error" in line and "nothing was removed" in line
+    assert not run.prune_intent_path.exists() and without_claims(run.root) == before
+    monkeypatch.undo()
+    assert "prune" not in cli_ok("ls", "--run-dir", str(run.root))  # nothing left for a later command
+
+
+def test_a_failure_midway_is_said_once_with_what_to_do(run, monkeypatch, caplog):
+    (path,) = run.configurations_root.glob("*.json")
+    run.records.put(Head(dataset=run.head().dataset))  # its rank store and base model go with it
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(pruning.os, "rename", broken)  # the record removed, then the first artifact fails
+    line = fails_with_one_line(["prune", "--run-dir", str(run.root), path.stem[:8]])
+    assert "cannot finish the prune recorded in" in line and "Input/output error" in line
+    assert "no command tries it again" in line and f"`roarfast ls --run-dir {run.root}` lists what is left" in line
+    monkeypatch.undo()
+    assert not run.prune_intent_path.exists() and not path.exists()
+    caplog.clear()
+    out = cli_ok("ls", "--run-dir", str(run.root))  # what it left is listed, unused; no prune is tried again
+    assert "prune" not in out + caplog.text and run.rank_stores() and run.models()
