@@ -9,7 +9,9 @@ import json
 import shutil
 
 import pytest
+from click.testing import CliRunner
 
+from roarfast.cli import main
 from roarfast.common.atomic import write_record
 from roarfast.errors import UserError
 from roarfast.records.head import FORMAT, Head
@@ -122,6 +124,16 @@ def test_reading_commands_leave_a_hostile_intent_and_the_outside_alone(run, outs
     assert snapshot(outside) == before and run.prune_intent_path.read_bytes() == intent
 
 
+def ends_in_one_error_line(args) -> str:
+    """Runs the CLI; asserts exit code 1 and that its output (a sweep's progress first) ends in its one error line,
+    no traceback; returns that line."""
+    result = CliRunner().invoke(main, args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and lines[-1].startswith("Error: "), result.output
+    assert [line for line in lines if line.startswith("Error") or "Traceback" in line] == lines[-1:], result.output
+    return lines[-1]
+
+
 def hostile_configuration(run, outside) -> tuple:
     """The run's configuration record re-sealed naming its method by the outside folder's path, and a sealed
     manifest in ranks/evil/<id>/ saying the same; returns (the record's path, the store's id)."""
@@ -154,8 +166,8 @@ def test_a_configuration_naming_a_method_by_a_path_is_damaged_and_prune_removes_
     dry = cli_ok("prune", "--run-dir", str(run.root), "--dry-run", path.name)
     assert f"would remove the damaged configuration record {path.name}" in dry and str(outside) not in dry
     for command in (["report", "--run-dir", str(run.root), "--out", str(tmp_path / "report")],
-                    ["compare", str(run.root), str(run.root)]):
-        line = fails_with_one_line(command)
+                    ["compare", str(run.root), str(run.root)], [*SWEEP, "--run-dir", str(run.root)]):
+        line = ends_in_one_error_line(command)
         assert str(path) in line and "cannot name a place" in line and "restore it, or remove it" in line
     cli_ok("prune", "--run-dir", str(run.root), path.name)
     assert not path.exists() and snapshot(outside) == before

@@ -77,13 +77,13 @@ class ConfigurationRecord(Record):
         # prune, a listing)
         check_id(record.get("id"), "configuration", path)
         for method, rid in record["ranks"].items():
-            check_record_name(method, "method", path)
+            check_record_name(method, "method", path, repair)
             check_id(rid, f"ranks of {method}", path)
         for grid in record["grids"]:
             if not (isinstance(grid, dict) and all(isinstance(grid.get(key), list) for key in _GRID_LISTS)):
                 raise UserError(f"{path}: a grid of it is not {{{', '.join(_GRID_LISTS)}: lists, fill}}; {repair}")
             for method in grid["methods"]:
-                check_record_name(method, "method", path)
+                check_record_name(method, "method", path, repair)
         base = (record["settings"].get("config") or {}).get("base")
         if base is not None:
             check_id(base, "base model", path)

@@ -78,7 +78,7 @@ class Head(Record):
         if not isinstance(head.ranks, dict):
             raise UserError(f"{path}: its ranks are not {{method: id}}; {repair}")
         for method, rid in head.ranks.items():
-            check_record_name(method, "method", path)
+            check_record_name(method, "method", path, repair)
             check_id(rid, f"ranks of {method}", path)
         return stored
 

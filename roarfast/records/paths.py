@@ -34,12 +34,12 @@ def check_name(name, root) -> str:
     return name
 
 
-def check_record_name(name, what: str, where) -> str:
+def check_record_name(name, what: str, where, repair: str = "restore it, or remove it") -> str:
     """`name`, which the record `where` gives as its `what` (a method, a file name), when it is one name of a place;
-    a UserError naming the record otherwise (a record edited: no path is ever made from it)."""
+    a UserError naming the record and its `repair` otherwise (a record edited: no path is ever made from it)."""
     if not is_name(name):
         raise UserError(f"{where}: its {what} {str(name)[:60]!r} cannot name a place ({_RULE}): the record was "
-                        f"edited or damaged; restore it, or remove it")
+                        f"edited or damaged; {repair}")
     return name
 
 

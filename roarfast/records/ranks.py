@@ -118,7 +118,7 @@ class RankStoreRecord(Record):
             raise UserError(f"{path} has format {manifest.get('format')!r}, this roarfast reads formats "
                             f"{UNSEALED_FORMAT} and {FORMAT}")
         # a store's method is its folder's (the place every reader, listing and prune takes it from), one name
-        check_record_name(method, "method", path)
+        check_record_name(method, "method", path, repair)
         if dir_name(method) != method_dir.name or manifest.get("split", path.parent.name) != path.parent.name:
             raise UserError(f"{path} names the ranks of {method[:60]!r} (split {manifest.get('split')!r}), not those "
                             f"its place names ({method_dir.name}, split {path.parent.name!r}): moved or edited; {repair}")
