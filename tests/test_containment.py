@@ -230,3 +230,20 @@ def test_a_failure_midway_is_said_once_with_what_to_do(run, monkeypatch, caplog)
     caplog.clear()
     out = cli_ok("ls", "--run-dir", str(run.root))  # what it left is listed, unused; no prune is tried again
     assert "prune" not in out + caplog.text and run.rank_stores() and run.models()
+
+
+def test_head_naming_a_method_by_a_path_is_listed_as_damaged_and_refused_elsewhere(run, outside, tmp_path):
+    before = snapshot(outside)
+    head = json.loads(run.head_path.read_text())
+    head.pop("record_sha256")
+    ((_, rid),) = head["ranks"].items()
+    write_record(run.head_path, {**head, "ranks": {str(outside): rid}})  # re-sealed: its digest checks
+    out = cli_ok("ls", "--run-dir", str(run.root))
+    (said,) = [line for line in out.splitlines() if line.startswith("! damaged, listed without it:")]
+    assert str(run.head_path) in said and "cannot name a place" in said
+    for command in (["prune", "--run-dir", str(run.root), "--dry-run", "x"],
+                    ["report", "--run-dir", str(run.root), "--out", str(tmp_path / "report")],
+                    [*SWEEP, "--run-dir", str(run.root)]):
+        line = ends_in_one_error_line(command)
+        assert str(run.head_path) in line and "cannot name a place" in line
+    assert snapshot(outside) == before
