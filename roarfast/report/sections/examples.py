@@ -57,8 +57,7 @@ def example_grid(summary: dict, context, run):
     if ds is None:
         return None
     # the configurations of the data drawn (cells of other data have their ranks of that data: not drawn here)
-    parts = [p for p in parts_of(summary)
-             if ((p["configuration"].get("config") or {}).get("config") or {}).get("dataset") in (None, ds.fingerprint)]
+    parts = [p for p in parts_of(summary) if _made(p["configuration"]).get("dataset") in (None, ds.fingerprint)]
     fills = sorted({fill for p in parts for fill in p["fills"]})
     groups = [g for p in parts for g in p["groups"]]
     if not fills:
@@ -73,8 +72,7 @@ def example_grid(summary: dict, context, run):
     for part in reversed(parts):  # the first configuration naming a method gives its ranks
         configuration = part["configuration"]
         ids.update(configuration.get("ranks") or {})
-        bases.update(dict.fromkeys(configuration.get("ranks") or {}, (configuration.get("config") or {}).get(
-            "config", {}).get("base")))
+        bases.update(dict.fromkeys(configuration.get("ranks") or {}, _made(configuration).get("base")))
     store = run.ranks_for({**run.head().ranks, **ids})
     stored = set(store.methods("test"))
     methods = sorted({g["method"] for g in groups if g["mode"] in MODES} & stored, key=method_order)
@@ -129,3 +127,8 @@ def figure_examples(images, row_labels: list, col_labels: list, fill: str, width
 
 register("examples", "one test image masked as retraining saw it, per method, mode and fraction", 90,
          figures=figures, scope=RUN)
+
+
+def _made(configuration: dict) -> dict:
+    """What a configuration's cells were made with, as its summary holds it (its data, its base model), or {}."""
+    return (configuration.get("config") or {}).get("config") or {}
