@@ -84,10 +84,12 @@ def test_an_id_edited_to_reach_outside_is_refused_and_nothing_outside_is_removed
     out = cli_ok("prune", "--run-dir", str(run.root), path.name)
     assert f"removed the damaged configuration record {path.name}" in out
     assert victim.is_file() and not path.exists() and len(rows(run)) == 1
-    # HEAD naming a base model by a path is refused in one line, never followed
+    # HEAD naming a base model by a path is never followed: `ls` lists it as damaged, prune refuses in one line
     write_record(run.head_path, {**Head(base="../../outside").to_dict(), "format": FORMAT})  # re-sealed by hand
+    listed = cli_ok("ls", "--run-dir", str(run.root))
+    assert "! damaged, listed without it: " in listed and "the id of its base model, '../../outside', is not an id" in listed
     assert "the id of its base model, '../../outside', is not an id" in fails_with_one_line(
-        ["ls", "--run-dir", str(run.root)])
+        ["prune", "--run-dir", str(run.root), "--dry-run", "anything"])
     with pytest.raises(UserError, match="the dataset fingerprint '../../outside/victim' a record gives is not a"):
         run.dataset_record("../../outside/victim")
 
@@ -212,7 +214,9 @@ def test_missing_weights_and_damaged_side_records_are_one_line(run):
     with pytest.raises(UserError, match="model.safetensors is missing beside meta.json"):
         run.base_checkpoint_sha256(model_dir.name)
     (run.root / "leakage.json").write_text("[{\"method\": 1}]")
-    assert "leakage.json does not hold fill-leakage rows" in fails_with_one_line(["ls", "--run-dir", str(run.root)])
+    assert "leakage.json does not hold fill-leakage rows" in cli_ok("ls", "--run-dir", str(run.root))
+    assert "leakage.json does not hold fill-leakage rows" in fails_with_one_line(
+        ["prune", "--run-dir", str(run.root), "--dry-run", "anything"])
     (run.root / "leakage.json").unlink()
     run.stage_times_path.write_text("{damaged")
     assert run.stage_times() is None  # left out, said in a note: the report goes on without them

@@ -33,6 +33,7 @@ from roarfast.measurements.sqlite import BUSY_TIMEOUT_S, check_integrity, connec
 from roarfast.modes import DETECT
 from roarfast.records.access import get, put
 from roarfast.records.claims import owner_alive, this_process
+from roarfast.records.paths import is_name
 from roarfast.records.rows import RowConfig, RowRecord
 
 RETRY_S = 0.02  # poll interval while another process holds the lock the busy handler does not cover
@@ -107,11 +108,14 @@ class ResultsDB:
         return None if row is None else self._verified(dict(row))
 
     def _verified(self, row: dict) -> dict:
-        """`row`, refused in one line naming the file and the row when it does not match its digest."""
+        """`row`, refused in one line naming the file and the row when it does not match its digest, or when its
+        method or fill is not one name (a row re-sealed by hand: its method and fill name figures and ranks)."""
+        where = " ".join(f"{c}={str(row[c])[:60]}" for c in ("kind", "method", "mode", "fill", "fraction", "seed"))
         if row["row_sha256"] != row_digest(row):
-            where = " ".join(f"{c}={row[c]}" for c in ("kind", "method", "mode", "fill", "fraction", "seed"))
             raise damaged(self.path, f"the row ({where}) does not match the sha256 written with it (the file "
                                       f"changed on disk)")
+        if not is_name(row["method"]) or not (row["fill"] is None or is_name(row["fill"])):
+            raise damaged(self.path, f"the row ({where}) names a method or fill that is not one name (edited)")
         return row
 
     def status(self, key: MeasurementKey) -> str | None:
@@ -261,11 +265,12 @@ class ResultsDB:
         return removed
 
     @sqlite_errors
-    def rows(self, **filters) -> list[dict]:
+    def rows(self, damaged_rows: list | None = None, **filters) -> list[dict]:
         """Rows as dicts (versions, extra and config decoded; config None where a row predates schema v5),
         ordered by key; filters on key columns or status, each a
         value or a list/tuple of accepted values (None matches NULL):
-        `rows(kind="retrain", method=["sg", "random"], status="done")`."""
+        `rows(kind="retrain", method=["sg", "random"], status="done")`. A damaged row is refused in one line; with
+        `damaged_rows` (a list), that line is appended there instead and the other rows are read (`roarfast ls`)."""
         clauses, params = [], []
         for name, wanted in filters.items():
             if name not in (*KEY_COLUMNS, "status"):
@@ -281,8 +286,15 @@ class ResultsDB:
             clauses.append(f"({' OR '.join(matches)})")
             params.extend(values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        return [self._decode(self._verified(dict(row)))
-                for row in self._conn.execute(f"SELECT * FROM measurements{where} ORDER BY {_ORDER}", params)]
+        found = []
+        for row in self._conn.execute(f"SELECT * FROM measurements{where} ORDER BY {_ORDER}", params):
+            try:
+                found.append(self._decode(self._verified(dict(row))))
+            except UserError as err:
+                if damaged_rows is None:
+                    raise
+                damaged_rows.append(str(err))
+        return found
 
     def _decode(self, row: dict) -> dict:
         """A verified row: JSON columns decoded (its config through the one get: what it says gives the row's

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from roarfast.fills import FILLS
 from roarfast.modes import DETECT, NO_RETRAIN_MODES, RETRAIN_MODES, is_control
+from roarfast.records.paths import is_name
 from roarfast.records.rows import RowConfig, RowRecord
 from roarfast.version import __version__
 
@@ -53,6 +54,9 @@ class MeasurementKey:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         for name in ("dataset", "model", "method", "config_hash"):
             _nonempty_str(name, getattr(self, name))
+        if not is_name(self.method):  # a method names its ranks' folder: one name (roarfast.records.paths)
+            raise ValueError(f"method must be one name (no separator nor control character, not '.' or '..'), "
+                             f"got {self.method[:60]!r}")
         if self.mode not in KIND_MODES[self.kind]:
             raise ValueError(f"mode of a {self.kind} measurement must be one of {KIND_MODES[self.kind]}, "
                              f"got {self.mode!r}")

@@ -1,7 +1,7 @@
 """The record kind of a configuration of cells: `configurations/<id>.json` (sealed), what a request asked of its
 cells (roarfast.rundir.configurations). Its id is the digest of the settings the cells share and of the rank id
 of each of its methods; read back only when its file's name, the id it says it has and that digest are one, and
-every id it holds is of an id's form (a path is made from each)."""
+every id it holds is of an id's form and every method one name (a path is made from each)."""
 
 from dataclasses import dataclass
 
@@ -11,7 +11,10 @@ from roarfast.errors import UserError
 from roarfast.records.head import FORMAT
 from roarfast.records.ids import check_id, digest_id
 from roarfast.records.kind import Record
+from roarfast.records.paths import check_record_name
 
+#: the lists a configuration's grid holds (roarfast.rundir.configurations.grid_of), besides its fill
+_GRID_LISTS = ("methods", "modes", "fractions", "seeds", "control_seeds")
 #: the repair of a damaged configuration record
 CONFIGURATION_REPAIR = "restore it, or remove it: its cells stay in results.sqlite and the next request records it again"
 
@@ -70,10 +73,17 @@ class ConfigurationRecord(Record):
                 and isinstance(record.get("ranks"), dict) and isinstance(record.get("grids"), list)):
             raise UserError(f"{path} is not a configuration record; {repair}")
         record.pop("format", None)
-        # every id it holds is of an id's form before anything is made of it (a path, a prune)
+        # every id it holds is of an id's form, every method one name, before anything is made of it (a path, a
+        # prune, a listing)
         check_id(record.get("id"), "configuration", path)
         for method, rid in record["ranks"].items():
+            check_record_name(method, "method", path, repair)
             check_id(rid, f"ranks of {method}", path)
+        for grid in record["grids"]:
+            if not (isinstance(grid, dict) and all(isinstance(grid.get(key), list) for key in _GRID_LISTS)):
+                raise UserError(f"{path}: a grid of it is not {{{', '.join(_GRID_LISTS)}: lists, fill}}; {repair}")
+            for method in grid["methods"]:
+                check_record_name(method, "method", path, repair)
         base = (record["settings"].get("config") or {}).get("base")
         if base is not None:
             check_id(base, "base model", path)

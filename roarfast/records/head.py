@@ -11,6 +11,7 @@ from roarfast.common.atomic import refuse_link
 from roarfast.errors import UserError
 from roarfast.records.ids import check_id
 from roarfast.records.kind import Record
+from roarfast.records.paths import check_record_name
 
 #: the format of HEAD.json, of the configuration records and of the run directory they belong to (1: the run
 #: directory of checkpoints/base, attributions/<method>/<split> and dataset.json, before artifacts had ids)
@@ -56,8 +57,8 @@ class Head(Record):
 
     @classmethod
     def read(cls, path, repair: str, run_dir) -> dict | None:
-        """The sealed record at `path`, every id it names of an id's form; a link there is refused at once (every
-        command reads it and most write it)."""
+        """The sealed record at `path`, every id it names of an id's form and every method one name; a link there is
+        refused at once (every command reads it and most write it)."""
         if path.is_symlink():
             refuse_link(path)
         stored = super().read(path, repair, run_dir)
@@ -68,9 +69,16 @@ class Head(Record):
         for what, value in (("base model", head.base), ("configuration", head.configuration)):
             if value is not None:
                 check_id(value, what, path)
+        data = head.dataset
+        if data is not None and not (isinstance(data, dict) and isinstance(data.get("name"), str)
+                                     and isinstance(data.get("options"), dict) and isinstance(data.get("fingerprint"), str)
+                                     and isinstance(data.get("data_dir"), (str, type(None)))):
+            raise UserError(f"{path}: its dataset is not a dataset's record (name, data_dir, options, fingerprint); "
+                            f"{repair}")
         if not isinstance(head.ranks, dict):
             raise UserError(f"{path}: its ranks are not {{method: id}}; {repair}")
         for method, rid in head.ranks.items():
+            check_record_name(method, "method", path, repair)
             check_id(rid, f"ranks of {method}", path)
         return stored
 

@@ -1,7 +1,11 @@
 """The one path builder of a run directory (DESIGN "Containment"): every place below a root is made here from
 names, each checked to be one name (not empty, no separator, not `.` or `..`, no control character), so no id,
-method or file name a record gives can make a path outside the root; and a place a record is read from or
-written to is refused where a symbolic link on its way below the root leads outside it (`contained`).
+method or file name a record gives can make a path outside the root; and a place a record is read from, written
+to or removed at is refused where a symbolic link on its way below the root leads outside it (`contained`).
+
+A name a record supplies (a method, a file name) is checked where the record is read (`check_record_name`, as
+roarfast.records.ids.check_id checks an id), so that its one line names the record, not the place it would have
+made; the path builder checks it again wherever a place is made of it.
 """
 
 import os
@@ -12,14 +16,30 @@ from roarfast.errors import UserError
 
 #: characters no name of a place may hold: the separators, and NUL with the other control characters
 _FORBIDDEN = {"/", "\\", *map(chr, range(32)), chr(127)}
+#: what a name is, as the refusals say it
+_RULE = "a name is not empty, holds no separator nor control character, and is not '.' or '..'"
+
+
+def is_name(name) -> bool:
+    """Whether `name` is one name of a place: a string, not empty, not `.` or `..`, no separator, no control
+    character."""
+    return isinstance(name, str) and name not in ("", ".", "..") and not _FORBIDDEN.intersection(name)
 
 
 def check_name(name, root) -> str:
     """`name` when it is one name of a place below `root`; a UserError naming `root` and the name otherwise."""
-    if not isinstance(name, str) or name in ("", ".", "..") or _FORBIDDEN.intersection(name):
-        raise UserError(f"{root}: {str(name)[:60]!r} cannot name a place in it (a name is not empty, holds no "
-                        f"separator nor control character, and is not '.' or '..'): the record that gave it was "
-                        f"edited or damaged; restore it, or remove it")
+    if not is_name(name):
+        raise UserError(f"{root}: {str(name)[:60]!r} cannot name a place in it ({_RULE}): the record that gave it "
+                        f"was edited or damaged; restore it, or remove it")
+    return name
+
+
+def check_record_name(name, what: str, where, repair: str = "restore it, or remove it") -> str:
+    """`name`, which the record `where` gives as its `what` (a method, a file name), when it is one name of a place;
+    a UserError naming the record and its `repair` otherwise (a record edited: no path is ever made from it)."""
+    if not is_name(name):
+        raise UserError(f"{where}: its {what} {str(name)[:60]!r} cannot name a place ({_RULE}): the record was "
+                        f"edited or damaged; {repair}")
     return name
 
 

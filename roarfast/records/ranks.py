@@ -18,6 +18,7 @@ from roarfast.common.fingerprint import unseal
 from roarfast.errors import UserError
 from roarfast.records.ids import ID_CHARS, check_id, digest_id, is_id
 from roarfast.records.kind import Record
+from roarfast.records.paths import check_record_name
 
 MANIFEST = "manifest.json"
 FORMAT = 2  # manifest format version; bump when its meaning changes (2: sealed with its digest)
@@ -116,6 +117,11 @@ class RankStoreRecord(Record):
         if manifest.get("format") not in (UNSEALED_FORMAT, FORMAT):
             raise UserError(f"{path} has format {manifest.get('format')!r}, this roarfast reads formats "
                             f"{UNSEALED_FORMAT} and {FORMAT}")
+        # a store's method is its folder's (the place every reader, listing and prune takes it from), one name
+        check_record_name(method, "method", path, repair)
+        if dir_name(method) != method_dir.name or manifest.get("split", path.parent.name) != path.parent.name:
+            raise UserError(f"{path} names the ranks of {method[:60]!r} (split {manifest.get('split')!r}), not those "
+                            f"its place names ({method_dir.name}, split {path.parent.name!r}): moved or edited; {repair}")
         return manifest
 
     @classmethod

@@ -115,7 +115,7 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
     head_meta = run.base_meta()
     if not head_meta and any(c.record is None for c in chosen):
         notes.append(f"no base checkpoint meta ({run.base_meta_path}): base accuracy unknown")
-    ds = _open_dataset(run, dataset, notes)
+    ds = _open_dataset(run, dataset, notes, chosen)
     loaded = LoadedRun(parts=[], notes=notes, dataset=ds, answered=answered,
                        others=[{"label": c.label, "id": c.id, "cells": len(c.rows), "differs": c.differs,
                                 "command": (c.record or {}).get("command"), "report": report_command(run, c)}
@@ -126,11 +126,13 @@ def load_run(run, dataset=None, select: str | None = None) -> LoadedRun:
         kept = configuration.rows if recorded else _current_ranks(configuration, loaded.set_aside)
         part_notes = []
         cells = _newest_cells(kept, configuration, loaded.set_aside, part_notes)
-        meta = run.model_meta(configuration.settings["config"].get("base")) if recorded else head_meta
+        base = configuration.settings["config"].get("base") if recorded else None
+        meta = run.model_meta(base) if recorded else head_meta
+        where = run.model_path(base) if base else run.base_checkpoint
         loaded.parts.append(Loaded(cells=cells, retrained=kept,
                                    no_retrain=_measured_on(run, configuration, known, NO_RETRAIN),
                                    fill_leakage=_measured_on(run, configuration, known, FILL_LEAKAGE),
-                                   context=_context(run, meta, cells, part_notes, ds, configuration, opened),
+                                   context=_context(run, (meta, where), cells, part_notes, ds, configuration, opened),
                                    notes=part_notes, configuration=configuration))
     meta = loaded.parts[0].context.meta if len(loaded.parts) == 1 else head_meta
     loaded.stages = _stage_times(run, meta, [cell for part in loaded.parts for cell in part.cells])
@@ -182,11 +184,22 @@ def _measured_on(run, configuration: Configuration, rows: list, kind: str) -> li
     return [r for r in rows if (r.get("config") or {}).get("base") == checkpoint]
 
 
-def _open_dataset(run, ds, notes: list):
-    """The run's dataset: `ds` when given, else the one HEAD records, else None (a note says why)."""
+def _open_dataset(run, ds, notes: list, chosen: list):
+    """The dataset of the configurations `chosen`: `ds` when given, else the data their cells were trained on
+    where they share one that is not HEAD's (its record in datasets/: a report of another configuration reads its
+    own data, its example images included), else the one HEAD records, else None (a note says why)."""
     if ds is not None:
         return ds
-    if run.dataset_record() is None:  # never guess the dataset: chance and the grid would be wrong
+    data = {(c.settings or {}).get("config", {}).get("dataset") for c in chosen}
+    head = run.dataset_record()
+    if len(data) == 1 and None not in data and (head or {}).get("fingerprint") not in data:
+        (fingerprint,) = data
+        try:
+            return run.open_recorded_dataset(fingerprint)
+        except UserError as err:
+            notes.append(f"the data of these cells ({fingerprint[:8]}) was not opened ({err}): no example images")
+            return None
+    if head is None:  # never guess the dataset: chance and the grid would be wrong
         notes.append(f"no {run.dataset_path.name} in the run directory: no example images")
         return None
     try:
@@ -257,9 +270,11 @@ def _newest_cells(rows: list, configuration: Configuration, set_aside: list, not
     return cells
 
 
-def _context(run, meta: dict, cells: list, notes: list, ds, configuration: Configuration, opened: dict) -> Context:
-    """One configuration's context: the base model's meta and the dataset only where they are of the data its
-    cells were trained on (the fingerprint its cells recorded; unknown before schema v5: taken as theirs)."""
+def _context(run, base: tuple, cells: list, notes: list, ds, configuration: Configuration, opened: dict) -> Context:
+    """One configuration's context: the base model's meta (`base`: (meta, its folder)) and the dataset only where
+    they are of the data its cells were trained on (the fingerprint its cells recorded; unknown before schema v5:
+    taken as theirs)."""
+    meta, where = base
     data = None if configuration.settings is None else configuration.settings["config"].get("dataset")
     if data is not None and ds is not None and ds.fingerprint != data:
         try:  # the data these cells were trained on, as the run directory recorded it (`opened`: by fingerprint)
@@ -272,7 +287,7 @@ def _context(run, meta: dict, cells: list, notes: list, ds, configuration: Confi
                          f"the test split's size as the cells recorded them")
             ds = None
     if data is not None and meta.get("dataset_fingerprint") not in (None, data):
-        notes.append(f"the base model ({run.base_checkpoint}) was trained on other data than these cells: its "
+        notes.append(f"the base model ({where}) was trained on other data than these cells: its "
                      f"accuracy is not shown beside them")
         meta = {}
     recorded_chance, recorded_n = (_recorded(cells, key) for key in ("test_chance", "test_images"))

@@ -194,7 +194,7 @@ class RunDir(RunDatasets):
         dead owner's cell is."""
         refuse_link(self.claims_dir)  # the lock files would be written wherever it points
         self.claims_dir.mkdir(parents=True, exist_ok=True)
-        with hold_lock(self.claims_dir / f"{dir_name(what)}.lock", waiting):  # a long method's name bounded
+        with hold_lock(place(self.claims_dir, f"{dir_name(what)}.lock"), waiting):  # a long method's name bounded
             yield
 
     # ------------------------------------------------------------------------------------- base models
@@ -207,10 +207,12 @@ class RunDir(RunDatasets):
     def models(self) -> dict:
         """{model id: directory} of every complete base model (its meta.json written), format 1's included."""
         found = {}
-        if self.models_root.is_dir():
-            # a link at a meta.json is no base model: the training that would replace it refuses it
-            found = {p.name: p for p in sorted(self.models_root.iterdir())
-                     if is_id(p.name) and (p / META).is_file() and not (p / META).is_symlink()}
+        if _folder(self.models_root):
+            # a link at a model's folder is listed by its name, never read through (its meta refused: Records.get),
+            # and a prune refuses it; one at a meta.json is no base model (the training that would replace it
+            # refuses it)
+            found = {p.name: p for p in sorted(self.models_root.iterdir()) if is_id(p.name) and (
+                p.is_symlink() or (p / META).is_file() and not (p / META).is_symlink())}
         return {**legacy_models(self), **found}
 
     def model_meta(self, model_id: str | None) -> dict:
@@ -291,13 +293,16 @@ class RunDir(RunDatasets):
         return legacy_ranks(self).get((method, rank_id)) or self.rank_dir(method, rank_id)
 
     def rank_stores(self) -> list:
-        """(method, rank id, directory) of every rank store, format 1's included, sorted."""
+        """(method, rank id, directory) of every rank store, format 1's included, sorted: the method is the one its
+        manifests name, which is its folder's (a long name's folder bounded: RankStoreRecord.read). Nothing is read
+        through a link: a store's folder that is one is listed by its names (a prune refuses it), a method's folder
+        that is one is left out."""
         found = dict(legacy_ranks(self))
-        if self.ranks_root.is_dir():
-            for method_dir in sorted(p for p in self.ranks_root.iterdir() if p.is_dir()):
-                for store in sorted(p for p in method_dir.iterdir() if p.is_dir() and is_id(p.name)):
+        if _folder(self.ranks_root):
+            for method_dir in sorted(p for p in self.ranks_root.iterdir() if _folder(p)):
+                for store in sorted(p for p in method_dir.iterdir() if is_id(p.name) and (_folder(p) or p.is_symlink())):
                     method = method_dir.name
-                    for split in sorted(p for p in store.iterdir() if p.is_dir()):
+                    for split in sorted(p for p in store.iterdir() if _folder(p)) if _folder(store) else ():
                         try:
                             method = (self.records.get(RankStoreRecord, at=split / MANIFEST) or {}).get("method",
                                                                                                         method)
@@ -384,3 +389,8 @@ class RunDir(RunDatasets):
         except UserError as err:
             log.warning("note: the stage times are left out: %s", err)
             return None
+
+
+def _folder(path: Path) -> bool:
+    """Whether `path` is a folder of its own, not a link to one."""
+    return path.is_dir() and not path.is_symlink()

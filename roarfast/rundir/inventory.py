@@ -25,14 +25,18 @@ log = logging.getLogger(__name__)
 
 
 def _size(path: Path) -> int:
-    """Bytes of the files under `path` (links not followed)."""
-    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.is_dir() else 0
+    """Bytes of the files under `path` (links not followed: a link at `path` itself has none)."""
+    if not path.is_dir() or path.is_symlink():
+        return 0
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def _state(run_dir, writing: bool = False):
+def _state(run_dir, writing: bool = False, unreadable: list | None = None):
     """(RunDir, HEAD, configurations (rundir.catalog.assemble: records and the rows no record claims),
     every retraining row, the damaged configuration records [(path, why)]) of `run_dir`, read as it is (migrated
-    first when `writing`); a prune a kill left unfinished is finished first."""
+    first when `writing`); a prune a kill left unfinished is finished first. With `unreadable` (a list: `roarfast
+    ls`), a prune's intent that cannot be finished, a damaged HEAD.json, leakage.json, results.sqlite or results row is appended there (its one line) and the
+    rest is read without it; otherwise it is refused in that line."""
     run = RunDir(run_dir)
     if not run.root.is_dir():
         raise UserError(f"--run-dir {run.root}: no such run directory")
@@ -43,13 +47,33 @@ def _state(run_dir, writing: bool = False):
             finish(run)
         except OSError as err:  # a run directory this process cannot write: read as it is
             log.warning("note: an interrupted prune in %s cannot be finished here (%s)", run.root, err)
+        except UserError as err:  # said once (its intent removed): `ls` lists it and goes on
+            if unreadable is None:
+                raise
+            unreadable.append(str(err))
     rows = []
     if run.results_path.is_file():
-        with open_results(run, readonly=not writing) as db:
-            rows = db.rows(kind=RETRAIN)
+        try:
+            with open_results(run, readonly=not writing, damaged=unreadable) as db:
+                rows = db.rows(damaged_rows=unreadable, kind=RETRAIN)
+        except UserError as err:  # the file itself damaged
+            if unreadable is None:
+                raise
+            unreadable.append(str(err))
     damaged = []
     found = assemble(configurations(run, damaged), [r for r in rows if r["status"] == "done"])
-    return run, run.head(), found, rows, damaged
+    return run, _head(run, unreadable), found, rows, damaged
+
+
+def _head(run, unreadable: list | None) -> Head:
+    """HEAD of `run`; where it is damaged and `unreadable` is a list, an empty one (its line appended there)."""
+    try:
+        return run.head()
+    except UserError as err:
+        if unreadable is None:
+            raise
+        unreadable.append(str(err))
+        return Head()
 
 
 def _uses(c) -> tuple:
@@ -73,17 +97,20 @@ def listing(run_dir) -> dict:
     value), known (every text that selects it besides its id), head, cells_done, cells (in its grids; None
     before format 2), bytes (its base model and rank stores), own_bytes (those no other configuration nor HEAD
     uses: what pruning it frees), first, last, command, adopted (its base model's record of adopted weights, or
-    None)], "damaged": [configuration records that cannot be read: file, why], "models": [base models no
+    None)], "damaged": [configuration records that cannot be read: file, why], "unreadable": [the one line of each
+    other record that cannot be read (HEAD.json, leakage.json, results.sqlite or a row of it), listed without it],
+    "models": [base models no
     configuration uses: id, bytes, model, seed (None where its meta is damaged), adopted, head (the latest
     request's: a base model trained or adopted before any cell was requested)], "ranks": [rank stores no
     configuration uses: method, id, bytes, head]}."""
-    run, head, found, _, damaged = _state(run_dir)
+    unreadable = []
+    run, head, found, _, damaged = _state(run_dir, unreadable=unreadable)
     stores = {(m, rid): path for m, rid, path in run.rank_stores()}
     models = run.models()
     # each artifact's bytes walked once: a base model or a rank store is shared by several configurations
     size = {artifact: _size(path) for artifact, path in {**models, **stores}.items()}
     out = {"configurations": [], "damaged": [{"file": path.name, "why": why} for path, why in damaged],
-           "models": [], "ranks": []}
+           "unreadable": list(dict.fromkeys(unreadable)), "models": [], "ranks": []}
     # what no configuration uses is listed, HEAD's too (marked): a directory holding only a base model trained or
     # adopted, or its ranks, shows them rather than nothing
     used_models, used_ranks = reachable(Head(), found)
@@ -136,6 +163,7 @@ def ls_lines(run_dir, found: dict | None = None) -> list[str]:
                      + (f"; base model {adopted_text(c['adopted'], 12)}" if c.get("adopted") else ""))
     for d in found["damaged"]:
         lines.append(f"! damaged configuration record {d['file']} (`roarfast prune {d['file']}` removes it): {d['why']}")
+    lines += [f"! damaged, listed without it: {why}" for why in found.get("unreadable", [])]
     for m in found["models"]:
         made = adopted_text(m["adopted"], 12) if m.get("adopted") else f"seed {m['seed']}"
         lines.append(f"{_unused(m)}base model {m['id'][:SHOWN_CHARS]} ({m['model'] or 'its meta.json is damaged'}, "

@@ -14,7 +14,7 @@ from roarfast.records.checkpoint import META
 from roarfast.records.claims import CLAIMS
 from roarfast.records.head import Head
 from roarfast.records.model import ModelRecord
-from roarfast.records.ranks import MANIFEST, RankStoreRecord, dir_name
+from roarfast.records.ranks import MANIFEST, RankStoreRecord
 from roarfast.store.layout import SPLITS
 
 #: the command a migrated record names
@@ -76,10 +76,8 @@ def legacy_stores(run) -> list:
                 manifest = run.records.get(RankStoreRecord, at=split_dir / MANIFEST)
             except UserError:
                 continue  # damaged: the migration sets it aside, a reader finds no ranks there
-            if manifest is not None:
-                method = manifest.get("method")
-                method = method if isinstance(method, str) and dir_name(method) == method_dir.name else method_dir.name
-                found.append((method, RankStoreRecord.from_record(manifest).id, method_dir, split_dir.name))
+            if manifest is not None:  # its method is its folder's (RankStoreRecord.read)
+                found.append((manifest["method"], RankStoreRecord.from_record(manifest).id, method_dir, split_dir.name))
     return found
 
 

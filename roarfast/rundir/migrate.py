@@ -10,6 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
+from roarfast.errors import UserError
 from roarfast.fills import DEFAULT_FILL
 from roarfast.measurements.row import RETRAIN, MeasurementKey
 from roarfast.records.checkpoint import META
@@ -39,6 +40,7 @@ def migrate(run) -> None:
     with run.claim("migrate"):
         if not needs_migration(run):
             return  # another process migrated it while this one waited
+        _refuse_links(run)
         plan = plan_path(run)
         if not plan.is_file():
             run.records.put(MigrationPlan(**legacy_head(run).to_dict()))
@@ -56,6 +58,21 @@ def migrate(run) -> None:
         plan.unlink()
     log.warning("note: %s was of run-directory format 1: migrated in place (models/, ranks/, datasets/, HEAD.json)",
                 run.root)
+
+
+def _refuse_links(run) -> None:
+    """A UserError, before anything moves, where a symbolic link stands at a folder the migration moves or
+    removes (format 1's and format 2's): a rename or a removal through it would reach outside the run directory."""
+    folders = [run.legacy_base_checkpoint.parent, run.legacy_base_checkpoint, run.legacy_rank_root, run.models_root,
+               run.ranks_root, run.datasets_root]
+    root = run.legacy_rank_root
+    for method_dir in root.iterdir() if root.is_dir() and not root.is_symlink() else ():
+        folders += [method_dir, *(method_dir.iterdir() if method_dir.is_dir() and not method_dir.is_symlink() else ())]
+    for path in folders:
+        if path.is_symlink():
+            raise UserError(f"migrate: refusing to move {path}: it is a symbolic link (to {os.readlink(path)}), and "
+                            f"roarfast moves nothing through a link; nothing was moved: put what it points to in its "
+                            f"place, and rerun")
 
 
 def _move(source: Path, target: Path) -> None:

@@ -1,13 +1,20 @@
 """A prune carried out so that it cannot half-finish nor reach outside the run directory (`roarfast prune`,
 roarfast.rundir.inventory decides what goes).
 
-Its intent is written first (roarfast.records.prune.PruneIntent, claims/prune.json: the configurations' ids, the
-damaged records' file names, the rank stores and base models no kept configuration nor HEAD uses, the rows'
-keys); every link on the way is refused and every id checked before anything is removed; then HEAD stops naming
-a removed configuration, the records go, each rank store and base model is renamed into claims/trash (one
-rename: never found half removed) and removed there, and the results rows go last, in one transaction. A kill at
-any point leaves the intent: the next command that opens the run directory for writing (`upgrade`), or lists or prunes
-it, finishes it (`finish`), every step done again only where it is not done yet.
+Its intent is checked (roarfast.records.prune.PruneIntent: every id an id, every method and file name one name),
+every place it removes built by the one path builder and refused where a link stands on its way, and HEAD read,
+before anything is written; then the intent is written (claims/prune.json), HEAD stops naming a removed
+configuration, the records go, each rank store and base model is renamed into claims/trash (one rename: never
+found half removed) and removed there, and the results rows go last, in one transaction; then the intent.
+
+A kill at any point leaves the intent: the next command that opens the run directory for writing (`upgrade`), or
+lists or prunes it, finishes it (`finish`), every step done again only where it is not done yet. An error is
+never left for every later command to meet again: one before anything was changed withdraws the intent (nothing
+was removed); one that stops a prune midway, or an intent that cannot be finished (damaged, edited to name what
+is not of its run directory, a link planted on its way), is said once, in one line with what to do, and its
+intent removed, so that no later command tries it again (`roarfast ls` lists what it left). Only the environment
+refusing a write (a full disk, a read-only directory) keeps the intent of a prune begun: a later command that can
+write there finishes it.
 """
 
 import logging
@@ -15,9 +22,11 @@ import os
 import shutil
 import stat
 
-from roarfast.errors import UserError
+from roarfast.errors import UserError, is_write_refused
 from roarfast.measurements.row import MeasurementKey
 from roarfast.records.claims import owner_alive
+from roarfast.records.ids import SHOWN_CHARS
+from roarfast.records.paths import contained, place
 from roarfast.records.prune import PruneIntent
 from roarfast.records.ranks import dir_name
 from roarfast.rundir.results import open_results
@@ -38,13 +47,19 @@ def intent(configurations: list, damaged: list, ranks: list, models: list, rows:
 
 
 def carry_out(run, plan: dict) -> None:
-    """Removes what `plan` (intent(...)) names from RunDir `run`: its links refused first, its intent written,
-    then finished (see the module's docstring)."""
+    """Removes what `plan` (intent(...)) names from RunDir `run`: checked, its intent written, then finished (see
+    the module's docstring)."""
     _check(run, plan)
-    _refuse_links(run, plan)
+    try:
+        _refuse_links(run, plan)  # before anything is written, the claim's lock included
+    except UserError as err:
+        raise UserError(f"prune: {err}; nothing was removed: put a file or folder of its own in its place, and "
+                        f"rerun") from None
     with run.claim("prune"):  # one prune at a time
+        if plan["head"]:
+            run.head()  # read before anything is written: a damaged HEAD stops the prune here, not midway
         run.records.put(PruneIntent.from_record(plan), plan)
-        _finish(run, plan)
+        _carry(run, plan, begun_here=True)
 
 
 def pending(run) -> dict | None:
@@ -56,19 +71,61 @@ def pending(run) -> dict | None:
 
 
 def finish(run) -> str | None:
-    """Finishes the prune a kill left unfinished in RunDir `run`, if any; returns the line that says so."""
-    if pending(run) is None:
+    """Finishes the prune a kill left unfinished in RunDir `run`, if any; returns the line that says so. One that
+    cannot be finished is said once (a UserError) and its intent removed."""
+    if not os.path.lexists(run.prune_intent_path):
         return None
     with run.claim("prune"):
-        plan = pending(run)  # another process may have finished it meanwhile
+        try:
+            plan = pending(run)  # another process may have finished it meanwhile
+        except UserError as err:
+            _give_up(run, err)
         if plan is None:
             return None
-        _refuse_links(run, plan)
-        _finish(run, plan)
-    line = (f"prune: finished the prune that was interrupted in {run.root} (configurations "
-            f"{', '.join(c[:8] for c in plan['configurations'] + plan['damaged']) or 'none'})")
+        _carry(run, plan, begun_here=False)
+    line = f"prune: finished the prune that was interrupted in {run.root} ({_named(plan)})"
     log.warning("note: %s", line)
     return line
+
+
+def _named(plan: dict) -> str:
+    """The configurations a prune's intent names, as a line shows them."""
+    shown = [c[:SHOWN_CHARS] for c in plan["configurations"]] + plan["damaged"]
+    return f"configurations {', '.join(shown) or 'none'}"
+
+
+def _carry(run, plan: dict, begun_here: bool) -> None:
+    """_finish, under the prune's claim; an error said in one line (see the module's docstring), a kill
+    (KeyboardInterrupt, a signal) leaving the intent for the next command."""
+    changed = []
+    try:
+        _refuse_links(run, plan)
+        _finish(run, plan, changed)
+    except Exception as err:
+        if isinstance(err, OSError) and is_write_refused(err) and (changed or not begun_here):
+            raise  # the environment refused a write: the intent stays for a command that can write there
+        if begun_here and not changed:
+            run.prune_intent_path.unlink(missing_ok=True)
+            if not isinstance(err, (UserError, OSError)):
+                raise
+            raise UserError(f"prune: {err}; nothing was removed") from None
+        _give_up(run, err)
+
+
+def _give_up(run, err: Exception):
+    """Removes the intent of a prune that cannot be finished, so that no command tries it again, and says so in
+    one line with what to do (a bug's traceback kept)."""
+    path = run.prune_intent_path
+    try:
+        path.unlink(missing_ok=True)  # claim() refused a link at claims/: this removes a file of the run directory
+        fate = "it was removed, so that no command tries it again"
+    except OSError as removal:
+        fate = f"remove it ({removal.strerror}), so that no command tries it again"
+    if not isinstance(err, (UserError, OSError)):
+        raise err
+    raise UserError(f"prune: cannot finish the prune recorded in {path} ({err}); {fate}; what it named may be half "
+                    f"removed: `roarfast ls --run-dir {run.root}` lists what is left, and `roarfast prune` removes "
+                    f"it") from None
 
 
 def _check(run, plan: dict) -> None:
@@ -80,27 +137,38 @@ def _check(run, plan: dict) -> None:
         for row in plan["rows"]:
             MeasurementKey(**{k: row[k] for k in KEY_FIELDS})
     except (KeyError, TypeError, ValueError) as err:
-        raise UserError(f"{where} is not the intent of a prune ({err}); {PruneIntent.repair}") from None
+        raise UserError(f"{where} is not a prune's intent: a row it names is not a results row's key ({err})") from None
 
 
-def _places(run, plan: dict) -> list:
-    """Every path the prune of `plan` removes or writes through, from the run directory down."""
-    records = [run.configuration_path(c) for c in plan["configurations"]]
-    records += [run.configurations_root / name for name in plan["damaged"]]
-    stores = [run.rank_dir(method, rid) for method, rid in plan["ranks"]]
-    models = [run.model_dir(mid) for mid in plan["models"]]
-    return [run.head_path, run.claims_dir, run.trash_dir, run.configurations_root, *records, run.ranks_root,
-            *{s.parent for s in stores}, *stores, run.models_root, *models]
+def _records(run, plan: dict) -> list:
+    """The configuration records the prune of `plan` removes, each built by the one path builder."""
+    return ([run.configuration_path(c) for c in plan["configurations"]]
+            + [place(run.configurations_root, name) for name in plan["damaged"]])
+
+
+def _artifacts(run, plan: dict) -> list:
+    """(place, name in the trash) of each rank store and base model the prune of `plan` removes."""
+    doomed = [(run.rank_dir(method, rid), f"ranks-{dir_name(method)}-{rid}") for method, rid in plan["ranks"]]
+    return doomed + [(run.model_dir(mid), f"model-{mid}") for mid in plan["models"]]
 
 
 def _refuse_links(run, plan: dict) -> None:
-    """A UserError, before anything is removed, when a symbolic link stands at any place the prune removes or
-    passes through, or a hard link at results.sqlite (which SQLite writes in place)."""
-    for path in _places(run, plan):
+    """A UserError, before anything is removed, when a place the prune removes or passes through lies behind a
+    symbolic link leading out of the run directory (contained) or is a link itself, or when a hard link stands at
+    results.sqlite (which SQLite writes in place); its line says which, without a repair (its caller's)."""
+    stores = [path for path, _ in _artifacts(run, plan)[:len(plan["ranks"])]]
+    places = [run.head_path, run.claims_dir, run.trash_dir, run.configurations_root, *_records(run, plan),
+              run.ranks_root, *{s.parent for s in stores}, *(path for path, _ in _artifacts(run, plan)),
+              run.models_root, *(place(run.trash_dir, name) for _, name in _artifacts(run, plan))]
+    for path in places:
         if path.is_symlink():
-            raise UserError(f"prune: refusing to remove {path}: it is a symbolic link (to {os.readlink(path)}), and "
-                            f"roarfast removes nothing through a link; nothing was removed: remove the link, or put "
-                            f"what it points to in its place, and rerun")
+            raise UserError(f"refusing to remove {path}: it is a symbolic link (to {os.readlink(path)}), and "
+                            f"roarfast removes nothing through a link")
+        try:
+            contained(run.root, path)
+        except UserError:
+            raise UserError(f"refusing to remove {path}: it lies behind a symbolic link leading out of {run.root}, "
+                            f"and roarfast removes nothing through a link") from None
     for suffix in ("", "-wal", "-shm"):
         path = run.results_path.with_name(run.results_path.name + suffix)
         try:
@@ -108,25 +176,27 @@ def _refuse_links(run, plan: dict) -> None:
         except FileNotFoundError:
             continue
         if stat.S_ISLNK(status.st_mode) or (stat.S_ISREG(status.st_mode) and status.st_nlink > 1):
-            raise UserError(f"prune: refusing to write {path}: it is a link, and SQLite writes it in place; nothing "
-                            f"was removed: give it a file of its own and rerun")
+            raise UserError(f"refusing to write {path}: it is a link, and SQLite writes it in place")
 
 
-def _finish(run, plan: dict) -> None:
+def _finish(run, plan: dict, changed: list) -> None:
     """The removal of `plan` from its first step not done yet: HEAD, the records, the artifacts (each renamed into
-    the trash, then removed there), the rows last; then the intent."""
+    the trash, then removed there), the rows last; then the intent. Each change is appended to `changed`."""
     if plan["head"] and run.head().configuration in plan["configurations"]:
         run.update_head("roarfast.rundir.inventory.prune()", configuration=None)
-    for path in [run.configuration_path(c) for c in plan["configurations"]] + [
-            run.configurations_root / name for name in plan["damaged"]]:
-        path.unlink(missing_ok=True)
-    doomed = [(run.rank_dir(method, rid), f"ranks-{dir_name(method)}-{rid}") for method, rid in plan["ranks"]]
-    doomed += [(run.model_dir(mid), f"model-{mid}") for mid in plan["models"]]
+        changed.append(run.head_path)
+    for path in _records(run, plan):
+        if os.path.lexists(path):
+            path.unlink()
+            changed.append(path)
+    doomed = _artifacts(run, plan)
     for path, name in doomed:
         if path.is_dir():
             run.trash_dir.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(run.trash_dir / name, ignore_errors=True)  # one a kill left there
-            os.rename(path, run.trash_dir / name)
+            trashed = place(run.trash_dir, name)
+            shutil.rmtree(trashed, ignore_errors=True)  # one a kill left there
+            os.rename(path, trashed)
+            changed.append(path)
     for method_dir in {path.parent for path, _ in doomed[:len(plan["ranks"])]}:
         if method_dir.is_dir() and not any(method_dir.iterdir()):
             method_dir.rmdir()
@@ -139,4 +209,5 @@ def _finish(run, plan: dict) -> None:
             rows = [db.get(key) for key in keys]
             db.delete([key for key, row in zip(keys, rows) if row is None or row["status"] != "running"
                        or not owner_alive(row["owner"], row["heartbeat"])])
+            changed.append(run.results_path)
     run.prune_intent_path.unlink()

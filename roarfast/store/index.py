@@ -14,7 +14,7 @@ from roarfast.common.atomic import open_nofollow, refuse_link
 from roarfast.errors import UserError
 from roarfast.common.fingerprint import canonical_json
 from roarfast.records.access import Records
-from roarfast.records.paths import place
+from roarfast.records.paths import contained, is_name, place
 from roarfast.records.ranks import FORMAT, MANIFEST, RankStoreRecord, dir_name, repair_command
 from roarfast.store.layout import (
     LOCK,
@@ -37,8 +37,8 @@ _IDENTITY = ("method", "split", "params", "checkpoint_sha256", "dataset_fingerpr
 
 
 def _check_name(kind: str, name) -> str:
-    """A method or split name usable as one directory level."""
-    if not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name or "\0" in name:
+    """A method or split name usable as one directory level (roarfast.records.paths.is_name), not hidden."""
+    if not is_name(name) or name.startswith("."):
         raise UserError(f"{kind} must be a non-empty name without '/' or a leading '.', got {name!r}")
     return name
 
@@ -79,14 +79,16 @@ class RankStore:
         self.records = Records(inside, run_dir=run_dir)
 
     def path(self, method: str, split: str) -> Path:
+        """The folder of (method, split): inside the root (or the run directory) with no link on the way leading out
+        of it (roarfast.records.paths.contained), before anything is made or read there."""
         _check_name("method", method)
         if self.places is None:
-            return place(self.root, dir_name(method), _check_name("split", split))
+            return contained(self.root, place(self.root, dir_name(method), _check_name("split", split)))
         if method not in self.places:
             where = f" --run-dir {self.run_dir}" if self.run_dir is not None else ""
             raise UserError(f"no ranks of {method} in the latest request of {self.run_dir or self.root}: run "
                             f"`roarfast extract --method {method}{where}` first")
-        return Path(self.places[method]) / _check_name("split", split)
+        return contained(self.records.root, place(self.places[method], _check_name("split", split)))
 
     def open_writer(
         self,
@@ -253,11 +255,11 @@ class RankStore:
 
     def _manifests(self):
         """(method, split, manifest) of every store under the root, sorted; the method is the full name its
-        manifest holds where the directory is that name's (dir_name), else the directory's name."""
+        manifest holds, which is its folder's (RankStoreRecord.read refuses one that is not)."""
         if self.places is not None:
-            for method, directory in sorted(self.places.items()):
+            for method in sorted(self.places):
                 for split in SPLITS:
-                    manifest = self.records.get(RankStoreRecord, at=Path(directory) / split / MANIFEST)
+                    manifest = self.records.get(RankStoreRecord, at=self.path(method, split) / MANIFEST)
                     if manifest is not None:
                         yield method, split, manifest
             return
@@ -267,10 +269,7 @@ class RankStore:
             for split_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
                 manifest = self.records.get(RankStoreRecord, at=split_dir / MANIFEST)
                 if manifest is not None:
-                    method = manifest.get("method")
-                    if not isinstance(method, str) or dir_name(method) != method_dir.name:
-                        method = method_dir.name
-                    yield method, split_dir.name, manifest
+                    yield manifest["method"], split_dir.name, manifest
 
     def manifest(self, method: str, split: str) -> dict | None:
         """The manifest of (method, split) as stored (complete or not), or None when there is none (or no place

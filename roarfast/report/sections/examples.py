@@ -1,8 +1,8 @@
 """One test image masked exactly as retraining saw it: a row per method, a column per mode and fraction.
 The only part of the report that reads the dataset and the rank store, and imports the compiled extension
-(when it draws); a grid that cannot be drawn becomes a note. About the reported configurations: its methods
-and columns are those of every one, each method's ranks those of the first that names it (HEAD's where
-none does: cells made before base models were recorded)."""
+(when it draws); a grid that cannot be drawn becomes a note. About the reported configurations of the data it
+draws (the report's: roarfast.report.load): its methods and columns are those of every one, each method's ranks
+those of the first that names it (HEAD's where none does: cells made before base models were recorded)."""
 
 from functools import partial
 
@@ -54,10 +54,13 @@ def example_grid(summary: dict, context, run):
     then back to pixels), or None when there is nothing to draw. Raises UserError when the store or fill cannot serve.
     The only part of the report that needs the compiled extension: it is imported here."""
     ds = context.dataset
-    parts = parts_of(summary)
+    if ds is None:
+        return None
+    # the configurations of the data drawn (cells of other data have their ranks of that data: not drawn here)
+    parts = [p for p in parts_of(summary) if _made(p["configuration"]).get("dataset") in (None, ds.fingerprint)]
     fills = sorted({fill for p in parts for fill in p["fills"]})
     groups = [g for p in parts for g in p["groups"]]
-    if ds is None or not fills:
+    if not fills:
         return None
     if isinstance(ds.test, FileSet):
         raise UserError("the dataset is streamed from disk; the grid draws in-memory datasets only")
@@ -69,8 +72,7 @@ def example_grid(summary: dict, context, run):
     for part in reversed(parts):  # the first configuration naming a method gives its ranks
         configuration = part["configuration"]
         ids.update(configuration.get("ranks") or {})
-        bases.update(dict.fromkeys(configuration.get("ranks") or {}, (configuration.get("config") or {}).get(
-            "config", {}).get("base")))
+        bases.update(dict.fromkeys(configuration.get("ranks") or {}, _made(configuration).get("base")))
     store = run.ranks_for({**run.head().ranks, **ids})
     stored = set(store.methods("test"))
     methods = sorted({g["method"] for g in groups if g["mode"] in MODES} & stored, key=method_order)
@@ -125,3 +127,8 @@ def figure_examples(images, row_labels: list, col_labels: list, fill: str, width
 
 register("examples", "one test image masked as retraining saw it, per method, mode and fraction", 90,
          figures=figures, scope=RUN)
+
+
+def _made(configuration: dict) -> dict:
+    """What a configuration's cells were made with, as its summary holds it (its data, its base model), or {}."""
+    return (configuration.get("config") or {}).get("config") or {}
