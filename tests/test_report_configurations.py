@@ -190,7 +190,9 @@ def test_cells_retrained_with_other_epochs_in_one_run_directory_are_reported_apa
     assert [line.removeprefix("[not a finding] ").split(":")[0] for line in output.splitlines()
             if "ROAR 50% grad:" in line] == ["ROAR 50% grad"]
     output = cli_ok("report", "--run-dir", run_dir, "--all")
-    assert output.startswith("2 configurations of the retraining cells, reported apart")
+    # each configuration's status first, then what says they are reported apart, then their lines
+    said = output.index("\n2 configurations of the retraining cells, reported apart")
+    assert all(line.split("] ", 1)[1].startswith(STATUS_LINE) for line in output[:said].splitlines()), output[:said]
     grad = [line for line in output.splitlines() if "ROAR 50% grad:" in line]
     assert [line.split("]")[0] for line in grad] == [f"[{first}", "[epochs 2"]
     summary = json.loads((RunDir(run_dir).report_dir / "summary.json").read_text())
