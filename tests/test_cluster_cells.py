@@ -25,6 +25,8 @@ DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
 GRID = ["--method", "random", "--mode", "roar", "--fraction", "0.25,0.75", "--seeds", "2", "--no-control",
         "--epochs", "1", "--model", MODEL, "--no-progress"]
 CELLS = 4
+#: two cells (one fraction): one for each node of the join test
+TWO = [*GRID[:GRID.index("--fraction") + 1], "0.25", *GRID[GRID.index("--fraction") + 2:]]
 #: the driver's line when the cells wait for a node (every worker node lost)
 WAITS = "[sweep] Ray: no live node can run a cell (1 CPU): waiting for a node to join"
 #: its line when the cluster has no worker node yet
@@ -90,12 +92,12 @@ def test_when_every_worker_node_is_lost_the_cells_wait_for_a_new_one(prepared, t
 def test_a_sweep_waits_for_a_node_and_a_node_that_joins_gets_cells(prepared, tmp_path):
     """A cluster with no worker node yet: the driver says it waits, then when work resumes and after how long. A node
     that joins while every cell in flight holds the other node gets the next cell (within JOIN_S: the driver's next
-    look, then its worker's start), and the driver says it joined; the rows name both nodes."""
+    look, then its worker's start), and the driver says it joined; the rows (two cells) name both nodes."""
     run_dir = copy_of(prepared, tmp_path)
     log = tmp_path / "driver.log"
     with local_cluster(tmp_path / "cluster", nodes=0) as (cluster, _, observed):
         observed.pause({"*": 600})  # each cell holds its node until released
-        driver = start_roarfast(*sweep(run_dir, cluster), log=log)
+        driver = start_roarfast(*sweep(run_dir, cluster, grid=TWO), log=log)
         try:
             wait_for(lambda: EMPTY in log.read_text(), "the driver's line that it waits for a node")
             first = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
@@ -109,7 +111,7 @@ def test_a_sweep_waits_for_a_node_and_a_node_that_joins_gets_cells(prepared, tmp
                 driver.kill()
         said = log.read_text()
         assert code == 0, said[-3000:]
-        found = assert_each_cell_once_and_nothing_claimed(run_dir, CELLS)
+        found = assert_each_cell_once_and_nothing_claimed(run_dir, 2)
     assert re.search(rf"\[sweep\] Ray: node {first.node_id[:8]} \(.+\) joined with 1 CPU: work resumes after "
                      rf"(\d+m)?[0-9.]+s of waiting", said), said[-3000:]
     assert re.search(rf"\[sweep\] Ray: node {second.node_id[:8]} \(.+\) joined: 1 task\(s\) at a time there", said)

@@ -85,6 +85,7 @@ def test_a_removed_nodes_chunk_is_computed_on_another_node(prepared, tmp_path):
     assert_stores_equal(run_dir, local)
 
 
+@pytest.mark.slow  # the placement that test_cluster_cells.py's join test checks on cells: a minute more for CI
 def test_a_node_that_joins_a_running_extraction_gets_chunks(prepared, tmp_path):
     """While the chunk in flight holds the only node, a node that joins gets the next chunk (within JOIN_S: the
     driver's next look, then its worker's start), and the driver says it joined; the store is a local extraction's."""

@@ -164,14 +164,14 @@ class RayChunks:
     threads (default: this process's threads, reserving at most the largest node's CPUs, which `note` then says)
     and --gpus-per-task GPUs (then on CUDA). A task whose worker or node dies runs again elsewhere
     (RAY_TASK_RETRIES); each is placed on a live node with room (ray_placement.Placement), so a node that joins
-    gets chunks at once; with none that can run one, it waits for one, and says so (`echo`)."""
+    gets chunks at once; with none that can run one, it waits for one, and says so (printed, as extract's lines)."""
 
-    def __init__(self, options, echo=print):
+    def __init__(self, options):
         # late: loads torch, and every --help lists this backend's options
         import torch
 
         self.ray = connect(options)
-        self.waiting = Waiting(echo, "extract: ")
+        self.waiting = Waiting(print, "extract: ")
         await_nodes(self.ray, self.waiting)
         self.cpus, self.gpus, self.threads, note = task_resources(self.ray, options.cpus_per_task,
                                                                   options.gpus_per_task, unit="task")
