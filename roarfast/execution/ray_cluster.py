@@ -52,7 +52,8 @@ def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit:
     task runs more threads than it reserves (else None); 0 with GPUs: a GPU task's work is on its GPUs, which
     bound how many run on a node, and a CPU asked for besides would leave idle the GPUs of a node with fewer CPUs
     than GPUs (a head started with --num-cpus=0, a pod whose CPU limit is below its GPUs). A task's workers share
-    one node, which must hold them all (else one line naming the flags that lower it)."""
+    one node, which must hold them all (else one line naming the flags that lower it); a task asking for no CPU and
+    no GPU is refused (one line)."""
     if threads is None:
         threads = max(1, int(cpus)) if cpus is not None and gpus == 0 else local_threads()
     note = None
@@ -67,6 +68,9 @@ def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit:
                     f"the local executor's) and reserves {cpus}, all the largest node has for it: such a node runs "
                     f"more threads than it has CPUs" + (" (--threads-per-cell fewer changes the rows)"
                                                          if unit == "cell" else ""))
+    if cpus <= 0 and gpus <= 0:  # a task asking for nothing: Ray would start every one at once on any node
+        raise UserError(f"--cpus-per-{unit} {cpus:g} without --gpus-per-{unit}: a task needs a CPU or a GPU; give "
+                        f"--cpus-per-{unit} 1 or more, or leave it out")
     for resource, amount in (("CPU", cpus), ("GPU", gpus)):
         largest = largest_node(ray, resource)
         if amount * workers > largest:
