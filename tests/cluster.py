@@ -29,6 +29,10 @@ FAST_FAILURE_DETECTION = {"health_check_period_ms": 300, "health_check_failure_t
                           "health_check_initial_delay_ms": 0}
 #: the cells' model: fastnet after its node's pause (tests/cluster_model.py)
 MODEL = "tests.cluster_model:paused_fastnet"
+#: how soon a node that joins a running driver starts its first task: the driver's next look at the nodes (2 s),
+#: then the node's first worker starts (a Python process importing torch and roarfast: seconds on a quiet machine,
+#: 15-25 s on this test machine's 2 shared cores with a cluster of three nodes)
+JOIN_S = 60.0
 
 
 def ray_or_skip():
@@ -44,18 +48,25 @@ class Observed:
 
     def pause(self, seconds: dict) -> None:
         """Sets the pause before a cell's model is built: {node id or "*": seconds}, or {"fail": message}: every
-        build raises."""
-        (self.folder / "pauses.json").write_text(json.dumps(seconds))
+        build raises. Written whole at once: the workers read it again while they pause."""
+        (self.folder / "pauses.json.new").write_text(json.dumps(seconds))
+        os.replace(self.folder / "pauses.json.new", self.folder / "pauses.json")
 
     def builds(self) -> list[dict]:
         """Every model built in a Ray worker so far: {"node", "pid", "time"}."""
         path = self.folder / "builds.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
+    def started_on(self, node) -> bool:
+        """Whether a cell or a chunk started on `node` (a node of the cluster): a model was built there."""
+        return any(build["node"] == node.node_id for build in self.builds())
+
 
 @contextlib.contextmanager
-def local_cluster(folder: Path, nodes: int = 2, cpus: int = 1):
-    """(Cluster, [worker nodes], Observed): a head without CPUs and `nodes` worker nodes of `cpus` CPUs."""
+def local_cluster(folder: Path, nodes: int = 2, cpus: int = 1, gpus: int = 0, head_gpus: int = 0):
+    """(Cluster, [worker nodes], Observed): a head without CPUs and `nodes` worker nodes of `cpus` CPUs; `gpus` and
+    `head_gpus`: GPUs that Ray counts on each worker node and on the head, none of them real (a task asking for one
+    is scheduled as on GPUs, and must not use CUDA)."""
     ray = ray_or_skip()
     from ray.cluster_utils import Cluster
 
@@ -67,9 +78,10 @@ def local_cluster(folder: Path, nodes: int = 2, cpus: int = 1):
     cluster = None
     try:
         cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False,
-            "_system_config": FAST_FAILURE_DETECTION})
-        workers = [cluster.add_node(num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES) for _ in range(nodes)]
+            "num_cpus": 0, "num_gpus": head_gpus, "object_store_memory": OBJECT_STORE_BYTES,
+            "include_dashboard": False, "_system_config": FAST_FAILURE_DETECTION})
+        workers = [cluster.add_node(num_cpus=cpus, num_gpus=gpus, object_store_memory=OBJECT_STORE_BYTES)
+                   for _ in range(nodes)]
         cluster.wait_for_nodes()
         yield cluster, workers, Observed(folder)
     finally:

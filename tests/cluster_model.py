@@ -6,7 +6,8 @@ they finished). Outside Ray (the driver, a data-parallel rank) it is fastnet, at
 
 The test's folder, $ROARFAST_TEST_CLUSTER_DIR, holds `pauses.json` ({node id or "*": seconds, "forward":
 seconds before each forward pass, or "fail": a message that every build in a Ray worker raises}, read at every
-build and forward) and `builds.jsonl` (one {"node", "pid", "time"} line per build in a Ray worker)."""
+build and forward, and again while a pause lasts: a test holds a node's cell with a long pause and releases it by
+setting a shorter one) and `builds.jsonl` (one {"node", "pid", "time"} line per build in a Ray worker)."""
 
 import json
 import os
@@ -31,6 +32,17 @@ def _pauses(folder: Path) -> dict:
     return json.loads((folder / "pauses.json").read_text()) if (folder / "pauses.json").exists() else {}
 
 
+def _pause(folder: Path, *keys: str) -> None:
+    """Sleeps as long as the first of `keys` that pauses.json names says, from now, reading it again as it sleeps."""
+    start = time.time()
+    while True:
+        pauses = _pauses(folder)
+        seconds = next((pauses[key] for key in keys if key in pauses), 0)
+        if time.time() >= start + seconds:
+            return
+        time.sleep(min(0.2, start + seconds - time.time()))
+
+
 def paused_fastnet(num_classes: int, image_size: int, in_channels: int):
     node = _ray_node()
     folder = os.environ.get("ROARFAST_TEST_CLUSTER_DIR")
@@ -42,7 +54,7 @@ def paused_fastnet(num_classes: int, image_size: int, in_channels: int):
         pauses = _pauses(folder)
         if "fail" in pauses:
             raise RuntimeError(pauses["fail"])
-        time.sleep(pauses.get(node, pauses.get("*", 0)))
+        _pause(folder, node, "*")
         # a hook holds no weights: the state dict is fastnet's
-        model.register_forward_pre_hook(lambda module, args: time.sleep(_pauses(folder).get("forward", 0)))
+        model.register_forward_pre_hook(lambda module, args: _pause(folder, "forward"))
     return model

@@ -1,22 +1,23 @@
 """Cells on a local multi-node Ray cluster (tests/cluster.py: a head without CPUs, worker nodes of 1 CPU):
 they spread over the nodes and each row names the node that trained it; a node removed mid-run has its cell
-run again on another (or, every worker node lost, on one that joins later), each cell ends with one row and
-nothing stays claimed; a cell that raises is marked failed once, never run again; a driver killed mid-run
+run again on another (or, every worker node lost, on one that joins later, the driver saying that it waits and
+when work resumes), each cell ends with one row and nothing stays claimed; a node that joins a running sweep gets
+the next cell; a cell that raises is marked failed once, never run again; a driver killed mid-run
 leaves claims that a rerun takes over and finishes; a data-parallel cell trains on one node's CPUs; a cell trains
 with the threads asked for on nodes with fewer CPUs, which a line says. The tests
 that change their cluster (nodes removed or added, a 2-CPU node) start their own and come first; the others
 share one."""
 
+import re
 import shutil
 import socket
-import time
 
 import pytest
 from click.testing import CliRunner
 
 from roarfast.cli import main
-from tests.cluster import (MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed, local_cluster,
-                           losing_node, ray_or_skip, roarfast, rows, start_roarfast, wait_for)
+from tests.cluster import (JOIN_S, MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed,
+                           local_cluster, losing_node, ray_or_skip, roarfast, rows, start_roarfast, wait_for)
 
 #: 160 images: 144 train after the validation split, so that a batch of 128 splits between two workers
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
@@ -24,14 +25,21 @@ DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
 GRID = ["--method", "random", "--mode", "roar", "--fraction", "0.25,0.75", "--seeds", "2", "--no-control",
         "--epochs", "1", "--model", MODEL, "--no-progress"]
 CELLS = 4
+#: two cells (one fraction): one for each node of the join test
+TWO = [*GRID[:GRID.index("--fraction") + 1], "0.25", *GRID[GRID.index("--fraction") + 2:]]
+#: the driver's line when the cells wait for a node (every worker node lost)
+WAITS = "[sweep] Ray: no live node can run a cell (1 CPU): waiting for a node to join"
+#: its line when the cluster has no worker node yet
+EMPTY = "[sweep] Ray: no live node has CPUs or GPUs: waiting for a node to join"
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    """A run directory with a one-epoch base model and random's ranks, to copy per test."""
+    """A run directory with a one-epoch base model of the sweeps' model, which they reuse, and random's ranks, to copy
+    per test."""
     ray_or_skip()
     run_dir = tmp_path_factory.mktemp("cluster") / "base"
-    for args in (["train", "--epochs", "1", *DATA], ["extract", "--method", "random"]):
+    for args in (["train", "--epochs", "1", "--model", MODEL, *DATA], ["extract", "--method", "random"]):
         result = CliRunner().invoke(main, [*args, "--run-dir", str(run_dir), "--no-progress"])
         assert result.exit_code == 0, result.output
     return run_dir
@@ -67,14 +75,50 @@ def test_when_every_worker_node_is_lost_the_cells_wait_for_a_new_one(prepared, t
     log = tmp_path / "driver.log"
 
     def replace_it():
-        time.sleep(2)  # no node with a CPU now: the lost node's task waits to run again, and so does the driver
+        # no node with a CPU now: the lost node's task waits to run again, and the driver says it waits
+        wait_for(lambda: WAITS in log.read_text(), "the driver's line that it waits for a node")
         assert "FAILED" not in log.read_text(), log.read_text()[-3000:]
         joined.append(cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES))
 
     with local_cluster(tmp_path / "cluster", nodes=1) as (cluster, (lost,), observed):
-        sweep_losing(run_dir, cluster, lost, observed, log, then=replace_it)
+        said = sweep_losing(run_dir, cluster, lost, observed, log, then=replace_it)
         found = assert_each_cell_once_and_nothing_claimed(run_dir, CELLS)
     assert {r["extra"]["ray_node"] for r in found} == {joined[0].node_id}
+    assert f"[sweep] Ray: node {lost.node_id[:8]} left: its 1 task(s) in flight run again on another node" in said
+    assert re.search(rf"\[sweep\] Ray: node {joined[0].node_id[:8]} \(.+\) joined with 1 CPU: work resumes after "
+                     rf"(\d+m)?[0-9.]+s of waiting", said), said[-3000:]
+
+
+def test_a_sweep_waits_for_a_node_and_a_node_that_joins_gets_cells(prepared, tmp_path):
+    """A cluster with no worker node yet: the driver says it waits, then when work resumes and after how long. A node
+    that joins while every cell in flight holds the other node gets the next cell (within JOIN_S: the driver's next
+    look, then its worker's start), and the driver says it joined; the rows (two cells) name both nodes."""
+    run_dir = copy_of(prepared, tmp_path)
+    log = tmp_path / "driver.log"
+    with local_cluster(tmp_path / "cluster", nodes=0) as (cluster, _, observed):
+        observed.pause({"*": 600})  # each cell holds its node until released
+        driver = start_roarfast(*sweep(run_dir, cluster, grid=TWO), log=log)
+        try:
+            wait_for(lambda: EMPTY in log.read_text(), "the driver's line that it waits for a node")
+            first = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
+            # the first cell, claimed once the driver has looked at the nodes, is sent to the first node and holds its
+            # one CPU from then: the second node joins while the first one's worker still starts (side by side: the
+            # test's seconds saved), and the driver sees it join at its next look
+            wait_for(lambda: any(r["status"] == "running" for r in rows(run_dir)), "the first cell claimed")
+            second = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
+            wait_for(lambda: observed.started_on(second), "a cell on the node that joined", timeout=JOIN_S)
+            observed.pause({})
+            code = driver.wait(timeout=300)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        said = log.read_text()
+        assert code == 0, said[-3000:]
+        found = assert_each_cell_once_and_nothing_claimed(run_dir, 2)
+    assert re.search(rf"\[sweep\] Ray: node {first.node_id[:8]} \(.+\) joined with 1 CPU: work resumes after "
+                     rf"(\d+m)?[0-9.]+s of waiting", said), said[-3000:]
+    assert re.search(rf"\[sweep\] Ray: node {second.node_id[:8]} \(.+\) joined: 1 task\(s\) at a time there", said)
+    assert {r["extra"]["ray_node"] for r in found} == {first.node_id, second.node_id}
 
 
 @pytest.mark.slow

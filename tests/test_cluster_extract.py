@@ -1,11 +1,13 @@
 """Extraction on a local multi-node Ray cluster (tests/cluster.py: a head without CPUs, worker nodes of 1 CPU):
 each chunk of a split is a task, the chunks spread over the nodes, and the store the driver writes holds the
 bytes of a local extraction's; a node removed while it computes a chunk has that chunk computed on another, each
-chunk written once; a driver killed mid-extraction leaves a store that the same command finishes, computing only
-the chunks left (here a sweep, whose cells then train on the cluster too). The test that removes a node starts
-its own cluster and comes first; the others share one."""
+chunk written once; a node that joins a running extraction gets the next chunk; a driver killed mid-extraction
+leaves a store that the same command finishes, computing only the chunks left (here a sweep, whose cells then
+train on the cluster too). The tests that remove or add a node
+start their own cluster and come first; the others share one."""
 
 import filecmp
+import re
 import shutil
 
 import pytest
@@ -14,8 +16,8 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.records.access import Records
 from roarfast.records.ranks import MANIFEST, RankStoreRecord
-from tests.cluster import (MODEL, assert_each_cell_once_and_nothing_claimed, local_cluster, losing_node, ray_or_skip,
-                           roarfast, start_roarfast, wait_for)
+from tests.cluster import (JOIN_S, MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed, local_cluster,
+                           losing_node, ray_or_skip, roarfast, start_roarfast, wait_for)
 
 #: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks); chunks hold whole compute batches, made 32 images
 #: (the device's default is 256: one chunk a split)
@@ -80,6 +82,33 @@ def test_a_removed_nodes_chunk_is_computed_on_another_node(prepared, tmp_path):
                            "a chunk on the node")
     # every chunk came back once, all from the node kept (the lost one's was computed there again)
     assert chunks_on_nodes(said) == {kept.node_id[:8]: CHUNKS}
+    assert_stores_equal(run_dir, local)
+
+
+@pytest.mark.slow  # the placement that test_cluster_cells.py's join test checks on cells: a minute more for CI
+def test_a_node_that_joins_a_running_extraction_gets_chunks(prepared, tmp_path):
+    """While the chunk in flight holds the only node, a node that joins gets the next chunk (within JOIN_S: the
+    driver's next look, then its worker's start), and the driver says it joined; the store is a local extraction's."""
+    base, local = prepared
+    run_dir = shutil.copytree(base, tmp_path / "run")
+    log = tmp_path / "driver.log"
+    with local_cluster(tmp_path / "cluster", nodes=1) as (cluster, (first,), observed):
+        observed.pause({"forward": 600})  # each chunk holds its node until released
+        driver = start_roarfast(*extract_on(cluster, run_dir), log=log)
+        try:
+            wait_for(lambda: observed.started_on(first), "a chunk on the first node")
+            second = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
+            wait_for(lambda: observed.started_on(second), "a chunk on the node that joined", timeout=JOIN_S)
+            observed.pause({})
+            code = driver.wait(timeout=300)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+    said = log.read_text()
+    assert code == 0, said[-3000:]
+    assert re.search(rf"extract: Ray: node {second.node_id[:8]} \(.+\) joined: 1 task\(s\) at a time there", said)
+    spread = chunks_on_nodes(said)
+    assert set(spread) == {first.node_id[:8], second.node_id[:8]} and sum(spread.values()) == CHUNKS
     assert_stores_equal(run_dir, local)
 
 

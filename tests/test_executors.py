@@ -356,6 +356,9 @@ def test_on_nodes_smaller_than_a_cells_threads_it_reserves_what_they_hold_and_sa
     assert task_resources(nodes, 1.0, 0.0, unit="task")[1:] == (0.0, 1, None)
     roomy = SimpleNamespace(nodes=lambda: [{"Alive": True, "Resources": {"CPU": 8.0}}])
     assert task_resources(roomy, None, 0.0, threads=4) == (4, 0.0, 4, None)
+    # no CPU asked for (a GPU task's default) is refused without GPUs: nothing would bound how many run on a node
+    with pytest.raises(UserError, match=r"--cpus-per-task 0 without --gpus-per-task: .*--cpus-per-task 1 or more"):
+        task_resources(roomy, 0.0, 0.0, unit="task")
 
 
 def test_done_cells_of_other_thread_counts_are_said_in_one_line():

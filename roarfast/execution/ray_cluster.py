@@ -1,7 +1,7 @@
-"""Ray as the Ray executor (roarfast.execution.backends.ray, which holds its options) uses it: connecting, the live
-nodes' resources (the most one node holds, how many tasks they run at once, counted again as nodes leave or join),
-and how often Ray runs again a task whose worker or node died; and the threads this process computes with, which
-a task is given by default. Ray stays optional: `import_ray` says how to install it.
+"""Ray as the Ray executor (roarfast.execution.backends.ray, which holds its options) uses it: connecting, what a
+task asks for (from the most one live node holds), and how often Ray runs again a task whose worker or node died;
+and the threads this process computes with, which a task is given by default (where the tasks run:
+roarfast.execution.ray_placement). Ray stays optional: `import_ray` says how to install it.
 """
 
 from roarfast.errors import UserError
@@ -49,13 +49,16 @@ def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit:
     an extraction "task". threads: what it computes with, `threads` where given (--threads-per-cell), else its
     CPUs where given, else local_threads(). CPUs None: the threads, at most what the largest node holds for the
     task's workers (a task asking for more would never be scheduled), and then `note` is the line that says the
-    task runs more threads than it reserves (else None); 1 with GPUs. A task's workers share one node, which must
-    hold them all (else one line naming the flags that lower it)."""
+    task runs more threads than it reserves (else None); 0 with GPUs: a GPU task's work is on its GPUs, which
+    bound how many run on a node, and a CPU asked for besides would leave idle the GPUs of a node with fewer CPUs
+    than GPUs (a head started with --num-cpus=0, a pod whose CPU limit is below its GPUs). A task's workers share
+    one node, which must hold them all (else one line naming the flags that lower it); a task asking for no CPU and
+    no GPU is refused (one line)."""
     if threads is None:
         threads = max(1, int(cpus)) if cpus is not None and gpus == 0 else local_threads()
     note = None
     if cpus is None and gpus > 0:
-        cpus = 1
+        cpus = 0
     elif cpus is None:
         room = int(largest_node(ray, "CPU") // workers)
         cpus = max(1, min(threads, room))
@@ -65,6 +68,9 @@ def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit:
                     f"the local executor's) and reserves {cpus}, all the largest node has for it: such a node runs "
                     f"more threads than it has CPUs" + (" (--threads-per-cell fewer changes the rows)"
                                                          if unit == "cell" else ""))
+    if cpus <= 0 and gpus <= 0:  # a task asking for nothing: Ray would start every one at once on any node
+        raise UserError(f"--cpus-per-{unit} {cpus:g} without --gpus-per-{unit}: a task needs a CPU or a GPU; give "
+                        f"--cpus-per-{unit} 1 or more, or leave it out")
     for resource, amount in (("CPU", cpus), ("GPU", gpus)):
         largest = largest_node(ray, resource)
         if amount * workers > largest:
@@ -74,8 +80,3 @@ def task_resources(ray, cpus: float | None, gpus: float, workers: int = 1, unit:
                             f"node of the Ray cluster has {largest:g}: lower {lower}--{resource.lower()}s-per-{unit}")
     return cpus, gpus, threads, note
 
-
-def slots(ray, cpus: float, gpus: float) -> int:
-    """How many tasks of (cpus, gpus) the live nodes run at once now: no more are started than can run."""
-    resource, amount = ("GPU", gpus) if gpus > 0 else ("CPU", cpus)
-    return max(1, sum(int(node["Resources"].get(resource, 0) // amount) for node in ray.nodes() if node.get("Alive")))

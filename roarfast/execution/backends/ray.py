@@ -3,18 +3,21 @@ its options (`RayOptions`: the cluster's address, what a cell and an extraction 
 the live nodes' resources in roarfast.execution.ray_cluster). This process, the driver, claims and records every
 cell and writes every chunk (roarfast.execution.executors, roarfast.stages.extract_tasks say why); a task rebuilds
 its work from the run directory at the driver's absolute path and first checks that its node sees what the driver
-sees (roarfast.stages.worker_view). A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES); as
-many are in flight as the live nodes run, counted again as nodes come and go.
+sees (roarfast.stages.worker_view). A task whose worker or node dies runs again elsewhere (RAY_TASK_RETRIES); the
+driver places each task on a live node with room, looking again at the nodes every few seconds, so that a node
+that joins gets work at once, and says when it waits for one (roarfast.execution.ray_placement).
 """
 
 import socket
+import time
 from dataclasses import dataclass
 
 from roarfast.common.options import CELLS, CHUNKS, flag
 from roarfast.errors import UserError
 from roarfast.stages.executor import Executor
-from roarfast.execution.ray_cluster import (RAY_TASK_RETRIES, WAIT_S, connect, import_ray, local_threads, slots,
+from roarfast.execution.ray_cluster import (RAY_TASK_RETRIES, WAIT_S, connect, import_ray, local_threads,
                                             task_resources)
+from roarfast.execution.ray_placement import Placement, Waiting, await_nodes
 from roarfast.execution.registry import register_executor
 
 
@@ -23,8 +26,8 @@ class RayOptions:
     """--executor ray: the cluster (`address`, None: a local Ray instance), each extraction task's resources (a
     chunk of a split's images) and each retraining cell's. A CPU task computes with its CPUs as threads where they
     are given, else with the threads this process computes with (local_threads), so that Ray's ranks and rows
-    equal the local executor's, reserving as many CPUs (at most the largest node's: task_resources); 1 CPU where
-    GPUs are asked for."""
+    equal the local executor's, reserving as many CPUs (at most the largest node's: task_resources); no CPU where
+    GPUs are asked for (the GPUs bound how many run on a node)."""
 
     address: str | None = flag("--address", uses=(CELLS, CHUNKS),
                                help="Ray cluster address (default: start a local Ray instance)")
@@ -32,13 +35,14 @@ class RayOptions:
         "--cpus-per-task", kind=float, uses=(CHUNKS,),
         help="Ray: CPUs per extraction task, each a thread  [default: the threads of this process (torch's count: one "
              "per core, or OMP_NUM_THREADS), so that the ranks equal a local extraction's, reserving at most the largest "
-             "node's CPUs (a line says so); 1 with --gpus-per-task]")
+             "node's CPUs (a line says so); 0 with --gpus-per-task: the GPUs bound how many run on a node]")
     gpus_per_task: float = flag("--gpus-per-task", default=0.0, kind=float, uses=(CHUNKS,), show_default=True,
                                 help="Ray: GPUs per extraction task (then computed on CUDA), fractions allowed")
     cpus_per_cell: float | None = flag(
         "--cpus-per-cell", kind=float, uses=(CELLS,),
         help="Ray: CPUs each cell (each worker of one) reserves, and its threads without --threads-per-cell  "
-             "[default: its threads, at most the largest node's CPUs]")
+             "[default: its threads, at most the largest node's CPUs; 0 with --gpus-per-cell: the GPUs bound how many "
+             "run on a node]")
     gpus_per_cell: float = flag("--gpus-per-cell", default=0.0, kind=float, uses=(CELLS,),
                                 help="Ray: GPUs per cell, fractions allowed (0.25: four small models share a GPU); 1 "
                                      "with --workers-per-cell (a GPU per worker)")
@@ -90,19 +94,21 @@ class RayExecutor(Executor):
         from roarfast.stages.cell_workers import worker_settings
         ray = connect(self.options)
         workers = workers_per_cell
+        waiting = Waiting(claims.echo, "[sweep] ")
+        await_nodes(ray, waiting)
         cpus, gpus, threads, note = task_resources(ray, self.options.cpus_per_cell, self.options.gpus_per_cell,
                                                    workers, threads=threads)
         if note:
             claims.echo(f"[sweep] {note}")
         remote = ray.remote(num_cpus=cpus * workers, num_gpus=gpus * workers, max_retries=RAY_TASK_RETRIES,
                             retry_exceptions=False)(_ray_train_cells)
+        placement = Placement(ray, {"CPU": cpus * workers, "GPU": gpus * workers}, "a cell", waiting)
         settings = worker_settings(trainer, "cuda" if gpus > 0 else "cpu", threads, workers)
         settings["grouping"]["size"] = group_size
         run_dir = settings["view"]["run_dir"]
-        execute_elsewhere(trainer, pending, claims, group_size,
-                          capacity=lambda: slots(ray, cpus * workers, gpus * workers),
-                          submit=lambda cells: remote.remote(run_dir, settings, cells),
-                          ready=lambda refs: ray.wait(refs, num_returns=1, timeout=POLL_S)[0],
+        execute_elsewhere(trainer, pending, claims, group_size, capacity=placement.capacity,
+                          submit=lambda cells: placement.submit(remote, run_dir, settings, cells),
+                          ready=lambda refs: placement.done(ray.wait(refs, num_returns=1, timeout=POLL_S)[0]),
                           outcome=lambda ref: _outcome(ray, ref))
 
     def chunk_runner(self):
@@ -157,14 +163,16 @@ class RayChunks:
     """Chunks computed as Ray tasks on the cluster of `options` (a RayOptions), each with --cpus-per-task CPUs and
     threads (default: this process's threads, reserving at most the largest node's CPUs, which `note` then says)
     and --gpus-per-task GPUs (then on CUDA). A task whose worker or node dies runs again elsewhere
-    (RAY_TASK_RETRIES); as many are in flight as the live nodes run, counted again as nodes leave or join (with
-    none left, it waits for one)."""
+    (RAY_TASK_RETRIES); each is placed on a live node with room (ray_placement.Placement), so a node that joins
+    gets chunks at once; with none that can run one, it waits for one, and says so (printed, as extract's lines)."""
 
     def __init__(self, options):
         # late: loads torch, and every --help lists this backend's options
         import torch
 
         self.ray = connect(options)
+        self.waiting = Waiting(print, "extract: ")
+        await_nodes(self.ray, self.waiting)
         self.cpus, self.gpus, self.threads, note = task_resources(self.ray, options.cpus_per_task,
                                                                   options.gpus_per_task, unit="task")
         self.note = note and f"extract: {note}"
@@ -175,14 +183,18 @@ class RayChunks:
         finish; a task that raised ends the extraction in one line (the chunks written are kept)."""
         remote = self.ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=RAY_TASK_RETRIES,
                                  retry_exceptions=False)(_ray_chunk)
+        placement = Placement(self.ray, {"CPU": self.cpus, "GPU": self.gpus}, "an extraction task", self.waiting)
         pending, in_flight = list(chunks), {}
         try:
             while pending or in_flight:
-                room = slots(self.ray, self.cpus, self.gpus)
+                room = placement.capacity()
                 while pending and len(in_flight) < room:
                     chunk = pending.pop(0)
-                    in_flight[remote.remote(run_dir, settings, chunk)] = chunk
-                ready, _ = self.ray.wait(list(in_flight), num_returns=1, timeout=WAIT_S)
+                    in_flight[placement.submit(remote, run_dir, settings, chunk)] = chunk
+                if not in_flight:  # no node can run one now: placement said so
+                    time.sleep(WAIT_S)
+                    continue
+                ready = placement.done(self.ray.wait(list(in_flight), num_returns=1, timeout=WAIT_S)[0])
                 for ref in ready:
                     chunk = in_flight.pop(ref)
                     result = self._get(ref, chunk)
