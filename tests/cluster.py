@@ -122,11 +122,20 @@ def losing_node(args, cluster, lost, observed: Observed, log: Path, what: str, t
     it builds: its tasks pause there until it goes), runs `then()`, and returns what the driver said once it
     succeeded."""
     observed.pause({lost.node_id: 600})
-    driver = start_roarfast(*args, log=log)
-    try:
+
+    def meanwhile():
         wait_for(lambda: any(b["node"] == lost.node_id for b in observed.builds()), what)
         cluster.remove_node(lost, allow_graceful=False)
         then()
+    return driven(args, log, meanwhile)
+
+
+def driven(args, log: Path, meanwhile) -> str:
+    """Runs `roarfast ARGS` in a driver of its own, calls `meanwhile()` while it runs, and returns what the driver
+    said once it succeeded (killed, whatever happens, before the test goes on)."""
+    driver = start_roarfast(*args, log=log)
+    try:
+        meanwhile()
         code = driver.wait(timeout=300)
     finally:
         if driver.poll() is None:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from roarfast.cli import main
 from tests.cluster import (JOIN_S, MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed,
-                           local_cluster, losing_node, ray_or_skip, roarfast, rows, start_roarfast, wait_for)
+                           driven, local_cluster, losing_node, ray_or_skip, roarfast, rows, start_roarfast, wait_for)
 
 #: 160 images: 144 train after the validation split, so that a batch of 128 splits between two workers
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
@@ -97,23 +97,20 @@ def test_a_sweep_waits_for_a_node_and_a_node_that_joins_gets_cells(prepared, tmp
     log = tmp_path / "driver.log"
     with local_cluster(tmp_path / "cluster", nodes=0) as (cluster, _, observed):
         observed.pause({"*": 600})  # each cell holds its node until released
-        driver = start_roarfast(*sweep(run_dir, cluster, grid=TWO), log=log)
-        try:
+
+        def meanwhile():
             wait_for(lambda: EMPTY in log.read_text(), "the driver's line that it waits for a node")
-            first = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
-            # the first cell, claimed once the driver has looked at the nodes, is sent to the first node and holds its
-            # one CPU from then: the second node joins while the first one's worker still starts (side by side: the
-            # test's seconds saved), and the driver sees it join at its next look
+            nodes.append(cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES))
+            # the first cell, claimed once the driver has looked at the nodes, is sent to the first node and holds
+            # its one CPU from then: the second node joins while the first one's worker still starts (side by side:
+            # the test's seconds saved), and the driver sees it join at its next look
             wait_for(lambda: any(r["status"] == "running" for r in rows(run_dir)), "the first cell claimed")
-            second = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
-            wait_for(lambda: observed.started_on(second), "a cell on the node that joined", timeout=JOIN_S)
+            nodes.append(cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES))
+            wait_for(lambda: observed.started_on(nodes[1]), "a cell on the node that joined", timeout=JOIN_S)
             observed.pause({})
-            code = driver.wait(timeout=300)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-        said = log.read_text()
-        assert code == 0, said[-3000:]
+        nodes = []
+        said = driven(sweep(run_dir, cluster, grid=TWO), log, meanwhile)
+        first, second = nodes
         found = assert_each_cell_once_and_nothing_claimed(run_dir, 2)
     assert re.search(rf"\[sweep\] Ray: node {first.node_id[:8]} \(.+\) joined with 1 CPU: work resumes after "
                      rf"(\d+m)?[0-9.]+s of waiting", said), said[-3000:]

@@ -17,7 +17,7 @@ from roarfast.cli import main
 from roarfast.records.access import Records
 from roarfast.records.ranks import MANIFEST, RankStoreRecord
 from tests.cluster import (JOIN_S, MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed, local_cluster,
-                           losing_node, ray_or_skip, roarfast, start_roarfast, wait_for)
+                           driven, losing_node, ray_or_skip, roarfast, start_roarfast, wait_for)
 
 #: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks); chunks hold whole compute batches, made 32 images
 #: (the device's default is 256: one chunk a split)
@@ -94,18 +94,15 @@ def test_a_node_that_joins_a_running_extraction_gets_chunks(prepared, tmp_path):
     log = tmp_path / "driver.log"
     with local_cluster(tmp_path / "cluster", nodes=1) as (cluster, (first,), observed):
         observed.pause({"forward": 600})  # each chunk holds its node until released
-        driver = start_roarfast(*extract_on(cluster, run_dir), log=log)
-        try:
+
+        def meanwhile():
             wait_for(lambda: observed.started_on(first), "a chunk on the first node")
-            second = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
-            wait_for(lambda: observed.started_on(second), "a chunk on the node that joined", timeout=JOIN_S)
+            joined.append(cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES))
+            wait_for(lambda: observed.started_on(joined[0]), "a chunk on the node that joined", timeout=JOIN_S)
             observed.pause({})
-            code = driver.wait(timeout=300)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-    said = log.read_text()
-    assert code == 0, said[-3000:]
+        joined = []
+        said = driven(extract_on(cluster, run_dir), log, meanwhile)
+    (second,) = joined
     assert re.search(rf"extract: Ray: node {second.node_id[:8]} \(.+\) joined: 1 task\(s\) at a time there", said)
     spread = chunks_on_nodes(said)
     assert set(spread) == {first.node_id[:8], second.node_id[:8]} and sum(spread.values()) == CHUNKS

@@ -6,7 +6,6 @@ The stored study takes a quarter of an hour on 2 cores, so the kernel runs the s
 (SMALLER: fewer images, one epoch); the full study's verdicts are checked on the stored outputs
 (tests/test_example_notebook.py), which scripts/run_notebook.py makes with the same kernel."""
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -14,10 +13,12 @@ from pathlib import Path
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "first_study.ipynb"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from run_notebook import NOTEBOOK, execute  # noqa: E402  (a script, not a package)
+
 # the stored study's sizes and the smaller ones the kernel runs (each must be found in the first code cell)
 SMALLER = {"epochs=3": "epochs=1", '"num_train": 1000, "num_test": 500': '"num_train": 300, "num_test": 100'}
 
@@ -33,20 +34,11 @@ def smaller(notebook):
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    """The notebook after a kernel of this venv's python ran it in a fresh folder; its code cells' outputs."""
-    from jupyter_client import KernelManager
-    from jupyter_client.kernelspec import KernelSpecManager
-
+    """The notebook after a kernel of this venv's python ran it in a fresh folder (scripts/run_notebook.py's way,
+    on the smaller study); its code cells' outputs."""
     where = tmp_path_factory.mktemp("notebook")
-    spec = where / "kernels" / "roarfast-test"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "roarfast test", "language": "python"}))
-    manager = KernelManager(kernel_name="roarfast-test",
-                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
     notebook = smaller(nbformat.read(NOTEBOOK, as_version=4))
-    nbclient.NotebookClient(notebook, km=manager, timeout=300, resources={"metadata": {"path": str(where)}}).execute()
+    execute(notebook, where, timeout=300)
     return where, [cell.outputs for cell in notebook.cells if cell.cell_type == "code"]
 
 
