@@ -13,9 +13,10 @@ from roarfast.cli import main
 from roarfast.methods import gradients
 from roarfast.methods.params import MethodParams
 from roarfast.models import resolve_model
-from roarfast.planning import costs
+from roarfast.planning import costs, estimate
 from roarfast.planning.costs import Costing, pass_rows, plan_target
 from roarfast.planning.estimate import StepShape
+from roarfast.recipe import Recipe
 
 CPU = torch.device("cpu")
 UNITS = {"MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -103,3 +104,49 @@ def test_an_evaluations_live_bytes_are_traced_once_and_read_back_after(cache_dir
     again = Costing(data, target).evaluation(spec)
     assert calls == ["fastnet"]
     assert first == again and first > 3 * 16 * 16 * 4  # the input and more
+
+
+def test_a_step_timed_below_its_batch_is_calibrated_to_it():
+    """A machine whose step costs 1 s fixed and 0.1 s an image: timed at 2 and 4 images (0.6 s and 0.35 s an image),
+    the step at 128 images costs 0.1078 s an image; two timings that say no fixed cost give the larger batch's."""
+    asked = []
+
+    def machine(images):
+        asked.append(images)
+        return 1.0 + 0.1 * images
+
+    assert estimate.calibrated(machine, 2, 128) == pytest.approx(1.0 / 128 + 0.1)
+    assert asked == [2, 4]
+    assert estimate.calibrated(machine, 128, 128) == pytest.approx(machine(128) / 128)  # timed at its batch
+    # noise: twice the images faster, or more than twice as slow (a fixed cost below nothing)
+    assert estimate.calibrated({2: 1.0, 4: 0.9}.get, 2, 128) == pytest.approx(0.9 / 4)
+    assert estimate.calibrated({2: 1.0, 4: 2.4}.get, 2, 128) == pytest.approx(2.4 / 4)
+
+
+def test_a_first_plan_times_training_and_evaluation_at_the_recipes_batches(cache_dir, monkeypatch):
+    """With no record, the dry run's measured step is calibrated to the recipe's training batch and its evaluation
+    batch, each timed on steps of the images asked (a model's forward sees them)."""
+    calls, seen = [], []
+    real = estimate.calibrated
+
+    def recorded(timed, images, batch):
+        calls.append((images, batch))
+        return real(timed, images, batch)
+
+    monkeypatch.setattr(estimate, "calibrated", recorded)
+    fastnet = resolve_model("fastnet")
+    data = SimpleNamespace(name="toy", num_classes=4, image_size=64, channels=3, val_images=10,
+                           train=Splits(shape=(3, 64, 64), images=100), train_index=range(90), test=range(40))
+    recipe = Recipe(epochs=1, batch_size=100, amp=None, eval_batch_size=300)
+
+    def watched(*args, **kwargs):
+        model = fastnet.build(*args, **kwargs)
+        model.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[0]))
+        return model
+
+    spec = SimpleNamespace(name=fastnet.name, source_sha256=fastnet.source_sha256, build=watched)
+    times = estimate.training_times(spec, recipe, data, CPU)
+    n = estimate.step_images(recipe.batch_size, data.image_size)  # 32 images of 64 px
+    assert calls == [(n, 100), (n, 300)]
+    assert set(seen) == {n, 2 * n}
+    assert times.source == "a step measured now" and times.train_image > 0 and times.eval_image > 0

@@ -27,7 +27,7 @@ from roarfast.common.fingerprint import config_hash
 
 KIND = "step-times"
 #: bump when what a record holds, how it is keyed or how a shape is counted changes: earlier records are keyed apart
-FORMAT = 2
+FORMAT = 3
 #: the Recipe fields that change what a training step or an evaluation computes (the rest, such as the learning
 #: rate or the epochs, change numbers, not work)
 STEP_FIELDS = ("batch_size", "amp", "channels_last", "flip", "translate", "alternate_flips", "ema_decay",
