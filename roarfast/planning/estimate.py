@@ -2,8 +2,9 @@
 into a run directory, the caller's random numbers left as they were:
 
 - measured: a few training steps and evaluation passes of a fresh model on random images of the dataset's
-  canvas, at two batch sizes and calibrated to the recipe's (seconds per image, `calibrated`), kept in the step-time record (roarfast.stages.step_times), so that this machine
-  measures a model on a canvas once; a record a real training left is read instead.
+  canvas at two batch sizes, calibrated to the recipe's (seconds per image, `calibrated`), kept in the step-time
+  record (roarfast.stages.step_times), so that this machine measures a model on a canvas once; a record a real
+  training left is read instead.
 - counted: a step's shape on the meta device (shapes only: nothing is computed, so a ResNet-50 at 224 px is
   traced in a fraction of a second): the FLOPs of a training step and an evaluation per image, the bytes of
   activations a step keeps for its backward per image, the parameters; and each estimator's FLOPs per image.
@@ -35,8 +36,7 @@ WARMUP_STEPS = 3
 #: steps timed; the fastest is kept: the steady cost of a step, which other processes on the machine only
 #: ever slow down
 TIMED_STEPS = 3
-#: warm-up steps of the second, larger batch a step is timed at (calibrated): the process is warm by then, only the
-#: new shape's kernels are chosen
+#: warm-up steps of the second, larger batch a step is timed at (calibrated)
 REWARM_STEPS = 1
 #: images a step's shape is traced with on the meta device (FLOPs and activations scale with the batch)
 TRACED_IMAGES = 2
@@ -133,19 +133,10 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
             with torch.no_grad(), precision:
                 model(images[:k])
 
-        def fastest(run):
-            warmups = iter((WARMUP_STEPS,))  # its first batch size; REWARM_STEPS for the second
-
-            def timed(k):
-                for _ in range(next(warmups, REWARM_STEPS)):
-                    run(k)
-                return min(_timed(lambda: run(k), device) for _ in range(TIMED_STEPS))
-            return timed
-
         model.train()
-        train = calibrated(fastest(step), n, recipe.batch_size)
+        train = calibrated(_fastest(step, device), n, recipe.batch_size)
         model.eval()
-        evaluate = calibrated(fastest(evaluation), n, recipe.eval_batch_size)
+        evaluate = calibrated(_fastest(evaluation, device), n, recipe.eval_batch_size)
     return StepTimes(train_image=train, eval_image=evaluate)
 
 
@@ -227,7 +218,8 @@ def gradient_rate(spec, data, device, dtype, batch_size: int) -> tuple[float, st
     of data's canvas, where it comes from): the step-time record, else measured now on step_images(batch_size)
     images and twice as many, calibrated to `batch_size` (calibrated), and kept."""
     rows = step_images(batch_size, data.image_size)
-    where = step_times.key("gradient", device, spec, data, {"rows": rows, "precision": str(dtype)})
+    where = step_times.key("gradient", device, spec, data, {"rows": rows, "batch": batch_size,
+                                                            "precision": str(dtype)})
     kept = step_times.read(where)
     if kept is not None:
         return kept["flop_rate"], "a gradient pass measured here earlier"
@@ -245,14 +237,7 @@ def gradient_rate(spec, data, device, dtype, batch_size: int) -> tuple[float, st
                 out = model(x).float()
             torch.autograd.grad(out[:, 0].sum(), x)
 
-        warmups = iter((WARMUP_STEPS,))  # the first batch size's; REWARM_STEPS for the second
-
-        def timed(k):
-            for _ in range(next(warmups, REWARM_STEPS)):
-                gradient(k)
-            return min(_timed(lambda: gradient(k), device) for _ in range(TIMED_STEPS))
-
-        seconds = calibrated(timed, rows, batch_size)  # an image's, at the compute batch
+        seconds = calibrated(_fastest(gradient, device), rows, batch_size)  # an image's, at the compute batch
     counter = _Flops()
     with counter:
         gradient(rows)
@@ -289,6 +274,19 @@ class _Flops(TorchDispatchMode):
         if count is not None:
             self.total += count(*args, **kwargs, out_val=out)
         return out
+
+
+def _fastest(run, device):
+    """timed(k) for `calibrated`: the fastest of TIMED_STEPS calls of run(k), after WARMUP_STEPS calls at the first
+    size asked and REWARM_STEPS at the next (the process is warm by then: only the new shape's kernels are chosen)."""
+    warmups = iter((WARMUP_STEPS,))
+
+    def timed(k):
+        for _ in range(next(warmups, REWARM_STEPS)):
+            run(k)
+        return min(_timed(lambda: run(k), device) for _ in range(TIMED_STEPS))
+
+    return timed
 
 
 def _timed(fn, device) -> float:

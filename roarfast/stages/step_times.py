@@ -65,9 +65,9 @@ def device_label(device) -> str:
 
 def key(kind: str, device, spec, data, settings: dict) -> str:
     """The key of a record of `kind` ("training", "gradient", "extraction"; "shape", "flops" and "evaluation",
-    counted on no device: `device` None) of `spec` (a ModelSpec; None for an extraction of model-free estimators) on data's
-    canvas and classes on `device`, measured with `settings` (training_settings, extraction_settings, or a
-    gradient pass's rows and precision)."""
+    counted on no device: `device` None) of `spec` (a ModelSpec; None for an extraction of model-free estimators)
+    on data's canvas and classes on `device`, measured with `settings` (training_settings, extraction_settings, or
+    a gradient pass's rows, compute batch and precision)."""
     # late: loads torch, and --help imports this module
     import torch
 
