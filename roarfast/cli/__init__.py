@@ -9,15 +9,21 @@ command, a section named after a command to that command only.
 
 import shlex
 import sys
-from pathlib import Path
 
-import click
+from roarfast.cli.start import computes
+from roarfast.common.memory import own_process, preload_allocator
 
-from roarfast.cli.commands import COMMANDS
-from roarfast.cli.config import load_config
-from roarfast.cli.errors import OneLineGroup
-from roarfast.common.memory import preload_allocator
-from roarfast.records.head import set_command
+if computes(sys.argv[1:]):
+    # the command starts again, once, with a well-kept allocator, before click, the commands and torch load (each
+    # would load twice otherwise); one that computes nothing (--help, ls) is spared the second start
+    preload_allocator()
+
+import click  # noqa: E402  (after the allocator's start: loaded once)
+
+from roarfast.cli.commands import COMMANDS  # noqa: E402
+from roarfast.cli.config import load_config  # noqa: E402
+from roarfast.cli.errors import OneLineGroup  # noqa: E402
+from roarfast.records.head import set_command  # noqa: E402
 
 
 @click.group(cls=OneLineGroup, commands=[entry.value for entry in COMMANDS],
@@ -32,8 +38,5 @@ def main(ctx):
     A session on the embedded dataset: `roarfast train`, then `roarfast extract --method sg-sq`,
     then `roarfast retrain --fraction 0.7`; or everything at once with `roarfast run`.
     """
-    if getattr(ctx.command.get_command(ctx, ctx.invoked_subcommand), "tensors", True):
-        preload_allocator()  # before torch loads: the command starts again, once, with a well-kept allocator
     # what HEAD and the configurations record: the command line, where this process is roarfast's own
-    own = Path(sys.argv[0]).name == "roarfast" or Path(sys.argv[0]).parts[-2:] == ("cli", "__main__.py")
-    set_command(shlex.join(["roarfast", *sys.argv[1:]]) if own else f"roarfast {ctx.invoked_subcommand}")
+    set_command(shlex.join(["roarfast", *sys.argv[1:]]) if own_process() else f"roarfast {ctx.invoked_subcommand}")

@@ -99,12 +99,20 @@ def _tunables(environ) -> dict:
     return {"GLIBC_TUNABLES": ":".join(filter(None, (own, GLIBC_TUNABLES))), APPLIED_VAR: "glibc"}
 
 
+def own_process() -> bool:
+    """Whether this process is the `roarfast` command's own: its console script, or `python -m roarfast.cli` (whose
+    argv[0] reads "-m" while the package loads, and its __main__.py's path after)."""
+    first = Path(sys.argv[0])
+    started = sys.orig_argv[sys.orig_argv.index("-m") + 1:][:1] if "-m" in sys.orig_argv else []
+    return first.name == "roarfast" or first.parts[-2:] == ("cli", "__main__.py") or (
+        sys.argv[0] == "-m" and started == ["roarfast.cli"])
+
+
 def preload_allocator() -> None:
     """Re-executes this command once with its allocator (chosen_environment), where it is the `roarfast` command's
     own process; a program that calls the CLI in its own process (a test, a notebook) keeps what it has."""
-    own = Path(sys.argv[0]).name == "roarfast" or Path(sys.argv[0]).parts[-2:] == ("cli", "__main__.py")
     try:
-        changes = chosen_environment(os.environ) if own else {}
+        changes = chosen_environment(os.environ) if own_process() else {}
     except UserError as err:  # the command's own process, before its group's one-line errors take over
         raise SystemExit(f"Error: {err}") from None
     if changes:

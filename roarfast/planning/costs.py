@@ -130,6 +130,9 @@ class Cost:
     peak: float | None = None
     stored: float = 0
     cells: int = 0
+    #: an extraction's: (estimator, its peak bytes, the rows of its largest pass) each, largest first; its estimators
+    #: take each compute batch one after the other, so the stage's peak is the first's
+    peaks: tuple = ()
 
     def wall(self, workers: int) -> float | None:
         """Seconds it takes on `workers` workers."""
@@ -198,10 +201,17 @@ class Costing:
                                     self.evaluation(spec) if self.shape(spec) is not None else None, trains=False))
 
     def evaluation(self, spec) -> float | None:
-        """evaluation_bytes of `spec` on the data's canvas, traced once (None: it cannot be traced)."""
+        """evaluation_bytes of `spec` on the data's canvas (None: it cannot be traced), traced once on this machine
+        and then read from the step-time record (a trace through a batch norm loads torch's compiler: 1.5 s of
+        every dry run otherwise)."""
         key = ("evaluation", spec.name, spec.source_sha256)
         if key not in self._shapes:
-            self._shapes[key] = evaluation_bytes(spec, self.data)
+            where = step_times.key("evaluation", None, spec, self.data, {})
+            kept = step_times.read(where)
+            if kept is None:
+                kept = {"bytes": evaluation_bytes(spec, self.data)}
+                step_times.remember(where, kept, real=True)
+            self._shapes[key] = kept["bytes"]
         return self._shapes[key]
 
     def cells(self, count: int, measured: float | None, rates: str, spec, recipe) -> Cost:
@@ -231,26 +241,28 @@ class Costing:
         work = f"{len(selection.names)} estimators x {images:,} images"
         stored = rank_bytes(data, options.splits, len(selection.names), options.granularity, options.keep_maps)
         flops = explaining_flops(spec, data, selection, params)
-        traced = [count for count in flops.values() if count is not None]
         shape = self.shape(spec) if flops else None
-        rows = batch
-        if shape is not None and traced:  # the gradient passes (forward + input backward) of an image, chunked
-            passes = max(traced) / (2 * shape.eval_flops)
-            rows = max(batch, min(batch * math.ceil(passes), params.max_chunk_elements // math.prod(data.train.shape)))
-        peak = extraction_memory(shape, rows, precision) if flops else 0
-        if peak is not None:  # the chunk's ranks (and maps) gathered for the writer, the data, the process on a CPU
-            largest = max(len(data.train if split == "train" else data.test) for split in options.splits)
-            chunk = min(options.chunk_rows(batch), largest) * stored / images if images else 0
-            read = options.pass_images(batch)
-            peak += chunk + data_held(data, self.target, read, read) + process_bytes(data, self.target)
+        # besides an estimator's pass: the chunk's ranks (and maps) gathered for the writer, the data, the process on
+        # a CPU
+        largest = max(len(data.train if split == "train" else data.test) for split in options.splits)
+        chunk = min(options.chunk_rows(batch), largest) * stored / images if images else 0
+        read = options.pass_images(batch)
+        shared = chunk + data_held(data, self.target, read, read) + process_bytes(data, self.target)
+        peaks = []
+        for method, count in flops.items():
+            rows = pass_rows(count, shape, batch, params.max_chunk_elements, math.prod(data.train.shape))
+            each = extraction_memory(shape, rows, precision, self.target)
+            peaks.append((method, None if each is None else each + shared, rows))
+        peaks.sort(key=lambda p: -math.inf if p[1] is None else p[1], reverse=True)
+        peak = (peaks[0][1] if peaks else 0) if all(p[1] is not None for p in peaks) else None
         untraced = [method for method, count in flops.items() if count is None]
         kept = None if self.target.peak is not None else step_times.read(step_times.key(
             "extraction", device, spec if selection.explained else None, data,
             step_times.extraction_settings(selection, batch, options.amp)))
         if kept is not None:
-            return Cost(kept["image"] * images, "an extraction here", work, peak, stored)
+            return Cost(kept["image"] * images, "an extraction here", work, peak, stored, peaks=tuple(peaks))
         if untraced:
-            return Cost(None, f"{', '.join(untraced)} could not be traced", work, peak, stored)
+            return Cost(None, f"{', '.join(untraced)} could not be traced", work, peak, stored, peaks=tuple(peaks))
         if not flops:
             return Cost(0.0, "no model to explain", work, peak, stored)
         if self.target.peak is None:
@@ -258,7 +270,8 @@ class Costing:
         else:
             rate = self.target.rate(precision, "explain")
             source = f"a gradient pass's share of the {precision or 'fp32'} peak, {SHARE[precision]['explain']:.1%}"
-        return Cost(sum(flops.values()) * images / rate, f"their FLOPs at {source}", work, peak, stored)
+        return Cost(sum(flops.values()) * images / rate, f"their FLOPs at {source}", work, peak, stored,
+                    peaks=tuple(peaks))
 
 
 def training_memory(shape, recipe, data, target: Target, evaluation: float | None = None,
@@ -364,12 +377,25 @@ def evaluation_bytes(spec, data) -> float | None:
     return live.peak / EVAL_TRACED_IMAGES + x[0].numel() * FLOAT_BYTES
 
 
-def extraction_memory(shape, rows: int, precision) -> float | None:
-    """Peak bytes of an extraction pass of `rows` images (its weights and the activations of the pass; the caller
-    adds the process on a CPU)."""
+def pass_rows(flops: float | None, shape, batch: int, max_chunk_elements: int, image_elements: int) -> int:
+    """Rows of an estimator's largest forward and input backward at `batch` images a compute batch, its `flops` per
+    image being so many gradient passes (an ensemble's samples, ig's steps; 2 x a forward's FLOPs each): as the
+    estimators chunk them (methods.gradients, methods.ensembles), as many passes of the whole batch at once as
+    max_chunk_elements holds, at least one. ig's 25 steps of a 256-image batch of 32-px images go 21 at a time:
+    5,376 rows, against 400 at 16 images."""
+    if flops is None or shape is None or not shape.eval_flops:
+        return batch
+    passes = max(1, round(flops / (2 * shape.eval_flops)))
+    return batch * max(1, min(passes, max_chunk_elements // (batch * image_elements)))
+
+
+def extraction_memory(shape, rows: int, precision, target: Target | None = None) -> float | None:
+    """Peak bytes of an extraction pass of `rows` images: its weights and the activations of the pass, on a CPU
+    times CPU_HEAP_FACTOR (its heap keeps the freed blocks of earlier passes); the caller adds the process."""
     if shape is None:
         return None
-    return shape.parameters * FLOAT_BYTES + rows * shape.activation_bytes * (0.5 if precision else 1.0)
+    heap = CPU_HEAP_FACTOR if getattr(getattr(target, "device", None), "type", None) == "cpu" else 1
+    return shape.parameters * FLOAT_BYTES + rows * shape.activation_bytes * (0.5 if precision else 1.0) * heap
 
 
 def data_size(data) -> int:

@@ -1,9 +1,10 @@
 """Stage times and sizes estimated before a stage has run, two ways, neither training, extracting or writing
 into a run directory, the caller's random numbers left as they were:
 
-- measured: a few training steps and an evaluation pass of a fresh model on random images of the dataset's
-  canvas (seconds per image), kept in the step-time record (roarfast.stages.step_times), so that this machine
-  measures a model on a canvas once; a record a real training left is read instead.
+- measured: a few training steps and evaluation passes of a fresh model on random images of the dataset's
+  canvas at two batch sizes, calibrated to the recipe's (seconds per image, `calibrated`), kept in the step-time
+  record (roarfast.stages.step_times), so that this machine measures a model on a canvas once; a record a real
+  training left is read instead.
 - counted: a step's shape on the meta device (shapes only: nothing is computed, so a ResNet-50 at 224 px is
   traced in a fraction of a second): the FLOPs of a training step and an evaluation per image, the bytes of
   activations a step keeps for its backward per image, the parameters; and each estimator's FLOPs per image.
@@ -35,6 +36,8 @@ WARMUP_STEPS = 3
 #: steps timed; the fastest is kept: the steady cost of a step, which other processes on the machine only
 #: ever slow down
 TIMED_STEPS = 3
+#: warm-up steps of the second, larger batch a step is timed at (calibrated)
+REWARM_STEPS = 1
 #: images a step's shape is traced with on the meta device (FLOPs and activations scale with the batch)
 TRACED_IMAGES = 2
 
@@ -66,6 +69,24 @@ def step_images(batch_size: int, image_size: int) -> int:
     return max(2, min(batch_size, STEP_PIXELS // (image_size * image_size)))
 
 
+def calibrated(timed, images: int, batch: int) -> float:
+    """Seconds per image of a step at `batch` images, from `timed(n)` (the fastest seconds of a step of n images,
+    warmed): a step measured below the batch it runs at costs more per image (its fixed cost, kernel launches and
+    layer set-up, spread over few images: ResNet-18 at 224 px on a CPU, 2.6x at 2 images what it costs at 20), so it
+    is timed at `images` and at twice as many and its seconds fitted as fixed + per image x n, then taken at `batch`;
+    where the two say no fixed cost (noise), the larger batch's seconds per image."""
+    first = timed(images)
+    if batch <= images:
+        return first / images
+    more = min(batch, 2 * images)
+    second = timed(more)
+    per_image = (second - first) / (more - images)
+    fixed = first - per_image * images
+    if per_image <= 0 or fixed <= 0:
+        return second / more
+    return fixed / batch + per_image
+
+
 def training_times(spec, recipe, data, device) -> StepTimes:
     """The step times of training `spec` (a ModelSpec) with `recipe` on data's canvas on `device`: the
     step-time record where this machine kept one (a real training's, else an earlier measured step's), else
@@ -83,19 +104,22 @@ def training_times(spec, recipe, data, device) -> StepTimes:
 def measure_steps(spec, recipe, data, device) -> StepTimes:
     """Times training steps of a fresh `spec` (a ModelSpec) with `recipe`'s augmentation, precision and memory
     format on random images of data's canvas (plain SGD updates: torch.optim's first use imports the compiler,
-    seconds that a step does not cost), and an evaluation pass."""
+    seconds that a step does not cost), and evaluation passes, each calibrated to the recipe's batch (calibrated)."""
     n = step_images(recipe.batch_size, data.image_size)
+    most = 2 * n  # calibrated's second batch
     fmt = torch.channels_last if recipe.channels_last else torch.contiguous_format
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         model = spec.build(data.num_classes, data.image_size, data.channels).to(device, memory_format=fmt)
-        x = torch.randn(n, data.channels, data.image_size, data.image_size, device=device).to(memory_format=fmt)
-        y = torch.randint(0, data.num_classes, (n,), device=device)
+        images = torch.randn(most, data.channels, data.image_size, data.image_size, device=device).to(
+            memory_format=fmt)
+        labels = torch.randint(0, data.num_classes, (most,), device=device)
         loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
         precision = autocast(device, recipe)
         shifts = Augment(flip=recipe.flip, translate=recipe.translate, pad=recipe.pad) if recipe.flip or recipe.translate else None
         generator = torch.Generator(device=device).manual_seed(0)
 
-        def step():
+        def step(k):
+            x, y = images[:k], labels[:k]
             batch = x if shifts is None else augment(x, shifts, generator).contiguous(memory_format=fmt)
             with precision:
                 loss = loss_fn(model(batch).float(), y)
@@ -105,16 +129,15 @@ def measure_steps(spec, recipe, data, device) -> StepTimes:
                     p.add_(p.grad, alpha=-recipe.lr)
                     p.grad = None
 
+        def evaluation(k):
+            with torch.no_grad(), precision:
+                model(images[:k])
+
         model.train()
-        for _ in range(WARMUP_STEPS):
-            step()
-        train = min(_timed(step, device) for _ in range(TIMED_STEPS))
+        train = calibrated(_fastest(step, device), n, recipe.batch_size)
         model.eval()
-        with torch.no_grad(), precision:
-            for _ in range(WARMUP_STEPS):
-                model(x)
-            evaluate = min(_timed(lambda: model(x), device) for _ in range(TIMED_STEPS))
-    return StepTimes(train_image=train / n, eval_image=evaluate / n)
+        evaluate = calibrated(_fastest(evaluation, device), n, recipe.eval_batch_size)
+    return StepTimes(train_image=train, eval_image=evaluate)
 
 
 def training_seconds(times: StepTimes, recipe, data) -> float:
@@ -193,9 +216,10 @@ def explaining_flops(spec, data, selection, params) -> dict[str, float | None]:
 def gradient_rate(spec, data, device, dtype, batch_size: int) -> tuple[float, str]:
     """(FLOP/s of a pass taking the gradient of a fresh `spec`'s input in `dtype` (None: fp32) on random images
     of data's canvas, where it comes from): the step-time record, else measured now on step_images(batch_size)
-    images and kept."""
+    images and twice as many, calibrated to `batch_size` (calibrated), and kept."""
     rows = step_images(batch_size, data.image_size)
-    where = step_times.key("gradient", device, spec, data, {"rows": rows, "precision": str(dtype)})
+    where = step_times.key("gradient", device, spec, data, {"rows": rows, "batch": batch_size,
+                                                            "precision": str(dtype)})
     kept = step_times.read(where)
     if kept is not None:
         return kept["flop_rate"], "a gradient pass measured here earlier"
@@ -203,22 +227,21 @@ def gradient_rate(spec, data, device, dtype, batch_size: int) -> tuple[float, st
         # as extraction runs the model (extract.explained_model): eval mode, channels_last, frozen parameters
         model = spec.build(data.num_classes, data.image_size, data.channels).to(
             device, memory_format=torch.channels_last).eval().requires_grad_(False)
-        x = torch.randn(rows, data.channels, data.image_size, data.image_size, device=device).to(
-            memory_format=torch.channels_last).requires_grad_(True)
+        images = torch.randn(2 * rows, data.channels, data.image_size, data.image_size, device=device).to(
+            memory_format=torch.channels_last)
         precision = torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
 
-        def gradient():
+        def gradient(k):
+            x = images[:k].detach().requires_grad_(True)
             with precision:
                 out = model(x).float()
             torch.autograd.grad(out[:, 0].sum(), x)
 
-        for _ in range(WARMUP_STEPS):
-            gradient()
-        seconds = min(_timed(gradient, device) for _ in range(TIMED_STEPS))
+        seconds = calibrated(_fastest(gradient, device), rows, batch_size)  # an image's, at the compute batch
     counter = _Flops()
     with counter:
-        gradient()
-    rate = counter.total / seconds
+        gradient(rows)
+    rate = counter.total / rows / seconds
     step_times.remember(where, {"flop_rate": rate}, real=False)
     return rate, "a gradient pass measured now"
 
@@ -251,6 +274,19 @@ class _Flops(TorchDispatchMode):
         if count is not None:
             self.total += count(*args, **kwargs, out_val=out)
         return out
+
+
+def _fastest(run, device):
+    """timed(k) for `calibrated`: the fastest of TIMED_STEPS calls of run(k), after WARMUP_STEPS calls at the first
+    size asked and REWARM_STEPS at the next (the process is warm by then: only the new shape's kernels are chosen)."""
+    warmups = iter((WARMUP_STEPS,))
+
+    def timed(k):
+        for _ in range(next(warmups, REWARM_STEPS)):
+            run(k)
+        return min(_timed(lambda: run(k), device) for _ in range(TIMED_STEPS))
+
+    return timed
 
 
 def _timed(fn, device) -> float:

@@ -257,7 +257,8 @@ class Preview:
         if not cost.work:
             return f"{cost.source}: nothing to compute"
         parts = [cost.work, *([f"{gib(cost.stored)} on disk"] if cost.stored else []),
-                 f"peak memory {gib(cost.peak)}" + (f" of {gib(self.target.memory)}" if self.target.memory else ""),
+                 f"peak memory {gib(cost.peak)}" + (f" of {gib(self.target.memory)}" if self.target.memory else "")
+                 + _peaks_text(cost.peaks),
                  f"{hours(cost.seconds)} device-hours ({cost.source})"]
         if self.workers > 1:
             parts.append(f"{format_duration(cost.wall(self.workers))} on {self.workers} workers")
@@ -267,6 +268,14 @@ class Preview:
         parts = ", ".join(f"{name} {format_duration(stage.wall(self.workers))} ({stage.source})"
                           for name, stage in self.stages.items() if stage.seconds != 0)
         return f"{format_duration(self.eta)}" + (f": {parts}" if parts else " (nothing left to do)")
+
+
+def _peaks_text(peaks) -> str:
+    """An extraction's peak by estimator (Cost.peaks): what each one's largest pass holds at the compute batch."""
+    if not peaks:
+        return ""
+    return " (by estimator, its largest pass: " + ", ".join(
+        f"{shown_method(method)} {gib(peak)} at {rows:,} rows" for method, peak, rows in peaks) + ")"
 
 
 def preview_sweep(run, grid: Grid, selection, extract_options, *, dataset=None, data_dir=None, dataset_options=None,

@@ -2,11 +2,14 @@
 earlier cells in results.sqlite, pooled over their cell groups; roarfast.stats.PRIOR_SD where there are none),
 the smallest difference from random that the planned seeds detect at 80% power, the seeds a wanted difference
 (--detect POINTS) needs, and the design of `sweep --seeds auto` (roarfast.stats.sequential). The dry run prints
-`lines`; the sweep takes `auto_design`."""
+`lines`; the sweep takes `auto_design`. What the planned seeds detect is solved once per seed count and kept in the
+cache (`detectable`)."""
 
 from dataclasses import dataclass
 
 from roarfast import stats
+from roarfast.common.fingerprint import config_hash
+from roarfast.data import cache
 from roarfast.modes import MODES
 from roarfast.results import RETRAIN, open_results
 from roarfast.stats.power import LEAST_SEEDS
@@ -14,6 +17,8 @@ from roarfast.stats.sequential import FIRST_LOOK, Design
 
 #: --max-seeds's default: the most seeds per cell `--seeds auto` adds up to
 MAX_SEEDS = 10
+#: the cache's kind (roarfast.data.cache) of the solved effect sizes
+KIND = "detectable"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,18 @@ def recorded_spread(run, model: str, fingerprint: str | None) -> Spread:
     return Spread(sd, len(used), sum(map(len, used))) if sd is not None else Spread(stats.PRIOR_SD)
 
 
+def detectable(sd: float, seeds: int) -> float:
+    """stats.detectable(sd, seeds): the effect size (Cohen's d) that `seeds` per arm detect at the stated alpha and
+    power, solved once and kept in the cache (statsmodels, which solves it, loads pandas: a second or more on every
+    dry run otherwise), times `sd`."""
+    where = config_hash({"seeds": seeds, "alpha": stats.ALPHA, "power": stats.POWER})
+    kept = cache.read(KIND, where)
+    if kept is None:
+        kept = {"effect": stats.detectable(1.0, seeds)}
+        cache.write(KIND, where, kept)
+    return kept["effect"] * sd
+
+
 def lines(spread: Spread, seeds: int | str, detect: float | None, max_seeds: int | None) -> list[str]:
     """What the dry run says of the seeds planned: what `seeds` (an int, or "auto" with its design) detect at 80%
     power, and what --detect needs."""
@@ -59,11 +76,11 @@ def lines(spread: Spread, seeds: int | str, detect: float | None, max_seeds: int
         out.append(f"seeds auto: looks at {', '.join(map(str, design.looks))} seeds per cell, seeds added only where a "
                    f"verdict is undecided, each look at its O'Brien-Fleming nominal level (levels "
                    f"{', '.join(f'{p:.2g}' for p in design.levels)}: alpha {stats.ALPHA} overall); at most "
-                   f"{design.looks[-1]} seeds detect {stats.points(stats.detectable(spread.sd, design.looks[-1]))} "
+                   f"{design.looks[-1]} seeds detect {stats.points(detectable(spread.sd, design.looks[-1]))} "
                    f"points with 80% power ({spread.describe()})")
     elif seeds >= LEAST_SEEDS:
         out.append(f"seeds {seeds}: detect a difference from random of "
-                   f"{stats.points(stats.detectable(spread.sd, seeds))} points with 80% power at alpha {stats.ALPHA} "
+                   f"{stats.points(detectable(spread.sd, seeds))} points with 80% power at alpha {stats.ALPHA} "
                    f"({spread.describe()})")
     else:
         out.append(f"seeds {seeds}: no verdict against random can be drawn (a t-test needs {LEAST_SEEDS} seeds)")

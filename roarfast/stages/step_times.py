@@ -12,10 +12,11 @@ Three kinds of measurement (`key`), each sealed with its digest (a damaged one i
 - extraction: seconds per image of extracting a set of estimators together (one pass shares their work) with
   their parameters, batch and precision; written by a sweep's extraction (the whole stage's seconds).
 Besides, what a dry run counts of a model on the meta device, which no device changes (the step's shape, an
-estimator's FLOPs): counting loads torch's compiler (seconds), so it is done once.
+estimator's FLOPs, an evaluation's live bytes): counting loads torch's compiler (seconds), so it is done once.
 
-A key names the device (a GPU's name, or the CPU's model and the threads torch computes with), so records of
-another machine or another thread count are never read.
+A key names the device (a GPU's name, or the CPU's model and the threads torch computes with) and torch's version
+(its kernels set a step's time, its operators what a trace counts), so records of another machine, another thread
+count or another torch are never read.
 """
 
 import platform
@@ -26,7 +27,7 @@ from roarfast.common.fingerprint import config_hash
 
 KIND = "step-times"
 #: bump when what a record holds, how it is keyed or how a shape is counted changes: earlier records are keyed apart
-FORMAT = 2
+FORMAT = 3
 #: the Recipe fields that change what a training step or an evaluation computes (the rest, such as the learning
 #: rate or the epochs, change numbers, not work)
 STEP_FIELDS = ("batch_size", "amp", "channels_last", "flip", "translate", "alternate_flips", "ema_decay",
@@ -63,13 +64,16 @@ def device_label(device) -> str:
 
 
 def key(kind: str, device, spec, data, settings: dict) -> str:
-    """The key of a record of `kind` ("training", "gradient", "extraction"; "shape" and "flops", counted on no
-    device: `device` None) of `spec` (a ModelSpec; None for an extraction of model-free estimators) on data's
-    canvas and classes on `device`, measured with `settings` (training_settings, extraction_settings, or a
-    gradient pass's rows and precision)."""
+    """The key of a record of `kind` ("training", "gradient", "extraction"; "shape", "flops" and "evaluation",
+    counted on no device: `device` None) of `spec` (a ModelSpec; None for an extraction of model-free estimators)
+    on data's canvas and classes on `device`, measured with `settings` (training_settings, extraction_settings, or
+    a gradient pass's rows, compute batch and precision)."""
+    # late: loads torch, and --help imports this module
+    import torch
+
     model = {} if spec is None else {"model": spec.name, "source": spec.source_sha256}
     where = None if device is None else device_label(device)
-    return config_hash({"format": FORMAT, "kind": kind, "device": where, **model,
+    return config_hash({"format": FORMAT, "torch": torch.__version__, "kind": kind, "device": where, **model,
                         "canvas": list(data.train.shape), "classes": data.num_classes, "settings": settings})
 
 

@@ -11,7 +11,6 @@ Each test has a name (the *_TEXT strings), so the report can say which one decid
 import warnings
 
 import numpy as np
-from scipy import stats as sps
 
 from roarfast.stats.power import pooled_sd
 
@@ -42,6 +41,9 @@ def _spread(a, b):
 def _welch(x, y, alternative: str):
     """scipy's Welch t-test of x against y along the last axis (its warnings of a group without spread silenced:
     the cases without any spread are decided by the callers)."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import stats as sps
+
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         return sps.ttest_ind(x, y, axis=-1, equal_var=False, alternative=alternative).pvalue

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from roarfast.stats.levels import CONFIDENCE
 
@@ -34,6 +33,9 @@ class Interval:
 
 def t_interval(values, confidence: float = CONFIDENCE) -> Interval:
     """The mean of `values` with its Student t confidence interval (None bounds for one value)."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import stats as sps
+
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         raise ValueError("t_interval needs at least one value")
@@ -57,6 +59,9 @@ def welch_interval(a, b, confidence: float = CONFIDENCE) -> Interval:
     """The difference of means mean(b) - mean(a) with its Welch t confidence interval (unequal variances,
     Welch-Satterthwaite degrees of freedom); None bounds below 2 values in either group, a zero-width
     interval where neither group has spread."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import stats as sps
+
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.size == 0 or b.size == 0:
@@ -73,6 +78,9 @@ def welch_interval(a, b, confidence: float = CONFIDENCE) -> Interval:
 def binomial_interval(accuracy: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """The exact (Clopper-Pearson) interval of an accuracy over n test images: of round(accuracy x n) correct
     predictions (scipy's binomtest)."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import stats as sps
+
     correct = min(n, max(0, round(accuracy * n)))
     ci = sps.binomtest(correct, n).proportion_ci(confidence, method="exact")
     return float(ci.low), float(ci.high)
@@ -83,6 +91,9 @@ def accuracy_bounds(mean: float, sd: float | None, k: int, n_test: int | None,
     """(low, high) of a learner's mean accuracy over k seeds of spread `sd` on n_test test images
     (ACCURACY_INTERVAL); (None, None) where nothing bounds it (one value, no test split's size). Hypothetical k and
     n_test are what the learning rule's "what would decide it" searches over."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import stats as sps
+
     low = high = None
     if n_test:
         low, high = binomial_interval(mean, n_test, confidence)

@@ -4,7 +4,6 @@ above chance? One-sided, Holm-corrected over the controls of a configuration rea
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from roarfast.stats.difference import holm
 from roarfast.stats.levels import ALPHA, LEAK_MARGIN
@@ -30,6 +29,9 @@ def leak_test(accuracies, chance: float, n_test: int, alpha: float = ALPHA, marg
     p < alpha AND the mean beats chance by at least `margin` (a control that learned only the class
     prior is not flagged).
     """
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import stats as sps
+
     x = np.asarray(accuracies, dtype=np.float64)
     if x.size == 0:
         raise ValueError("leak_test needs at least one accuracy")

@@ -6,9 +6,6 @@ or test images that would settle whether a learner left chance (the learning rul
 import math
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
-from statsmodels.stats.power import TTestIndPower
 
 from roarfast.stats.intervals import accuracy_bounds
 from roarfast.stats.levels import ALPHA, MOST_IMAGES, MOST_SEEDS, POWER
@@ -34,6 +31,9 @@ def pooled_sd(groups) -> float | None:
 def detectable(sd: float, n_a: int, n_b: int | None = None, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest difference of means that n_a and n_b (default n_a) values per group of spread `sd` detect
     with `power` (DETECTABLE): Cohen's d solved by statsmodels, times sd."""
+    # late: statsmodels (and pandas) loads in a second or more, and a dry run imports this module without calling this
+    from statsmodels.stats.power import TTestIndPower
+
     n_b = n_a if n_b is None else n_b
     if min(n_a, n_b) < LEAST_SEEDS:
         raise ValueError(f"a t-test needs >= {LEAST_SEEDS} values per group, got {n_a} and {n_b}")
@@ -45,6 +45,10 @@ def detectable_welch(se: float, df: float, alpha: float = ALPHA, power: float = 
     """The smallest difference of means that Welch's two-sided test of standard error `se` and `df` degrees of
     freedom detects with `power` (a verdict's: the spread and seeds it was drawn from): power from scipy's
     noncentral t, solved for the difference; 0 where se is 0 (no spread: any difference is told apart)."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import optimize
+    from scipy import stats as sps
+
     if se == 0:
         return 0.0
     crit = sps.t.isf(alpha / 2, df)
@@ -63,6 +67,9 @@ def seeds_needed(difference: float, sd: float, alpha: float = ALPHA, power: floa
                  most: int = MOST_SEEDS) -> int | None:
     """The fewest seeds per arm (>= 2) whose detectable difference (detectable) is at most `difference`; None
     beyond `most`."""
+    # late: statsmodels (and pandas) loads in a second or more, and a dry run imports this module without calling this
+    from statsmodels.stats.power import TTestIndPower
+
     if difference <= 0:
         raise ValueError(f"the difference to detect must be > 0, got {difference}")
     if sd == 0:

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import signal
-from scipy import stats as sps
 
 from roarfast.stats.difference import BETTER_CODE, UNDECIDED_CODE, WORSE_CODE, classify, holm, tost_p, welch_p
 from roarfast.stats.levels import ALPHA, MARGIN
@@ -38,6 +36,9 @@ GRID_SPAN, GRID_STEP = 9.0, 0.002
 
 def spent(t: float, alpha: float) -> float:
     """The share of alpha spent by information fraction t (SPENDING)."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import stats as sps
+
     return float(2 * sps.norm.sf(sps.norm.isf(alpha / 2) / math.sqrt(t)))
 
 
@@ -47,6 +48,10 @@ def boundaries(fractions: tuple, alpha: float) -> tuple:
     probabilities under the null add up to the alpha spent at each (P(|Z_1| < c_1, ..., |Z_k| >= c_k) = alpha(t_k)
     - alpha(t_k-1)), Z_k = S(t_k) / sqrt(t_k) for the Brownian motion S: the density of S within the boundaries
     carried from look to look by convolution with the normal increment."""
+    # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+    from scipy import signal
+    from scipy import stats as sps
+
     x = np.arange(-GRID_SPAN, GRID_SPAN + GRID_STEP / 2, GRID_STEP)
     out, density, before, t_before = [], None, 0.0, 0.0
     for t in fractions:
@@ -92,11 +97,17 @@ class Design:
     @property
     def levels(self) -> tuple:
         """The two-sided nominal level of the difference test at each look."""
+        # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+        from scipy import stats as sps
+
         return tuple(float(2 * sps.norm.sf(c)) for c in boundaries(self.fractions, self.alpha))
 
     @property
     def equivalence_levels(self) -> tuple:
         """The nominal level of each one-sided test of TOST at each look (a one-sided design at alpha)."""
+        # late: scipy.stats loads in a second or more, and a dry run imports this module without calling this
+        from scipy import stats as sps
+
         return tuple(float(sps.norm.sf(c)) for c in boundaries(self.fractions, 2 * self.alpha))
 
     def to_dict(self) -> dict:

@@ -15,14 +15,13 @@ from roarfast.common.resolver import Entry, Resolver
 COMMANDS = Resolver("command", "roarfast COMMAND", package=__name__)
 
 
-def command(name: str | None = None, *, tensors: bool = True, **attrs):
+def command(name: str | None = None, **attrs):
     """Decorator: the function as a roarfast command (its name: `name`, else the function's), registered in
-    COMMANDS; `attrs` as click.command takes them. `tensors` False: a command that allocates no tensors (it
-    loads no torch), which starts without re-executing itself with a well-kept allocator (roarfast.common.memory)."""
+    COMMANDS; `attrs` as click.command takes them. (Whether a command starts again for an allocator is decided
+    before the commands load: roarfast.cli.start.)"""
 
     def decorate(func):
         made = click.command(name, cls=OneLineCommand, **attrs)(func)
-        made.tensors = tensors
         summary = " ".join((made.help or "").split("\n\n", 1)[0].split())  # its docstring's first paragraph
         COMMANDS.register(Entry(made.name, summary, value=made, module=func.__module__))
         return made

@@ -9,7 +9,7 @@ from roarfast.cli.errors import friendly_errors
 from roarfast.cli.listing import KINDS, listing, listing_lines
 
 
-@command("list", tensors=False)  # nothing here loads torch: not started again for an allocator
+@command("list")  # nothing here loads torch (roarfast.cli.start: not started again for an allocator)
 @click.argument("kinds", nargs=-1, type=click.Choice(KINDS), metavar=f"[{'|'.join(KINDS)}]...")
 @click.option("--json", "as_json", is_flag=True, help="print the listing as JSON")
 @click.option("--captum/--no-captum", default=True,
