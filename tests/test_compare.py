@@ -18,7 +18,7 @@ from roarfast.cli import main
 from roarfast.common.atomic import write_record
 from roarfast.errors import UserError
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB
-from roarfast.rundir.configurations import request, settings_of
+from roarfast.rundir.configurations import grid_of, request, settings_of
 from roarfast.rundir.directory import RunDir
 from roarfast.records.model import ModelRecord
 
@@ -196,7 +196,8 @@ def ask(run, base, ranks: dict, name: str) -> dict:
     on `base` makes, named `name`."""
     row = {"dataset": "embedded", "model": "fastnet", "config": cell_config(base, "any", False)}
     provenance = {m: cell_config(base, r, False)["ranks"] for m, r in ranks.items()}
-    return request(run, settings_of(row), {m: rank_id(r) for m, r in ranks.items()}, provenance, {}, "test", {},
+    grid = grid_of(list(ranks), ["roar"], [0.5], [0], [], "dataset-mean")  # a grid as a request records one
+    return request(run, settings_of(row), {m: rank_id(r) for m, r in ranks.items()}, provenance, grid, "test", {},
                    name)
 
 

@@ -22,7 +22,7 @@ from roarfast.report.render import _blocks
 from roarfast.report.sections import Lines, Table
 from roarfast.report.text import titled
 from roarfast.results import RETRAIN, MeasurementKey, ResultsDB, load
-from roarfast.rundir.configurations import configurations, request, settings_of
+from roarfast.rundir.configurations import configurations, grid_of, request, settings_of
 from roarfast.rundir.directory import RunDir
 from roarfast.records.head import FORMAT
 from roarfast.records.configuration import ConfigurationRecord
@@ -36,6 +36,10 @@ def rid(text: str) -> str:
 
 RECIPE = {"epochs": 2, "batch_size": 128, "lr": 0.1}
 BUILTIN = {"roarfast": "0.1.0"}
+
+
+#: a grid as a request records one
+GRID = grid_of(["random", "grad"], ["roar"], [0.5], [0], [], "dataset-mean")
 
 
 def config(epochs=2, samples=15, fingerprint="d" * 64, base="b" * 16) -> dict:
@@ -56,7 +60,8 @@ def provenance(methods, samples=15, code=None) -> dict:
 def ask(run, methods=("random", "sg-sq-grad"), num_train=2000, name=None, samples=15, code=None, **given) -> dict:
     ranks = {m: rid(f"{m}-{samples}-{(code or {}).get(m, '')}") for m in methods}
     about = {"base seed": 0, "base epochs": 2, "data options": {"num_train": num_train}}
-    record = request(run, settings(samples=samples, **given), ranks, provenance(methods, samples, code), {}, "test",
+    grid = grid_of(methods, ["roar"], [0.5], [0], [], "dataset-mean")
+    record = request(run, settings(samples=samples, **given), ranks, provenance(methods, samples, code), grid, "test",
                      about, name)
     run.update_head("test", configuration=record["id"])  # as a request does: the next label is against this one
     return record
@@ -175,9 +180,9 @@ def test_results_load_says_which_configuration_each_cell_is_of(tmp_path):
                                         fill="dataset-mean", fraction=0.5, seed=0, config=made)
                 db.record(key, {"test_acc": 0.5, "val_acc": 0.5, "epochs": epochs, "seconds": 1.0, "versions": {}})
                 rows[(epochs, method)] = made
-    two = request(run, settings(epochs=2), {"random": rid("random-ranks"), "grad": rid("grad-ranks")}, {}, {}, "test", {}, "two")
+    two = request(run, settings(epochs=2), {"random": rid("random-ranks"), "grad": rid("grad-ranks")}, {}, GRID, "test", {}, "two")
     # a configuration that shares the random cell of epochs 2 (the same settings and ranks) but not grad's
-    other = request(run, settings(epochs=2), {"random": rid("random-ranks"), "grad": rid("grad-other")}, {}, {}, "test", {})
+    other = request(run, settings(epochs=2), {"random": rid("random-ranks"), "grad": rid("grad-other")}, {}, GRID, "test", {})
     frame = load(run.root)
     assert {"configuration", "name"} <= set(frame.columns)
     mine = frame[frame["configuration"] == two["id"]]
