@@ -10,7 +10,10 @@ bash scripts/bootstrap.sh --test
 bash scripts/ctest.sh
 python="${ROARFAST_VENV:-$PWD/.venv}/bin/python"
 if [ "$#" -eq 0 ]; then
-  "$python" -m pytest -m "not slow"
+  # the files spread over worker processes (pytest-xdist; a file's tests, and so its module fixtures, in one worker):
+  # as many as the cores, at most 4 (each trains with torch's threads); ROARFAST_TEST_WORKERS=0 runs them in this one
+  workers="${ROARFAST_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+  "$python" -m pytest -m "not slow" -n "$workers" --dist loadfile
 else
   "$python" -m pytest "$@"
 fi
