@@ -151,6 +151,19 @@ def pack(run_dir: Path, archive: Path, loans: list) -> dict:
     return sizes
 
 
+def extract_data(tar: tarfile.TarFile, into: str) -> None:
+    """The archive's members into `into`, only files and folders below it (no links, devices or paths out):
+    tarfile's "data" filter where this Python has it (3.11.4 and later), else the same refusals here."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(into, filter="data")
+        return
+    for member in tar.getmembers():
+        name = Path(member.name)
+        if not (member.isfile() or member.isdir()) or name.is_absolute() or ".." in name.parts:
+            raise SystemExit(f"the archive's member {member.name!r} is not a file or folder below its root: refused")
+    tar.extractall(into)
+
+
 def unpack(archive: Path, run_dir: Path) -> list:
     """The archive's run directory into `run_dir` (which must hold no results), its manifests beside it
     (side(run_dir, "carried-ranks")); returns its loans."""
@@ -160,7 +173,7 @@ def unpack(archive: Path, run_dir: Path) -> list:
     shutil.rmtree(manifests, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=run_dir.parent if run_dir.parent.is_dir() else None) as tmp:
         with tarfile.open(archive, "r:gz") as tar:
-            tar.extractall(tmp, filter="data")  # members only below tmp, no links out, no devices
+            extract_data(tar, tmp)
         run_dir.mkdir(parents=True, exist_ok=True)
         for path in sorted((Path(tmp) / "run").iterdir()):
             path.rename(run_dir / path.name)

@@ -151,14 +151,36 @@ def _maps() -> list[str]:
         return []
 
 
+class _Mallinfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (2.33 and later): its heap's statistics, in bytes."""
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+#: what serves_malloc_itself allocates: below glibc's mmap threshold (128 KiB), so its heap counts it
+_PROBE_BYTES = 32 * 1024
+
+
 @functools.cache
 def serves_malloc_itself() -> bool:
-    """Whether glibc's own malloc serves this process (no allocator preloaded in front of it)."""
+    """Whether glibc's own malloc serves this process (no allocator preloaded in front of it): a block allocated
+    through the process's malloc shows in glibc's own heap statistics. (Comparing the symbols' addresses does not
+    tell: a non-PIE python, Debian's /usr/bin/python3, resolves malloc to its own PLT stub.)"""
     libc = glibc()
     if libc is None:
         return False
     own = ctypes.CDLL("libc.so.6")
-    return ctypes.cast(libc.malloc, ctypes.c_void_p).value == ctypes.cast(own.malloc, ctypes.c_void_p).value
+    if not hasattr(own, "mallinfo2"):  # glibc before 2.33: the symbols' addresses, right for a PIE python
+        return ctypes.cast(libc.malloc, ctypes.c_void_p).value == ctypes.cast(own.malloc, ctypes.c_void_p).value
+    own.mallinfo2.restype = _Mallinfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = (ctypes.c_size_t,)
+    libc.free.argtypes = (ctypes.c_void_p,)
+    before = own.mallinfo2().uordblks
+    block = libc.malloc(_PROBE_BYTES)
+    grown = own.mallinfo2().uordblks - before
+    libc.free(block)
+    return grown >= _PROBE_BYTES // 2  # another thread's frees meanwhile could only shrink it by chance
 
 
 def release_freed_memory() -> None:
