@@ -8,6 +8,7 @@ CPU time of the process and its children), the median of --repeats runs:
   dry tree        `roarfast sweep --dry-run` on an image tree (first: the tree decoded; then again: what is kept)
   extract idle    `roarfast extract --method random` on that tree when its ranks are already there (nothing to do)
   ls              `roarfast ls` of that run directory
+  import torch    `python -c "import torch"`: the floor of every command that computes (not a roarfast command)
 
     python benchmarks/everyday.py --after . --tree ../shared/data/cifar10-jpeg --out /tmp/everyday
     python benchmarks/everyday.py --before /work/base --after . --tree ... --out ...
@@ -39,13 +40,19 @@ REFERENCE = {"dry run, embedded (again)": 2.1, "dry run, tree (again)": 2.4, "ex
 GOAL = 2.0
 
 
+#: a row that is not a roarfast command: the process's argv as it is
+TORCH = ["python", "-c", "import torch"]
+
+
 def timed(checkout: Path, argv: list, env: dict) -> dict:
-    """One `roarfast ARGV` (this environment's console script) in a fresh process with `checkout` first on the path:
-    wall and CPU seconds (the process and its children); a failure raises with the output's tail."""
+    """One `roarfast ARGV` (this environment's console script; TORCH: this interpreter) in a fresh process with
+    `checkout` first on the path: wall and CPU seconds (the process and its children); a failure raises with the
+    output's tail."""
+    command = [sys.executable, *argv[1:]] if argv == TORCH else [str(Path(sys.executable).parent / "roarfast"), *argv]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([str(Path(sys.executable).parent / "roarfast"), *argv], cwd=checkout, capture_output=True,
-                          text=True, env={**os.environ, **env, "PYTHONPATH": str(checkout)})
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True,
+                          env={**os.environ, **env, "PYTHONPATH": str(checkout)})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -92,22 +99,31 @@ def measure(checkout: Path, tree: Path, out: Path, repeats: int) -> dict:
     timed(checkout, extract, env)
     row("extract, nothing to do (tree)", extract)
     row("ls", ["ls", "--run-dir", str(runs / "tree")])
+    row("import torch", TORCH)
     return rows
 
 
 def markdown(result: dict) -> str:
+    """The table: each checkout's wall (CPU; load), then the last checkout's wall as ratios: to the first checkout's
+    in this run (with --before: the same machine, back to back), to ec0ec6e's figures on the issue's machine
+    (REFERENCE) and to GOAL."""
     checkouts = result["checkouts"]
     head = " | ".join(f"{c['commit']}" for c in checkouts)
+    paired = len(checkouts) > 1
     lines = [f"`python benchmarks/everyday.py` on {result['machine']}, {result['date']}; the tree: {result['tree']} "
              f"({result['tree_files']:,} files); wall seconds (CPU seconds; load average at the start), the median of "
-             f"{result['repeats']} runs but the \"first\" rows; ratios: the last checkout's wall against ec0ec6e's "
-             f"figures and against {GOAL:g} s:", "",
-             f"| command | {head} | ec0ec6e | / ec0ec6e | / {GOAL:g} s |",
-             "| --- |" + " ---: |" * (len(checkouts) + 3)]
+             f"{result['repeats']} runs but the \"first\" rows; ratios: the last checkout's wall"
+             + (f" against {checkouts[0]['commit']}'s in this run," if paired else "")
+             + f" against ec0ec6e's figures on the issue's machine and against {GOAL:g} s:", "",
+             f"| command | {head} |" + (f" / {checkouts[0]['commit']} |" if paired else "")
+             + f" ec0ec6e there | / ec0ec6e there | / {GOAL:g} s |",
+             "| --- |" + " ---: |" * (len(checkouts) + 3 + paired)]
     for label in checkouts[-1]["rows"]:
         cells = [f"{c['rows'][label]['wall_s']:.1f} s ({c['rows'][label]['cpu_s']:.1f}; load "
                  f"{c['rows'][label]['load']})" for c in checkouts]
         last = checkouts[-1]["rows"][label]["wall_s"]
+        if paired:
+            cells.append(f"{last / checkouts[0]['rows'][label]['wall_s']:.2f}")
         reference = REFERENCE.get(label)
         lines.append(f"| {label} | {' | '.join(cells)} | {f'{reference:.1f} s' if reference else '-'} | "
                      f"{f'{last / reference:.2f}' if reference else '-'} | {last / GOAL:.2f} |")
