@@ -11,9 +11,11 @@ bash scripts/ctest.sh
 python="${ROARFAST_VENV:-$PWD/.venv}/bin/python"
 if [ "$#" -eq 0 ]; then
   # the files spread over worker processes (pytest-xdist; a file's tests, and so its module fixtures, in one worker):
-  # as many as the cores, at most 4 (each trains with torch's threads); ROARFAST_TEST_WORKERS=0 runs them in this one
+  # as many as the cores, at most 4 (each trains with torch's threads); ROARFAST_TEST_WORKERS=0 runs them in this one.
+  # The files in collection order, which puts those that take minutes first (tests/conftest.py), not xdist's order
+  # by number of tests, which left the longest files for last
   workers="${ROARFAST_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
-  "$python" -m pytest -m "not slow" -n "$workers" --dist loadfile
+  "$python" -m pytest -m "not slow" -n "$workers" --dist loadfile --no-loadscope-reorder
 else
   "$python" -m pytest "$@"
 fi

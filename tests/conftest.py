@@ -1,5 +1,6 @@
 """Shared pytest setup: the `cuda` marker skips without a GPU; `devices()` parametrizes CPU (+CUDA);
-roarfast's measurement cache goes to a fresh folder, never the user's; CPU training is fp32 on every CPU."""
+roarfast's measurement cache goes to a fresh folder, never the user's; CPU training is fp32 on every CPU; the files
+marked `minutes(N)` are collected first, the longest first."""
 
 import os
 import tempfile
@@ -19,7 +20,17 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def minutes(item) -> float:
+    """The minutes a test's file declares it takes on 2 cores (`pytestmark = pytest.mark.minutes(N)`), else 0."""
+    marker = item.get_closest_marker("minutes")
+    return marker.args[0] if marker else 0
+
+
 def pytest_collection_modifyitems(config, items):
+    # the longest files first (a stable sort: each file's tests stay together and in order): the test command's
+    # worker processes take files in this order (scripts/test.sh: --dist loadfile --no-loadscope-reorder), so a
+    # file of several minutes never starts last while the other workers have finished (that tail cost CI minutes)
+    items.sort(key=lambda item: -minutes(item))
     if cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

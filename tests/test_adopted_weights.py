@@ -21,6 +21,8 @@ from roarfast.data import load_dataset
 from roarfast.ops import mask_normalize
 from roarfast.rundir.directory import RunDir
 
+pytestmark = pytest.mark.minutes(1)  # on 2 cores: collected early (tests/conftest.py)
+
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
 
 

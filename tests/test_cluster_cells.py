@@ -19,6 +19,8 @@ from roarfast.cli import main
 from tests.cluster import (JOIN_S, MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed,
                            driven, local_cluster, losing_node, ray_or_skip, roarfast, rows, start_roarfast, wait_for)
 
+pytestmark = pytest.mark.minutes(6)  # on 2 cores: collected early (tests/conftest.py)
+
 #: 160 images: 144 train after the validation split, so that a batch of 128 splits between two workers
 DATA = ["--data-option", "num_train=160", "--data-option", "num_test=64"]
 #: random x roar x 2 fractions x 2 seeds, no controls: 4 cells of one epoch

@@ -19,6 +19,8 @@ from roarfast.records.ranks import MANIFEST, RankStoreRecord
 from tests.cluster import (JOIN_S, MODEL, OBJECT_STORE_BYTES, assert_each_cell_once_and_nothing_claimed, local_cluster,
                            driven, losing_node, ray_or_skip, roarfast, start_roarfast, wait_for)
 
+pytestmark = pytest.mark.minutes(2.5)  # on 2 cores: collected early (tests/conftest.py)
+
 #: 256 images: 192 train (6 chunks of 32), 64 test (2 chunks); chunks hold whole compute batches, made 32 images
 #: (the device's default is 256: one chunk a split)
 DATA = ["--data-option", "num_train=192", "--data-option", "num_test=64"]

@@ -19,6 +19,8 @@ pytest.importorskip("ipykernel")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from run_notebook import NOTEBOOK, execute  # noqa: E402  (a script, not a package)
 
+pytestmark = pytest.mark.minutes(1.5)  # on 2 cores: collected early (tests/conftest.py)
+
 # the stored study's sizes and the smaller ones the kernel runs (each must be found in the first code cell)
 SMALLER = {"epochs=3": "epochs=1", '"num_train": 1000, "num_test": 500': '"num_train": 300, "num_test": 100'}
 

@@ -14,6 +14,8 @@ from roarfast.methods.declaration import ESTIMATORS
 from roarfast.methods.estimators.baselines import random as random_scores
 from roarfast.rundir.directory import RunDir
 
+pytestmark = pytest.mark.minutes(3)  # on 2 cores: collected early (tests/conftest.py)
+
 #: the run's training split, net and epochs; fewer methods, fractions and test images, for CI
 ARGS = ["--data-option", "num_test=500", "--method", "oracle,random,random-twin", "--fraction", "0.0625,0.5",
         "--no-progress"]

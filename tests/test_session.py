@@ -9,6 +9,8 @@ from click.testing import CliRunner
 from roarfast.cli import main
 from roarfast.rundir.directory import RunDir
 
+pytestmark = pytest.mark.minutes(5)  # on 2 cores: collected early (tests/conftest.py)
+
 # not marked slow: the main job, end to end, runs in the default test command (and CI) whatever else is left out
 
 

@@ -19,6 +19,8 @@ from roarfast.planning.grid import Grid, preset_grid
 from roarfast.results import ResultsDB
 from roarfast.rundir.directory import RunDir
 
+pytestmark = pytest.mark.minutes(4)  # on 2 cores: collected early (tests/conftest.py)
+
 DATA = ["--data-option", "num_train=384", "--data-option", "num_test=128"]
 #: 2 methods x roar x 1 fraction x 3 seeds + a control for seed 0 of each = 8 cells
 GRID = ["--method", "random,sobel", "--mode", "roar", "--fraction", "0.5", "--seeds", "3", "--control-seeds", "1",

@@ -24,6 +24,8 @@ from roarfast.train.classifier import init_model
 from roarfast.train.evaluation import Selection
 from roarfast.train.state import lr_at
 
+pytestmark = pytest.mark.minutes(1)  # on 2 cores: collected early (tests/conftest.py)
+
 TINY = Recipe(epochs=2, batch_size=32, lr=0.05)
 
 
