@@ -5,7 +5,8 @@ CPU time of the process and its children), the median of --repeats runs:
   sweep --help    the lists of models, datasets, estimators and fills
   report --help   a command's help
   dry embedded    `roarfast sweep --dry-run` on the embedded dataset, a fresh run directory (first, then again)
-  dry tree        `roarfast sweep --dry-run` on an image tree (first: the tree decoded; then again: what is kept)
+  dry tree        `roarfast sweep --dry-run` on an image tree (first: the tree decoded; then again: what is kept;
+                  then once a base model is trained: its epochs read by the learning check)
   extract idle    `roarfast extract --method random` on that tree when its ranks are already there (nothing to do)
   ls              `roarfast ls` of that run directory
   import torch    `python -c "import torch"`: the floor of every command that computes (not a roarfast command)
@@ -96,6 +97,7 @@ def measure(checkout: Path, tree: Path, out: Path, repeats: int) -> dict:
     row("dry run, tree (first)", on_tree, 1)
     row("dry run, tree (again)", on_tree)
     timed(checkout, ["train", "--run-dir", str(runs / "tree"), *data, "--epochs", "1", "--no-progress"], env)
+    row("dry run, tree (a base model trained)", on_tree)
     timed(checkout, extract, env)
     row("extract, nothing to do (tree)", extract)
     row("ls", ["ls", "--run-dir", str(runs / "tree")])

@@ -4,7 +4,10 @@ provenance changed (their cells never shown as done), every stage's cost from th
 (scaled to the epochs and images asked), without training, extracting or writing anything, and without loading a
 dataset that the run directory records."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -132,6 +135,20 @@ def test_a_finished_grid_is_done_reused_by_id_with_its_recorded_recipe(swept, mo
     more = sweep(swept, *GRID, "--seeds", "2", "--dry-run")
     assert "done: 4, to do: 2" in more
     assert re.search(r"cells [\d.]+s \(measured here: [\d.]+s per cell, [\d.]+s per control\)", line(more, "ETA"))
+
+
+def test_a_dry_run_after_training_leaves_scipy_stats_unloaded(swept):
+    """The dry run's learning check reads the trained base model's epochs through an exact interval (scipy.special);
+    scipy.stats, which loads in seconds on 2 cores, stays out of the everyday command (a process of its own)."""
+    code = ("import sys\nfrom roarfast.cli import main\n"
+            f"sys.argv = ['roarfast', 'sweep', '--run-dir', {str(swept)!r}, {', '.join(map(repr, GRID))}, '--dry-run']\n"
+            "try:\n    main()\nexcept SystemExit as done:\n    assert not done.code, done.code\n"
+            "print(sorted(m for m in ('scipy.stats', 'scipy.special') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "ROARFAST_ALLOCATOR": "0"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "base model: fastnet" in done.stdout  # the trained model was read, and with it its epochs' accuracies
+    assert done.stdout.strip().splitlines()[-1] == "['scipy.special']"  # the interval computed, without scipy.stats
 
 
 def test_the_measured_cell_times_scale_with_the_epochs_and_images_asked(swept):

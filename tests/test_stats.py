@@ -131,6 +131,14 @@ def test_a_learners_interval_is_exact_for_one_value_and_adds_the_test_splits_err
     assert (same.low, same.high) == pytest.approx((min(exact_low, 0.1 - wald), max(exact_high, 0.1 + wald)))
 
 
+@pytest.mark.parametrize("correct,n", [(0, 1), (1, 1), (0, 500), (500, 500), (1, 500), (499, 500), (248, 2000),
+                                       (3, 7), (9_999, 20_000)])
+def test_the_binomial_interval_is_scipys_exact_one(correct, n):
+    exact = sps.binomtest(correct, n).proportion_ci(0.95, method="exact")  # found by root search in scipy.stats
+    assert stats.binomial_interval(correct / n, n) == (pytest.approx(exact.low, abs=1e-9),
+                                                       pytest.approx(exact.high, abs=1e-9))
+
+
 def test_learning_is_shown_at_chance_or_cannot_be_told_with_what_would_decide_it():
     assert judge([0.9], 500, 0.1).state == SHOWN
     assert judge([0.1], 500, 0.1).state == AT_CHANCE  # the upper end 12.8% <= 15%

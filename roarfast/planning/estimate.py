@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
 
 from roarfast.stages import step_times
 from roarfast.data.augment import Augment, augment
@@ -261,6 +260,11 @@ class _Flops(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
+        # late: torch's flop counter loads triton (a few tenths of a second), and every dry run imports this
+        # module while FLOPs are counted once per model and kept
+        from torch.utils.flop_counter import flop_registry
+
+        self.registry = flop_registry
         self.total = 0
 
     @classmethod
@@ -270,7 +274,7 @@ class _Flops(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        count = flop_registry.get(func._overloadpacket)
+        count = self.registry.get(func._overloadpacket)
         if count is not None:
             self.total += count(*args, **kwargs, out_val=out)
         return out
