@@ -47,8 +47,8 @@ TORCH = ["python", "-c", "import torch"]
 
 def timed(checkout: Path, argv: list, env: dict) -> dict:
     """One `roarfast ARGV` (this environment's console script; TORCH: this interpreter) in a fresh process with
-    `checkout` first on the path: wall and CPU seconds (the process and its children); a failure raises with the
-    output's tail."""
+    `checkout` first on the path: wall and CPU seconds (the process and its children) and what it printed; a failure
+    raises with the output's tail."""
     command = [sys.executable, *argv[1:]] if argv == TORCH else [str(Path(sys.executable).parent / "roarfast"), *argv]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -60,7 +60,7 @@ def timed(checkout: Path, argv: list, env: dict) -> dict:
         raise RuntimeError(f"roarfast {' '.join(argv)} in {checkout} failed ({done.returncode}):\n"
                            f"{(done.stdout + done.stderr)[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu}
+    return {"wall_s": wall, "cpu_s": cpu, "output": done.stdout + done.stderr}
 
 
 def median_of(checkout: Path, argv: list, env: dict, repeats: int) -> dict:

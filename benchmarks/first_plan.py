@@ -16,11 +16,12 @@ import json
 import os
 import platform
 import re
-import subprocess
-import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from everyday import timed  # benchmarks/ is this script's folder: on the path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: the grid of every case: small enough to run on 2 cores in minutes, with a base model, ranks and cells
 GRID = ["--method", "random", "--fraction", "0.5", "--mode", "roar", "--seeds", "1"]
@@ -34,25 +35,11 @@ def seconds_of(text: str) -> float:
     return 3600 * parts.get("h", 0) + 60 * parts.get("m", 0) + parts.get("s", 0)
 
 
-def roarfast(argv: list, env: dict) -> tuple:
-    """`roarfast ARGV` with this interpreter's console script: (wall seconds, output); a failure raises."""
-    start = time.perf_counter()
-    done = subprocess.run([str(Path(sys.executable).parent / "roarfast"), *argv], capture_output=True, text=True,
-                          env={**os.environ, **env})
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"roarfast {' '.join(argv)} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
-    return wall, done.stdout + done.stderr
-
-
 def case_arguments(case: str, tree: Path) -> list:
+    """The data arguments of a case (argparse's choices admit only these two)."""
     if case == "embedded":
         return []
-    if case == "photos":
-        if tree is None:
-            raise SystemExit("--case photos needs --tree DIR (a JPEG tree with train/ and val/)")
-        return ["--dataset", "imagefolder", "--data-dir", str(tree), "--data-option", "stream=true"]
-    raise SystemExit(f"unknown case {case!r}: embedded or photos")
+    return ["--dataset", "imagefolder", "--data-dir", str(tree), "--data-option", "stream=true"]
 
 
 def measure(case: str, tree: Path, out: Path) -> dict:
@@ -60,12 +47,13 @@ def measure(case: str, tree: Path, out: Path) -> dict:
     env = {"ROARFAST_CACHE_DIR": str(out / f"cache-{case}")}
     sweep = ["sweep", "--run-dir", str(out / f"run-{case}"), *case_arguments(case, tree), *GRID, "--no-progress"]
     load = round(os.getloadavg()[0], 1)
-    plan_wall, plan = roarfast([*sweep, "--dry-run"], env)
+    planned = timed(ROOT, [*sweep, "--dry-run"], env)
+    plan_wall, plan = planned["wall_s"], planned["output"]
     found = ETA.search(plan)
     if found is None:
         raise RuntimeError(f"no ETA line in the dry run's output:\n{plan[-2000:]}")
     eta = seconds_of(found.group(1))
-    run_wall, _ = roarfast(sweep, env)
+    run_wall = timed(ROOT, sweep, env)["wall_s"]
     row = {"case": case, "eta_s": eta, "run_s": round(run_wall, 1), "ratio": round(eta / run_wall, 2),
            "dry_run_s": round(plan_wall, 1), "load": load, "plan": [line for line in plan.splitlines()
                                                                      if line.startswith(("plan", "ETA"))]}
@@ -91,6 +79,9 @@ def main():
     parser.add_argument("--out", type=Path, required=True, help="a fresh folder for caches, runs and the tables")
     args = parser.parse_args()
     cases = args.case or ["embedded", "photos"]
+    args.out, args.tree = args.out.resolve(), args.tree and args.tree.resolve()  # the commands run in the repository
+    if "photos" in cases and args.tree is None:  # before any case runs: the embedded one takes a minute or more
+        parser.error("the photos case needs --tree DIR (a JPEG tree with train/ and val/)")
     args.out.mkdir(parents=True, exist_ok=True)
     if any(args.out.iterdir()):
         raise SystemExit(f"{args.out} is not empty: the first plan needs an empty cache (pass a fresh folder)")
