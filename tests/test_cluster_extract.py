@@ -165,7 +165,8 @@ def test_a_killed_driver_leaves_a_store_that_the_same_sweep_finishes(prepared, t
     observed.pause({"forward": 1})  # a second per chunk: the driver dies with chunks done and chunks left
     driver = start_roarfast(*sweep, log=tmp_path / "driver.log")
     try:
-        wait_for(lambda: any(done_chunks(run_dir, m, "train") for m in ("grad", "random")), "a chunk written")
+        # both methods' chunk: a chunk's ranks are written method after method, so one may be a chunk behind
+        wait_for(lambda: all(done_chunks(run_dir, m, "train") for m in ("grad", "random")), "a chunk of each written")
     finally:
         driver.kill()  # SIGKILL: the store's lock and the claim on its ranks go with it
         driver.wait()
