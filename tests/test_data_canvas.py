@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from roarfast.data import load_dataset, outline_dataset
-from roarfast.data import imagefolder
+from roarfast.data import imagefolder, in_memory
 from roarfast.data.canvas import MAX_SIDE
 from roarfast.errors import UserError
 from tests.test_cli_errors import fails_with_one_line
@@ -86,7 +86,7 @@ def test_images_over_the_largest_side_are_refused_naming_their_size(tmp_path, mo
 
 def test_canvases_that_would_not_fit_in_memory_are_refused_with_stream_false(tree, monkeypatch):
     _no_decode(monkeypatch)
-    monkeypatch.setattr(imagefolder, "available_memory", lambda: 12 * 3 * 32 * 32 - 1)
+    monkeypatch.setattr(in_memory, "available_memory", lambda: 12 * 3 * 32 * 32 - 1)
     with pytest.raises(UserError, match=r"--data-option stream=false holds the canvases in memory: 12 images of "
                                         r"3x32x32 take 0.0 GiB, more than the 0.0 GiB available; stream=auto \(or "
                                         r"true\) decodes them batch by batch"):

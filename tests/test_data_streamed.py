@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from roarfast.data import FileSet, ImageSet, load_dataset
-from roarfast.data import imagefolder
+from roarfast.data import imagefolder, in_memory
 from roarfast.errors import UserError
 
 RESIZE, CROP = 36, 32  # 32 px canvases: the fast 32px network trains on them
@@ -75,7 +75,7 @@ def test_fingerprint_follows_the_file_bytes(tmp_path):
 def test_auto_streams_only_what_would_not_fit(tree, monkeypatch):
     assert not _load(tree, "auto").streamed
     needed = (30 + 12) * 3 * CROP * CROP
-    monkeypatch.setattr(imagefolder, "available_memory", lambda: int(needed / imagefolder.IN_MEMORY_SHARE) - 1)
+    monkeypatch.setattr(in_memory, "available_memory", lambda: int(needed / in_memory.IN_MEMORY_SHARE) - 1)
     assert _load(tree, "auto").streamed
 
 

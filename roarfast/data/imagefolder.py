@@ -34,7 +34,9 @@ from roarfast.data.canvas import UNDECODABLE, canvas_size, check_canvas, examine
 from roarfast.data.dali import combine_digests
 from roarfast.data.decode import DALI, canvas_batches, decoded_digest, decoder_for, decoder_version
 from roarfast.data.headers import BadImageFile
+from roarfast.data.in_memory import wants_stream
 from roarfast.errors import UserError
+from roarfast.common.kept import checked
 from roarfast.common.options import check_choice, check_positive
 from roarfast.common.progress import progress_bar
 
@@ -44,9 +46,6 @@ log = logging.getLogger(__name__)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 #: names of the held-out split, in the order they are looked for
 TEST_SPLITS = ("val", "test")
-#: share of the memory available at load time the decoded canvases may take before stream="auto" streams
-IN_MEMORY_SHARE = 0.5
-
 
 def class_names(split_dir: Path) -> list[str]:
     """Sorted names of the class folders of one ImageFolder split (label i = the i-th name)."""
@@ -259,31 +258,6 @@ def _stream_split(listing, labels, classes, resize, crop, skip_bad, device_id, b
                    shape=(3, crop, crop), canvas=canvas, digest=record["digest"], stats=stats)
 
 
-def available_memory() -> int:
-    """Bytes of memory available to new allocations now (MemAvailable; free pages where there is none)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def wants_stream(stream, images: int, crop: int) -> bool:
-    """Whether to stream: stream=True/False decides; "auto" streams when the uint8 canvases of `images`
-    images would take more than IN_MEMORY_SHARE of the available memory. stream=False for canvases larger than
-    the available memory is refused before they are allocated."""
-    if not isinstance(stream, bool) and stream != "auto":
-        raise UserError(f"imagefolder: stream should be auto, true or false, got {stream!r}")
-    need, available = images * 3 * crop * crop, available_memory()
-    if stream is False and need > available:
-        raise UserError(f"--data-option stream=false holds the canvases in memory: {images:,} images of "
-                        f"3x{crop}x{crop} take {need / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB "
-                        f"available; stream=auto (or true) decodes them batch by batch")
-    return stream if isinstance(stream, bool) else need > IN_MEMORY_SHARE * available
-
-
 def split_dirs(root: Path, test_split: str | None = None) -> tuple[Path, Path]:
     """(train, test) split folders of the tree at root; the test split defaults to val, else test."""
     if test_split is None:
@@ -308,7 +282,8 @@ def load_tree(data_dir, resize: int | None, crop: int | None, skip_bad: bool, de
     classes, train, test, (resize, crop) = _listing(data_dir, resize, crop, test_split, subset, decoder, skip_bad)
     common = dict(classes=classes, resize=resize, crop=crop, skip_bad=skip_bad,
                   device_id=_decoder_device(device, decoder), batch_size=batch_size, decoder=decoder)
-    if wants_stream(stream, len(train[0].files) + len(test[0].files), crop):
+    # a decision on the memory available now: made again before a kept answer is replayed (roarfast.common.kept)
+    if checked(wants_stream, stream, len(train[0].files) + len(test[0].files), crop):
         return _stream_split(*train, measure=True, **common), _stream_split(*test, measure=False, **common)
     return tuple(_load_splits(Path(data_dir), [train, test], **common))
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from roarfast.stages import step_times
 from roarfast.common.options import check_choice
+from roarfast.data.in_memory import IN_MEMORY_SHARE
 from roarfast.methods.batches import compute_batch
 from roarfast.stages.step_times import device_label
 
@@ -302,9 +303,6 @@ def training_memory(shape, recipe, data, target: Target, evaluation: float | Non
 def streams(data, target: Target) -> bool:
     """Whether a worker streams the data: as the outline's `streamed` says (the stream option it was read with),
     else as stream=auto decides, when its canvases would take more than IN_MEMORY_SHARE of the target's memory."""
-    # late: loads torch, and --help imports this module
-    from roarfast.data.imagefolder import IN_MEMORY_SHARE
-
     streamed = getattr(data, "streamed", None)
     return streamed if streamed is not None else not (
         target.memory and data_size(data) <= IN_MEMORY_SHARE * target.memory)

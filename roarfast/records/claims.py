@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from roarfast.common.atomic import open_nofollow
+from roarfast.common.kept import depends_on_now
 
 #: the folder of a run directory's claim locks (and of what a kill may leave half done: a prune's intent)
 CLAIMS = "claims"
@@ -71,6 +72,7 @@ def owner_alive(owner: dict | None, heartbeat: float | None) -> bool:
             pass  # exists, owned by another user
         start = _start_time(pid)
         return start is None or owner.get("start") is None or start == owner["start"]
+    depends_on_now("a claim's heartbeat")  # its age: the same records answer otherwise later
     return heartbeat is not None and time.time() - heartbeat < HEARTBEAT_STALE_S
 
 

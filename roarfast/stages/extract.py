@@ -126,7 +126,10 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     # the compute batch of the device that computes (a Ray task's, on Ray): chunks and passes hold whole ones
     computing = cluster.device if cluster is not None else device
     batch = compute_batch(selection, computing, ds.image_size)
-    run.check_writable(_bytes_to_write(store, ds, selection, options))  # before any map is computed
+    # before any map is computed; an extraction that finds every store in place writes nothing (a read-only run
+    # directory answers it, and its answer may be kept: roarfast.common.kept)
+    if options.force or run.ranks_to_make(selection, options.splits, ds.fingerprint):
+        run.check_writable(_bytes_to_write(store, ds, selection, options))
     params = selection.method_params(ds, device, options.amp)
     for line in check_methods(model, ds, selection, params, device):
         print(line)
@@ -155,7 +158,9 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     finally:
         for writer in writers.values():
             writer.close()
-    run.update_head("roarfast.stages.extract.run_extract()", ranks={**run.head().ranks, **ids})
+    ranks = {**run.head().ranks, **ids}
+    if ranks != run.head().ranks:  # HEAD records a request that changed what it names, with its command and time
+        run.update_head("roarfast.stages.extract.run_extract()", ranks=ranks)
     return summary
 
 

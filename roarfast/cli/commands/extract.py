@@ -2,7 +2,7 @@
 
 import click
 
-from roarfast.cli.commands import command
+from roarfast.cli.commands import command, read_only
 from roarfast.cli.errors import friendly_errors
 from roarfast.cli.options import (METHOD_FORMS, NAMED_AGAIN, chunk_images_option, compute_batch_option, executor_options, field_option,
                                   method_arg_option, model_option, options_of, parameter_options, trust_option)
@@ -12,7 +12,7 @@ from roarfast.data.options import DataOptions
 from roarfast.planning.grid_options import GridOptions
 
 
-@command()
+@command(kept=read_only)
 @options_of(RunOptions, "run")
 @options_of(DataOptions, "data")
 @click.option("--method", "methods", default="sg-sq", help=METHOD_FORMS)

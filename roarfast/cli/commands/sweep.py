@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import click
 
-from roarfast.cli.commands import command
+from roarfast.cli.commands import command, read_only
 from roarfast.cli.errors import built, friendly_errors
 from roarfast.cli.options import (chunk_images_option, compute_batch_option, executor_options, margin_option,
                                   method_arg_option, name_option, options_of, seeds_plan_options, trust_option)
@@ -16,7 +16,7 @@ from roarfast.planning.costs import STATED
 from roarfast.planning.grid_options import GridOptions
 
 
-@command()
+@command(kept=lambda params: read_only(params, params["dry_run"]))
 @options_of(RunOptions, "run")
 @options_of(DataOptions, "data")
 @options_of(GridOptions, "grid")

@@ -32,7 +32,7 @@ def load_imagefolder(data_dir, resize: int | None = None, crop: int | None = Non
     batch_size: images per decode batch (default: by canvas size, roarfast.data.imagefolder.default_batch_size).
     stream: True keeps the splits on disk (FileSets, decoded batch by batch by the StreamLoader), False
         decodes them into memory (ImageSets, the canvases cached: roarfast.data.canvas_cache), "auto" streams
-        when the canvases would not fit (roarfast.data.imagefolder.wants_stream).
+        when the canvases would not fit (roarfast.data.in_memory.wants_stream).
     subset: the dataset resolver's stratified subset (roarfast.data.subset.Subset, num_train / num_test),
         chosen from the listing so that only the files it keeps are read.
     """
