@@ -4,7 +4,9 @@ CPU time of the process and its children), the median of --repeats runs:
 
   sweep --help    the lists of models, datasets, estimators and fills
   report --help   a command's help
-  dry embedded    `roarfast sweep --dry-run` on the embedded dataset, a fresh run directory (first, then again)
+  dry embedded    `roarfast sweep --dry-run` on the embedded dataset, a fresh run directory (first, then again:
+                  the first run again keeps its answer, the next print it without importing torch; then computed
+                  each time, ROARFAST_KEEP_ANSWERS=0: what a changed run directory costs)
   dry tree        `roarfast sweep --dry-run` on an image tree (first: the tree decoded; then again: what is kept;
                   then once a base model is trained: its epochs read by the learning check)
   extract idle    `roarfast extract --method random` on that tree when its ranks are already there (nothing to do)
@@ -64,11 +66,14 @@ def timed(checkout: Path, argv: list, env: dict) -> dict:
 
 
 def median_of(checkout: Path, argv: list, env: dict, repeats: int) -> dict:
-    """The median wall and CPU seconds of `repeats` runs, and the load average before the first."""
+    """The median wall and CPU seconds of `repeats` runs, each run's wall in order (the first of a read-only
+    command's runs keeps its answer, the next replay it: roarfast.common.kept), and the load average before the
+    first."""
     load = load_average()
     runs = [timed(checkout, argv, env) for _ in range(repeats)]
     return {"wall_s": round(statistics.median(r["wall_s"] for r in runs), 2),
-            "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2), "load": load, "runs": repeats}
+            "cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2), "load": load, "runs": repeats,
+            "walls": [round(r["wall_s"], 2) for r in runs]}
 
 
 def load_average() -> float:
@@ -86,14 +91,15 @@ def measure(checkout: Path, tree: Path, out: Path, repeats: int) -> dict:
     extract = ["extract", "--run-dir", str(runs / "tree"), *data, "--method", "random", "--no-progress"]
     rows = {}
 
-    def row(label, argv, times=repeats):
-        rows[label] = median_of(checkout, argv, env, times)
+    def row(label, argv, times=repeats, extra=None):
+        rows[label] = median_of(checkout, argv, {**env, **(extra or {})}, times)
         print(f"{name}: {label}: {rows[label]}", flush=True)
 
     row("sweep --help", ["sweep", "--help"])
     row("report --help", ["report", "--help"])
     row("dry run, embedded (first)", embedded, 1)
     row("dry run, embedded (again)", embedded)
+    row("dry run, embedded (computed again)", embedded, extra={"ROARFAST_KEEP_ANSWERS": "0"})
     row("dry run, tree (first)", on_tree, 1)
     row("dry run, tree (again)", on_tree)
     timed(checkout, ["train", "--run-dir", str(runs / "tree"), *data, "--epochs", "1", "--no-progress"], env)
@@ -113,8 +119,8 @@ def markdown(result: dict) -> str:
     head = " | ".join(f"{c['commit']}" for c in checkouts)
     paired = len(checkouts) > 1
     lines = [f"`python benchmarks/everyday.py` on {result['machine']}, {result['date']}; the tree: {result['tree']} "
-             f"({result['tree_files']:,} files); wall seconds (CPU seconds; load average at the start), the median of "
-             f"{result['repeats']} runs but the \"first\" rows; ratios: the last checkout's wall"
+             f"({result['tree_files']:,} files); wall seconds (CPU seconds; load average at the start; each run's wall "
+             f"in order), the median of {result['repeats']} runs but the \"first\" rows; ratios: the last checkout's wall"
              + (f" against {checkouts[0]['commit']}'s in this run," if paired else "")
              + f" against ec0ec6e's figures on the issue's machine and against {GOAL:g} s:", "",
              f"| command | {head} |" + (f" / {checkouts[0]['commit']} |" if paired else "")
@@ -122,7 +128,7 @@ def markdown(result: dict) -> str:
              "| --- |" + " ---: |" * (len(checkouts) + 3 + paired)]
     for label in checkouts[-1]["rows"]:
         cells = [f"{c['rows'][label]['wall_s']:.1f} s ({c['rows'][label]['cpu_s']:.1f}; load "
-                 f"{c['rows'][label]['load']})" for c in checkouts]
+                 f"{c['rows'][label]['load']}{_each(c['rows'][label])})" for c in checkouts]
         last = checkouts[-1]["rows"][label]["wall_s"]
         if paired:
             cells.append(f"{last / checkouts[0]['rows'][label]['wall_s']:.2f}")
@@ -130,6 +136,12 @@ def markdown(result: dict) -> str:
         lines.append(f"| {label} | {' | '.join(cells)} | {f'{reference:.1f} s' if reference else '-'} | "
                      f"{f'{last / reference:.2f}' if reference else '-'} | {last / GOAL:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def _each(row: dict) -> str:
+    """Each run's wall, in order, where a row has several."""
+    walls = row.get("walls", [])
+    return f"; runs {' / '.join(f'{w:.1f}' for w in walls)}" if len(walls) > 1 else ""
 
 
 def commit_of(checkout: Path) -> str:

@@ -108,6 +108,7 @@ def test_a_file_created_in_a_named_folder_after_the_answer_is_seen(tmp_path):
 LIVE_MEMORY = {"bytes": 1}
 
 
+@kept.checkable
 def memory_now() -> int:
     return LIVE_MEMORY["bytes"]
 
@@ -150,3 +151,19 @@ def test_a_write_inside_a_named_folder_is_judged_by_what_changed(tmp_path):
     # a lock opened for writing and a folder made again where it was: nothing changed, kept
     assert record(tmp_path, lambda: (open(lock, "a").close(), (run / "ranks").mkdir(exist_ok=True)), roots=[run])
     assert not record(tmp_path, lambda: (run / "HEAD.json").write_text("{}"), roots=[run])
+
+
+def test_a_damaged_or_forged_record_is_computed_again_and_runs_nothing(tmp_path):
+    from roarfast.common.atomic import write_record
+    from roarfast.common.fingerprint import read_record
+
+    assert record(tmp_path, lambda: print("planned"))
+    path = tmp_path / "cache" / kept.FOLDER / "k.json"
+    forged = read_record(path, "")
+    victim = tmp_path / "ran"
+    forged["checks"] = [["os", "system", [f"touch {victim}"], 0], ["roarfast.common.atomic", "replace_bytes",
+                                                                  [str(victim), "x"], None]]
+    write_record(path, forged)  # sealed again: only the names a record gives are forged
+    assert not kept.replay(path.parent, "k") and not victim.exists()
+    path.write_bytes(path.read_bytes()[:-40])
+    assert not kept.replay(path.parent, "k")

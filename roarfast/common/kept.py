@@ -28,6 +28,7 @@ keeps and replays nothing. The files read come from Python's audit events (sys.a
 once per process and idle while no command records.
 """
 
+import functools
 import hashlib
 import importlib
 import json
@@ -39,7 +40,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from roarfast.common.atomic import write_json
+from roarfast.common.atomic import write_record
+from roarfast.common.fingerprint import read_record
+from roarfast.errors import UserError
 
 #: bump when what a record holds, or how it is keyed or checked, changes
 FORMAT = 1
@@ -100,12 +103,15 @@ def tree_digest(root, skip: str | None = None) -> str:
         for entry in entries:
             if folder == root and entry.name == skip:
                 continue
-            st = entry.stat(follow_symlinks=False)
-            line = f"{entry.path}\0{st.st_mode}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-            if entry.is_symlink():
-                line += "\0" + os.readlink(entry.path)
-            elif entry.is_dir(follow_symlinks=False):
-                folders.append(entry.path)
+            try:  # an entry removed meanwhile is a change like any other
+                st = entry.stat(follow_symlinks=False)
+                line = f"{entry.path}\0{st.st_mode}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+                if entry.is_symlink():
+                    line += "\0" + os.readlink(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+            except OSError as err:
+                line = f"{entry.path}: {err.errno}"
             digest.update(line.encode() + b"\n")
     return digest.hexdigest()
 
@@ -121,7 +127,6 @@ class Recording:
         self.checks: list = []
         self.spoiled: str | None = None  # why it may not be kept
         self.printed: list = []  # [[stream name, text], ...] in the order written
-        self.thread = threading.get_ident()
 
     def inside(self, path: str) -> bool:
         return os.path.join(path, "").startswith(self.roots)
@@ -142,37 +147,58 @@ def _path(arg) -> str | None:
     return os.path.abspath(arg) if isinstance(arg, (str, os.PathLike)) else None
 
 
-def _audit(event: str, args: tuple) -> None:
-    recording = _recording
-    if recording is None or getattr(_suspended, "on", False):
+def _opened(recording: Recording, args: tuple) -> None:
+    path = _path(args[0])
+    if path is None:
         return
-    if event == "open":
-        path = _path(args[0])
-        if path is None:
-            return
-        mode, flags = args[1], args[2]
-        writes = (any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & WRITE_FLAGS))
-        if path.startswith(SYSTEM):
-            if LIVE.match(path):
-                recording.spoil(f"read {path}")
-            return
-        if writes and not recording.inside(path):
-            recording.spoil(f"wrote {path}")
+    mode, flags = args[1], args[2]
+    if path.startswith(SYSTEM):
+        if LIVE.match(path):
+            recording.spoil(f"read {path}")
+        return
+    writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & WRITE_FLAGS)
+    if writes and not recording.inside(path):
+        recording.spoil(f"wrote {path}")
+    recording.read.add(path)
+
+
+def _listed(recording: Recording, args: tuple) -> None:
+    path = _path(args[0]) if args else None
+    if path is not None and not path.startswith(SYSTEM):
         recording.read.add(path)
-    elif event in ("os.listdir", "os.scandir", "sqlite3.connect"):
-        path = _path(args[0]) if args else None
-        if path is not None and not path.startswith(SYSTEM):
-            recording.read.add(path)
-    elif event in CHANGES:
-        paths = [_path(arg) for arg in args[:2] if isinstance(arg, (str, bytes, os.PathLike))]
-        if not paths or not all(recording.inside(path) or path.startswith("/dev/") for path in paths):
-            recording.spoil(f"{event} {paths}")
-    elif event == "subprocess.Popen":
-        program = args[0] if args[0] is not None else (args[1][0] if isinstance(args[1], (list, tuple)) else args[1])
-        if os.path.basename(os.fsdecode(program)) not in FACT_PROGRAMS:
-            recording.spoil(f"ran {program}")
-    elif event in UNKNOWN:
-        recording.spoil(event)
+
+
+def _changed(recording: Recording, args: tuple, event: str) -> None:
+    paths = [_path(arg) for arg in args[:2] if isinstance(arg, (str, bytes, os.PathLike))]
+    if not paths or not all(recording.inside(path) or path.startswith("/dev/") for path in paths):
+        recording.spoil(f"{event} {paths}")
+
+
+def _ran(recording: Recording, args: tuple) -> None:
+    program = args[0] if args[0] is not None else (args[1][0] if isinstance(args[1], (list, tuple)) else args[1])
+    if os.path.basename(os.fsdecode(program)) not in FACT_PROGRAMS:
+        recording.spoil(f"ran {program}")
+
+
+def _unknown(recording: Recording, args: tuple, event: str) -> None:
+    recording.spoil(event)
+
+
+#: what each audit event the recording watches does to it; every other event returns at the first lookup (the
+#: hook sees every import, attribute access and compile of the process)
+_WATCHED = {"open": _opened, "os.listdir": _listed, "os.scandir": _listed, "sqlite3.connect": _listed,
+            "subprocess.Popen": _ran,
+            **{event: functools.partial(_changed, event=event) for event in CHANGES},
+            **{event: functools.partial(_unknown, event=event) for event in UNKNOWN}}
+
+
+def _audit(event: str, args: tuple) -> None:
+    watch = _WATCHED.get(event)
+    if watch is None:
+        return
+    recording = _recording
+    if recording is not None and not getattr(_suspended, "on", False):
+        watch(recording, args)
 
 
 def depends_on_now(why: str) -> None:
@@ -181,11 +207,20 @@ def depends_on_now(why: str) -> None:
         _recording.spoil(why)
 
 
+def checkable(func):
+    """Decorator: `func` may be called through `checked` (and so by a replay, by the name a record gives: a record
+    cannot name any other function)."""
+    func.kept_checkable = True
+    return func
+
+
 def checked(func, *args):
     """func(*args), its call recorded so that a replay makes it again and prints the kept answer only where the
     result is the same: for a decision on something live (the memory available now), whose reads are not held
-    against the answer. `func` must be a module-level function of a module that does not import torch, its
+    against the answer. `func`: a `checkable` module-level function of a module that does not import torch, its
     arguments and result JSON values."""
+    if not getattr(func, "kept_checkable", False):
+        raise TypeError(f"{func.__qualname__} is not @checkable")
     if _recording is None:
         return func(*args)
     _suspended.on = True
@@ -225,26 +260,35 @@ def replay(folder: Path, name: str) -> bool:
     """Prints the answer kept in `folder` under `name` and returns True when every file, folder and check it
     recorded is as it was; else False (nothing printed)."""
     try:
-        record = json.loads((Path(folder) / f"{name}.json").read_text())
-    except (OSError, ValueError):
+        record = read_record(Path(folder) / f"{name}.json", "")
+        if not _holds(record):
+            return False
+    except (OSError, UserError, ValueError, TypeError, KeyError, AttributeError):  # damaged: computed again
         return False
-    if record.get("format") != FORMAT:
+    for stream, text in record["printed"]:
+        getattr(sys, stream).write(text)
+    sys.stdout.flush()
+    sys.stderr.write(f"(kept answer of {record['made']}: nothing it read has changed; {ENV_VAR}=0 computes it "
+                     f"again)\n")
+    return True
+
+
+def _holds(record: dict | None) -> bool:
+    """Whether everything `record` read is as it was, and its checks decide as they did."""
+    if record is None or record.get("format") != FORMAT:
+        return False
+    if not all(stream in ("stdout", "stderr") and isinstance(text, str) for stream, text in record["printed"]):
         return False
     if any(stamp(path) != was for path, was in record["read"]):
         return False
     if any(tree_digest(root, skip=skip) != was for root, skip, was in record["trees"]):
         return False
     for module, qualname, args, result in record["checks"]:
-        func = importlib.import_module(module)
+        func = importlib.import_module(module) if module.startswith("roarfast.") else sys.modules[module]
         for part in qualname.split("."):
             func = getattr(func, part)
-        if func(*args) != result:
+        if not getattr(func, "kept_checkable", False) or func(*args) != result:
             return False
-    for stream, text in record["printed"]:
-        getattr(sys, stream).write(text)
-    sys.stdout.flush()
-    sys.stderr.write(f"(kept answer of {record['made']}: nothing it read has changed; {ENV_VAR}=0 computes it "
-                     f"again)\n")
     return True
 
 
@@ -281,7 +325,7 @@ def recording(folder: Path, name: str, roots: list):
               "trees": [[root, skip, digest] for (root, skip), digest in zip(trees, after)],
               "checks": recording.checks, "printed": recording.printed}
     try:
-        write_json(folder / f"{name}.json", record, indent=None)
+        write_record(folder / f"{name}.json", record, indent=None)
         _forget_oldest(folder)
     except OSError:
         pass  # a cache that cannot be written keeps nothing; the answer was printed

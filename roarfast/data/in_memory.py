@@ -5,6 +5,7 @@ available now. Imports nothing heavy: a kept answer makes the decision again bef
 import os
 from pathlib import Path
 
+from roarfast.common.kept import checkable
 from roarfast.errors import UserError
 
 #: share of the memory available at load time the decoded canvases may take before stream="auto" streams
@@ -22,6 +23,7 @@ def available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+@checkable
 def wants_stream(stream, images: int, crop: int) -> bool:
     """Whether to stream: stream=True/False decides; "auto" streams when the uint8 canvases of `images`
     images would take more than IN_MEMORY_SHARE of the available memory. stream=False for canvases larger than
