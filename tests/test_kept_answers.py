@@ -1,8 +1,9 @@
-"""Answers kept (roarfast.common.kept): a dry run on an image tree, or an extraction with nothing to do, asked again
-with nothing it read changed prints the same answer in a process that cannot import torch; the tree changed, it is
-planned afresh; an extraction that finds its ranks in place writes nothing. And the mechanism itself: an answer is replayed
-only while every file it read is as it was (a rewrite with its times put back included), and never kept when it
-wrote outside the folders it names, failed, read something live or said it depends on the time."""
+"""Answers kept (roarfast.common.kept): a dry run on an image tree, or an extraction with nothing to do, asked
+again with nothing it read changed prints the same answer in a process that cannot import torch; the tree changed,
+it is planned afresh; an extraction that finds its ranks in place writes nothing. And the mechanism itself: an
+answer is replayed only while every file it read is as it was (a rewrite with its times put back included), and
+never kept when it wrote outside the folders it may write in, failed, read something live or said it depends on
+the time; a damaged or forged record runs nothing."""
 
 import os
 import subprocess
@@ -66,11 +67,11 @@ def test_an_extraction_with_nothing_to_do_writes_nothing_and_is_answered_again_w
 
 # ---------------------------------------------------------------------------------------------- the mechanism
 
-def record(tmp_path, body, roots=()) -> bool:
+def record(tmp_path, body, roots=(), sources=()) -> bool:
     """Runs body() as a kept command of the cache tmp_path/cache; whether an answer was kept."""
     store = tmp_path / "cache" / kept.FOLDER
     (store / "k.json").unlink(missing_ok=True)
-    with kept.recording(store, "k", list(roots)):
+    with kept.recording(store, "k", list(roots), list(sources)):
         body()
     return (store / "k.json").exists()
 
@@ -151,6 +152,8 @@ def test_a_write_inside_a_named_folder_is_judged_by_what_changed(tmp_path):
     # a lock opened for writing and a folder made again where it was: nothing changed, kept
     assert record(tmp_path, lambda: (open(lock, "a").close(), (run / "ranks").mkdir(exist_ok=True)), roots=[run])
     assert not record(tmp_path, lambda: (run / "HEAD.json").write_text("{}"), roots=[run])
+    # a folder it only reads (an image tree): a lock opened there is a write
+    assert not record(tmp_path, lambda: open(lock, "a").close(), sources=[run])
 
 
 def test_a_damaged_or_forged_record_is_computed_again_and_runs_nothing(tmp_path):

@@ -293,19 +293,21 @@ def _holds(record: dict | None) -> bool:
 
 
 @contextmanager
-def recording(folder: Path, name: str, roots: list):
+def recording(folder: Path, name: str, roots: list, sources: list = ()):
     """Runs the body as a recording; once it returns, keeps its answer in `folder` under `name` unless it
-    may not be kept (module docstring). `roots`: the folders the command names (the run directory, an image
-    tree); `folder`'s parent, the machine's cache, is checked too."""
+    may not be kept (module docstring). `roots`: the folders the command may write in (its run directory: a
+    lock, a folder made again), compared whole before and after; `folder`'s parent, the machine's cache, is one
+    too. `sources`: the folders it only reads (an image tree), recorded whole once it returned; a write there
+    spoils it."""
     global _recording, _hooked
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)  # first: the cache's own listing is part of what is checked
     except OSError:
         pass
-    trees = [(str(root), None) for root in roots] + [(str(folder.parent), folder.name)]
-    before = [tree_digest(root, skip) for root, skip in trees]
-    recording = Recording(root for root, _ in trees)
+    written = [(str(root), None) for root in roots] + [(str(folder.parent), folder.name)]
+    before = [tree_digest(root, skip) for root, skip in written]
+    recording = Recording(root for root, _ in written)
     if not _hooked:
         sys.addaudithook(_audit)
         _hooked = True
@@ -317,9 +319,11 @@ def recording(folder: Path, name: str, roots: list):
     finally:
         _recording = None
         sys.stdout, sys.stderr = stdout, stderr
-    after = [tree_digest(root, skip) for root, skip in trees]
+    after = [tree_digest(root, skip) for root, skip in written]
     if recording.spoiled is not None or before != after:
         return
+    trees = written + [(str(source), None) for source in sources]
+    after += [tree_digest(source) for source in sources]
     read = recording.read | {m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
     record = {"format": FORMAT, "made": time.strftime("%Y-%m-%d %H:%M:%S"), "read": sorted([p, stamp(p)] for p in read),
               "trees": [[root, skip, digest] for (root, skip), digest in zip(trees, after)],

@@ -25,9 +25,8 @@ COMMANDS = Resolver("command", "roarfast COMMAND", package=__name__)
 def command(name: str | None = None, kept=None, **attrs):
     """Decorator: the function as a roarfast command (its name: `name`, else the function's), registered in
     COMMANDS; `attrs` as click.command takes them. `kept`: where the command's answer may be kept, a function of
-    its parameters that returns the folders it names (its run directory, an image tree) when the call only
-    reads, else None. (Whether a command starts again for an allocator is decided before the commands load:
-    roarfast.cli.start.)"""
+    its parameters that returns the folders it names when the call only reads (`read_only`), else None.
+    (Whether a command starts again for an allocator is decided before the commands load: roarfast.cli.start.)"""
 
     def decorate(func):
         made = click.command(name, cls=OneLineCommand, **attrs)(func if kept is None else _keeping(func, kept))
@@ -40,7 +39,7 @@ def command(name: str | None = None, kept=None, **attrs):
 
 def _keeping(func, folders_of):
     """func, its answer kept and replayed (roarfast.common.kept) on the calls for which folders_of(params) names
-    folders."""
+    folders: (those it may write in, those it only reads)."""
 
     @functools.wraps(func)
     def keeping(**params):
@@ -52,15 +51,16 @@ def _keeping(func, folders_of):
         store, name = cache_root() / answers.FOLDER, answers.key(func.__name__, params)
         if answers.replay(store, name):
             return None
-        with answers.recording(store, name, folders):
+        with answers.recording(store, name, *folders):
             return func(**params)
 
     return keeping
 
 
-def read_only(params: dict, dry_run: bool = True) -> list | None:
-    """The `kept` of a command on a run directory and its data: its run directory and image tree, when it runs
-    here (a cluster's state is not in files) and `dry_run`."""
+def read_only(params: dict, dry_run: bool = True) -> tuple | None:
+    """The `kept` of a command on a run directory and its data, when it runs here (a cluster's state is not in
+    files) and `dry_run`: ([its run directory], [its image tree, if it names one]), the folders it may write in
+    and those it only reads (roarfast.common.kept.recording)."""
     if not dry_run or params.get("executor", "local") != "local":
         return None
-    return [params["run_dir"], *([params["data_dir"]] if params.get("data_dir") is not None else [])]
+    return [params["run_dir"]], [params["data_dir"]] if params.get("data_dir") is not None else []
