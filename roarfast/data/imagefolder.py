@@ -47,6 +47,7 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 #: names of the held-out split, in the order they are looked for
 TEST_SPLITS = ("val", "test")
 
+
 def class_names(split_dir: Path) -> list[str]:
     """Sorted names of the class folders of one ImageFolder split (label i = the i-th name)."""
     return sorted(d.name for d in split_dir.iterdir() if d.is_dir())

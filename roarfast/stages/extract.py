@@ -126,8 +126,8 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     # the compute batch of the device that computes (a Ray task's, on Ray): chunks and passes hold whole ones
     computing = cluster.device if cluster is not None else device
     batch = compute_batch(selection, computing, ds.image_size)
-    # before any map is computed; an extraction that finds every store in place writes nothing (a read-only run
-    # directory answers it, and its answer may be kept: roarfast.common.kept)
+    # before any map is computed; an extraction that finds every store in place writes nothing (so its answer may
+    # be kept: roarfast.common.kept)
     if options.force or run.ranks_to_make(selection, options.splits, ds.fingerprint):
         run.check_writable(_bytes_to_write(store, ds, selection, options))
     params = selection.method_params(ds, device, options.amp)
