@@ -4,7 +4,7 @@ A dry run (`roarfast sweep --dry-run`) or an extraction with nothing left to do 
 so it imports torch, the extension and the estimators, which take longer than everything else it does (about 1.5
 of 2 s on two cores; 3-5 s on a slow machine). Asked again on the same run directory, it would print the same. So
 the command records, while it runs, what it read, and keeps its output with that record in the machine's cache
-(`keep`); the next identical command checks the record with stat calls alone and prints the kept output
+(`recording`); the next identical command checks the record with stat calls alone and prints the kept output
 (`replay`), or runs when anything differs.
 
 What an answer is keyed by and checked against:

@@ -367,9 +367,7 @@ class RunDir(RunDatasets):
     def ranks_to_make(self, selection, splits, fingerprint: str, base: str | None = None) -> list[str]:
         """The methods of `selection` whose ranks an extraction of `splits` would make: the store of their id
         (rank_ids) missing or incomplete in a split; a complete one is reused."""
-        store = self.ranks_for(self.rank_ids(selection, fingerprint, base))
-        return [m for m in selection.names
-                if any((store.manifest(m, split) or {}).get("complete") is not True for split in splits)]
+        return self.ranks_for(self.rank_ids(selection, fingerprint, base)).incomplete(selection.names, splits)
 
     # ------------------------------------------------------------------------------------- stage times
 

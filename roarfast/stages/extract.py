@@ -128,7 +128,7 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     batch = compute_batch(selection, computing, ds.image_size)
     # before any map is computed; an extraction that finds every store in place writes nothing (so its answer may
     # be kept: roarfast.common.kept)
-    if options.force or run.ranks_to_make(selection, options.splits, ds.fingerprint):
+    if options.force or store.incomplete(selection.names, options.splits):
         run.check_writable(_bytes_to_write(store, ds, selection, options))
     params = selection.method_params(ds, device, options.amp)
     for line in check_methods(model, ds, selection, params, device):
@@ -158,8 +158,9 @@ def run_extract(run_dir, options: ExtractOptions, *, dataset=None, data_dir=None
     finally:
         for writer in writers.values():
             writer.close()
-    ranks = {**run.head().ranks, **ids}
-    if ranks != run.head().ranks:  # HEAD records a request that changed what it names, with its command and time
+    recorded = run.head().ranks
+    ranks = {**recorded, **ids}
+    if ranks != recorded:  # HEAD records a request that changed what it names, with its command and time
         run.update_head("roarfast.stages.extract.run_extract()", ranks=ranks)
     return summary
 

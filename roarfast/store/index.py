@@ -271,6 +271,11 @@ class RankStore:
                 if manifest is not None:
                     yield manifest["method"], split_dir.name, manifest
 
+    def incomplete(self, methods, splits) -> list[str]:
+        """The `methods` whose store is missing or incomplete in one of `splits`: what an extraction would make."""
+        return [m for m in methods if any((self.manifest(m, split) or {}).get("complete") is not True
+                                          for split in splits)]
+
     def manifest(self, method: str, split: str) -> dict | None:
         """The manifest of (method, split) as stored (complete or not), or None when there is none (or no place
         for the method)."""
